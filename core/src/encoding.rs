@@ -1,0 +1,799 @@
+//! Canonical, order-preserving key encoding.
+//!
+//! Every index kind that sorts stores keys in this encoding, natively and in wasm, so the
+//! bytes are a contract: `docs/key-encoding.md` specifies them and
+//! `core/tests/golden/key-encoding.txt` pins them with golden vectors.
+//!
+//! The contract, for a [`KeySchema`] and two tuples `x`, `y` of that schema:
+//! `encode(x) < encode(y)` (unsigned bytewise) **iff** `x < y` under the declared per-column
+//! order (SQL order of the type, reversed for DESC, NULL placed FIRST/LAST independently of
+//! direction). Every column component is *prefix-free* (no complete component is a prefix of
+//! another), so tuples frame unambiguously and complementing a component reverses its order.
+//!
+//! Failure modes are typed ([`KeyError`]); no error message ever contains an indexed value.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Largest variable-length value (string, binary, fixed) accepted, in raw bytes.
+pub const MAX_VALUE_BYTES: usize = 1024;
+/// Largest encoded key accepted, in bytes.
+pub const MAX_KEY_BYTES: usize = 4096;
+
+/// Flag byte of a NULL component under NULLS FIRST.
+pub const FLAG_NULL_FIRST: u8 = 0x00;
+/// Flag byte of a present (non-NULL) component.
+pub const FLAG_PRESENT: u8 = 0x01;
+/// Flag byte of a NULL component under NULLS LAST.
+pub const FLAG_NULL_LAST: u8 = 0x02;
+
+/// Bits of the one canonical NaN (positive quiet NaN) every NaN collapses to.
+pub const CANONICAL_NAN_BITS: u64 = 0x7FF8_0000_0000_0000;
+
+/// The type of one key column. Integer and float widths are normalised in the encoding (see
+/// `docs/key-encoding.md`) so that Iceberg's int→long and float→double promotions keep keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyType {
+    Boolean,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    UInt8,
+    UInt16,
+    UInt32,
+    UInt64,
+    Float32,
+    Float64,
+    /// Fixed-scale decimal; `precision` ≤ 38 digits. Values are the unscaled integer.
+    Decimal { precision: u8, scale: u8 },
+    String,
+    Binary,
+    /// Fixed-length binary of `len` bytes (1 ≤ len ≤ [`MAX_VALUE_BYTES`]).
+    Fixed(u32),
+    Uuid,
+    /// Days since 1970-01-01.
+    Date,
+    /// Microseconds since midnight, `0 ≤ t < 86_400_000_000`.
+    Time,
+    /// Microseconds since the epoch, no zone.
+    Timestamp,
+    /// Microseconds since the epoch, UTC.
+    TimestampTz,
+    /// Nanoseconds since the epoch, no zone.
+    TimestampNs,
+    /// Nanoseconds since the epoch, UTC.
+    TimestampTzNs,
+}
+
+impl KeyType {
+    /// Checks the type's own parameters (decimal precision, fixed length).
+    pub fn validate(&self) -> Result<(), KeyError> {
+        match *self {
+            KeyType::Decimal { precision, scale } if precision == 0 || precision > 38 || scale > precision => {
+                Err(KeyError::InvalidType { reason: format!("decimal({precision},{scale}) outside 1 ≤ precision ≤ 38, scale ≤ precision") })
+            }
+            KeyType::Fixed(len) if len == 0 || len as usize > MAX_VALUE_BYTES => Err(KeyError::InvalidType {
+                reason: format!("fixed[{len}] outside 1..={MAX_VALUE_BYTES}"),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for KeyType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyType::Boolean => f.write_str("boolean"),
+            KeyType::Int8 => f.write_str("int8"),
+            KeyType::Int16 => f.write_str("int16"),
+            KeyType::Int32 => f.write_str("int32"),
+            KeyType::Int64 => f.write_str("int64"),
+            KeyType::UInt8 => f.write_str("uint8"),
+            KeyType::UInt16 => f.write_str("uint16"),
+            KeyType::UInt32 => f.write_str("uint32"),
+            KeyType::UInt64 => f.write_str("uint64"),
+            KeyType::Float32 => f.write_str("float32"),
+            KeyType::Float64 => f.write_str("float64"),
+            KeyType::Decimal { precision, scale } => write!(f, "decimal({precision},{scale})"),
+            KeyType::String => f.write_str("string"),
+            KeyType::Binary => f.write_str("binary"),
+            KeyType::Fixed(n) => write!(f, "fixed[{n}]"),
+            KeyType::Uuid => f.write_str("uuid"),
+            KeyType::Date => f.write_str("date"),
+            KeyType::Time => f.write_str("time"),
+            KeyType::Timestamp => f.write_str("timestamp"),
+            KeyType::TimestampTz => f.write_str("timestamptz"),
+            KeyType::TimestampNs => f.write_str("timestamp_ns"),
+            KeyType::TimestampTzNs => f.write_str("timestamptz_ns"),
+        }
+    }
+}
+
+impl FromStr for KeyType {
+    type Err = KeyError;
+    fn from_str(s: &str) -> Result<Self, KeyError> {
+        let s = s.trim();
+        let bad = || KeyError::InvalidType { reason: format!("unknown key type {s:?}") };
+        let t = match s {
+            "boolean" | "bool" => KeyType::Boolean,
+            "int8" => KeyType::Int8,
+            "int16" => KeyType::Int16,
+            "int32" | "int" => KeyType::Int32,
+            "int64" | "long" => KeyType::Int64,
+            "uint8" => KeyType::UInt8,
+            "uint16" => KeyType::UInt16,
+            "uint32" => KeyType::UInt32,
+            "uint64" => KeyType::UInt64,
+            "float32" | "float" => KeyType::Float32,
+            "float64" | "double" => KeyType::Float64,
+            "string" => KeyType::String,
+            "binary" => KeyType::Binary,
+            "uuid" => KeyType::Uuid,
+            "date" => KeyType::Date,
+            "time" => KeyType::Time,
+            "timestamp" => KeyType::Timestamp,
+            "timestamptz" => KeyType::TimestampTz,
+            "timestamp_ns" => KeyType::TimestampNs,
+            "timestamptz_ns" => KeyType::TimestampTzNs,
+            _ => {
+                if let Some(inner) = s.strip_prefix("decimal(").and_then(|r| r.strip_suffix(')')) {
+                    let (p, sc) = inner.split_once(',').ok_or_else(bad)?;
+                    let precision = p.trim().parse().map_err(|_| bad())?;
+                    let scale = sc.trim().parse().map_err(|_| bad())?;
+                    KeyType::Decimal { precision, scale }
+                } else if let Some(inner) = s.strip_prefix("fixed[").and_then(|r| r.strip_suffix(']')) {
+                    KeyType::Fixed(inner.trim().parse().map_err(|_| bad())?)
+                } else {
+                    return Err(bad());
+                }
+            }
+        };
+        t.validate()?;
+        Ok(t)
+    }
+}
+
+impl Serialize for KeyType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Sort direction of one key column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    #[default]
+    Asc,
+    Desc,
+}
+
+/// Where NULLs of one key column sort, independently of its direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NullOrder {
+    First,
+    #[default]
+    Last,
+}
+
+/// One key column: its type, direction and NULL placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KeyColumn {
+    #[serde(rename = "type")]
+    pub ty: KeyType,
+    #[serde(default)]
+    pub direction: Direction,
+    #[serde(default)]
+    pub nulls: NullOrder,
+}
+
+impl KeyColumn {
+    /// An ascending, NULLS LAST column of `ty`.
+    pub fn new(ty: KeyType) -> Self {
+        KeyColumn { ty, direction: Direction::Asc, nulls: NullOrder::Last }
+    }
+    pub fn desc(mut self) -> Self {
+        self.direction = Direction::Desc;
+        self
+    }
+    pub fn nulls_first(mut self) -> Self {
+        self.nulls = NullOrder::First;
+        self
+    }
+    pub fn nulls_last(mut self) -> Self {
+        self.nulls = NullOrder::Last;
+        self
+    }
+}
+
+/// The ordered columns of a key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KeySchema {
+    pub columns: Vec<KeyColumn>,
+}
+
+/// One value of a key component. The column's [`KeyType`] decides how it is read; a value
+/// of the wrong variant is a [`KeyError::TypeMismatch`].
+#[derive(Clone, Debug)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    /// Any signed integer type (range-checked against the column's width).
+    Int(i64),
+    /// Any unsigned integer type (range-checked against the column's width).
+    UInt(u64),
+    Float32(f32),
+    Float64(f64),
+    /// Unscaled decimal value.
+    Decimal(i128),
+    String(String),
+    /// binary, fixed[n] and uuid.
+    Binary(Vec<u8>),
+    Date(i32),
+    Time(i64),
+    /// Any of the four timestamp types, in the type's unit.
+    Timestamp(i64),
+}
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    fn variant_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::UInt(_) => "uint",
+            Value::Float32(_) => "float32",
+            Value::Float64(_) => "float64",
+            Value::Decimal(_) => "decimal",
+            Value::String(_) => "string",
+            Value::Binary(_) => "binary",
+            Value::Date(_) => "date",
+            Value::Time(_) => "time",
+            Value::Timestamp(_) => "timestamp",
+        }
+    }
+}
+
+/// Equality is canonical equality: `-0.0 == +0.0`, every NaN equals every NaN.
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Value::Float32(a), Value::Float32(b)) => float_cmp(*a as f64, *b as f64) == Ordering::Equal,
+            (Value::Float64(a), Value::Float64(b)) => float_cmp(*a, *b) == Ordering::Equal,
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::UInt(a), Value::UInt(b)) => a == b,
+            (Value::Decimal(a), Value::Decimal(b)) => a == b,
+            (Value::String(a), Value::String(b)) => a == b,
+            (Value::Binary(a), Value::Binary(b)) => a == b,
+            (Value::Date(a), Value::Date(b)) => a == b,
+            (Value::Time(a), Value::Time(b)) => a == b,
+            (Value::Timestamp(a), Value::Timestamp(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// Typed failures of encoding and decoding. Messages name columns and sizes, never values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("invalid key type: {reason}")]
+    InvalidType { reason: String },
+    #[error("key has {found} values but the index has {expected} columns")]
+    Arity { expected: usize, found: usize },
+    #[error("column {column}: a {found} value does not fit a {expected} key column")]
+    TypeMismatch { column: usize, expected: KeyType, found: &'static str },
+    #[error("column {column}: value is outside the range of {ty}")]
+    OutOfRange { column: usize, ty: KeyType },
+    #[error("column {column}: value of {len} bytes exceeds the {max}-byte cap for indexed values")]
+    ValueTooLarge { column: usize, len: usize, max: usize },
+    #[error("encoded key of {len} bytes exceeds the {max}-byte cap")]
+    KeyTooLarge { len: usize, max: usize },
+    #[error("column {column}: fixed[{expected}] value has {found} bytes")]
+    FixedLength { column: usize, expected: u32, found: usize },
+    #[error("malformed key at column {column}: {reason}")]
+    Malformed { column: usize, reason: &'static str },
+    #[error("malformed key: {extra} trailing bytes after the last column")]
+    TrailingBytes { extra: usize },
+}
+
+/// Total order of floats as SQL engines sort them: `-0.0 == +0.0`, NaN greatest and equal to
+/// itself.
+pub fn float_cmp(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.partial_cmp(&b).expect("non-NaN floats compare"),
+    }
+}
+
+/// The SQL order of two non-NULL values of the same variant (the reference the encoding is
+/// tested against). Returns `None` for values of different variants or NULLs.
+pub fn value_cmp(a: &Value, b: &Value) -> Option<Ordering> {
+    Some(match (a, b) {
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::UInt(x), Value::UInt(y)) => x.cmp(y),
+        (Value::Float32(x), Value::Float32(y)) => float_cmp(*x as f64, *y as f64),
+        (Value::Float64(x), Value::Float64(y)) => float_cmp(*x, *y),
+        (Value::Decimal(x), Value::Decimal(y)) => x.cmp(y),
+        (Value::String(x), Value::String(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Value::Binary(x), Value::Binary(y)) => x.cmp(y),
+        (Value::Date(x), Value::Date(y)) => x.cmp(y),
+        (Value::Time(x), Value::Time(y)) => x.cmp(y),
+        (Value::Timestamp(x), Value::Timestamp(y)) => x.cmp(y),
+        _ => return None,
+    })
+}
+
+/// The declared order of two tuples under `schema`: per column, NULL placement first, then
+/// the value order, reversed for DESC. Panics only if a tuple's variants do not match the
+/// schema (a programming error in the caller).
+pub fn tuple_cmp(schema: &KeySchema, a: &[Value], b: &[Value]) -> Ordering {
+    for (i, col) in schema.columns.iter().enumerate() {
+        let (x, y) = match (a.get(i), b.get(i)) {
+            (Some(x), Some(y)) => (x, y),
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+        };
+        let ord = match (x.is_null(), y.is_null()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => match col.nulls {
+                NullOrder::First => Ordering::Less,
+                NullOrder::Last => Ordering::Greater,
+            },
+            (false, true) => match col.nulls {
+                NullOrder::First => Ordering::Greater,
+                NullOrder::Last => Ordering::Less,
+            },
+            (false, false) => {
+                let o = value_cmp(x, y).expect("values of one column share a variant");
+                match col.direction {
+                    Direction::Asc => o,
+                    Direction::Desc => o.reverse(),
+                }
+            }
+        };
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    Ordering::Equal
+}
+
+impl KeySchema {
+    pub fn new(columns: Vec<KeyColumn>) -> Result<Self, KeyError> {
+        for c in &columns {
+            c.ty.validate()?;
+        }
+        Ok(KeySchema { columns })
+    }
+
+    /// Encodes a full key (one value per column).
+    pub fn encode(&self, values: &[Value]) -> Result<Vec<u8>, KeyError> {
+        if values.len() != self.columns.len() {
+            return Err(KeyError::Arity { expected: self.columns.len(), found: values.len() });
+        }
+        self.encode_prefix(values)
+    }
+
+    /// Encodes the leading `values.len()` components. Every full key whose leading columns
+    /// equal `values` starts with these bytes, and no other key does.
+    pub fn encode_prefix(&self, values: &[Value]) -> Result<Vec<u8>, KeyError> {
+        if values.len() > self.columns.len() {
+            return Err(KeyError::Arity { expected: self.columns.len(), found: values.len() });
+        }
+        let mut out = Vec::with_capacity(values.len() * 10);
+        for (i, (col, v)) in self.columns.iter().zip(values).enumerate() {
+            encode_component(&mut out, i, col, v)?;
+            if out.len() > MAX_KEY_BYTES {
+                return Err(KeyError::KeyTooLarge { len: out.len(), max: MAX_KEY_BYTES });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Decodes a full key. Never panics; malformed input is a [`KeyError`].
+    pub fn decode(&self, bytes: &[u8]) -> Result<Vec<Value>, KeyError> {
+        let mut pos = 0usize;
+        let mut out = Vec::with_capacity(self.columns.len());
+        for (i, col) in self.columns.iter().enumerate() {
+            out.push(decode_component(bytes, &mut pos, i, col)?);
+        }
+        if pos != bytes.len() {
+            return Err(KeyError::TrailingBytes { extra: bytes.len() - pos });
+        }
+        Ok(out)
+    }
+
+    /// Length of the first `n` components of an encoded key (to split a key into its
+    /// equality prefix and the rest without decoding values).
+    pub fn prefix_len(&self, bytes: &[u8], n: usize) -> Result<usize, KeyError> {
+        let mut pos = 0usize;
+        for (i, col) in self.columns.iter().take(n).enumerate() {
+            decode_component(bytes, &mut pos, i, col)?;
+        }
+        Ok(pos)
+    }
+}
+
+/// The smallest byte string greater than every string that starts with `prefix`, or `None`
+/// when no such string exists (empty prefix or all `0xFF`). `[prefix, prefix_end(prefix))`
+/// is the byte range of a prefix scan.
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last != 0xFF {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+fn encode_component(out: &mut Vec<u8>, column: usize, col: &KeyColumn, v: &Value) -> Result<(), KeyError> {
+    if v.is_null() {
+        out.push(match col.nulls {
+            NullOrder::First => FLAG_NULL_FIRST,
+            NullOrder::Last => FLAG_NULL_LAST,
+        });
+        return Ok(());
+    }
+    out.push(FLAG_PRESENT);
+    let start = out.len();
+    encode_body(out, column, col.ty, v)?;
+    if col.direction == Direction::Desc {
+        for b in &mut out[start..] {
+            *b = !*b;
+        }
+    }
+    Ok(())
+}
+
+fn signed(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(&((v as u64) ^ (1 << 63)).to_be_bytes());
+}
+
+fn int_in(column: usize, ty: KeyType, v: &Value, min: i64, max: i64) -> Result<i64, KeyError> {
+    let n: i64 = match *v {
+        Value::Int(n) => n,
+        Value::UInt(n) => i64::try_from(n).map_err(|_| KeyError::OutOfRange { column, ty })?,
+        _ => return Err(KeyError::TypeMismatch { column, expected: ty, found: v.variant_name() }),
+    };
+    if n < min || n > max {
+        return Err(KeyError::OutOfRange { column, ty });
+    }
+    Ok(n)
+}
+
+fn uint_in(column: usize, ty: KeyType, v: &Value, max: u64) -> Result<u64, KeyError> {
+    let n: u64 = match *v {
+        Value::UInt(n) => n,
+        Value::Int(n) => u64::try_from(n).map_err(|_| KeyError::OutOfRange { column, ty })?,
+        _ => return Err(KeyError::TypeMismatch { column, expected: ty, found: v.variant_name() }),
+    };
+    if n > max {
+        return Err(KeyError::OutOfRange { column, ty });
+    }
+    Ok(n)
+}
+
+/// The order-preserving transform of a float, after canonicalisation.
+pub fn float_bits(f: f64) -> u64 {
+    let f = if f == 0.0 { 0.0 } else { f };
+    let bits = if f.is_nan() { CANONICAL_NAN_BITS } else { f.to_bits() };
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
+}
+
+fn float_from_bits(t: u64) -> f64 {
+    let bits = if t >> 63 == 1 { t & !(1 << 63) } else { !t };
+    f64::from_bits(bits)
+}
+
+fn escaped(out: &mut Vec<u8>, column: usize, bytes: &[u8]) -> Result<(), KeyError> {
+    if bytes.len() > MAX_VALUE_BYTES {
+        return Err(KeyError::ValueTooLarge { column, len: bytes.len(), max: MAX_VALUE_BYTES });
+    }
+    for &b in bytes {
+        out.push(b);
+        if b == 0x00 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0x00, 0x01]);
+    Ok(())
+}
+
+fn encode_body(out: &mut Vec<u8>, column: usize, ty: KeyType, v: &Value) -> Result<(), KeyError> {
+    let mismatch = || KeyError::TypeMismatch { column, expected: ty, found: v.variant_name() };
+    match ty {
+        KeyType::Boolean => match v {
+            Value::Bool(b) => out.push(*b as u8),
+            _ => return Err(mismatch()),
+        },
+        KeyType::Int8 => signed(out, int_in(column, ty, v, i8::MIN as i64, i8::MAX as i64)?),
+        KeyType::Int16 => signed(out, int_in(column, ty, v, i16::MIN as i64, i16::MAX as i64)?),
+        KeyType::Int32 => signed(out, int_in(column, ty, v, i32::MIN as i64, i32::MAX as i64)?),
+        KeyType::Int64 => signed(out, int_in(column, ty, v, i64::MIN, i64::MAX)?),
+        KeyType::UInt8 => out.extend_from_slice(&uint_in(column, ty, v, u8::MAX as u64)?.to_be_bytes()),
+        KeyType::UInt16 => out.extend_from_slice(&uint_in(column, ty, v, u16::MAX as u64)?.to_be_bytes()),
+        KeyType::UInt32 => out.extend_from_slice(&uint_in(column, ty, v, u32::MAX as u64)?.to_be_bytes()),
+        KeyType::UInt64 => out.extend_from_slice(&uint_in(column, ty, v, u64::MAX)?.to_be_bytes()),
+        KeyType::Float32 => match v {
+            Value::Float32(f) => out.extend_from_slice(&float_bits(*f as f64).to_be_bytes()),
+            _ => return Err(mismatch()),
+        },
+        KeyType::Float64 => match v {
+            Value::Float64(f) => out.extend_from_slice(&float_bits(*f).to_be_bytes()),
+            Value::Float32(f) => out.extend_from_slice(&float_bits(*f as f64).to_be_bytes()),
+            _ => return Err(mismatch()),
+        },
+        KeyType::Decimal { precision, .. } => match v {
+            Value::Decimal(d) => {
+                if d.unsigned_abs() >= 10u128.pow(precision as u32) {
+                    return Err(KeyError::OutOfRange { column, ty });
+                }
+                out.extend_from_slice(&((*d as u128) ^ (1 << 127)).to_be_bytes());
+            }
+            _ => return Err(mismatch()),
+        },
+        KeyType::String => match v {
+            Value::String(s) => escaped(out, column, s.as_bytes())?,
+            _ => return Err(mismatch()),
+        },
+        KeyType::Binary => match v {
+            Value::Binary(b) => escaped(out, column, b)?,
+            _ => return Err(mismatch()),
+        },
+        KeyType::Fixed(len) => match v {
+            Value::Binary(b) if b.len() == len as usize => out.extend_from_slice(b),
+            Value::Binary(b) => return Err(KeyError::FixedLength { column, expected: len, found: b.len() }),
+            _ => return Err(mismatch()),
+        },
+        KeyType::Uuid => match v {
+            Value::Binary(b) if b.len() == 16 => out.extend_from_slice(b),
+            Value::Binary(b) => return Err(KeyError::FixedLength { column, expected: 16, found: b.len() }),
+            _ => return Err(mismatch()),
+        },
+        KeyType::Date => match v {
+            Value::Date(d) => out.extend_from_slice(&((*d as u32) ^ (1 << 31)).to_be_bytes()),
+            _ => return Err(mismatch()),
+        },
+        KeyType::Time => match v {
+            Value::Time(t) => {
+                if !(0..86_400_000_000).contains(t) {
+                    return Err(KeyError::OutOfRange { column, ty });
+                }
+                signed(out, *t)
+            }
+            _ => return Err(mismatch()),
+        },
+        KeyType::Timestamp | KeyType::TimestampTz | KeyType::TimestampNs | KeyType::TimestampTzNs => match v {
+            Value::Timestamp(t) => signed(out, *t),
+            _ => return Err(mismatch()),
+        },
+    }
+    Ok(())
+}
+
+/// Reads bytes of one component, undoing the DESC complement on the fly.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: &'a mut usize,
+    flip: u8,
+    column: usize,
+}
+
+impl Cursor<'_> {
+    fn byte(&mut self) -> Result<u8, KeyError> {
+        let b = *self.bytes.get(*self.pos).ok_or(KeyError::Malformed { column: self.column, reason: "truncated" })?;
+        *self.pos += 1;
+        Ok(b ^ self.flip)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], KeyError> {
+        let end = self.pos.checked_add(N).filter(|e| *e <= self.bytes.len());
+        let end = end.ok_or(KeyError::Malformed { column: self.column, reason: "truncated" })?;
+        let mut a = [0u8; N];
+        for (d, s) in a.iter_mut().zip(&self.bytes[*self.pos..end]) {
+            *d = s ^ self.flip;
+        }
+        *self.pos = end;
+        Ok(a)
+    }
+    fn fixed(&mut self, n: usize) -> Result<Vec<u8>, KeyError> {
+        let end = self.pos.checked_add(n).filter(|e| *e <= self.bytes.len());
+        let end = end.ok_or(KeyError::Malformed { column: self.column, reason: "truncated" })?;
+        let v = self.bytes[*self.pos..end].iter().map(|b| b ^ self.flip).collect();
+        *self.pos = end;
+        Ok(v)
+    }
+    fn escaped(&mut self) -> Result<Vec<u8>, KeyError> {
+        let mut v = Vec::new();
+        loop {
+            let b = self.byte()?;
+            if b != 0x00 {
+                v.push(b);
+            } else {
+                match self.byte()? {
+                    0xFF => v.push(0x00),
+                    0x01 => break,
+                    _ => return Err(KeyError::Malformed { column: self.column, reason: "bad escape" }),
+                }
+            }
+            if v.len() > MAX_VALUE_BYTES {
+                return Err(KeyError::Malformed { column: self.column, reason: "value over the size cap" });
+            }
+        }
+        Ok(v)
+    }
+    fn signed(&mut self) -> Result<i64, KeyError> {
+        Ok((u64::from_be_bytes(self.array()?) ^ (1 << 63)) as i64)
+    }
+}
+
+fn decode_component(bytes: &[u8], pos: &mut usize, column: usize, col: &KeyColumn) -> Result<Value, KeyError> {
+    let flag = *bytes.get(*pos).ok_or(KeyError::Malformed { column, reason: "truncated" })?;
+    *pos += 1;
+    match (flag, col.nulls) {
+        (FLAG_NULL_FIRST, NullOrder::First) | (FLAG_NULL_LAST, NullOrder::Last) => return Ok(Value::Null),
+        (FLAG_PRESENT, _) => {}
+        _ => return Err(KeyError::Malformed { column, reason: "bad null flag" }),
+    }
+    let flip = if col.direction == Direction::Desc { 0xFF } else { 0x00 };
+    let mut c = Cursor { bytes, pos, flip, column };
+    let ty = col.ty;
+    let out_of_range = KeyError::OutOfRange { column, ty };
+    let ranged = |n: i64, min: i64, max: i64| if n < min || n > max { Err(out_of_range.clone()) } else { Ok(Value::Int(n)) };
+    let uranged = |n: u64, max: u64| if n > max { Err(out_of_range.clone()) } else { Ok(Value::UInt(n)) };
+    Ok(match ty {
+        KeyType::Boolean => match c.byte()? {
+            0 => Value::Bool(false),
+            1 => Value::Bool(true),
+            _ => return Err(KeyError::Malformed { column, reason: "bad boolean" }),
+        },
+        KeyType::Int8 => ranged(c.signed()?, i8::MIN as i64, i8::MAX as i64)?,
+        KeyType::Int16 => ranged(c.signed()?, i16::MIN as i64, i16::MAX as i64)?,
+        KeyType::Int32 => ranged(c.signed()?, i32::MIN as i64, i32::MAX as i64)?,
+        KeyType::Int64 => Value::Int(c.signed()?),
+        KeyType::UInt8 => uranged(u64::from_be_bytes(c.array()?), u8::MAX as u64)?,
+        KeyType::UInt16 => uranged(u64::from_be_bytes(c.array()?), u16::MAX as u64)?,
+        KeyType::UInt32 => uranged(u64::from_be_bytes(c.array()?), u32::MAX as u64)?,
+        KeyType::UInt64 => Value::UInt(u64::from_be_bytes(c.array()?)),
+        KeyType::Float32 => {
+            let f = float_from_bits(u64::from_be_bytes(c.array()?));
+            let g = f as f32;
+            if !f.is_nan() && g as f64 != f {
+                return Err(KeyError::Malformed { column, reason: "float64 bits in a float32 column" });
+            }
+            Value::Float32(g)
+        }
+        KeyType::Float64 => Value::Float64(float_from_bits(u64::from_be_bytes(c.array()?))),
+        KeyType::Decimal { precision, .. } => {
+            let d = (u128::from_be_bytes(c.array()?) ^ (1 << 127)) as i128;
+            if d.unsigned_abs() >= 10u128.pow(precision as u32) {
+                return Err(out_of_range);
+            }
+            Value::Decimal(d)
+        }
+        KeyType::String => Value::String(
+            String::from_utf8(c.escaped()?).map_err(|_| KeyError::Malformed { column, reason: "invalid UTF-8" })?,
+        ),
+        KeyType::Binary => Value::Binary(c.escaped()?),
+        KeyType::Fixed(len) => Value::Binary(c.fixed(len as usize)?),
+        KeyType::Uuid => Value::Binary(c.fixed(16)?),
+        KeyType::Date => Value::Date((u32::from_be_bytes(c.array()?) ^ (1 << 31)) as i32),
+        KeyType::Time => {
+            let t = c.signed()?;
+            if !(0..86_400_000_000).contains(&t) {
+                return Err(out_of_range);
+            }
+            Value::Time(t)
+        }
+        KeyType::Timestamp | KeyType::TimestampTz | KeyType::TimestampNs | KeyType::TimestampTzNs => {
+            Value::Timestamp(c.signed()?)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(ty: KeyType) -> KeySchema {
+        KeySchema::new(vec![KeyColumn::new(ty)]).unwrap()
+    }
+
+    #[test]
+    fn composite_framing_is_unambiguous() {
+        let s = KeySchema::new(vec![KeyColumn::new(KeyType::String), KeyColumn::new(KeyType::String)]).unwrap();
+        let a = s.encode(&[Value::String("ab".into()), Value::String("c".into())]).unwrap();
+        let b = s.encode(&[Value::String("a".into()), Value::String("bc".into())]).unwrap();
+        assert_ne!(a, b);
+        assert!(b < a, "(a, bc) < (ab, c)");
+    }
+
+    #[test]
+    fn desc_reverses_variable_length_values() {
+        let s = KeySchema::new(vec![KeyColumn::new(KeyType::String).desc()]).unwrap();
+        let a = s.encode(&[Value::String("a".into())]).unwrap();
+        let ab = s.encode(&[Value::String("ab".into())]).unwrap();
+        let a0 = s.encode(&[Value::String("a\0".into())]).unwrap();
+        assert!(ab < a, "DESC: \"ab\" sorts before \"a\"");
+        assert!(a0 < a, "DESC: \"a\\0\" sorts before \"a\"");
+    }
+
+    #[test]
+    fn oversized_values_are_refused_without_the_value() {
+        let big = "x".repeat(MAX_VALUE_BYTES + 1);
+        let e = one(KeyType::String).encode(&[Value::String(big.clone())]).unwrap_err();
+        assert_eq!(e, KeyError::ValueTooLarge { column: 0, len: MAX_VALUE_BYTES + 1, max: MAX_VALUE_BYTES });
+        assert!(!e.to_string().contains("xxxx"));
+        // At the cap it is accepted.
+        one(KeyType::String).encode(&[Value::String("x".repeat(MAX_VALUE_BYTES))]).unwrap();
+        // Many columns each under the cap can still exceed the key cap.
+        let s = KeySchema::new(vec![KeyColumn::new(KeyType::Binary); 5]).unwrap();
+        let vals = vec![Value::Binary(vec![0u8; MAX_VALUE_BYTES]); 5];
+        assert!(matches!(s.encode(&vals), Err(KeyError::KeyTooLarge { .. })));
+    }
+
+    #[test]
+    fn range_and_type_checks() {
+        assert_eq!(one(KeyType::Int8).encode(&[Value::Int(128)]), Err(KeyError::OutOfRange { column: 0, ty: KeyType::Int8 }));
+        assert!(one(KeyType::UInt8).encode(&[Value::Int(-1)]).is_err());
+        assert!(one(KeyType::Int32).encode(&[Value::String("1".into())]).is_err());
+        assert!(one(KeyType::Decimal { precision: 2, scale: 0 }).encode(&[Value::Decimal(100)]).is_err());
+        assert!(one(KeyType::Decimal { precision: 38, scale: 0 }).encode(&[Value::Decimal(10i128.pow(38) - 1)]).is_ok());
+        assert!(one(KeyType::Uuid).encode(&[Value::Binary(vec![1; 15])]).is_err());
+        assert!(one(KeyType::Time).encode(&[Value::Time(86_400_000_000)]).is_err());
+        assert!("decimal(39,0)".parse::<KeyType>().is_err());
+        assert!("fixed[0]".parse::<KeyType>().is_err());
+        assert!(one(KeyType::Int32).encode(&[]).is_err());
+    }
+
+    #[test]
+    fn int_promotion_keeps_keys() {
+        let a = one(KeyType::Int32).encode(&[Value::Int(-7)]).unwrap();
+        let b = one(KeyType::Int64).encode(&[Value::Int(-7)]).unwrap();
+        assert_eq!(a, b);
+        let f = one(KeyType::Float32).encode(&[Value::Float32(1.5)]).unwrap();
+        let d = one(KeyType::Float64).encode(&[Value::Float64(1.5)]).unwrap();
+        assert_eq!(f, d);
+    }
+
+    #[test]
+    fn prefix_matches_exactly_the_extensions() {
+        let s = KeySchema::new(vec![KeyColumn::new(KeyType::String), KeyColumn::new(KeyType::Int32)]).unwrap();
+        let p = s.encode_prefix(&[Value::String("a".into())]).unwrap();
+        let end = prefix_end(&p).unwrap();
+        let inside = s.encode(&[Value::String("a".into()), Value::Int(i32::MAX as i64)]).unwrap();
+        let outside = s.encode(&[Value::String("a\0".into()), Value::Int(0)]).unwrap();
+        assert!(inside.starts_with(&p) && inside < end);
+        assert!(!outside.starts_with(&p) && outside >= end);
+        assert_eq!(prefix_end(&[0x01, 0xFF]), Some(vec![0x02]));
+        assert_eq!(prefix_end(&[0xFF]), None);
+        assert_eq!(s.prefix_len(&inside, 1).unwrap(), p.len());
+    }
+}

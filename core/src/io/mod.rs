@@ -1,0 +1,263 @@
+//! Range-read I/O: the one seam between Skerry's formats and where bytes live.
+//!
+//! [`RangeReader`] reads byte ranges, suffixes, sizes/versions and whole objects, addressed by
+//! a [`Location`] (path + optional version). It is object-safe and usable as
+//! `Arc<dyn RangeReader>`; its futures are `Send` natively and not `Send` on wasm32, where
+//! JavaScript promises are not.
+//!
+//! Implementations: [`MemoryReader`] (everywhere; tests, whole-file fast paths),
+//! [`ObjectStoreReader`] (native: `file://`, `memory://`, `s3://`). The wasm readers (fetch,
+//! JS callback) live in the wasm binding. Wrappers: [`CachedReader`] (byte-budgeted cache
+//! keyed by path + version + range).
+//!
+//! Every reader counts requests and bytes in [`IoCounters`]; [`RangeReader::read_ranges`]
+//! coalesces adjacent or near ranges into one request.
+
+mod cache;
+mod memory;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+mod object_store;
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use self::cache::CachedReader;
+pub use self::memory::MemoryReader;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub use self::object_store::ObjectStoreReader;
+
+#[cfg(not(target_arch = "wasm32"))]
+mod markers {
+    /// `Send` natively, nothing on wasm32.
+    pub trait MaybeSend: Send {}
+    impl<T: Send + ?Sized> MaybeSend for T {}
+    /// `Sync` natively, nothing on wasm32.
+    pub trait MaybeSync: Sync {}
+    impl<T: Sync + ?Sized> MaybeSync for T {}
+    /// A boxed future, `Send` natively.
+    pub type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+}
+#[cfg(target_arch = "wasm32")]
+mod markers {
+    /// `Send` natively, nothing on wasm32.
+    pub trait MaybeSend {}
+    impl<T: ?Sized> MaybeSend for T {}
+    /// `Sync` natively, nothing on wasm32.
+    pub trait MaybeSync {}
+    impl<T: ?Sized> MaybeSync for T {}
+    /// A boxed future, `Send` natively.
+    pub type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>;
+}
+pub use markers::*;
+
+/// Ranges closer than this are fetched in one request by the default
+/// [`RangeReader::read_ranges`].
+pub const DEFAULT_COALESCE_GAP: u64 = 64 * 1024;
+
+/// An object to read: its path relative to the reader's root, and optionally the version
+/// (ETag or object version) the caller expects.
+///
+/// With a version, a reader must fail with [`IoError::Changed`] rather than return bytes of
+/// another version where the store can tell; caches key on it. A location without a version
+/// is treated as immutable by caches (Skerry's bundles and manifests never change in place).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Location {
+    pub path: Arc<str>,
+    pub version: Option<Arc<str>>,
+}
+
+impl Location {
+    pub fn new(path: impl AsRef<str>) -> Self {
+        Location { path: Arc::from(path.as_ref()), version: None }
+    }
+    pub fn with_version(mut self, version: impl AsRef<str>) -> Self {
+        self.version = Some(Arc::from(version.as_ref()));
+        self
+    }
+}
+
+impl From<&str> for Location {
+    fn from(p: &str) -> Self {
+        Location::new(p)
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.version {
+            Some(v) => write!(f, "{}@{}", self.path, v),
+            None => f.write_str(&self.path),
+        }
+    }
+}
+
+/// Size and version of an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub size: u64,
+    /// ETag or object version, when the store reports one.
+    pub version: Option<String>,
+}
+
+/// Typed I/O failures.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IoError {
+    #[error("object not found: {path}")]
+    NotFound { path: String },
+    #[error("object changed: {path} is no longer version {expected}")]
+    Changed { path: String, expected: String },
+    #[error("range {start}..{end} is outside {path} ({size} bytes)")]
+    OutOfRange { path: String, start: u64, end: u64, size: u64 },
+    #[error("invalid range {start}..{end} for {path}")]
+    InvalidRange { path: String, start: u64, end: u64 },
+    #[error("invalid URL {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    #[error("I/O error on {path}: {message}")]
+    Other { path: String, message: String },
+}
+
+/// Request/byte/cache counters of a reader. Cheap to share (`Arc`), safe to read any time.
+#[derive(Debug, Default)]
+pub struct IoCounters {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
+}
+
+/// A snapshot of [`IoCounters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoStats {
+    pub requests: u64,
+    pub bytes: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+}
+
+impl IoStats {
+    /// Counter growth since `earlier`.
+    pub fn since(&self, earlier: &IoStats) -> IoStats {
+        IoStats {
+            requests: self.requests - earlier.requests,
+            bytes: self.bytes - earlier.bytes,
+            cache_hits: self.cache_hits - earlier.cache_hits,
+            cache_misses: self.cache_misses - earlier.cache_misses,
+        }
+    }
+}
+
+impl IoCounters {
+    pub fn record_request(&self, bytes: u64) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+    pub fn record_hit(&self) {
+        self.cache_hits.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn record_miss(&self) {
+        self.cache_misses.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn snapshot(&self) -> IoStats {
+        IoStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            cache_misses: self.cache_misses.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Reads bytes of objects by range.
+///
+/// Contract:
+/// - `read_range` returns exactly `range.end - range.start` bytes or an error; an empty or
+///   inverted range is [`IoError::InvalidRange`], a range past the end [`IoError::OutOfRange`].
+/// - `read_suffix(loc, n)` returns the last `min(n, size)` bytes and the object's metadata, in
+///   ONE request where the store supports suffix ranges (HTTP `Range: bytes=-n`).
+/// - A location with a version fails [`IoError::Changed`] when the object is at another
+///   version (where the store can tell).
+/// - Every request made to the backing store is counted in [`RangeReader::counters`].
+pub trait RangeReader: MaybeSend + MaybeSync {
+    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>>;
+    fn read_range<'a>(&'a self, loc: &'a Location, range: Range<u64>) -> BoxFut<'a, Result<Bytes, IoError>>;
+    fn read_suffix<'a>(&'a self, loc: &'a Location, len: u64) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>>;
+    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>>;
+    fn counters(&self) -> &IoCounters;
+
+    /// Largest gap between two ranges that [`RangeReader::read_ranges`] bridges.
+    fn coalesce_gap(&self) -> u64 {
+        DEFAULT_COALESCE_GAP
+    }
+
+    /// Reads several ranges of one object, merging ranges closer than
+    /// [`RangeReader::coalesce_gap`] into one request; results are in input order.
+    fn read_ranges<'a>(&'a self, loc: &'a Location, ranges: &'a [Range<u64>]) -> BoxFut<'a, Result<Vec<Bytes>, IoError>> {
+        Box::pin(async move {
+            for r in ranges {
+                check_range(loc, r)?;
+            }
+            let merged = coalesce_ranges(ranges, self.coalesce_gap());
+            let fetched = futures::future::try_join_all(merged.iter().map(|m| self.read_range(loc, m.clone()))).await?;
+            Ok(ranges
+                .iter()
+                .map(|r| {
+                    let i = merged.partition_point(|m| m.end < r.end);
+                    let m = &merged[i];
+                    fetched[i].slice((r.start - m.start) as usize..(r.end - m.start) as usize)
+                })
+                .collect())
+        })
+    }
+
+    /// Snapshot of this reader's counters.
+    fn stats(&self) -> IoStats {
+        self.counters().snapshot()
+    }
+}
+
+/// Rejects empty and inverted ranges.
+pub fn check_range(loc: &Location, r: &Range<u64>) -> Result<(), IoError> {
+    if r.start >= r.end {
+        return Err(IoError::InvalidRange { path: loc.path.to_string(), start: r.start, end: r.end });
+    }
+    Ok(())
+}
+
+/// Sorts and merges ranges whose gap is at most `max_gap` (overlapping ranges always merge).
+/// Each input range lies entirely inside exactly one output range.
+pub fn coalesce_ranges(ranges: &[Range<u64>], max_gap: u64) -> Vec<Range<u64>> {
+    let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| r.start < r.end).cloned().collect();
+    sorted.sort_by_key(|r| (r.start, r.end));
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end.saturating_add(max_gap) => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Runs a future to completion on the current thread (tests, examples, benchmarks).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coalescing_merges_near_and_overlapping_ranges() {
+        let m = coalesce_ranges(&[10..20, 0..5, 25..30, 100..110, 15..40], 5);
+        assert_eq!(m, vec![0..40, 100..110]);
+        assert_eq!(coalesce_ranges(&[0..5, 11..12], 5), vec![0..5, 11..12]);
+        assert_eq!(coalesce_ranges(&[0..5, 10..12], 5), vec![0..12]);
+    }
+}

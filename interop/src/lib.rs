@@ -1,0 +1,1 @@
+//! Interop tests live in tests/.
