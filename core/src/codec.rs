@@ -66,9 +66,16 @@ pub fn compress(codec: Codec, data: &[u8]) -> Result<Vec<u8>, CodecError> {
         Codec::None => Ok(data.to_vec()),
         Codec::Lz4 => {
             use std::io::Write;
-            let mut enc = lz4_flex::frame::FrameEncoder::new(Vec::with_capacity(data.len() / 2 + 64));
-            enc.write_all(data).map_err(|e| CodecError::Corrupt { codec, message: e.to_string() })?;
-            enc.finish().map_err(|e| CodecError::Corrupt { codec, message: e.to_string() })
+            let mut enc =
+                lz4_flex::frame::FrameEncoder::new(Vec::with_capacity(data.len() / 2 + 64));
+            enc.write_all(data).map_err(|e| CodecError::Corrupt {
+                codec,
+                message: e.to_string(),
+            })?;
+            enc.finish().map_err(|e| CodecError::Corrupt {
+                codec,
+                message: e.to_string(),
+            })
         }
         Codec::Zstd => zstd_compress(data),
     }
@@ -76,7 +83,10 @@ pub fn compress(codec: Codec, data: &[u8]) -> Result<Vec<u8>, CodecError> {
 
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 fn zstd_compress(data: &[u8]) -> Result<Vec<u8>, CodecError> {
-    zstd::bulk::compress(data, 3).map_err(|e| CodecError::Corrupt { codec: Codec::Zstd, message: e.to_string() })
+    zstd::bulk::compress(data, 3).map_err(|e| CodecError::Corrupt {
+        codec: Codec::Zstd,
+        message: e.to_string(),
+    })
 }
 
 #[cfg(not(all(feature = "native", not(target_arch = "wasm32"))))]
@@ -86,7 +96,10 @@ fn zstd_compress(_data: &[u8]) -> Result<Vec<u8>, CodecError> {
 
 /// Decompresses `data`, refusing output larger than `max_out` bytes.
 pub fn decompress(codec: Codec, data: &[u8], max_out: u64) -> Result<Vec<u8>, CodecError> {
-    let corrupt = |e: &dyn fmt::Display| CodecError::Corrupt { codec, message: e.to_string() };
+    let corrupt = |e: &dyn fmt::Display| CodecError::Corrupt {
+        codec,
+        message: e.to_string(),
+    };
     match codec {
         Codec::None => {
             if data.len() as u64 > max_out {
@@ -107,7 +120,10 @@ fn read_bounded<R: Read>(r: R, max_out: u64, codec: Codec) -> Result<Vec<u8>, Co
     let mut limited = r.take(max_out.saturating_add(1));
     let mut buf = [0u8; 16 * 1024];
     loop {
-        let n = limited.read(&mut buf).map_err(|e| CodecError::Corrupt { codec, message: e.to_string() })?;
+        let n = limited.read(&mut buf).map_err(|e| CodecError::Corrupt {
+            codec,
+            message: e.to_string(),
+        })?;
         if n == 0 {
             break;
         }
@@ -125,15 +141,35 @@ mod tests {
 
     #[test]
     fn round_trips_and_bounds() {
-        let data: Vec<u8> = (0..100_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let data: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
         for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
             let c = compress(codec, &data).unwrap();
-            assert_eq!(decompress(codec, &c, data.len() as u64).unwrap(), data, "{codec}");
-            assert_eq!(decompress(codec, &c, data.len() as u64 - 1), Err(CodecError::TooLarge { max: data.len() as u64 - 1 }));
+            assert_eq!(
+                decompress(codec, &c, data.len() as u64).unwrap(),
+                data,
+                "{codec}"
+            );
+            assert_eq!(
+                decompress(codec, &c, data.len() as u64 - 1),
+                Err(CodecError::TooLarge {
+                    max: data.len() as u64 - 1
+                })
+            );
         }
-        assert!(matches!(decompress(Codec::Zstd, b"not zstd at all", 1 << 20), Err(CodecError::Corrupt { .. })));
-        assert!(matches!(decompress(Codec::Lz4, b"not lz4 at all", 1 << 20), Err(CodecError::Corrupt { .. })));
-        assert!(matches!(Codec::from_spec_name(Some("brotli")), Err(CodecError::Unknown(_))));
+        assert!(matches!(
+            decompress(Codec::Zstd, b"not zstd at all", 1 << 20),
+            Err(CodecError::Corrupt { .. })
+        ));
+        assert!(matches!(
+            decompress(Codec::Lz4, b"not lz4 at all", 1 << 20),
+            Err(CodecError::Corrupt { .. })
+        ));
+        assert!(matches!(
+            Codec::from_spec_name(Some("brotli")),
+            Err(CodecError::Unknown(_))
+        ));
     }
 
     #[test]
@@ -141,6 +177,9 @@ mod tests {
         // 64 MiB of zeros compress to a few KiB; a 1 MiB cap must stop the decoder early.
         let bomb = zstd::bulk::compress(&vec![0u8; 64 << 20], 19).unwrap();
         assert!(bomb.len() < 64 * 1024);
-        assert_eq!(decompress(Codec::Zstd, &bomb, 1 << 20), Err(CodecError::TooLarge { max: 1 << 20 }));
+        assert_eq!(
+            decompress(Codec::Zstd, &bomb, 1 << 20),
+            Err(CodecError::TooLarge { max: 1 << 20 })
+        );
     }
 }

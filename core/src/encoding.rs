@@ -49,7 +49,10 @@ pub enum KeyType {
     Float32,
     Float64,
     /// Fixed-scale decimal; `precision` ≤ 38 digits. Values are the unscaled integer.
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     String,
     Binary,
     /// Fixed-length binary of `len` bytes (1 ≤ len ≤ [`MAX_VALUE_BYTES`]).
@@ -117,7 +120,9 @@ impl FromStr for KeyType {
     type Err = KeyError;
     fn from_str(s: &str) -> Result<Self, KeyError> {
         let s = s.trim();
-        let bad = || KeyError::InvalidType { reason: format!("unknown key type {s:?}") };
+        let bad = || KeyError::InvalidType {
+            reason: format!("unknown key type {s:?}"),
+        };
         let t = match s {
             "boolean" | "bool" => KeyType::Boolean,
             "int8" => KeyType::Int8,
@@ -145,7 +150,9 @@ impl FromStr for KeyType {
                     let precision = p.trim().parse().map_err(|_| bad())?;
                     let scale = sc.trim().parse().map_err(|_| bad())?;
                     KeyType::Decimal { precision, scale }
-                } else if let Some(inner) = s.strip_prefix("fixed[").and_then(|r| r.strip_suffix(']')) {
+                } else if let Some(inner) =
+                    s.strip_prefix("fixed[").and_then(|r| r.strip_suffix(']'))
+                {
                     KeyType::Fixed(inner.trim().parse().map_err(|_| bad())?)
                 } else {
                     return Err(bad());
@@ -202,7 +209,11 @@ pub struct KeyColumn {
 impl KeyColumn {
     /// An ascending, NULLS LAST column of `ty`.
     pub fn new(ty: KeyType) -> Self {
-        KeyColumn { ty, direction: Direction::Asc, nulls: NullOrder::Last }
+        KeyColumn {
+            ty,
+            direction: Direction::Asc,
+            nulls: NullOrder::Last,
+        }
     }
     pub fn desc(mut self) -> Self {
         self.direction = Direction::Desc;
@@ -274,7 +285,9 @@ impl Value {
 impl PartialEq for Value {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Value::Float32(a), Value::Float32(b)) => float_cmp(*a as f64, *b as f64) == Ordering::Equal,
+            (Value::Float32(a), Value::Float32(b)) => {
+                float_cmp(*a as f64, *b as f64) == Ordering::Equal
+            }
             (Value::Float64(a), Value::Float64(b)) => float_cmp(*a, *b) == Ordering::Equal,
             (Value::Null, Value::Null) => true,
             (Value::Bool(a), Value::Bool(b)) => a == b,
@@ -299,15 +312,27 @@ pub enum KeyError {
     #[error("key has {found} values but the index has {expected} columns")]
     Arity { expected: usize, found: usize },
     #[error("column {column}: a {found} value does not fit a {expected} key column")]
-    TypeMismatch { column: usize, expected: KeyType, found: &'static str },
+    TypeMismatch {
+        column: usize,
+        expected: KeyType,
+        found: &'static str,
+    },
     #[error("column {column}: value is outside the range of {ty}")]
     OutOfRange { column: usize, ty: KeyType },
     #[error("column {column}: value of {len} bytes exceeds the {max}-byte cap for indexed values")]
-    ValueTooLarge { column: usize, len: usize, max: usize },
+    ValueTooLarge {
+        column: usize,
+        len: usize,
+        max: usize,
+    },
     #[error("encoded key of {len} bytes exceeds the {max}-byte cap")]
     KeyTooLarge { len: usize, max: usize },
     #[error("column {column}: fixed[{expected}] value has {found} bytes")]
-    FixedLength { column: usize, expected: u32, found: usize },
+    FixedLength {
+        column: usize,
+        expected: u32,
+        found: usize,
+    },
     #[error("malformed key at column {column}: {reason}")]
     Malformed { column: usize, reason: &'static str },
     #[error("malformed key: {extra} trailing bytes after the last column")]
@@ -391,7 +416,10 @@ impl KeySchema {
     /// Encodes a full key (one value per column).
     pub fn encode(&self, values: &[Value]) -> Result<Vec<u8>, KeyError> {
         if values.len() != self.columns.len() {
-            return Err(KeyError::Arity { expected: self.columns.len(), found: values.len() });
+            return Err(KeyError::Arity {
+                expected: self.columns.len(),
+                found: values.len(),
+            });
         }
         self.encode_prefix(values)
     }
@@ -400,13 +428,19 @@ impl KeySchema {
     /// equal `values` starts with these bytes, and no other key does.
     pub fn encode_prefix(&self, values: &[Value]) -> Result<Vec<u8>, KeyError> {
         if values.len() > self.columns.len() {
-            return Err(KeyError::Arity { expected: self.columns.len(), found: values.len() });
+            return Err(KeyError::Arity {
+                expected: self.columns.len(),
+                found: values.len(),
+            });
         }
         let mut out = Vec::with_capacity(values.len() * 10);
         for (i, (col, v)) in self.columns.iter().zip(values).enumerate() {
             encode_component(&mut out, i, col, v)?;
             if out.len() > MAX_KEY_BYTES {
-                return Err(KeyError::KeyTooLarge { len: out.len(), max: MAX_KEY_BYTES });
+                return Err(KeyError::KeyTooLarge {
+                    len: out.len(),
+                    max: MAX_KEY_BYTES,
+                });
             }
         }
         Ok(out)
@@ -420,7 +454,9 @@ impl KeySchema {
             out.push(decode_component(bytes, &mut pos, i, col)?);
         }
         if pos != bytes.len() {
-            return Err(KeyError::TrailingBytes { extra: bytes.len() - pos });
+            return Err(KeyError::TrailingBytes {
+                extra: bytes.len() - pos,
+            });
         }
         Ok(out)
     }
@@ -450,7 +486,12 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-fn encode_component(out: &mut Vec<u8>, column: usize, col: &KeyColumn, v: &Value) -> Result<(), KeyError> {
+fn encode_component(
+    out: &mut Vec<u8>,
+    column: usize,
+    col: &KeyColumn,
+    v: &Value,
+) -> Result<(), KeyError> {
     if v.is_null() {
         out.push(match col.nulls {
             NullOrder::First => FLAG_NULL_FIRST,
@@ -477,7 +518,13 @@ fn int_in(column: usize, ty: KeyType, v: &Value, min: i64, max: i64) -> Result<i
     let n: i64 = match *v {
         Value::Int(n) => n,
         Value::UInt(n) => i64::try_from(n).map_err(|_| KeyError::OutOfRange { column, ty })?,
-        _ => return Err(KeyError::TypeMismatch { column, expected: ty, found: v.variant_name() }),
+        _ => {
+            return Err(KeyError::TypeMismatch {
+                column,
+                expected: ty,
+                found: v.variant_name(),
+            })
+        }
     };
     if n < min || n > max {
         return Err(KeyError::OutOfRange { column, ty });
@@ -489,7 +536,13 @@ fn uint_in(column: usize, ty: KeyType, v: &Value, max: u64) -> Result<u64, KeyEr
     let n: u64 = match *v {
         Value::UInt(n) => n,
         Value::Int(n) => u64::try_from(n).map_err(|_| KeyError::OutOfRange { column, ty })?,
-        _ => return Err(KeyError::TypeMismatch { column, expected: ty, found: v.variant_name() }),
+        _ => {
+            return Err(KeyError::TypeMismatch {
+                column,
+                expected: ty,
+                found: v.variant_name(),
+            })
+        }
     };
     if n > max {
         return Err(KeyError::OutOfRange { column, ty });
@@ -500,7 +553,11 @@ fn uint_in(column: usize, ty: KeyType, v: &Value, max: u64) -> Result<u64, KeyEr
 /// The order-preserving transform of a float, after canonicalisation.
 pub fn float_bits(f: f64) -> u64 {
     let f = if f == 0.0 { 0.0 } else { f };
-    let bits = if f.is_nan() { CANONICAL_NAN_BITS } else { f.to_bits() };
+    let bits = if f.is_nan() {
+        CANONICAL_NAN_BITS
+    } else {
+        f.to_bits()
+    };
     if bits >> 63 == 1 {
         !bits
     } else {
@@ -515,7 +572,11 @@ fn float_from_bits(t: u64) -> f64 {
 
 fn escaped(out: &mut Vec<u8>, column: usize, bytes: &[u8]) -> Result<(), KeyError> {
     if bytes.len() > MAX_VALUE_BYTES {
-        return Err(KeyError::ValueTooLarge { column, len: bytes.len(), max: MAX_VALUE_BYTES });
+        return Err(KeyError::ValueTooLarge {
+            column,
+            len: bytes.len(),
+            max: MAX_VALUE_BYTES,
+        });
     }
     for &b in bytes {
         out.push(b);
@@ -528,19 +589,35 @@ fn escaped(out: &mut Vec<u8>, column: usize, bytes: &[u8]) -> Result<(), KeyErro
 }
 
 fn encode_body(out: &mut Vec<u8>, column: usize, ty: KeyType, v: &Value) -> Result<(), KeyError> {
-    let mismatch = || KeyError::TypeMismatch { column, expected: ty, found: v.variant_name() };
+    let mismatch = || KeyError::TypeMismatch {
+        column,
+        expected: ty,
+        found: v.variant_name(),
+    };
     match ty {
         KeyType::Boolean => match v {
             Value::Bool(b) => out.push(*b as u8),
             _ => return Err(mismatch()),
         },
         KeyType::Int8 => signed(out, int_in(column, ty, v, i8::MIN as i64, i8::MAX as i64)?),
-        KeyType::Int16 => signed(out, int_in(column, ty, v, i16::MIN as i64, i16::MAX as i64)?),
-        KeyType::Int32 => signed(out, int_in(column, ty, v, i32::MIN as i64, i32::MAX as i64)?),
+        KeyType::Int16 => signed(
+            out,
+            int_in(column, ty, v, i16::MIN as i64, i16::MAX as i64)?,
+        ),
+        KeyType::Int32 => signed(
+            out,
+            int_in(column, ty, v, i32::MIN as i64, i32::MAX as i64)?,
+        ),
         KeyType::Int64 => signed(out, int_in(column, ty, v, i64::MIN, i64::MAX)?),
-        KeyType::UInt8 => out.extend_from_slice(&uint_in(column, ty, v, u8::MAX as u64)?.to_be_bytes()),
-        KeyType::UInt16 => out.extend_from_slice(&uint_in(column, ty, v, u16::MAX as u64)?.to_be_bytes()),
-        KeyType::UInt32 => out.extend_from_slice(&uint_in(column, ty, v, u32::MAX as u64)?.to_be_bytes()),
+        KeyType::UInt8 => {
+            out.extend_from_slice(&uint_in(column, ty, v, u8::MAX as u64)?.to_be_bytes())
+        }
+        KeyType::UInt16 => {
+            out.extend_from_slice(&uint_in(column, ty, v, u16::MAX as u64)?.to_be_bytes())
+        }
+        KeyType::UInt32 => {
+            out.extend_from_slice(&uint_in(column, ty, v, u32::MAX as u64)?.to_be_bytes())
+        }
         KeyType::UInt64 => out.extend_from_slice(&uint_in(column, ty, v, u64::MAX)?.to_be_bytes()),
         KeyType::Float32 => match v {
             Value::Float32(f) => out.extend_from_slice(&float_bits(*f as f64).to_be_bytes()),
@@ -570,12 +647,24 @@ fn encode_body(out: &mut Vec<u8>, column: usize, ty: KeyType, v: &Value) -> Resu
         },
         KeyType::Fixed(len) => match v {
             Value::Binary(b) if b.len() == len as usize => out.extend_from_slice(b),
-            Value::Binary(b) => return Err(KeyError::FixedLength { column, expected: len, found: b.len() }),
+            Value::Binary(b) => {
+                return Err(KeyError::FixedLength {
+                    column,
+                    expected: len,
+                    found: b.len(),
+                })
+            }
             _ => return Err(mismatch()),
         },
         KeyType::Uuid => match v {
             Value::Binary(b) if b.len() == 16 => out.extend_from_slice(b),
-            Value::Binary(b) => return Err(KeyError::FixedLength { column, expected: 16, found: b.len() }),
+            Value::Binary(b) => {
+                return Err(KeyError::FixedLength {
+                    column,
+                    expected: 16,
+                    found: b.len(),
+                })
+            }
             _ => return Err(mismatch()),
         },
         KeyType::Date => match v {
@@ -591,7 +680,10 @@ fn encode_body(out: &mut Vec<u8>, column: usize, ty: KeyType, v: &Value) -> Resu
             }
             _ => return Err(mismatch()),
         },
-        KeyType::Timestamp | KeyType::TimestampTz | KeyType::TimestampNs | KeyType::TimestampTzNs => match v {
+        KeyType::Timestamp
+        | KeyType::TimestampTz
+        | KeyType::TimestampNs
+        | KeyType::TimestampTzNs => match v {
             Value::Timestamp(t) => signed(out, *t),
             _ => return Err(mismatch()),
         },
@@ -609,13 +701,19 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn byte(&mut self) -> Result<u8, KeyError> {
-        let b = *self.bytes.get(*self.pos).ok_or(KeyError::Malformed { column: self.column, reason: "truncated" })?;
+        let b = *self.bytes.get(*self.pos).ok_or(KeyError::Malformed {
+            column: self.column,
+            reason: "truncated",
+        })?;
         *self.pos += 1;
         Ok(b ^ self.flip)
     }
     fn array<const N: usize>(&mut self) -> Result<[u8; N], KeyError> {
         let end = self.pos.checked_add(N).filter(|e| *e <= self.bytes.len());
-        let end = end.ok_or(KeyError::Malformed { column: self.column, reason: "truncated" })?;
+        let end = end.ok_or(KeyError::Malformed {
+            column: self.column,
+            reason: "truncated",
+        })?;
         let mut a = [0u8; N];
         for (d, s) in a.iter_mut().zip(&self.bytes[*self.pos..end]) {
             *d = s ^ self.flip;
@@ -625,8 +723,14 @@ impl Cursor<'_> {
     }
     fn fixed(&mut self, n: usize) -> Result<Vec<u8>, KeyError> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.bytes.len());
-        let end = end.ok_or(KeyError::Malformed { column: self.column, reason: "truncated" })?;
-        let v = self.bytes[*self.pos..end].iter().map(|b| b ^ self.flip).collect();
+        let end = end.ok_or(KeyError::Malformed {
+            column: self.column,
+            reason: "truncated",
+        })?;
+        let v = self.bytes[*self.pos..end]
+            .iter()
+            .map(|b| b ^ self.flip)
+            .collect();
         *self.pos = end;
         Ok(v)
     }
@@ -640,11 +744,19 @@ impl Cursor<'_> {
                 match self.byte()? {
                     0xFF => v.push(0x00),
                     0x01 => break,
-                    _ => return Err(KeyError::Malformed { column: self.column, reason: "bad escape" }),
+                    _ => {
+                        return Err(KeyError::Malformed {
+                            column: self.column,
+                            reason: "bad escape",
+                        })
+                    }
                 }
             }
             if v.len() > MAX_VALUE_BYTES {
-                return Err(KeyError::Malformed { column: self.column, reason: "value over the size cap" });
+                return Err(KeyError::Malformed {
+                    column: self.column,
+                    reason: "value over the size cap",
+                });
             }
         }
         Ok(v)
@@ -654,25 +766,66 @@ impl Cursor<'_> {
     }
 }
 
-fn decode_component(bytes: &[u8], pos: &mut usize, column: usize, col: &KeyColumn) -> Result<Value, KeyError> {
-    let flag = *bytes.get(*pos).ok_or(KeyError::Malformed { column, reason: "truncated" })?;
+fn decode_component(
+    bytes: &[u8],
+    pos: &mut usize,
+    column: usize,
+    col: &KeyColumn,
+) -> Result<Value, KeyError> {
+    let flag = *bytes.get(*pos).ok_or(KeyError::Malformed {
+        column,
+        reason: "truncated",
+    })?;
     *pos += 1;
     match (flag, col.nulls) {
-        (FLAG_NULL_FIRST, NullOrder::First) | (FLAG_NULL_LAST, NullOrder::Last) => return Ok(Value::Null),
+        (FLAG_NULL_FIRST, NullOrder::First) | (FLAG_NULL_LAST, NullOrder::Last) => {
+            return Ok(Value::Null)
+        }
         (FLAG_PRESENT, _) => {}
-        _ => return Err(KeyError::Malformed { column, reason: "bad null flag" }),
+        _ => {
+            return Err(KeyError::Malformed {
+                column,
+                reason: "bad null flag",
+            })
+        }
     }
-    let flip = if col.direction == Direction::Desc { 0xFF } else { 0x00 };
-    let mut c = Cursor { bytes, pos, flip, column };
+    let flip = if col.direction == Direction::Desc {
+        0xFF
+    } else {
+        0x00
+    };
+    let mut c = Cursor {
+        bytes,
+        pos,
+        flip,
+        column,
+    };
     let ty = col.ty;
     let out_of_range = KeyError::OutOfRange { column, ty };
-    let ranged = |n: i64, min: i64, max: i64| if n < min || n > max { Err(out_of_range.clone()) } else { Ok(Value::Int(n)) };
-    let uranged = |n: u64, max: u64| if n > max { Err(out_of_range.clone()) } else { Ok(Value::UInt(n)) };
+    let ranged = |n: i64, min: i64, max: i64| {
+        if n < min || n > max {
+            Err(out_of_range.clone())
+        } else {
+            Ok(Value::Int(n))
+        }
+    };
+    let uranged = |n: u64, max: u64| {
+        if n > max {
+            Err(out_of_range.clone())
+        } else {
+            Ok(Value::UInt(n))
+        }
+    };
     Ok(match ty {
         KeyType::Boolean => match c.byte()? {
             0 => Value::Bool(false),
             1 => Value::Bool(true),
-            _ => return Err(KeyError::Malformed { column, reason: "bad boolean" }),
+            _ => {
+                return Err(KeyError::Malformed {
+                    column,
+                    reason: "bad boolean",
+                })
+            }
         },
         KeyType::Int8 => ranged(c.signed()?, i8::MIN as i64, i8::MAX as i64)?,
         KeyType::Int16 => ranged(c.signed()?, i16::MIN as i64, i16::MAX as i64)?,
@@ -686,7 +839,10 @@ fn decode_component(bytes: &[u8], pos: &mut usize, column: usize, col: &KeyColum
             let f = float_from_bits(u64::from_be_bytes(c.array()?));
             let g = f as f32;
             if !f.is_nan() && g as f64 != f {
-                return Err(KeyError::Malformed { column, reason: "float64 bits in a float32 column" });
+                return Err(KeyError::Malformed {
+                    column,
+                    reason: "float64 bits in a float32 column",
+                });
             }
             Value::Float32(g)
         }
@@ -698,9 +854,14 @@ fn decode_component(bytes: &[u8], pos: &mut usize, column: usize, col: &KeyColum
             }
             Value::Decimal(d)
         }
-        KeyType::String => Value::String(
-            String::from_utf8(c.escaped()?).map_err(|_| KeyError::Malformed { column, reason: "invalid UTF-8" })?,
-        ),
+        KeyType::String => {
+            Value::String(
+                String::from_utf8(c.escaped()?).map_err(|_| KeyError::Malformed {
+                    column,
+                    reason: "invalid UTF-8",
+                })?,
+            )
+        }
         KeyType::Binary => Value::Binary(c.escaped()?),
         KeyType::Fixed(len) => Value::Binary(c.fixed(len as usize)?),
         KeyType::Uuid => Value::Binary(c.fixed(16)?),
@@ -712,9 +873,10 @@ fn decode_component(bytes: &[u8], pos: &mut usize, column: usize, col: &KeyColum
             }
             Value::Time(t)
         }
-        KeyType::Timestamp | KeyType::TimestampTz | KeyType::TimestampNs | KeyType::TimestampTzNs => {
-            Value::Timestamp(c.signed()?)
-        }
+        KeyType::Timestamp
+        | KeyType::TimestampTz
+        | KeyType::TimestampNs
+        | KeyType::TimestampTzNs => Value::Timestamp(c.signed()?),
     })
 }
 
@@ -728,9 +890,17 @@ mod tests {
 
     #[test]
     fn composite_framing_is_unambiguous() {
-        let s = KeySchema::new(vec![KeyColumn::new(KeyType::String), KeyColumn::new(KeyType::String)]).unwrap();
-        let a = s.encode(&[Value::String("ab".into()), Value::String("c".into())]).unwrap();
-        let b = s.encode(&[Value::String("a".into()), Value::String("bc".into())]).unwrap();
+        let s = KeySchema::new(vec![
+            KeyColumn::new(KeyType::String),
+            KeyColumn::new(KeyType::String),
+        ])
+        .unwrap();
+        let a = s
+            .encode(&[Value::String("ab".into()), Value::String("c".into())])
+            .unwrap();
+        let b = s
+            .encode(&[Value::String("a".into()), Value::String("bc".into())])
+            .unwrap();
         assert_ne!(a, b);
         assert!(b < a, "(a, bc) < (ab, c)");
     }
@@ -748,11 +918,22 @@ mod tests {
     #[test]
     fn oversized_values_are_refused_without_the_value() {
         let big = "x".repeat(MAX_VALUE_BYTES + 1);
-        let e = one(KeyType::String).encode(&[Value::String(big.clone())]).unwrap_err();
-        assert_eq!(e, KeyError::ValueTooLarge { column: 0, len: MAX_VALUE_BYTES + 1, max: MAX_VALUE_BYTES });
+        let e = one(KeyType::String)
+            .encode(&[Value::String(big.clone())])
+            .unwrap_err();
+        assert_eq!(
+            e,
+            KeyError::ValueTooLarge {
+                column: 0,
+                len: MAX_VALUE_BYTES + 1,
+                max: MAX_VALUE_BYTES
+            }
+        );
         assert!(!e.to_string().contains("xxxx"));
         // At the cap it is accepted.
-        one(KeyType::String).encode(&[Value::String("x".repeat(MAX_VALUE_BYTES))]).unwrap();
+        one(KeyType::String)
+            .encode(&[Value::String("x".repeat(MAX_VALUE_BYTES))])
+            .unwrap();
         // Many columns each under the cap can still exceed the key cap.
         let s = KeySchema::new(vec![KeyColumn::new(KeyType::Binary); 5]).unwrap();
         let vals = vec![Value::Binary(vec![0u8; MAX_VALUE_BYTES]); 5];
@@ -761,13 +942,35 @@ mod tests {
 
     #[test]
     fn range_and_type_checks() {
-        assert_eq!(one(KeyType::Int8).encode(&[Value::Int(128)]), Err(KeyError::OutOfRange { column: 0, ty: KeyType::Int8 }));
+        assert_eq!(
+            one(KeyType::Int8).encode(&[Value::Int(128)]),
+            Err(KeyError::OutOfRange {
+                column: 0,
+                ty: KeyType::Int8
+            })
+        );
         assert!(one(KeyType::UInt8).encode(&[Value::Int(-1)]).is_err());
-        assert!(one(KeyType::Int32).encode(&[Value::String("1".into())]).is_err());
-        assert!(one(KeyType::Decimal { precision: 2, scale: 0 }).encode(&[Value::Decimal(100)]).is_err());
-        assert!(one(KeyType::Decimal { precision: 38, scale: 0 }).encode(&[Value::Decimal(10i128.pow(38) - 1)]).is_ok());
-        assert!(one(KeyType::Uuid).encode(&[Value::Binary(vec![1; 15])]).is_err());
-        assert!(one(KeyType::Time).encode(&[Value::Time(86_400_000_000)]).is_err());
+        assert!(one(KeyType::Int32)
+            .encode(&[Value::String("1".into())])
+            .is_err());
+        assert!(one(KeyType::Decimal {
+            precision: 2,
+            scale: 0
+        })
+        .encode(&[Value::Decimal(100)])
+        .is_err());
+        assert!(one(KeyType::Decimal {
+            precision: 38,
+            scale: 0
+        })
+        .encode(&[Value::Decimal(10i128.pow(38) - 1)])
+        .is_ok());
+        assert!(one(KeyType::Uuid)
+            .encode(&[Value::Binary(vec![1; 15])])
+            .is_err());
+        assert!(one(KeyType::Time)
+            .encode(&[Value::Time(86_400_000_000)])
+            .is_err());
         assert!("decimal(39,0)".parse::<KeyType>().is_err());
         assert!("fixed[0]".parse::<KeyType>().is_err());
         assert!(one(KeyType::Int32).encode(&[]).is_err());
@@ -778,18 +981,30 @@ mod tests {
         let a = one(KeyType::Int32).encode(&[Value::Int(-7)]).unwrap();
         let b = one(KeyType::Int64).encode(&[Value::Int(-7)]).unwrap();
         assert_eq!(a, b);
-        let f = one(KeyType::Float32).encode(&[Value::Float32(1.5)]).unwrap();
-        let d = one(KeyType::Float64).encode(&[Value::Float64(1.5)]).unwrap();
+        let f = one(KeyType::Float32)
+            .encode(&[Value::Float32(1.5)])
+            .unwrap();
+        let d = one(KeyType::Float64)
+            .encode(&[Value::Float64(1.5)])
+            .unwrap();
         assert_eq!(f, d);
     }
 
     #[test]
     fn prefix_matches_exactly_the_extensions() {
-        let s = KeySchema::new(vec![KeyColumn::new(KeyType::String), KeyColumn::new(KeyType::Int32)]).unwrap();
+        let s = KeySchema::new(vec![
+            KeyColumn::new(KeyType::String),
+            KeyColumn::new(KeyType::Int32),
+        ])
+        .unwrap();
         let p = s.encode_prefix(&[Value::String("a".into())]).unwrap();
         let end = prefix_end(&p).unwrap();
-        let inside = s.encode(&[Value::String("a".into()), Value::Int(i32::MAX as i64)]).unwrap();
-        let outside = s.encode(&[Value::String("a\0".into()), Value::Int(0)]).unwrap();
+        let inside = s
+            .encode(&[Value::String("a".into()), Value::Int(i32::MAX as i64)])
+            .unwrap();
+        let outside = s
+            .encode(&[Value::String("a\0".into()), Value::Int(0)])
+            .unwrap();
         assert!(inside.starts_with(&p) && inside < end);
         assert!(!outside.starts_with(&p) && outside >= end);
         assert_eq!(prefix_end(&[0x01, 0xFF]), Some(vec![0x02]));

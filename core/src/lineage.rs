@@ -112,7 +112,12 @@ pub enum RejectReason {
     /// The data file's record count differs from the index's.
     RecordCount { expected: u64, found: u64 },
     /// The index was built at a snapshot newer than the one being read.
-    FutureSnapshot { index_sequence: i64, active_sequence: i64, index_snapshot: i64, active_snapshot: i64 },
+    FutureSnapshot {
+        index_sequence: i64,
+        active_sequence: i64,
+        index_snapshot: i64,
+        active_snapshot: i64,
+    },
     /// The blob bytes do not hash to the recorded SHA-256 (storage corruption).
     BlobChecksum { expected: String, found: String },
     /// The record names a different data file than the one being read.
@@ -152,17 +157,34 @@ impl fmt::Display for Rejection {
         write!(f, "Index {what} rejected for {}: ", self.data_file)?;
         match &self.reason {
             RejectReason::Missing => write!(f, "missing"),
-            RejectReason::Checksum { expected, found } => write!(f, "checksum mismatch (expected {expected}, got {found})"),
-            RejectReason::RecordCount { expected, found } => {
-                write!(f, "record count mismatch (expected {expected}, got {found})")
+            RejectReason::Checksum { expected, found } => {
+                write!(f, "checksum mismatch (expected {expected}, got {found})")
             }
-            RejectReason::FutureSnapshot { index_snapshot, active_snapshot, .. } => {
-                write!(f, "from future snapshot {index_snapshot} (active {active_snapshot})")
+            RejectReason::RecordCount { expected, found } => {
+                write!(
+                    f,
+                    "record count mismatch (expected {expected}, got {found})"
+                )
+            }
+            RejectReason::FutureSnapshot {
+                index_snapshot,
+                active_snapshot,
+                ..
+            } => {
+                write!(
+                    f,
+                    "from future snapshot {index_snapshot} (active {active_snapshot})"
+                )
             }
             RejectReason::BlobChecksum { expected, found } => {
-                write!(f, "blob checksum mismatch (expected {expected}, got {found})")
+                write!(
+                    f,
+                    "blob checksum mismatch (expected {expected}, got {found})"
+                )
             }
-            RejectReason::WrongFile { expected, found } => write!(f, "built for {found}, not {expected}"),
+            RejectReason::WrongFile { expected, found } => {
+                write!(f, "built for {found}, not {expected}")
+            }
             RejectReason::UnsupportedFormat { version, max } => {
                 write!(f, "format version {version} is newer than supported {max}")
             }
@@ -208,16 +230,40 @@ impl ReadGate {
             return reject(index, RejectReason::Missing);
         };
         if ix.format_version > MAX_READABLE_FORMAT_VERSION {
-            return reject(index, RejectReason::UnsupportedFormat { version: ix.format_version, max: MAX_READABLE_FORMAT_VERSION });
+            return reject(
+                index,
+                RejectReason::UnsupportedFormat {
+                    version: ix.format_version,
+                    max: MAX_READABLE_FORMAT_VERSION,
+                },
+            );
         }
         if ix.source_path != facts.path || facts.path != data_file {
-            return reject(index, RejectReason::WrongFile { expected: data_file.to_string(), found: ix.source_path.clone() });
+            return reject(
+                index,
+                RejectReason::WrongFile {
+                    expected: data_file.to_string(),
+                    found: ix.source_path.clone(),
+                },
+            );
         }
         if !ix.source_sha256.eq_ignore_ascii_case(&facts.sha256) {
-            return reject(index, RejectReason::Checksum { expected: facts.sha256.clone(), found: ix.source_sha256.clone() });
+            return reject(
+                index,
+                RejectReason::Checksum {
+                    expected: facts.sha256.clone(),
+                    found: ix.source_sha256.clone(),
+                },
+            );
         }
         if ix.source_record_count != facts.record_count {
-            return reject(index, RejectReason::RecordCount { expected: facts.record_count, found: ix.source_record_count });
+            return reject(
+                index,
+                RejectReason::RecordCount {
+                    expected: facts.record_count,
+                    found: ix.source_record_count,
+                },
+            );
         }
         if ix.source_sequence_number > active.sequence_number {
             return reject(
@@ -236,12 +282,17 @@ impl ReadGate {
     /// Checks fetched blob bytes (as stored, before decompression) against the record.
     pub fn check_blob(index: &IndexFile, stored: &[u8]) -> GateDecision {
         let found = sha256_hex(stored);
-        if stored.len() as u64 != index.blob_length || !found.eq_ignore_ascii_case(&index.blob_sha256) {
+        if stored.len() as u64 != index.blob_length
+            || !found.eq_ignore_ascii_case(&index.blob_sha256)
+        {
             return GateDecision::Reject(Rejection {
                 data_file: index.source_path.clone(),
                 index_id: Some(index.index_id),
                 bundle_path: Some(index.bundle_path.clone()),
-                reason: RejectReason::BlobChecksum { expected: index.blob_sha256.clone(), found },
+                reason: RejectReason::BlobChecksum {
+                    expected: index.blob_sha256.clone(),
+                    found,
+                },
             });
         }
         GateDecision::Accept

@@ -53,7 +53,11 @@ pub struct BlobMetadata {
     pub sequence_number: i64,
     pub offset: u64,
     pub length: u64,
-    #[serde(rename = "compression-codec", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "compression-codec",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub compression_codec: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, String>,
@@ -118,7 +122,13 @@ pub enum PuffinError {
     #[error("malformed Puffin footer JSON: {0}")]
     MalformedFooter(String),
     #[error("Puffin blob {index} ({blob_type}) has an invalid range {offset}+{length} (blobs must lie in 4..{limit})")]
-    BlobOutOfBounds { index: usize, blob_type: String, offset: u64, length: u64, limit: u64 },
+    BlobOutOfBounds {
+        index: usize,
+        blob_type: String,
+        offset: u64,
+        length: u64,
+        limit: u64,
+    },
     #[error("Puffin footer lists {count} blobs, more than the {max} allowed")]
     TooManyBlobs { count: usize, max: usize },
     #[error("Puffin blob of {size} bytes exceeds the {max}-byte limit")]
@@ -181,8 +191,15 @@ impl Default for PuffinWriter {
 impl PuffinWriter {
     pub fn new() -> Self {
         let mut properties = BTreeMap::new();
-        properties.insert(CREATED_BY.to_string(), format!("skerry {}", env!("CARGO_PKG_VERSION")));
-        PuffinWriter { buf: MAGIC.to_vec(), blobs: Vec::new(), properties }
+        properties.insert(
+            CREATED_BY.to_string(),
+            format!("skerry {}", env!("CARGO_PKG_VERSION")),
+        );
+        PuffinWriter {
+            buf: MAGIC.to_vec(),
+            blobs: Vec::new(),
+            properties,
+        }
     }
 
     /// Sets a file-level property (`created-by` is set by default).
@@ -191,13 +208,23 @@ impl PuffinWriter {
     }
 
     /// Compresses `data` with `codec` and appends it as a blob.
-    pub fn add_blob(&mut self, spec: BlobSpec, data: &[u8], codec: Codec) -> Result<&BlobMetadata, PuffinError> {
+    pub fn add_blob(
+        &mut self,
+        spec: BlobSpec,
+        data: &[u8],
+        codec: Codec,
+    ) -> Result<&BlobMetadata, PuffinError> {
         let stored = codec::compress(codec, data)?;
         Ok(self.add_stored_blob(spec, &stored, codec))
     }
 
     /// Appends an already-encoded blob verbatim (e.g. copied by range from an older bundle).
-    pub fn add_stored_blob(&mut self, spec: BlobSpec, stored: &[u8], codec: Codec) -> &BlobMetadata {
+    pub fn add_stored_blob(
+        &mut self,
+        spec: BlobSpec,
+        stored: &[u8],
+        codec: Codec,
+    ) -> &BlobMetadata {
         let offset = self.buf.len() as u64;
         self.buf.extend_from_slice(stored);
         self.blobs.push(BlobMetadata {
@@ -215,16 +242,24 @@ impl PuffinWriter {
 
     /// Writes the (uncompressed) footer and returns the file.
     pub fn finish(mut self) -> PuffinFile {
-        let metadata = FileMetadata { blobs: self.blobs, properties: self.properties };
+        let metadata = FileMetadata {
+            blobs: self.blobs,
+            properties: self.properties,
+        };
         let payload = serde_json::to_vec(&metadata).expect("footer metadata serializes");
         let offset = self.buf.len() as u64;
         self.buf.extend_from_slice(&MAGIC);
         self.buf.extend_from_slice(&payload);
-        self.buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        self.buf
+            .extend_from_slice(&(payload.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(&[0, 0, 0, 0]);
         self.buf.extend_from_slice(&MAGIC);
         let length = self.buf.len() as u64 - offset;
-        PuffinFile { bytes: Bytes::from(self.buf), metadata, footer: FooterLocation { offset, length } }
+        PuffinFile {
+            bytes: Bytes::from(self.buf),
+            metadata,
+            footer: FooterLocation { offset, length },
+        }
     }
 }
 
@@ -239,9 +274,15 @@ impl PuffinFooter {
     /// Parses the trailing bytes of a file. `tail` must end at the end of the file, which is
     /// `file_size` bytes long. Returns `Ok(None)` when `tail` is too short to hold the whole
     /// footer (the caller reads more), with the footer length needed.
-    pub fn parse_tail(tail: &[u8], file_size: u64, limits: &Limits) -> Result<Result<Self, u64>, PuffinError> {
+    pub fn parse_tail(
+        tail: &[u8],
+        file_size: u64,
+        limits: &Limits,
+    ) -> Result<Result<Self, u64>, PuffinError> {
         if (tail.len() as u64) < FOOTER_TRAILER_LEN || file_size < FOOTER_OVERHEAD + 4 {
-            return Err(PuffinError::Truncated(format!("{file_size}-byte file cannot hold a footer")));
+            return Err(PuffinError::Truncated(format!(
+                "{file_size}-byte file cannot hold a footer"
+            )));
         }
         let t = &tail[tail.len() - FOOTER_TRAILER_LEN as usize..];
         if t[8..12] != MAGIC {
@@ -250,33 +291,53 @@ impl PuffinFooter {
         let payload = u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as u64;
         let footer_len = payload + FOOTER_OVERHEAD;
         if footer_len > limits.max_footer_bytes {
-            return Err(PuffinError::FooterTooLarge { size: footer_len, max: limits.max_footer_bytes });
+            return Err(PuffinError::FooterTooLarge {
+                size: footer_len,
+                max: limits.max_footer_bytes,
+            });
         }
         if footer_len + 4 > file_size {
-            return Err(PuffinError::Truncated(format!("footer of {footer_len} bytes in a {file_size}-byte file")));
+            return Err(PuffinError::Truncated(format!(
+                "footer of {footer_len} bytes in a {file_size}-byte file"
+            )));
         }
         if footer_len > tail.len() as u64 {
             return Ok(Err(footer_len));
         }
         let footer = &tail[tail.len() - footer_len as usize..];
-        let location = FooterLocation { offset: file_size - footer_len, length: footer_len };
+        let location = FooterLocation {
+            offset: file_size - footer_len,
+            length: footer_len,
+        };
         Ok(Ok(Self::parse_footer(footer, location, limits)?))
     }
 
     /// Parses exactly the footer bytes (`Magic … Magic`) found at `location`.
-    pub fn parse_footer(footer: &[u8], location: FooterLocation, limits: &Limits) -> Result<Self, PuffinError> {
+    pub fn parse_footer(
+        footer: &[u8],
+        location: FooterLocation,
+        limits: &Limits,
+    ) -> Result<Self, PuffinError> {
         let len = footer.len() as u64;
         if len != location.length {
-            return Err(PuffinError::Truncated(format!("read {len} footer bytes, expected {}", location.length)));
+            return Err(PuffinError::Truncated(format!(
+                "read {len} footer bytes, expected {}",
+                location.length
+            )));
         }
         if len > limits.max_footer_bytes {
-            return Err(PuffinError::FooterTooLarge { size: len, max: limits.max_footer_bytes });
+            return Err(PuffinError::FooterTooLarge {
+                size: len,
+                max: limits.max_footer_bytes,
+            });
         }
         if len < FOOTER_OVERHEAD {
             return Err(PuffinError::Truncated(format!("{len}-byte footer")));
         }
         if footer[..4] != MAGIC {
-            return Err(PuffinError::BadMagic { at: "start of footer" });
+            return Err(PuffinError::BadMagic {
+                at: "start of footer",
+            });
         }
         let t = &footer[footer.len() - FOOTER_TRAILER_LEN as usize..];
         if t[8..12] != MAGIC {
@@ -284,7 +345,9 @@ impl PuffinFooter {
         }
         let payload_len = u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as u64;
         if payload_len + FOOTER_OVERHEAD != len {
-            return Err(PuffinError::Truncated(format!("footer payload size {payload_len} does not fit a {len}-byte footer")));
+            return Err(PuffinError::Truncated(format!(
+                "footer payload size {payload_len} does not fit a {len}-byte footer"
+            )));
         }
         let flags = [t[4], t[5], t[6], t[7]];
         if flags[0] & !FLAG_FOOTER_COMPRESSED != 0 || flags[1..] != [0, 0, 0] {
@@ -292,14 +355,21 @@ impl PuffinFooter {
         }
         let raw = &footer[4..4 + payload_len as usize];
         let json = if flags[0] & FLAG_FOOTER_COMPRESSED != 0 {
-            std::borrow::Cow::Owned(codec::decompress(Codec::Lz4, raw, limits.max_footer_payload)?)
+            std::borrow::Cow::Owned(codec::decompress(
+                Codec::Lz4,
+                raw,
+                limits.max_footer_payload,
+            )?)
         } else {
             std::borrow::Cow::Borrowed(raw)
         };
-        let metadata: FileMetadata =
-            serde_json::from_slice(&json).map_err(|e| PuffinError::MalformedFooter(e.to_string()))?;
+        let metadata: FileMetadata = serde_json::from_slice(&json)
+            .map_err(|e| PuffinError::MalformedFooter(e.to_string()))?;
         if metadata.blobs.len() > limits.max_blobs {
-            return Err(PuffinError::TooManyBlobs { count: metadata.blobs.len(), max: limits.max_blobs });
+            return Err(PuffinError::TooManyBlobs {
+                count: metadata.blobs.len(),
+                max: limits.max_blobs,
+            });
         }
         for (index, b) in metadata.blobs.iter().enumerate() {
             let end = b.offset.checked_add(b.length);
@@ -324,9 +394,15 @@ impl PuffinFooter {
         limits: &Limits,
     ) -> Result<Self, PuffinError> {
         if location.length > limits.max_footer_bytes {
-            return Err(PuffinError::FooterTooLarge { size: location.length, max: limits.max_footer_bytes });
+            return Err(PuffinError::FooterTooLarge {
+                size: location.length,
+                max: limits.max_footer_bytes,
+            });
         }
-        let end = location.offset.checked_add(location.length).ok_or(PuffinError::Truncated("footer range overflows".into()))?;
+        let end = location
+            .offset
+            .checked_add(location.length)
+            .ok_or(PuffinError::Truncated("footer range overflows".into()))?;
         let bytes = reader.read_range(loc, location.offset..end).await?;
         Self::parse_footer(&bytes, location, limits)
     }
@@ -359,10 +435,14 @@ impl PuffinFooter {
             return Err(PuffinError::Truncated("suffix longer than the file".into()));
         }
         if size < FOOTER_OVERHEAD + 4 {
-            return Err(PuffinError::Truncated(format!("{size}-byte file cannot hold a footer")));
+            return Err(PuffinError::Truncated(format!(
+                "{size}-byte file cannot hold a footer"
+            )));
         }
         if tail.len() as u64 == size && tail[..4] != MAGIC {
-            return Err(PuffinError::BadMagic { at: "start of file" });
+            return Err(PuffinError::BadMagic {
+                at: "start of file",
+            });
         }
         match Self::parse_tail(&tail, size, limits)? {
             Ok(f) => Ok(f),
@@ -373,7 +453,14 @@ impl PuffinFooter {
                 let mut footer = Vec::with_capacity(footer_len as usize);
                 footer.extend_from_slice(&head);
                 footer.extend_from_slice(&tail);
-                Self::parse_footer(&footer, FooterLocation { offset: start, length: footer_len }, limits)
+                Self::parse_footer(
+                    &footer,
+                    FooterLocation {
+                        offset: start,
+                        length: footer_len,
+                    },
+                    limits,
+                )
             }
         }
     }
@@ -395,7 +482,10 @@ impl PuffinFooter {
 
 fn check_blob(blob: &BlobMetadata, limits: &Limits) -> Result<Codec, PuffinError> {
     if blob.length > limits.max_blob_bytes {
-        return Err(PuffinError::BlobTooLarge { size: blob.length, max: limits.max_blob_bytes });
+        return Err(PuffinError::BlobTooLarge {
+            size: blob.length,
+            max: limits.max_blob_bytes,
+        });
     }
     if blob.offset < 4 || blob.offset.checked_add(blob.length).is_none() || blob.length == 0 {
         return Err(PuffinError::BlobOutOfBounds {
@@ -410,12 +500,24 @@ fn check_blob(blob: &BlobMetadata, limits: &Limits) -> Result<Codec, PuffinError
 }
 
 /// Decodes a blob's stored bytes.
-pub fn decode_blob(blob: &BlobMetadata, stored: &[u8], limits: &Limits) -> Result<Vec<u8>, PuffinError> {
+pub fn decode_blob(
+    blob: &BlobMetadata,
+    stored: &[u8],
+    limits: &Limits,
+) -> Result<Vec<u8>, PuffinError> {
     let codec = check_blob(blob, limits)?;
     if stored.len() as u64 != blob.length {
-        return Err(PuffinError::Truncated(format!("blob has {} of {} bytes", stored.len(), blob.length)));
+        return Err(PuffinError::Truncated(format!(
+            "blob has {} of {} bytes",
+            stored.len(),
+            blob.length
+        )));
     }
-    Ok(codec::decompress(codec, stored, limits.max_blob_decompressed)?)
+    Ok(codec::decompress(
+        codec,
+        stored,
+        limits.max_blob_decompressed,
+    )?)
 }
 
 /// Reads one blob by its metadata (e.g. from a manifest, without reading the footer): ONE
@@ -444,5 +546,9 @@ pub async fn read_blobs<R: RangeReader + ?Sized>(
     }
     let ranges: Vec<Range<u64>> = blobs.iter().map(|b| b.range()).collect();
     let stored = reader.read_ranges(loc, &ranges).await?;
-    blobs.iter().zip(stored).map(|(b, s)| decode_blob(b, &s, limits)).collect()
+    blobs
+        .iter()
+        .zip(stored)
+        .map(|(b, s)| decode_blob(b, &s, limits))
+        .collect()
 }

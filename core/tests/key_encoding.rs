@@ -9,7 +9,11 @@ use skerry_core::encoding::*;
 
 fn parse_column(spec: &str) -> KeyColumn {
     let mut parts = spec.split(':');
-    let ty: KeyType = parts.next().unwrap().parse().unwrap_or_else(|e| panic!("{spec}: {e}"));
+    let ty: KeyType = parts
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|e| panic!("{spec}: {e}"));
     let mut col = KeyColumn::new(ty);
     for p in parts {
         col = match p {
@@ -45,18 +49,25 @@ fn parse_value(ty: KeyType, v: &serde_json::Value) -> Value {
     };
     match ty {
         KeyType::Boolean => Value::Bool(v.as_bool().unwrap()),
-        KeyType::Int8 | KeyType::Int16 | KeyType::Int32 | KeyType::Int64 => Value::Int(v.as_i64().unwrap()),
-        KeyType::UInt8 | KeyType::UInt16 | KeyType::UInt32 | KeyType::UInt64 => Value::UInt(v.as_u64().unwrap()),
+        KeyType::Int8 | KeyType::Int16 | KeyType::Int32 | KeyType::Int64 => {
+            Value::Int(v.as_i64().unwrap())
+        }
+        KeyType::UInt8 | KeyType::UInt16 | KeyType::UInt32 | KeyType::UInt64 => {
+            Value::UInt(v.as_u64().unwrap())
+        }
         KeyType::Float32 => Value::Float32(float(v) as f32),
         KeyType::Float64 => Value::Float64(float(v)),
         KeyType::Decimal { .. } => Value::Decimal(v.as_str().unwrap().parse().unwrap()),
         KeyType::String => Value::String(v.as_str().unwrap().to_string()),
-        KeyType::Binary | KeyType::Fixed(_) | KeyType::Uuid => Value::Binary(hex_bytes(v.as_str().unwrap())),
+        KeyType::Binary | KeyType::Fixed(_) | KeyType::Uuid => {
+            Value::Binary(hex_bytes(v.as_str().unwrap()))
+        }
         KeyType::Date => Value::Date(v.as_i64().unwrap() as i32),
         KeyType::Time => Value::Time(v.as_i64().unwrap()),
-        KeyType::Timestamp | KeyType::TimestampTz | KeyType::TimestampNs | KeyType::TimestampTzNs => {
-            Value::Timestamp(v.as_i64().unwrap())
-        }
+        KeyType::Timestamp
+        | KeyType::TimestampTz
+        | KeyType::TimestampNs
+        | KeyType::TimestampTzNs => Value::Timestamp(v.as_i64().unwrap()),
     }
 }
 
@@ -81,11 +92,22 @@ fn golden() -> Vec<(String, Vec<Vector>)> {
         }
         let parts: Vec<&str> = line.split(" | ").collect();
         assert_eq!(parts.len(), 3, "line {line_no}: {line}");
-        let schema = KeySchema::new(parts[0].split_whitespace().map(parse_column).collect()).unwrap();
+        let schema =
+            KeySchema::new(parts[0].split_whitespace().map(parse_column).collect()).unwrap();
         let json: Vec<serde_json::Value> = serde_json::from_str(parts[1]).unwrap();
-        let values = schema.columns.iter().zip(&json).map(|(c, v)| parse_value(c.ty, v)).collect();
+        let values = schema
+            .columns
+            .iter()
+            .zip(&json)
+            .map(|(c, v)| parse_value(c.ty, v))
+            .collect();
         let bytes = hex::decode(parts[2].split_whitespace().collect::<String>()).unwrap();
-        groups.last_mut().unwrap().1.push(Vector { line: line_no, schema, values, bytes });
+        groups.last_mut().unwrap().1.push(Vector {
+            line: line_no,
+            schema,
+            values,
+            bytes,
+        });
     }
     groups
 }
@@ -97,13 +119,29 @@ fn golden_vectors_encode_and_decode() {
     assert!(total >= 60, "golden file lost vectors: {total}");
     for (_, vectors) in &groups {
         for v in vectors {
-            let enc = v.schema.encode(&v.values).unwrap_or_else(|e| panic!("line {}: {e}", v.line));
-            assert_eq!(hex::encode(&enc), hex::encode(&v.bytes), "encode, line {}", v.line);
-            let dec = v.schema.decode(&v.bytes).unwrap_or_else(|e| panic!("line {}: {e}", v.line));
+            let enc = v
+                .schema
+                .encode(&v.values)
+                .unwrap_or_else(|e| panic!("line {}: {e}", v.line));
+            assert_eq!(
+                hex::encode(&enc),
+                hex::encode(&v.bytes),
+                "encode, line {}",
+                v.line
+            );
+            let dec = v
+                .schema
+                .decode(&v.bytes)
+                .unwrap_or_else(|e| panic!("line {}: {e}", v.line));
             // Canonical equality: -0.0 == +0.0, NaN == NaN.
             assert_eq!(dec, v.values, "decode, line {}", v.line);
             // And re-encoding the decoded value is byte-identical (canonical form).
-            assert_eq!(v.schema.encode(&dec).unwrap(), v.bytes, "re-encode, line {}", v.line);
+            assert_eq!(
+                v.schema.encode(&dec).unwrap(),
+                v.bytes,
+                "re-encode, line {}",
+                v.line
+            );
         }
     }
 }
@@ -113,8 +151,18 @@ fn golden_ordered_groups_are_in_declared_order() {
     let mut checked = 0;
     for (name, vectors) in golden().iter().filter(|(n, _)| n.starts_with("ordered")) {
         for w in vectors.windows(2) {
-            assert!(w[0].bytes < w[1].bytes, "{name}: line {} !< line {}", w[0].line, w[1].line);
-            assert_eq!(tuple_cmp(&w[0].schema, &w[0].values, &w[1].values), Ordering::Less, "{name}: line {}", w[0].line);
+            assert!(
+                w[0].bytes < w[1].bytes,
+                "{name}: line {} !< line {}",
+                w[0].line,
+                w[1].line
+            );
+            assert_eq!(
+                tuple_cmp(&w[0].schema, &w[0].values, &w[1].values),
+                Ordering::Less,
+                "{name}: line {}",
+                w[0].line
+            );
             checked += 1;
         }
     }
@@ -123,19 +171,46 @@ fn golden_ordered_groups_are_in_declared_order() {
 
 #[test]
 fn malformed_keys_are_typed_errors() {
-    let s = KeySchema::new(vec![KeyColumn::new(KeyType::String), KeyColumn::new(KeyType::Int32)]).unwrap();
-    let good = s.encode(&[Value::String("ab".into()), Value::Int(3)]).unwrap();
+    let s = KeySchema::new(vec![
+        KeyColumn::new(KeyType::String),
+        KeyColumn::new(KeyType::Int32),
+    ])
+    .unwrap();
+    let good = s
+        .encode(&[Value::String("ab".into()), Value::Int(3)])
+        .unwrap();
     for cut in 0..good.len() {
-        assert!(s.decode(&good[..cut]).is_err(), "prefix of {cut} bytes decoded");
+        assert!(
+            s.decode(&good[..cut]).is_err(),
+            "prefix of {cut} bytes decoded"
+        );
     }
     let mut trailing = good.clone();
     trailing.push(0);
-    assert_eq!(s.decode(&trailing), Err(KeyError::TrailingBytes { extra: 1 }));
-    assert!(matches!(s.decode(&[0x07]), Err(KeyError::Malformed { column: 0, .. })));
+    assert_eq!(
+        s.decode(&trailing),
+        Err(KeyError::TrailingBytes { extra: 1 })
+    );
+    assert!(matches!(
+        s.decode(&[0x07]),
+        Err(KeyError::Malformed { column: 0, .. })
+    ));
     // 00 followed by neither ff nor 01 inside a string.
-    assert!(matches!(s.decode(&[0x01, 0x61, 0x00, 0x05]), Err(KeyError::Malformed { reason: "bad escape", .. })));
+    assert!(matches!(
+        s.decode(&[0x01, 0x61, 0x00, 0x05]),
+        Err(KeyError::Malformed {
+            reason: "bad escape",
+            ..
+        })
+    ));
     // Invalid UTF-8 in a string column.
-    assert!(matches!(s.decode(&[0x01, 0xff, 0x00, 0x01, 0x02]), Err(KeyError::Malformed { reason: "invalid UTF-8", .. })));
+    assert!(matches!(
+        s.decode(&[0x01, 0xff, 0x00, 0x01, 0x02]),
+        Err(KeyError::Malformed {
+            reason: "invalid UTF-8",
+            ..
+        })
+    ));
     // A NULL flag that does not match the column's placement.
     assert!(s.decode(&[0x00]).is_err());
 }
@@ -155,7 +230,9 @@ fn key_type() -> impl Strategy<Value = KeyType> {
         Just(KeyType::UInt64),
         Just(KeyType::Float32),
         Just(KeyType::Float64),
-        (1u8..=38).prop_flat_map(|p| (Just(p), 0..=p)).prop_map(|(precision, scale)| KeyType::Decimal { precision, scale }),
+        (1u8..=38)
+            .prop_flat_map(|p| (Just(p), 0..=p))
+            .prop_map(|(precision, scale)| KeyType::Decimal { precision, scale }),
         Just(KeyType::String),
         Just(KeyType::Binary),
         (1u32..=8).prop_map(KeyType::Fixed),
@@ -186,18 +263,45 @@ fn float64() -> impl Strategy<Value = f64> {
 }
 
 fn float32() -> impl Strategy<Value = f32> {
-    prop_oneof![any::<f32>(), Just(0.0f32), Just(-0.0f32), Just(f32::NAN), Just(-f32::NAN), (-100i32..100).prop_map(|i| i as f32 / 4.0)]
+    prop_oneof![
+        any::<f32>(),
+        Just(0.0f32),
+        Just(-0.0f32),
+        Just(f32::NAN),
+        Just(-f32::NAN),
+        (-100i32..100).prop_map(|i| i as f32 / 4.0)
+    ]
 }
 
 /// Short strings over a small alphabet including NUL and multi-byte characters, so
 /// prefixes, escapes and ties are frequent.
 fn small_string() -> impl Strategy<Value = String> {
-    prop::collection::vec(prop_oneof![Just('\0'), Just('a'), Just('b'), Just('é'), Just('\u{10FFFF}'), Just('\u{1}'), Just('ÿ')], 0..5)
-        .prop_map(|cs| cs.into_iter().collect())
+    prop::collection::vec(
+        prop_oneof![
+            Just('\0'),
+            Just('a'),
+            Just('b'),
+            Just('é'),
+            Just('\u{10FFFF}'),
+            Just('\u{1}'),
+            Just('ÿ')
+        ],
+        0..5,
+    )
+    .prop_map(|cs| cs.into_iter().collect())
 }
 
 fn small_bytes() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(0xFFu8), Just(0x61u8), any::<u8>()], 0..5)
+    prop::collection::vec(
+        prop_oneof![
+            Just(0u8),
+            Just(1u8),
+            Just(0xFFu8),
+            Just(0x61u8),
+            any::<u8>()
+        ],
+        0..5,
+    )
 }
 
 fn value_of(ty: KeyType) -> BoxedStrategy<Value> {
@@ -205,27 +309,46 @@ fn value_of(ty: KeyType) -> BoxedStrategy<Value> {
         KeyType::Boolean => any::<bool>().prop_map(Value::Bool).boxed(),
         KeyType::Int8 => any::<i8>().prop_map(|v| Value::Int(v as i64)).boxed(),
         KeyType::Int16 => any::<i16>().prop_map(|v| Value::Int(v as i64)).boxed(),
-        KeyType::Int32 => prop_oneof![any::<i32>(), -3i32..3].prop_map(|v| Value::Int(v as i64)).boxed(),
-        KeyType::Int64 => prop_oneof![any::<i64>(), -3i64..3, Just(i64::MIN), Just(i64::MAX)].prop_map(Value::Int).boxed(),
+        KeyType::Int32 => prop_oneof![any::<i32>(), -3i32..3]
+            .prop_map(|v| Value::Int(v as i64))
+            .boxed(),
+        KeyType::Int64 => prop_oneof![any::<i64>(), -3i64..3, Just(i64::MIN), Just(i64::MAX)]
+            .prop_map(Value::Int)
+            .boxed(),
         KeyType::UInt8 => any::<u8>().prop_map(|v| Value::UInt(v as u64)).boxed(),
         KeyType::UInt16 => any::<u16>().prop_map(|v| Value::UInt(v as u64)).boxed(),
         KeyType::UInt32 => any::<u32>().prop_map(|v| Value::UInt(v as u64)).boxed(),
-        KeyType::UInt64 => prop_oneof![any::<u64>(), 0u64..3, Just(u64::MAX)].prop_map(Value::UInt).boxed(),
+        KeyType::UInt64 => prop_oneof![any::<u64>(), 0u64..3, Just(u64::MAX)]
+            .prop_map(Value::UInt)
+            .boxed(),
         KeyType::Float32 => float32().prop_map(Value::Float32).boxed(),
         KeyType::Float64 => float64().prop_map(Value::Float64).boxed(),
         KeyType::Decimal { precision, .. } => {
             let max = 10i128.pow(precision as u32) - 1;
-            prop_oneof![-max..=max, -3i128..3, Just(max), Just(-max)].prop_map(Value::Decimal).boxed()
+            prop_oneof![-max..=max, -3i128..3, Just(max), Just(-max)]
+                .prop_map(Value::Decimal)
+                .boxed()
         }
         KeyType::String => small_string().prop_map(Value::String).boxed(),
         KeyType::Binary => small_bytes().prop_map(Value::Binary).boxed(),
-        KeyType::Fixed(n) => prop::collection::vec(prop_oneof![Just(0u8), Just(0xFF), any::<u8>()], n as usize).prop_map(Value::Binary).boxed(),
-        KeyType::Uuid => prop::collection::vec(any::<u8>(), 16).prop_map(Value::Binary).boxed(),
-        KeyType::Date => prop_oneof![any::<i32>(), -3i32..3].prop_map(Value::Date).boxed(),
-        KeyType::Time => (0i64..86_400_000_000).prop_map(Value::Time).boxed(),
-        KeyType::Timestamp | KeyType::TimestampTz | KeyType::TimestampNs | KeyType::TimestampTzNs => {
-            prop_oneof![any::<i64>(), -3i64..3].prop_map(Value::Timestamp).boxed()
+        KeyType::Fixed(n) => {
+            prop::collection::vec(prop_oneof![Just(0u8), Just(0xFF), any::<u8>()], n as usize)
+                .prop_map(Value::Binary)
+                .boxed()
         }
+        KeyType::Uuid => prop::collection::vec(any::<u8>(), 16)
+            .prop_map(Value::Binary)
+            .boxed(),
+        KeyType::Date => prop_oneof![any::<i32>(), -3i32..3]
+            .prop_map(Value::Date)
+            .boxed(),
+        KeyType::Time => (0i64..86_400_000_000).prop_map(Value::Time).boxed(),
+        KeyType::Timestamp
+        | KeyType::TimestampTz
+        | KeyType::TimestampNs
+        | KeyType::TimestampTzNs => prop_oneof![any::<i64>(), -3i64..3]
+            .prop_map(Value::Timestamp)
+            .boxed(),
     }
 }
 

@@ -11,11 +11,19 @@ use skerry_core::puffin::*;
 fn spec(blob_type: &str, field: i32) -> BlobSpec {
     let mut properties = BTreeMap::new();
     properties.insert("skerry.index-id".to_string(), field.to_string());
-    BlobSpec { blob_type: blob_type.into(), fields: vec![field], snapshot_id: 42, sequence_number: 7, properties }
+    BlobSpec {
+        blob_type: blob_type.into(),
+        fields: vec![field],
+        snapshot_id: 42,
+        sequence_number: 7,
+        properties,
+    }
 }
 
 fn payload(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| ((i * 31) as u8).wrapping_add(seed) % 17).collect()
+    (0..n)
+        .map(|i| ((i * 31) as u8).wrapping_add(seed) % 17)
+        .collect()
 }
 
 /// A three-blob file (none / lz4 / zstd) and its blob payloads.
@@ -23,9 +31,12 @@ fn sample() -> (PuffinFile, Vec<Vec<u8>>) {
     let blobs = vec![payload(10_000, 1), payload(20_000, 2), payload(30_000, 3)];
     let mut w = PuffinWriter::new();
     w.set_property("skerry.table", "t");
-    w.add_blob(spec("skerry-ordered-v1", 1), &blobs[0], Codec::None).unwrap();
-    w.add_blob(spec("skerry-ordered-v1", 2), &blobs[1], Codec::Lz4).unwrap();
-    w.add_blob(spec("skerry-bitmap-v1", 3), &blobs[2], Codec::Zstd).unwrap();
+    w.add_blob(spec("skerry-ordered-v1", 1), &blobs[0], Codec::None)
+        .unwrap();
+    w.add_blob(spec("skerry-ordered-v1", 2), &blobs[1], Codec::Lz4)
+        .unwrap();
+    w.add_blob(spec("skerry-bitmap-v1", 3), &blobs[2], Codec::Zstd)
+        .unwrap();
     (w.finish(), blobs)
 }
 
@@ -41,23 +52,40 @@ fn layout_is_spec_exact() {
     let b = &f.bytes;
     assert_eq!(&b[..4], b"PFA1");
     assert_eq!(&b[b.len() - 4..], b"PFA1");
-    assert_eq!(&b[b.len() - 8..b.len() - 4], &[0, 0, 0, 0], "footer written uncompressed");
+    assert_eq!(
+        &b[b.len() - 8..b.len() - 4],
+        &[0, 0, 0, 0],
+        "footer written uncompressed"
+    );
     let payload_len = u32::from_le_bytes(b[b.len() - 12..b.len() - 8].try_into().unwrap()) as usize;
     let footer_start = b.len() - 16 - payload_len;
-    assert_eq!(f.footer, FooterLocation { offset: footer_start as u64, length: payload_len as u64 + 16 });
+    assert_eq!(
+        f.footer,
+        FooterLocation {
+            offset: footer_start as u64,
+            length: payload_len as u64 + 16
+        }
+    );
     assert_eq!(&b[footer_start..footer_start + 4], b"PFA1");
-    let json: serde_json::Value = serde_json::from_slice(&b[footer_start + 4..footer_start + 4 + payload_len]).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&b[footer_start + 4..footer_start + 4 + payload_len]).unwrap();
     let blob0 = &json["blobs"][0];
     assert_eq!(blob0["type"], "skerry-ordered-v1");
     assert_eq!(blob0["fields"], serde_json::json!([1]));
     assert_eq!(blob0["snapshot-id"], 42);
     assert_eq!(blob0["sequence-number"], 7);
     assert_eq!(blob0["offset"], 4);
-    assert!(blob0.get("compression-codec").is_none(), "uncompressed blobs omit the codec");
+    assert!(
+        blob0.get("compression-codec").is_none(),
+        "uncompressed blobs omit the codec"
+    );
     assert_eq!(json["blobs"][1]["compression-codec"], "lz4");
     assert_eq!(json["blobs"][2]["compression-codec"], "zstd");
     assert_eq!(blob0["properties"]["skerry.index-id"], "1");
-    assert!(json["properties"]["created-by"].as_str().unwrap().starts_with("skerry "));
+    assert!(json["properties"]["created-by"]
+        .as_str()
+        .unwrap()
+        .starts_with("skerry "));
     // Blobs are contiguous after the header magic.
     let m = &f.metadata.blobs;
     assert_eq!(m[1].offset, m[0].offset + m[0].length);
@@ -69,13 +97,23 @@ fn open_with_one_suffix_read_and_read_blobs() {
     let (f, blobs) = sample();
     let (r, loc) = store(&f.bytes);
     let limits = Limits::default();
-    let footer = block_on(PuffinFooter::open(&r, &loc, DEFAULT_SUFFIX_LEN, None, &limits)).unwrap();
+    let footer = block_on(PuffinFooter::open(
+        &r,
+        &loc,
+        DEFAULT_SUFFIX_LEN,
+        None,
+        &limits,
+    ))
+    .unwrap();
     assert_eq!(r.stats().requests, 1, "one suffix read opens a bundle");
     assert_eq!(footer.metadata, f.metadata);
     assert_eq!(footer.location, f.footer);
     for (m, want) in footer.metadata.blobs.iter().zip(&blobs) {
         let before = r.stats().requests;
-        assert_eq!(&block_on(footer.read_blob(&r, &loc, m, &limits)).unwrap(), want);
+        assert_eq!(
+            &block_on(footer.read_blob(&r, &loc, m, &limits)).unwrap(),
+            want
+        );
         assert_eq!(r.stats().requests, before + 1, "one range read per blob");
     }
 }
@@ -84,7 +122,13 @@ fn open_with_one_suffix_read_and_read_blobs() {
 fn open_at_known_footer_location_is_one_read() {
     let (f, _) = sample();
     let (r, loc) = store(&f.bytes);
-    let footer = block_on(PuffinFooter::read_at(&r, &loc, f.footer, &Limits::default())).unwrap();
+    let footer = block_on(PuffinFooter::read_at(
+        &r,
+        &loc,
+        f.footer,
+        &Limits::default(),
+    ))
+    .unwrap();
     assert_eq!(footer.metadata, f.metadata);
     let s = r.stats();
     assert_eq!(s.requests, 1);
@@ -95,7 +139,14 @@ fn open_at_known_footer_location_is_one_read() {
 fn open_with_known_size_uses_a_range_read() {
     let (f, _) = sample();
     let (r, loc) = store(&f.bytes);
-    let footer = block_on(PuffinFooter::open(&r, &loc, 1024, Some(f.bytes.len() as u64), &Limits::default())).unwrap();
+    let footer = block_on(PuffinFooter::open(
+        &r,
+        &loc,
+        1024,
+        Some(f.bytes.len() as u64),
+        &Limits::default(),
+    ))
+    .unwrap();
     assert_eq!(footer.metadata, f.metadata);
     assert_eq!(r.stats().requests, 1);
 }
@@ -122,8 +173,20 @@ fn whole_file_in_the_suffix_checks_the_header_magic() {
     let mut bad = f.bytes.to_vec();
     bad[0] = b'X';
     let (r, loc) = store(&bad);
-    let e = block_on(PuffinFooter::open(&r, &loc, 1 << 20, None, &Limits::default())).unwrap_err();
-    assert_eq!(e, PuffinError::BadMagic { at: "start of file" });
+    let e = block_on(PuffinFooter::open(
+        &r,
+        &loc,
+        1 << 20,
+        None,
+        &Limits::default(),
+    ))
+    .unwrap_err();
+    assert_eq!(
+        e,
+        PuffinError::BadMagic {
+            at: "start of file"
+        }
+    );
 }
 
 #[test]
@@ -133,7 +196,10 @@ fn adjacent_blobs_are_read_in_one_coalesced_request() {
     let limits = Limits::default();
     let all: Vec<&BlobMetadata> = f.metadata.blobs.iter().collect();
     let got = block_on(read_blobs(&r, &loc, &[all[2], all[0], all[1]], &limits)).unwrap();
-    assert_eq!(got, vec![blobs[2].clone(), blobs[0].clone(), blobs[1].clone()]);
+    assert_eq!(
+        got,
+        vec![blobs[2].clone(), blobs[0].clone(), blobs[1].clone()]
+    );
     assert_eq!(r.stats().requests, 1);
 }
 
@@ -150,9 +216,17 @@ fn reads_lz4_compressed_footers() {
     bytes.extend_from_slice(&[FLAG_FOOTER_COMPRESSED, 0, 0, 0]);
     bytes.extend_from_slice(&MAGIC);
     let (r, loc) = store(&bytes);
-    let footer = block_on(PuffinFooter::open(&r, &loc, DEFAULT_SUFFIX_LEN, None, &Limits::default())).unwrap();
+    let footer = block_on(PuffinFooter::open(
+        &r,
+        &loc,
+        DEFAULT_SUFFIX_LEN,
+        None,
+        &Limits::default(),
+    ))
+    .unwrap();
     assert_eq!(footer.metadata, f.metadata);
-    let b = block_on(footer.read_blob(&r, &loc, &footer.metadata.blobs[1], &Limits::default())).unwrap();
+    let b = block_on(footer.read_blob(&r, &loc, &footer.metadata.blobs[1], &Limits::default()))
+        .unwrap();
     assert_eq!(b, blobs[1]);
 }
 
@@ -162,9 +236,19 @@ fn stored_blobs_copy_verbatim_into_a_new_generation() {
     let m = &f.metadata.blobs[2];
     let stored = &f.bytes[m.range().start as usize..m.range().end as usize];
     let mut w = PuffinWriter::new();
-    let copied = w.add_stored_blob(spec("skerry-bitmap-v1", 3), stored, m.codec().unwrap()).clone();
+    let copied = w
+        .add_stored_blob(spec("skerry-bitmap-v1", 3), stored, m.codec().unwrap())
+        .clone();
     let g = w.finish();
-    assert_eq!(decode_blob(&copied, &g.bytes[copied.range().start as usize..copied.range().end as usize], &Limits::default()).unwrap(), blobs[2]);
+    assert_eq!(
+        decode_blob(
+            &copied,
+            &g.bytes[copied.range().start as usize..copied.range().end as usize],
+            &Limits::default()
+        )
+        .unwrap(),
+        blobs[2]
+    );
 }
 
 // ------------------------------------------------------------------ hostile input
@@ -195,53 +279,121 @@ fn hostile_files_fail_with_typed_errors() {
     let mut bad = good.clone();
     let n = bad.len();
     bad[n - 1] = b'2';
-    assert_eq!(open_bytes(&bad, &limits).unwrap_err(), PuffinError::BadMagic { at: "end of file" });
+    assert_eq!(
+        open_bytes(&bad, &limits).unwrap_err(),
+        PuffinError::BadMagic { at: "end of file" }
+    );
 
-    assert!(matches!(open_bytes(b"PFA1", &limits), Err(PuffinError::Truncated(_))));
-    assert!(matches!(open_bytes(b"", &limits), Err(PuffinError::Truncated(_))));
+    assert!(matches!(
+        open_bytes(b"PFA1", &limits),
+        Err(PuffinError::Truncated(_))
+    ));
+    assert!(matches!(
+        open_bytes(b"", &limits),
+        Err(PuffinError::Truncated(_))
+    ));
 
     // Payload size pointing before the start of the file.
     let mut bad = good.clone();
     bad[n - 12..n - 8].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert!(matches!(open_bytes(&bad, &Limits { max_footer_bytes: u64::MAX, ..limits }), Err(PuffinError::Truncated(_))));
-    assert!(matches!(open_bytes(&bad, &limits), Err(PuffinError::FooterTooLarge { .. })));
+    assert!(matches!(
+        open_bytes(
+            &bad,
+            &Limits {
+                max_footer_bytes: u64::MAX,
+                ..limits
+            }
+        ),
+        Err(PuffinError::Truncated(_))
+    ));
+    assert!(matches!(
+        open_bytes(&bad, &limits),
+        Err(PuffinError::FooterTooLarge { .. })
+    ));
 
     // Payload size that does not land on the footer's magic.
     let mut bad = good.clone();
     let p = u32::from_le_bytes(bad[n - 12..n - 8].try_into().unwrap());
     bad[n - 12..n - 8].copy_from_slice(&(p - 1).to_le_bytes());
-    assert_eq!(open_bytes(&bad, &limits).unwrap_err(), PuffinError::BadMagic { at: "start of footer" });
+    assert_eq!(
+        open_bytes(&bad, &limits).unwrap_err(),
+        PuffinError::BadMagic {
+            at: "start of footer"
+        }
+    );
 
     // Unknown flags.
     let mut bad = good.clone();
     bad[n - 7] = 1;
-    assert!(matches!(open_bytes(&bad, &limits), Err(PuffinError::UnsupportedFlags { .. })));
+    assert!(matches!(
+        open_bytes(&bad, &limits),
+        Err(PuffinError::UnsupportedFlags { .. })
+    ));
 
     // Compressed-footer flag over an uncompressed payload.
     let mut bad = good.clone();
     bad[n - 8] = FLAG_FOOTER_COMPRESSED;
-    assert!(matches!(open_bytes(&bad, &limits), Err(PuffinError::Codec(_))));
+    assert!(matches!(
+        open_bytes(&bad, &limits),
+        Err(PuffinError::Codec(_))
+    ));
 
-    assert!(matches!(open_bytes(&with_footer_json(b"{not json"), &limits), Err(PuffinError::MalformedFooter(_))));
-    assert!(matches!(open_bytes(&with_footer_json(b"{\"blobs\": 3}"), &limits), Err(PuffinError::MalformedFooter(_))));
+    assert!(matches!(
+        open_bytes(&with_footer_json(b"{not json"), &limits),
+        Err(PuffinError::MalformedFooter(_))
+    ));
+    assert!(matches!(
+        open_bytes(&with_footer_json(b"{\"blobs\": 3}"), &limits),
+        Err(PuffinError::MalformedFooter(_))
+    ));
 
     let blob = |offset: u64, length: u64| {
-        format!(r#"{{"blobs":[{{"type":"t","fields":[1],"snapshot-id":1,"sequence-number":1,"offset":{offset},"length":{length}}}]}}"#)
+        format!(
+            r#"{{"blobs":[{{"type":"t","fields":[1],"snapshot-id":1,"sequence-number":1,"offset":{offset},"length":{length}}}]}}"#
+        )
     };
-    for (o, l) in [(0u64, 10u64), (4, 1 << 40), (u64::MAX - 1, 10), (f.footer.offset, 1)] {
+    for (o, l) in [
+        (0u64, 10u64),
+        (4, 1 << 40),
+        (u64::MAX - 1, 10),
+        (f.footer.offset, 1),
+    ] {
         let e = open_bytes(&with_footer_json(blob(o, l).as_bytes()), &limits).unwrap_err();
-        assert!(matches!(e, PuffinError::BlobOutOfBounds { .. }), "{o}+{l}: {e:?}");
+        assert!(
+            matches!(e, PuffinError::BlobOutOfBounds { .. }),
+            "{o}+{l}: {e:?}"
+        );
     }
 
-    let many = format!(r#"{{"blobs":[{}]}}"#, vec![r#"{"type":"t","fields":[],"snapshot-id":1,"sequence-number":1,"offset":4,"length":1}"#; 11].join(","));
-    let e = open_bytes(&with_footer_json(many.as_bytes()), &Limits { max_blobs: 10, ..limits }).unwrap_err();
+    let many = format!(
+        r#"{{"blobs":[{}]}}"#,
+        vec![
+            r#"{"type":"t","fields":[],"snapshot-id":1,"sequence-number":1,"offset":4,"length":1}"#;
+            11
+        ]
+        .join(",")
+    );
+    let e = open_bytes(
+        &with_footer_json(many.as_bytes()),
+        &Limits {
+            max_blobs: 10,
+            ..limits
+        },
+    )
+    .unwrap_err();
     assert_eq!(e, PuffinError::TooManyBlobs { count: 11, max: 10 });
 
     // Known-location open with a footer location that is wrong.
     let (r, loc) = store(&good);
-    let wrong = FooterLocation { offset: f.footer.offset + 1, length: f.footer.length - 1 };
+    let wrong = FooterLocation {
+        offset: f.footer.offset + 1,
+        length: f.footer.length - 1,
+    };
     assert!(block_on(PuffinFooter::read_at(&r, &loc, wrong, &limits)).is_err());
-    let past_end = FooterLocation { offset: f.footer.offset, length: f.footer.length + 10 };
+    let past_end = FooterLocation {
+        offset: f.footer.offset,
+        length: f.footer.length + 10,
+    };
     assert!(block_on(PuffinFooter::read_at(&r, &loc, past_end, &limits)).is_err());
 }
 
@@ -250,16 +402,33 @@ fn blob_reads_are_bounded_and_typed() {
     let limits = Limits::default();
     // A zstd bomb: 64 MiB of zeros in a few KiB.
     let mut w = PuffinWriter::new();
-    w.add_blob(spec("bomb", 1), &vec![0u8; 64 << 20], Codec::Zstd).unwrap();
+    w.add_blob(spec("bomb", 1), &vec![0u8; 64 << 20], Codec::Zstd)
+        .unwrap();
     let f = w.finish();
     let (r, loc) = store(&f.bytes);
-    let footer = block_on(PuffinFooter::open(&r, &loc, DEFAULT_SUFFIX_LEN, None, &limits)).unwrap();
-    let small = Limits { max_blob_decompressed: 1 << 20, ..limits };
+    let footer = block_on(PuffinFooter::open(
+        &r,
+        &loc,
+        DEFAULT_SUFFIX_LEN,
+        None,
+        &limits,
+    ))
+    .unwrap();
+    let small = Limits {
+        max_blob_decompressed: 1 << 20,
+        ..limits
+    };
     let e = block_on(footer.read_blob(&r, &loc, &footer.metadata.blobs[0], &small)).unwrap_err();
-    assert!(matches!(e, PuffinError::Codec(codec::CodecError::TooLarge { .. })), "{e:?}");
+    assert!(
+        matches!(e, PuffinError::Codec(codec::CodecError::TooLarge { .. })),
+        "{e:?}"
+    );
 
     // Stored size cap.
-    let tiny = Limits { max_blob_bytes: 10, ..limits };
+    let tiny = Limits {
+        max_blob_bytes: 10,
+        ..limits
+    };
     let e = block_on(footer.read_blob(&r, &loc, &footer.metadata.blobs[0], &tiny)).unwrap_err();
     assert!(matches!(e, PuffinError::BlobTooLarge { .. }));
 
@@ -267,7 +436,14 @@ fn blob_reads_are_bounded_and_typed() {
     let (g, _) = sample();
     let mut m = g.metadata.blobs[2].clone();
     m.compression_codec = Some("snappy".into());
-    assert!(matches!(decode_blob(&m, &g.bytes[m.range().start as usize..m.range().end as usize], &limits), Err(PuffinError::Codec(codec::CodecError::Unknown(_)))));
+    assert!(matches!(
+        decode_blob(
+            &m,
+            &g.bytes[m.range().start as usize..m.range().end as usize],
+            &limits
+        ),
+        Err(PuffinError::Codec(codec::CodecError::Unknown(_)))
+    ));
     let m = &g.metadata.blobs[2];
     let mut stored = g.bytes[m.range().start as usize..m.range().end as usize].to_vec();
     stored.truncate(stored.len() / 2);
@@ -276,8 +452,18 @@ fn blob_reads_are_bounded_and_typed() {
     let mut other = m.clone();
     other.offset += 1;
     let (r, loc) = store(&g.bytes);
-    let footer = block_on(PuffinFooter::open(&r, &loc, DEFAULT_SUFFIX_LEN, None, &limits)).unwrap();
-    assert_eq!(block_on(footer.read_blob(&r, &loc, &other, &limits)).unwrap_err(), PuffinError::UnknownBlob);
+    let footer = block_on(PuffinFooter::open(
+        &r,
+        &loc,
+        DEFAULT_SUFFIX_LEN,
+        None,
+        &limits,
+    ))
+    .unwrap();
+    assert_eq!(
+        block_on(footer.read_blob(&r, &loc, &other, &limits)).unwrap_err(),
+        PuffinError::UnknownBlob
+    );
 }
 
 proptest! {
@@ -323,6 +509,13 @@ fn readers_are_usable_as_trait_objects() {
     m.put("x", f.bytes.clone());
     drop(r);
     let r: Arc<dyn RangeReader> = Arc::new(m);
-    let footer = block_on(PuffinFooter::open(&*r, &Location::new("x"), DEFAULT_SUFFIX_LEN, None, &Limits::default())).unwrap();
+    let footer = block_on(PuffinFooter::open(
+        &*r,
+        &Location::new("x"),
+        DEFAULT_SUFFIX_LEN,
+        None,
+        &Limits::default(),
+    ))
+    .unwrap();
     assert_eq!(footer.metadata.blobs.len(), 3);
 }

@@ -62,7 +62,9 @@ impl State {
         self.bytes += len;
         self.lru.insert(tick, (key, start));
         while self.bytes > budget {
-            let Some((_, (k, s))) = self.lru.pop_first() else { break };
+            let Some((_, (k, s))) = self.lru.pop_first() else {
+                break;
+            };
             self.remove_entry(&k, s);
         }
     }
@@ -89,7 +91,12 @@ pub struct CachedReader<R: ?Sized> {
 
 impl<R: RangeReader + ?Sized> CachedReader<R> {
     pub fn new(inner: Arc<R>, budget_bytes: u64) -> Self {
-        CachedReader { inner, budget: budget_bytes, state: Mutex::new(State::default()), counters: IoCounters::default() }
+        CachedReader {
+            inner,
+            budget: budget_bytes,
+            state: Mutex::new(State::default()),
+            counters: IoCounters::default(),
+        }
     }
 
     /// The wrapped reader (its counters are the requests that reached the store).
@@ -105,7 +112,12 @@ impl<R: RangeReader + ?Sized> CachedReader<R> {
     /// Drops every cached range of `path` (all versions). Returns the bytes released.
     pub fn invalidate(&self, path: &str) -> u64 {
         let mut st = self.state.lock().expect("cache lock");
-        let keys: Vec<ObjectKey> = st.objects.keys().filter(|(p, _)| &**p == path).cloned().collect();
+        let keys: Vec<ObjectKey> = st
+            .objects
+            .keys()
+            .filter(|(p, _)| &**p == path)
+            .cloned()
+            .collect();
         let mut freed = 0;
         for k in keys {
             if let Some(entries) = st.objects.remove(&k) {
@@ -129,7 +141,11 @@ impl<R: RangeReader + ?Sized> RangeReader for CachedReader<R> {
         self.inner.head(loc)
     }
 
-    fn read_range<'a>(&'a self, loc: &'a Location, range: Range<u64>) -> BoxFut<'a, Result<Bytes, IoError>> {
+    fn read_range<'a>(
+        &'a self,
+        loc: &'a Location,
+        range: Range<u64>,
+    ) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
             check_range(loc, &range)?;
             let key = Self::key(loc);
@@ -140,18 +156,32 @@ impl<R: RangeReader + ?Sized> RangeReader for CachedReader<R> {
             self.counters.record_miss();
             let bytes = self.inner.read_range(loc, range.clone()).await?;
             self.counters.record_request(bytes.len() as u64);
-            self.state.lock().expect("cache lock").insert(key, range.start, bytes.clone(), self.budget);
+            self.state.lock().expect("cache lock").insert(
+                key,
+                range.start,
+                bytes.clone(),
+                self.budget,
+            );
             Ok(bytes)
         })
     }
 
-    fn read_suffix<'a>(&'a self, loc: &'a Location, len: u64) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
+    fn read_suffix<'a>(
+        &'a self,
+        loc: &'a Location,
+        len: u64,
+    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
         Box::pin(async move {
             self.counters.record_miss();
             let (bytes, meta) = self.inner.read_suffix(loc, len).await?;
             self.counters.record_request(bytes.len() as u64);
             let start = meta.size - bytes.len() as u64;
-            self.state.lock().expect("cache lock").insert(Self::key(loc), start, bytes.clone(), self.budget);
+            self.state.lock().expect("cache lock").insert(
+                Self::key(loc),
+                start,
+                bytes.clone(),
+                self.budget,
+            );
             Ok((bytes, meta))
         })
     }
@@ -161,7 +191,12 @@ impl<R: RangeReader + ?Sized> RangeReader for CachedReader<R> {
             self.counters.record_miss();
             let bytes = self.inner.read_all(loc).await?;
             self.counters.record_request(bytes.len() as u64);
-            self.state.lock().expect("cache lock").insert(Self::key(loc), 0, bytes.clone(), self.budget);
+            self.state.lock().expect("cache lock").insert(
+                Self::key(loc),
+                0,
+                bytes.clone(),
+                self.budget,
+            );
             Ok(bytes)
         })
     }

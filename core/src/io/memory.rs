@@ -31,17 +31,25 @@ impl MemoryReader {
     }
 
     pub fn delete(&self, path: &str) -> bool {
-        self.objects.write().expect("memory reader lock").remove(path).is_some()
+        self.objects
+            .write()
+            .expect("memory reader lock")
+            .remove(path)
+            .is_some()
     }
 
     fn get(&self, loc: &Location) -> Result<(Bytes, String), IoError> {
         let objects = self.objects.read().expect("memory reader lock");
-        let (bytes, version) =
-            objects.get(&*loc.path).ok_or_else(|| IoError::NotFound { path: loc.path.to_string() })?;
+        let (bytes, version) = objects.get(&*loc.path).ok_or_else(|| IoError::NotFound {
+            path: loc.path.to_string(),
+        })?;
         let version = version.to_string();
         if let Some(expected) = &loc.version {
             if **expected != *version {
-                return Err(IoError::Changed { path: loc.path.to_string(), expected: expected.to_string() });
+                return Err(IoError::Changed {
+                    path: loc.path.to_string(),
+                    expected: expected.to_string(),
+                });
             }
         }
         Ok((bytes.clone(), version))
@@ -53,30 +61,52 @@ impl RangeReader for MemoryReader {
         Box::pin(async move {
             let (bytes, version) = self.get(loc)?;
             self.counters.record_request(0);
-            Ok(ObjectMeta { size: bytes.len() as u64, version: Some(version) })
+            Ok(ObjectMeta {
+                size: bytes.len() as u64,
+                version: Some(version),
+            })
         })
     }
 
-    fn read_range<'a>(&'a self, loc: &'a Location, range: Range<u64>) -> BoxFut<'a, Result<Bytes, IoError>> {
+    fn read_range<'a>(
+        &'a self,
+        loc: &'a Location,
+        range: Range<u64>,
+    ) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
             check_range(loc, &range)?;
             let (bytes, _) = self.get(loc)?;
             let size = bytes.len() as u64;
             if range.end > size {
-                return Err(IoError::OutOfRange { path: loc.path.to_string(), start: range.start, end: range.end, size });
+                return Err(IoError::OutOfRange {
+                    path: loc.path.to_string(),
+                    start: range.start,
+                    end: range.end,
+                    size,
+                });
             }
             self.counters.record_request(range.end - range.start);
             Ok(bytes.slice(range.start as usize..range.end as usize))
         })
     }
 
-    fn read_suffix<'a>(&'a self, loc: &'a Location, len: u64) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
+    fn read_suffix<'a>(
+        &'a self,
+        loc: &'a Location,
+        len: u64,
+    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
         Box::pin(async move {
             let (bytes, version) = self.get(loc)?;
             let size = bytes.len() as u64;
             let start = size.saturating_sub(len);
             self.counters.record_request(size - start);
-            Ok((bytes.slice(start as usize..), ObjectMeta { size, version: Some(version) }))
+            Ok((
+                bytes.slice(start as usize..),
+                ObjectMeta {
+                    size,
+                    version: Some(version),
+                },
+            ))
         })
     }
 

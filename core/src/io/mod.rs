@@ -72,7 +72,10 @@ pub struct Location {
 
 impl Location {
     pub fn new(path: impl AsRef<str>) -> Self {
-        Location { path: Arc::from(path.as_ref()), version: None }
+        Location {
+            path: Arc::from(path.as_ref()),
+            version: None,
+        }
     }
     pub fn with_version(mut self, version: impl AsRef<str>) -> Self {
         self.version = Some(Arc::from(version.as_ref()));
@@ -111,7 +114,12 @@ pub enum IoError {
     #[error("object changed: {path} is no longer version {expected}")]
     Changed { path: String, expected: String },
     #[error("range {start}..{end} is outside {path} ({size} bytes)")]
-    OutOfRange { path: String, start: u64, end: u64, size: u64 },
+    OutOfRange {
+        path: String,
+        start: u64,
+        end: u64,
+        size: u64,
+    },
     #[error("invalid range {start}..{end} for {path}")]
     InvalidRange { path: String, start: u64, end: u64 },
     #[error("invalid URL {url:?}: {reason}")]
@@ -185,8 +193,16 @@ impl IoCounters {
 /// - Every request made to the backing store is counted in [`RangeReader::counters`].
 pub trait RangeReader: MaybeSend + MaybeSync {
     fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>>;
-    fn read_range<'a>(&'a self, loc: &'a Location, range: Range<u64>) -> BoxFut<'a, Result<Bytes, IoError>>;
-    fn read_suffix<'a>(&'a self, loc: &'a Location, len: u64) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>>;
+    fn read_range<'a>(
+        &'a self,
+        loc: &'a Location,
+        range: Range<u64>,
+    ) -> BoxFut<'a, Result<Bytes, IoError>>;
+    fn read_suffix<'a>(
+        &'a self,
+        loc: &'a Location,
+        len: u64,
+    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>>;
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>>;
     fn counters(&self) -> &IoCounters;
 
@@ -197,13 +213,20 @@ pub trait RangeReader: MaybeSend + MaybeSync {
 
     /// Reads several ranges of one object, merging ranges closer than
     /// [`RangeReader::coalesce_gap`] into one request; results are in input order.
-    fn read_ranges<'a>(&'a self, loc: &'a Location, ranges: &'a [Range<u64>]) -> BoxFut<'a, Result<Vec<Bytes>, IoError>> {
+    fn read_ranges<'a>(
+        &'a self,
+        loc: &'a Location,
+        ranges: &'a [Range<u64>],
+    ) -> BoxFut<'a, Result<Vec<Bytes>, IoError>> {
         Box::pin(async move {
             for r in ranges {
                 check_range(loc, r)?;
             }
             let merged = coalesce_ranges(ranges, self.coalesce_gap());
-            let fetched = futures::future::try_join_all(merged.iter().map(|m| self.read_range(loc, m.clone()))).await?;
+            let fetched = futures::future::try_join_all(
+                merged.iter().map(|m| self.read_range(loc, m.clone())),
+            )
+            .await?;
             Ok(ranges
                 .iter()
                 .map(|r| {
@@ -224,7 +247,11 @@ pub trait RangeReader: MaybeSend + MaybeSync {
 /// Rejects empty and inverted ranges.
 pub fn check_range(loc: &Location, r: &Range<u64>) -> Result<(), IoError> {
     if r.start >= r.end {
-        return Err(IoError::InvalidRange { path: loc.path.to_string(), start: r.start, end: r.end });
+        return Err(IoError::InvalidRange {
+            path: loc.path.to_string(),
+            start: r.start,
+            end: r.end,
+        });
     }
     Ok(())
 }
@@ -237,7 +264,9 @@ pub fn coalesce_ranges(ranges: &[Range<u64>], max_gap: u64) -> Vec<Range<u64>> {
     let mut out: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
     for r in sorted {
         match out.last_mut() {
-            Some(last) if r.start <= last.end.saturating_add(max_gap) => last.end = last.end.max(r.end),
+            Some(last) if r.start <= last.end.saturating_add(max_gap) => {
+                last.end = last.end.max(r.end)
+            }
             _ => out.push(r),
         }
     }

@@ -22,7 +22,11 @@ pub struct ObjectStoreReader {
 impl ObjectStoreReader {
     /// A reader over `store`, resolving locations below `root`.
     pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
-        ObjectStoreReader { store, root, counters: Arc::new(IoCounters::default()) }
+        ObjectStoreReader {
+            store,
+            root,
+            counters: Arc::new(IoCounters::default()),
+        }
     }
 
     /// Opens `file:///dir`, `memory://` or `s3://bucket/prefix` (the last with the `s3`
@@ -30,25 +34,35 @@ impl ObjectStoreReader {
     /// `aws_access_key_id`, `aws_allow_http`, …); for `s3://` the `AWS_*` environment is read
     /// first and `options` override it.
     pub fn from_url(url: &str, options: &[(String, String)]) -> Result<Self, IoError> {
-        let invalid = |reason: String| IoError::InvalidUrl { url: url.to_string(), reason };
+        let invalid = |reason: String| IoError::InvalidUrl {
+            url: url.to_string(),
+            reason,
+        };
         let parsed = url::Url::parse(url).map_err(|e| invalid(e.to_string()))?;
         match parsed.scheme() {
             "file" => {
-                let dir = parsed.to_file_path().map_err(|_| invalid("not a local path".into()))?;
+                let dir = parsed
+                    .to_file_path()
+                    .map_err(|_| invalid("not a local path".into()))?;
                 let store = ::object_store::local::LocalFileSystem::new();
                 let root = Path::from_absolute_path(&dir).map_err(|e| invalid(e.to_string()))?;
                 Ok(Self::new(Arc::new(store), root))
             }
             "memory" => {
                 let root = Path::parse(parsed.path()).map_err(|e| invalid(e.to_string()))?;
-                Ok(Self::new(Arc::new(::object_store::memory::InMemory::new()), root))
+                Ok(Self::new(
+                    Arc::new(::object_store::memory::InMemory::new()),
+                    root,
+                ))
             }
             #[cfg(feature = "s3")]
             "s3" | "s3a" => {
                 use ::object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
                 let mut b = AmazonS3Builder::from_env().with_url(url);
                 for (k, v) in options {
-                    let key: AmazonS3ConfigKey = k.parse().map_err(|e: ::object_store::Error| invalid(e.to_string()))?;
+                    let key: AmazonS3ConfigKey = k
+                        .parse()
+                        .map_err(|e: ::object_store::Error| invalid(e.to_string()))?;
                     b = b.with_config(key, v.clone());
                 }
                 let store = b.build().map_err(|e| invalid(e.to_string()))?;
@@ -58,9 +72,13 @@ impl ObjectStoreReader {
             #[cfg(not(feature = "s3"))]
             "s3" | "s3a" => {
                 let _ = options;
-                Err(IoError::Unsupported("s3:// needs skerry-core built with the `s3` feature".into()))
+                Err(IoError::Unsupported(
+                    "s3:// needs skerry-core built with the `s3` feature".into(),
+                ))
             }
-            other => Err(invalid(format!("unsupported scheme {other:?} (file, memory, s3)"))),
+            other => Err(invalid(format!(
+                "unsupported scheme {other:?} (file, memory, s3)"
+            ))),
         }
     }
 
@@ -74,58 +92,93 @@ impl ObjectStoreReader {
 
     /// The store path of `path` (relative to the root).
     pub fn resolve(&self, path: &str) -> Result<Path, IoError> {
-        let rel = Path::parse(path).map_err(|e| IoError::Other { path: path.to_string(), message: e.to_string() })?;
+        let rel = Path::parse(path).map_err(|e| IoError::Other {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
         Ok(self.root.parts().chain(rel.parts()).collect())
     }
 
     fn opts(loc: &Location, range: Option<GetRange>) -> GetOptions {
-        GetOptions { if_match: loc.version.as_deref().map(str::to_string), range, ..Default::default() }
+        GetOptions {
+            if_match: loc.version.as_deref().map(str::to_string),
+            range,
+            ..Default::default()
+        }
     }
 }
 
 fn map_err(loc: &Location, e: ::object_store::Error) -> IoError {
     match e {
-        ::object_store::Error::NotFound { .. } => IoError::NotFound { path: loc.path.to_string() },
+        ::object_store::Error::NotFound { .. } => IoError::NotFound {
+            path: loc.path.to_string(),
+        },
         ::object_store::Error::Precondition { .. } => IoError::Changed {
             path: loc.path.to_string(),
             expected: loc.version.as_deref().unwrap_or("").to_string(),
         },
-        other => IoError::Other { path: loc.path.to_string(), message: other.to_string() },
+        other => IoError::Other {
+            path: loc.path.to_string(),
+            message: other.to_string(),
+        },
     }
 }
 
 fn meta(m: &::object_store::ObjectMeta) -> ObjectMeta {
-    ObjectMeta { size: m.size, version: m.e_tag.clone().or_else(|| m.version.clone()) }
+    ObjectMeta {
+        size: m.size,
+        version: m.e_tag.clone().or_else(|| m.version.clone()),
+    }
 }
 
 impl RangeReader for ObjectStoreReader {
     fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
         Box::pin(async move {
             let path = self.resolve(&loc.path)?;
-            let opts = GetOptions { head: true, ..Self::opts(loc, None) };
-            let r = self.store.get_opts(&path, opts).await.map_err(|e| map_err(loc, e))?;
+            let opts = GetOptions {
+                head: true,
+                ..Self::opts(loc, None)
+            };
+            let r = self
+                .store
+                .get_opts(&path, opts)
+                .await
+                .map_err(|e| map_err(loc, e))?;
             self.counters.record_request(0);
             Ok(meta(&r.meta))
         })
     }
 
-    fn read_range<'a>(&'a self, loc: &'a Location, range: Range<u64>) -> BoxFut<'a, Result<Bytes, IoError>> {
+    fn read_range<'a>(
+        &'a self,
+        loc: &'a Location,
+        range: Range<u64>,
+    ) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
             check_range(loc, &range)?;
             let path = self.resolve(&loc.path)?;
             let opts = Self::opts(loc, Some(GetRange::Bounded(range.clone())));
             let r = match self.store.get_opts(&path, opts).await {
                 Ok(r) => r,
-                Err(e @ (::object_store::Error::NotFound { .. } | ::object_store::Error::Precondition { .. })) => {
-                    return Err(map_err(loc, e))
-                }
+                Err(
+                    e @ (::object_store::Error::NotFound { .. }
+                    | ::object_store::Error::Precondition { .. }),
+                ) => return Err(map_err(loc, e)),
                 Err(e) => {
                     // A range starting past the end: report it as such, with the real size.
-                    let head = GetOptions { head: true, ..Self::opts(loc, None) };
+                    let head = GetOptions {
+                        head: true,
+                        ..Self::opts(loc, None)
+                    };
                     if let Ok(h) = self.store.get_opts(&path, head).await {
                         if range.start >= h.meta.size {
                             let size = h.meta.size;
-                            return Err(IoError::OutOfRange { path: loc.path.to_string(), start: range.start, end: range.end, size });
+                            return Err(IoError::OutOfRange {
+                                path: loc.path.to_string(),
+                                start: range.start,
+                                end: range.end,
+                                size,
+                            });
                         }
                     }
                     return Err(map_err(loc, e));
@@ -135,17 +188,30 @@ impl RangeReader for ObjectStoreReader {
             let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
             self.counters.record_request(bytes.len() as u64);
             if bytes.len() as u64 != range.end - range.start {
-                return Err(IoError::OutOfRange { path: loc.path.to_string(), start: range.start, end: range.end, size });
+                return Err(IoError::OutOfRange {
+                    path: loc.path.to_string(),
+                    start: range.start,
+                    end: range.end,
+                    size,
+                });
             }
             Ok(bytes)
         })
     }
 
-    fn read_suffix<'a>(&'a self, loc: &'a Location, len: u64) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
+    fn read_suffix<'a>(
+        &'a self,
+        loc: &'a Location,
+        len: u64,
+    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
         Box::pin(async move {
             let path = self.resolve(&loc.path)?;
             let opts = Self::opts(loc, Some(GetRange::Suffix(len)));
-            let r = self.store.get_opts(&path, opts).await.map_err(|e| map_err(loc, e))?;
+            let r = self
+                .store
+                .get_opts(&path, opts)
+                .await
+                .map_err(|e| map_err(loc, e))?;
             let m = meta(&r.meta);
             let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
             self.counters.record_request(bytes.len() as u64);
@@ -156,7 +222,11 @@ impl RangeReader for ObjectStoreReader {
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
             let path = self.resolve(&loc.path)?;
-            let r = self.store.get_opts(&path, Self::opts(loc, None)).await.map_err(|e| map_err(loc, e))?;
+            let r = self
+                .store
+                .get_opts(&path, Self::opts(loc, None))
+                .await
+                .map_err(|e| map_err(loc, e))?;
             let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
             self.counters.record_request(bytes.len() as u64);
             Ok(bytes)
