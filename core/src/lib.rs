@@ -5,14 +5,32 @@
 //! - [`encoding`]: canonical, order-preserving key bytes (`docs/key-encoding.md`);
 //! - [`puffin`]: spec-exact Iceberg Puffin container, writer and reader (`docs/puffin.md`);
 //! - [`lineage`]: the `IndexFile` lineage record and the read gate (`docs/lineage.md`);
-//! - [`io`]: range reads over object stores, with counters, caching and coalescing;
-//! - [`codec`]: bounded Puffin compression codecs.
+//! - [`io`]: range reads over object stores, with counters, caching and coalescing (`docs/io.md`);
+//! - [`codec`]: bounded Puffin compression codecs;
+//! - [`blob`]: index blob formats (`docs/ordered-index.md`);
+//! - [`datafile`]: Parquet data files through range reads (push decoders);
+//! - [`manifest`]: the published read model (`docs/manifest.md`);
+//! - [`query`]: lookups over a pinned manifest with read gate and fallback scans.
 //!
-//! The crate compiles for `wasm32-unknown-unknown` with default features off; the `native`
-//! feature adds `object_store`-backed I/O and zstd compression on write.
+//! Native only (feature `native`): [`catalog`] (SlateDB) and [`overlay`] (the administration
+//! verbs). The crate compiles for `wasm32-unknown-unknown` with default features off.
 
+pub mod blob;
 pub mod codec;
+pub mod datafile;
 pub mod encoding;
+pub mod error;
 pub mod io;
 pub mod lineage;
+pub mod manifest;
 pub mod puffin;
+pub mod query;
+
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod catalog;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod overlay;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod sample;
+
+pub use error::{Error, Result};

@@ -124,6 +124,8 @@ pub enum RejectReason {
     WrongFile { expected: String, found: String },
     /// The record's format version is newer than this reader understands.
     UnsupportedFormat { version: u32, max: u32 },
+    /// The blob's bytes are structurally invalid (a truncated or damaged index).
+    Corrupt { message: String },
 }
 
 impl RejectReason {
@@ -137,6 +139,7 @@ impl RejectReason {
             RejectReason::BlobChecksum { .. } => "blob_checksum",
             RejectReason::WrongFile { .. } => "wrong_file",
             RejectReason::UnsupportedFormat { .. } => "unsupported_format",
+            RejectReason::Corrupt { .. } => "corrupt",
         }
     }
 }
@@ -188,6 +191,7 @@ impl fmt::Display for Rejection {
             RejectReason::UnsupportedFormat { version, max } => {
                 write!(f, "format version {version} is newer than supported {max}")
             }
+            RejectReason::Corrupt { message } => write!(f, "corrupt index ({message})"),
         }
     }
 }

@@ -17,6 +17,8 @@ mod cache;
 mod memory;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 mod object_store;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+mod url;
 
 use std::fmt;
 use std::ops::Range;
@@ -29,6 +31,8 @@ pub use self::cache::CachedReader;
 pub use self::memory::MemoryReader;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub use self::object_store::ObjectStoreReader;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub use self::url::UrlReader;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod markers {

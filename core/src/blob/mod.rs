@@ -1,0 +1,3 @@
+//! Index blob formats, one module per index kind (writer and reader side by side).
+
+pub mod ordered;

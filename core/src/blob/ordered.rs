@@ -1,0 +1,580 @@
+//! The ordered index blob (`skerry-ordered-v1`): sorted canonical keys → row positions, in
+//! blocks a lookup fetches individually, behind a sparse block directory.
+//!
+//! Layout (integers little-endian; `varint` = unsigned LEB128):
+//!
+//! ```text
+//! Blob      = Block₀ … Blockₙ₋₁ Directory Trailer
+//! Block     = Entry*                       entries sorted by (key, position)
+//! Entry     = varint shared  varint suffix_len  suffix  varint position
+//!             (key = previous key[..shared] ++ suffix; the first entry of a block has shared = 0)
+//! Directory = varint n  BlockRef*ⁿ  varint max_key_len  max_key
+//! BlockRef  = varint offset  varint length  varint entries  varint first_key_len  first_key  hash[16]
+//!             (hash = first 16 bytes of SHA-256 of the block's bytes)
+//! Trailer   = u64 dir_offset  u64 dir_length  u64 entry_count  u8 version(=1)  u8 flags(=0)  u16 reserved(=0)  "SKO1"
+//! ```
+//!
+//! A reader that knows the directory's range (the manifest records it, with the directory's
+//! SHA-256) reads the directory once, then only the blocks whose key span can hold the keys
+//! it looks for. Every byte read is verified: the directory against its SHA-256, each block
+//! against its hash; a mismatch is [`BlobError::Checksum`]. Parsing never panics and bounds
+//! what it allocates. `docs/ordered-index.md` documents the format.
+
+use std::ops::{Bound, Range};
+
+use sha2::{Digest, Sha256};
+
+/// Puffin blob type of this format.
+pub const BLOB_TYPE: &str = "skerry-ordered-v1";
+/// Trailer magic.
+pub const MAGIC: [u8; 4] = *b"SKO1";
+/// Fixed trailer length.
+pub const TRAILER_LEN: u64 = 32;
+/// Format version in the trailer.
+pub const VERSION: u8 = 1;
+/// Default target size of a block.
+pub const DEFAULT_BLOCK_BYTES: usize = 16 * 1024;
+/// Largest key a blob may hold (matches the encoding's cap).
+pub const MAX_KEY_BYTES: usize = crate::encoding::MAX_KEY_BYTES;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BlobError {
+    #[error("corrupt ordered index: {0}")]
+    Corrupt(&'static str),
+    #[error("ordered index checksum mismatch in {0}")]
+    Checksum(&'static str),
+    #[error("ordered index entries out of order at entry {0}")]
+    Unsorted(u64),
+    #[error("key of {0} bytes exceeds the ordered index's cap")]
+    KeyTooLarge(usize),
+}
+
+/// A written blob and the facts the manifest records about it.
+#[derive(Clone, Debug)]
+pub struct OrderedBlob {
+    pub bytes: Vec<u8>,
+    pub directory: Range<u64>,
+    pub directory_sha256: String,
+    pub entries: u64,
+    pub blocks: u64,
+    pub min_key: Option<Vec<u8>>,
+    pub max_key: Option<Vec<u8>>,
+}
+
+/// Builds a blob from entries pushed in ascending (key, position) order.
+pub struct OrderedBlobWriter {
+    block_bytes: usize,
+    out: Vec<u8>,
+    dir: Vec<BlockRef>,
+    block_start: usize,
+    block_entries: u64,
+    prev: Option<(Vec<u8>, u64)>,
+    first_key: Option<Vec<u8>>,
+    entries: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockRef {
+    pub offset: u64,
+    pub length: u64,
+    pub entries: u64,
+    pub first_key: Vec<u8>,
+    pub hash: [u8; 16],
+}
+
+impl BlockRef {
+    pub fn range(&self) -> Range<u64> {
+        self.offset..self.offset + self.length
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, BlobError> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*pos).ok_or(BlobError::Corrupt("truncated varint"))?;
+        *pos += 1;
+        v |= ((byte & 0x7F) as u64) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(BlobError::Corrupt("varint too long"))
+}
+
+fn get_bytes<'a>(b: &'a [u8], pos: &mut usize, len: u64) -> Result<&'a [u8], BlobError> {
+    let end = (*pos as u64)
+        .checked_add(len)
+        .filter(|e| *e <= b.len() as u64)
+        .ok_or(BlobError::Corrupt("length past end"))?;
+    let s = &b[*pos..end as usize];
+    *pos = end as usize;
+    Ok(s)
+}
+
+fn hash16(b: &[u8]) -> [u8; 16] {
+    let d = Sha256::digest(b);
+    let mut h = [0u8; 16];
+    h.copy_from_slice(&d[..16]);
+    h
+}
+
+impl OrderedBlobWriter {
+    pub fn new(block_bytes: usize) -> Self {
+        OrderedBlobWriter {
+            block_bytes: block_bytes.max(64),
+            out: Vec::new(),
+            dir: Vec::new(),
+            block_start: 0,
+            block_entries: 0,
+            prev: None,
+            first_key: None,
+            entries: 0,
+        }
+    }
+
+    /// Appends an entry; entries must come in ascending (key, position) order.
+    pub fn push(&mut self, key: &[u8], position: u64) -> Result<(), BlobError> {
+        if key.len() > MAX_KEY_BYTES {
+            return Err(BlobError::KeyTooLarge(key.len()));
+        }
+        let shared = match &self.prev {
+            Some((pk, pp)) => {
+                if (pk.as_slice(), *pp) >= (key, position) {
+                    return Err(BlobError::Unsorted(self.entries));
+                }
+                if self.block_entries == 0 {
+                    0
+                } else {
+                    pk.iter().zip(key).take_while(|(a, b)| a == b).count()
+                }
+            }
+            None => 0,
+        };
+        if self.block_entries == 0 {
+            self.first_key = Some(key.to_vec());
+        }
+        put_varint(&mut self.out, shared as u64);
+        put_varint(&mut self.out, (key.len() - shared) as u64);
+        self.out.extend_from_slice(&key[shared..]);
+        put_varint(&mut self.out, position);
+        self.block_entries += 1;
+        self.entries += 1;
+        match &mut self.prev {
+            Some((pk, pp)) => {
+                pk.clear();
+                pk.extend_from_slice(key);
+                *pp = position;
+            }
+            None => self.prev = Some((key.to_vec(), position)),
+        }
+        if self.out.len() - self.block_start >= self.block_bytes {
+            self.close_block();
+        }
+        Ok(())
+    }
+
+    fn close_block(&mut self) {
+        if self.block_entries == 0 {
+            return;
+        }
+        let block = &self.out[self.block_start..];
+        self.dir.push(BlockRef {
+            offset: self.block_start as u64,
+            length: block.len() as u64,
+            entries: self.block_entries,
+            first_key: self.first_key.take().unwrap_or_default(),
+            hash: hash16(block),
+        });
+        self.block_start = self.out.len();
+        self.block_entries = 0;
+    }
+
+    pub fn finish(mut self) -> OrderedBlob {
+        self.close_block();
+        let dir_offset = self.out.len() as u64;
+        let mut d = Vec::new();
+        put_varint(&mut d, self.dir.len() as u64);
+        for b in &self.dir {
+            put_varint(&mut d, b.offset);
+            put_varint(&mut d, b.length);
+            put_varint(&mut d, b.entries);
+            put_varint(&mut d, b.first_key.len() as u64);
+            d.extend_from_slice(&b.first_key);
+            d.extend_from_slice(&b.hash);
+        }
+        let max_key = self.prev.as_ref().map(|(k, _)| k.clone());
+        let mk = max_key.clone().unwrap_or_default();
+        put_varint(&mut d, mk.len() as u64);
+        d.extend_from_slice(&mk);
+        let directory_sha256 = hex::encode(Sha256::digest(&d));
+        self.out.extend_from_slice(&d);
+        self.out.extend_from_slice(&dir_offset.to_le_bytes());
+        self.out.extend_from_slice(&(d.len() as u64).to_le_bytes());
+        self.out.extend_from_slice(&self.entries.to_le_bytes());
+        self.out.extend_from_slice(&[VERSION, 0, 0, 0]);
+        self.out.extend_from_slice(&MAGIC);
+        OrderedBlob {
+            bytes: self.out,
+            directory: dir_offset..dir_offset + d.len() as u64,
+            directory_sha256,
+            entries: self.entries,
+            blocks: self.dir.len() as u64,
+            min_key: self.dir.first().map(|b| b.first_key.clone()),
+            max_key,
+        }
+    }
+}
+
+/// A parsed, verified block directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderedDirectory {
+    pub blocks: Vec<BlockRef>,
+    pub max_key: Vec<u8>,
+}
+
+/// Where the directory is, read from a trailer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trailer {
+    pub directory: (u64, u64),
+    pub entries: u64,
+}
+
+impl Trailer {
+    /// Parses the last [`TRAILER_LEN`] bytes of a blob of `blob_len` bytes.
+    pub fn parse(t: &[u8], blob_len: u64) -> Result<Trailer, BlobError> {
+        if t.len() as u64 != TRAILER_LEN {
+            return Err(BlobError::Corrupt("trailer length"));
+        }
+        if t[28..32] != MAGIC {
+            return Err(BlobError::Corrupt("bad trailer magic"));
+        }
+        if t[24] != VERSION {
+            return Err(BlobError::Corrupt("unsupported ordered index version"));
+        }
+        let off = u64::from_le_bytes(t[0..8].try_into().expect("8 bytes"));
+        let len = u64::from_le_bytes(t[8..16].try_into().expect("8 bytes"));
+        let entries = u64::from_le_bytes(t[16..24].try_into().expect("8 bytes"));
+        if off
+            .checked_add(len)
+            .is_none_or(|e| e + TRAILER_LEN != blob_len)
+        {
+            return Err(BlobError::Corrupt("directory range"));
+        }
+        Ok(Trailer {
+            directory: (off, len),
+            entries,
+        })
+    }
+}
+
+impl OrderedDirectory {
+    /// Verifies `bytes` against `sha256_hex` (when given) and parses them. `blob_len` bounds
+    /// every block range.
+    pub fn parse(
+        bytes: &[u8],
+        sha256_hex: Option<&str>,
+        dir_offset: u64,
+    ) -> Result<Self, BlobError> {
+        if let Some(h) = sha256_hex {
+            if !hex::encode(Sha256::digest(bytes)).eq_ignore_ascii_case(h) {
+                return Err(BlobError::Checksum("directory"));
+            }
+        }
+        let mut pos = 0usize;
+        let n = get_varint(bytes, &mut pos)?;
+        // Each block ref takes at least 20 bytes: bound the allocation by the input.
+        if n > bytes.len() as u64 / 20 + 1 {
+            return Err(BlobError::Corrupt("block count"));
+        }
+        let mut blocks = Vec::with_capacity(n as usize);
+        let mut next_offset = 0u64;
+        for _ in 0..n {
+            let offset = get_varint(bytes, &mut pos)?;
+            let length = get_varint(bytes, &mut pos)?;
+            let entries = get_varint(bytes, &mut pos)?;
+            let klen = get_varint(bytes, &mut pos)?;
+            if klen > MAX_KEY_BYTES as u64 {
+                return Err(BlobError::Corrupt("first key too long"));
+            }
+            let first_key = get_bytes(bytes, &mut pos, klen)?.to_vec();
+            let hash: [u8; 16] = get_bytes(bytes, &mut pos, 16)?
+                .try_into()
+                .expect("16 bytes");
+            if offset != next_offset
+                || length == 0
+                || entries == 0
+                || offset.checked_add(length).is_none_or(|e| e > dir_offset)
+            {
+                return Err(BlobError::Corrupt("block range"));
+            }
+            if blocks
+                .last()
+                .is_some_and(|p: &BlockRef| p.first_key > first_key)
+            {
+                return Err(BlobError::Corrupt("block keys out of order"));
+            }
+            next_offset = offset + length;
+            blocks.push(BlockRef {
+                offset,
+                length,
+                entries,
+                first_key,
+                hash,
+            });
+        }
+        let mlen = get_varint(bytes, &mut pos)?;
+        if mlen > MAX_KEY_BYTES as u64 {
+            return Err(BlobError::Corrupt("max key too long"));
+        }
+        let max_key = get_bytes(bytes, &mut pos, mlen)?.to_vec();
+        if pos != bytes.len() || next_offset != dir_offset {
+            return Err(BlobError::Corrupt("directory length"));
+        }
+        Ok(OrderedDirectory { blocks, max_key })
+    }
+
+    /// Indices of the blocks that can hold keys within `(lower, upper)`.
+    pub fn blocks_for(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Range<usize> {
+        let n = self.blocks.len();
+        if n == 0 {
+            return 0..0;
+        }
+        // Out of the blob's key span entirely?
+        let above_max = match lower {
+            Bound::Included(l) => l > self.max_key.as_slice(),
+            Bound::Excluded(l) => l >= self.max_key.as_slice(),
+            Bound::Unbounded => false,
+        };
+        if above_max {
+            return 0..0;
+        }
+        // First candidate: the block before the first whose first key is >= lower (a run
+        // of equal keys may start in it).
+        let start = match lower {
+            Bound::Included(l) | Bound::Excluded(l) => self
+                .blocks
+                .partition_point(|b| b.first_key.as_slice() < l)
+                .saturating_sub(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match upper {
+            Bound::Included(u) => self.blocks.partition_point(|b| b.first_key.as_slice() <= u),
+            Bound::Excluded(u) => self.blocks.partition_point(|b| b.first_key.as_slice() < u),
+            Bound::Unbounded => n,
+        };
+        if end <= start {
+            return start..start;
+        }
+        start..end
+    }
+}
+
+/// Verifies a block against its directory entry and calls `f(key, position)` for each entry
+/// in order. Stops early when `f` returns `false`.
+pub fn scan_block(
+    block: &[u8],
+    r: &BlockRef,
+    mut f: impl FnMut(&[u8], u64) -> bool,
+) -> Result<(), BlobError> {
+    if block.len() as u64 != r.length || hash16(block) != r.hash {
+        return Err(BlobError::Checksum("block"));
+    }
+    let mut pos = 0usize;
+    let mut key: Vec<u8> = Vec::new();
+    for i in 0..r.entries {
+        let shared = get_varint(block, &mut pos)?;
+        let slen = get_varint(block, &mut pos)?;
+        if shared > key.len() as u64
+            || (i == 0 && shared != 0)
+            || shared + slen > MAX_KEY_BYTES as u64
+        {
+            return Err(BlobError::Corrupt("entry key"));
+        }
+        let suffix = get_bytes(block, &mut pos, slen)?;
+        key.truncate(shared as usize);
+        key.extend_from_slice(suffix);
+        let position = get_varint(block, &mut pos)?;
+        if !f(&key, position) {
+            return Ok(());
+        }
+    }
+    if pos != block.len() {
+        return Err(BlobError::Corrupt("block length"));
+    }
+    Ok(())
+}
+
+/// True when `key` lies within `(lower, upper)`.
+pub fn in_bounds(key: &[u8], lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
+    let lo = match lower {
+        Bound::Included(l) => key >= l,
+        Bound::Excluded(l) => key > l,
+        Bound::Unbounded => true,
+    };
+    let hi = match upper {
+        Bound::Included(u) => key <= u,
+        Bound::Excluded(u) => key < u,
+        Bound::Unbounded => true,
+    };
+    lo && hi
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(entries: &[(Vec<u8>, u64)], block: usize) -> OrderedBlob {
+        let mut w = OrderedBlobWriter::new(block);
+        for (k, p) in entries {
+            w.push(k, *p).unwrap();
+        }
+        w.finish()
+    }
+
+    fn lookup(blob: &OrderedBlob, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Vec<(Vec<u8>, u64)> {
+        let d = &blob.bytes[blob.directory.start as usize..blob.directory.end as usize];
+        let dir =
+            OrderedDirectory::parse(d, Some(&blob.directory_sha256), blob.directory.start).unwrap();
+        let mut out = vec![];
+        for b in &dir.blocks[dir.blocks_for(lo, hi)] {
+            scan_block(
+                &blob.bytes[b.offset as usize..(b.offset + b.length) as usize],
+                b,
+                |k, p| {
+                    if in_bounds(k, lo, hi) {
+                        out.push((k.to_vec(), p));
+                    }
+                    true
+                },
+            )
+            .unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn round_trip_with_duplicate_runs_across_blocks() {
+        // Keys 0..50, each repeated 1..4 times, tiny blocks so runs span blocks.
+        let mut entries = vec![];
+        let mut pos = 0;
+        for k in 0u32..50 {
+            for _ in 0..(k % 4 + 1) {
+                entries.push((k.to_be_bytes().to_vec(), pos));
+                pos += 1;
+            }
+        }
+        let blob = build(&entries, 64);
+        assert!(blob.blocks > 5);
+        let t = Trailer::parse(
+            &blob.bytes[blob.bytes.len() - 32..],
+            blob.bytes.len() as u64,
+        )
+        .unwrap();
+        assert_eq!(
+            t.directory,
+            (
+                blob.directory.start,
+                blob.directory.end - blob.directory.start
+            )
+        );
+        assert_eq!(t.entries, entries.len() as u64);
+        for k in 0u32..52 {
+            let key = k.to_be_bytes();
+            let want: Vec<_> = entries
+                .iter()
+                .filter(|(e, _)| e[..] == key[..])
+                .cloned()
+                .collect();
+            assert_eq!(
+                lookup(&blob, Bound::Included(&key), Bound::Included(&key)),
+                want,
+                "key {k}"
+            );
+        }
+        let (a, b) = (10u32.to_be_bytes(), 20u32.to_be_bytes());
+        let want: Vec<_> = entries
+            .iter()
+            .filter(|(e, _)| e[..] > a[..] && e[..] < b[..])
+            .cloned()
+            .collect();
+        assert_eq!(
+            lookup(&blob, Bound::Excluded(&a), Bound::Excluded(&b)),
+            want
+        );
+        assert_eq!(lookup(&blob, Bound::Unbounded, Bound::Unbounded), entries);
+    }
+
+    #[test]
+    fn writer_refuses_unsorted_entries() {
+        let mut w = OrderedBlobWriter::new(64);
+        w.push(b"b", 1).unwrap();
+        assert_eq!(w.push(b"a", 2), Err(BlobError::Unsorted(1)));
+        assert_eq!(w.push(b"b", 1), Err(BlobError::Unsorted(1)));
+        w.push(b"b", 2).unwrap();
+    }
+
+    #[test]
+    fn empty_blob_has_no_blocks() {
+        let blob = build(&[], 64);
+        let d = &blob.bytes[blob.directory.start as usize..blob.directory.end as usize];
+        let dir =
+            OrderedDirectory::parse(d, Some(&blob.directory_sha256), blob.directory.start).unwrap();
+        assert!(dir.blocks.is_empty());
+        assert_eq!(dir.blocks_for(Bound::Unbounded, Bound::Unbounded), 0..0);
+    }
+
+    #[test]
+    fn flipped_bytes_are_checksum_errors() {
+        let entries: Vec<_> = (0u64..100).map(|i| (i.to_be_bytes().to_vec(), i)).collect();
+        let blob = build(&entries, 128);
+        let d = blob.bytes[blob.directory.start as usize..blob.directory.end as usize].to_vec();
+        let mut bad = d.clone();
+        bad[3] ^= 1;
+        assert_eq!(
+            OrderedDirectory::parse(&bad, Some(&blob.directory_sha256), blob.directory.start),
+            Err(BlobError::Checksum("directory"))
+        );
+        let dir = OrderedDirectory::parse(&d, Some(&blob.directory_sha256), blob.directory.start)
+            .unwrap();
+        let b = &dir.blocks[1];
+        let mut block = blob.bytes[b.range().start as usize..b.range().end as usize].to_vec();
+        block[0] ^= 0x40;
+        assert_eq!(
+            scan_block(&block, b, |_, _| true),
+            Err(BlobError::Checksum("block"))
+        );
+    }
+
+    #[test]
+    fn arbitrary_directory_bytes_never_panic() {
+        let mut seed = 0x2545F4914F6CDD1Du64;
+        for len in 0..400 {
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed as u8
+                })
+                .collect();
+            let _ = OrderedDirectory::parse(&bytes, None, 1 << 20);
+            let r = BlockRef {
+                offset: 0,
+                length: bytes.len() as u64,
+                entries: 1000,
+                first_key: vec![],
+                hash: hash16(&bytes),
+            };
+            let _ = scan_block(&bytes, &r, |_, _| true);
+            let _ = Trailer::parse(&bytes[..bytes.len().min(32)], 1000);
+        }
+    }
+}

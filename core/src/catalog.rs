@@ -1,0 +1,267 @@
+//! The catalog of record (native): one SlateDB database under `<root>/catalog/`.
+//!
+//! One ordered keyspace, a leading discriminant per kind (`docs/catalog.md`):
+//!
+//! | key | value (JSON) |
+//! |---|---|
+//! | `m/format` | catalog format version (u32) |
+//! | `m/version` | catalog version, +1 per commit (u64) |
+//! | `m/next_id` | next id; ids of every kind come from it, monotonic, never reused |
+//! | `m/published` | newest published manifest version |
+//! | `t/{table:020}` | [`TableRecord`] |
+//! | `tn/{lowercase name}` | table id |
+//! | `f/{table:020}/{file:020}` | [`FileEntry`] |
+//! | `i/{table:020}/{index:020}` | [`IndexRecord`] |
+//! | `in/{table:020}/{lowercase name}` | index id |
+//! | `a/{index:020}/{file:020}` | [`IndexFileEntry`] (lineage + blob facts) |
+//! | `b/{table:020}/{file:020}` | [`BundleRecord`] |
+//!
+//! Every multi-key change is one serializable SlateDB transaction, durable (WAL flushed to
+//! the object store) before the call returns.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::ObjectStore;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use slatedb::config::Settings;
+use slatedb::{Db, DbTransaction, IsolationLevel};
+
+use crate::datafile::FieldInfo;
+use crate::encoding::KeySchema;
+use crate::error::{Error, Result};
+use crate::manifest::{FileEntry, IndexFileEntry, IndexState};
+
+/// Catalog format version this build writes and reads.
+pub const CATALOG_FORMAT_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableRecord {
+    pub table_id: u64,
+    pub name: String,
+    pub location: String,
+    /// `parquet` (plain Parquet files registered through Skerry).
+    pub source: String,
+    pub fields: Vec<FieldInfo>,
+    /// Catalog version of the table's last file-set change (its snapshot id and sequence).
+    pub snapshot: u64,
+    pub next_row_id: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexRecord {
+    pub index_id: u64,
+    pub table_id: u64,
+    pub name: String,
+    pub fields: Vec<i32>,
+    pub key: KeySchema,
+    pub unique: bool,
+    pub state: IndexState,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BundleRecord {
+    pub path: String,
+    pub generation: u64,
+}
+
+fn err(e: slatedb::Error) -> Error {
+    match e.kind() {
+        slatedb::ErrorKind::Transaction => Error::Conflict(e.to_string()),
+        _ => Error::Catalog(e.to_string()),
+    }
+}
+
+pub fn table_key(t: u64) -> String {
+    format!("t/{t:020}")
+}
+pub fn table_name_key(name: &str) -> String {
+    format!("tn/{}", name.to_lowercase())
+}
+pub fn file_key(t: u64, f: u64) -> String {
+    format!("f/{t:020}/{f:020}")
+}
+pub fn file_prefix(t: u64) -> String {
+    format!("f/{t:020}/")
+}
+pub fn index_key(t: u64, i: u64) -> String {
+    format!("i/{t:020}/{i:020}")
+}
+pub fn index_prefix(t: u64) -> String {
+    format!("i/{t:020}/")
+}
+pub fn index_name_key(t: u64, name: &str) -> String {
+    format!("in/{t:020}/{}", name.to_lowercase())
+}
+pub fn artifact_key(i: u64, f: u64) -> String {
+    format!("a/{i:020}/{f:020}")
+}
+pub fn artifact_prefix(i: u64) -> String {
+    format!("a/{i:020}/")
+}
+pub fn bundle_key(t: u64, f: u64) -> String {
+    format!("b/{t:020}/{f:020}")
+}
+
+/// The SlateDB-backed catalog.
+pub struct Catalog {
+    db: Db,
+}
+
+/// A catalog transaction: reads see a snapshot, writes land atomically at commit.
+pub struct Txn<'a> {
+    txn: DbTransaction,
+    _catalog: &'a Catalog,
+}
+
+impl Txn<'_> {
+    pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
+        match self.txn.get(key.as_bytes()).await.map_err(err)? {
+            Some(b) => Ok(Some(
+                serde_json::from_slice(&b).map_err(|e| Error::Catalog(format!("{key}: {e}")))?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn scan<T: DeserializeOwned>(&self, prefix: &str) -> Result<Vec<T>> {
+        let mut it = self
+            .txn
+            .scan_prefix(prefix.as_bytes(), ..)
+            .await
+            .map_err(err)?;
+        let mut out = Vec::new();
+        while let Some(kv) = it.next().await.map_err(err)? {
+            out.push(
+                serde_json::from_slice(&kv.value)
+                    .map_err(|e| Error::Catalog(format!("{prefix}: {e}")))?,
+            );
+        }
+        Ok(out)
+    }
+
+    pub fn put<T: Serialize>(&self, key: &str, value: &T) -> Result<()> {
+        self.txn
+            .put(
+                key.as_bytes(),
+                serde_json::to_vec(value).expect("record serializes"),
+            )
+            .map_err(err)
+    }
+
+    pub fn delete(&self, key: &str) -> Result<()> {
+        self.txn.delete(key.as_bytes()).map_err(err)
+    }
+
+    /// Allocates a fresh id.
+    pub async fn next_id(&self) -> Result<u64> {
+        let id: u64 = self.get("m/next_id").await?.unwrap_or(1);
+        self.put("m/next_id", &(id + 1))?;
+        Ok(id)
+    }
+
+    /// The catalog version this transaction will commit as.
+    pub async fn bump_version(&self) -> Result<u64> {
+        let v: u64 = self.get("m/version").await?.unwrap_or(0) + 1;
+        self.put("m/version", &v)?;
+        Ok(v)
+    }
+
+    /// Commits and waits until the commit is durable in the object store.
+    pub async fn commit(self) -> Result<()> {
+        if let Some(h) = self.txn.commit().await.map_err(err)? {
+            h.await_durable().await.map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+impl Catalog {
+    /// Opens (creating when absent) the catalog at `catalog/` in `store`, checking its format.
+    pub async fn open(store: Arc<dyn ObjectStore>) -> Result<Catalog> {
+        let settings = Settings {
+            flush_interval: Some(Duration::from_millis(5)),
+            ..Settings::default()
+        };
+        let db = Db::builder("catalog", store)
+            .with_settings(settings)
+            .build()
+            .await
+            .map_err(err)?;
+        let c = Catalog { db };
+        let t = c.begin()?;
+        match t.get::<u32>("m/format").await? {
+            Some(CATALOG_FORMAT_VERSION) => {}
+            Some(found) => {
+                return Err(Error::CatalogFormat {
+                    found,
+                    supported: CATALOG_FORMAT_VERSION,
+                })
+            }
+            None => {
+                t.put("m/format", &CATALOG_FORMAT_VERSION)?;
+                t.commit().await?;
+            }
+        }
+        Ok(c)
+    }
+
+    pub fn begin(&self) -> Result<Txn<'_>> {
+        Ok(Txn {
+            txn: self
+                .db
+                .begin(IsolationLevel::SerializableSnapshot)
+                .map_err(err)?,
+            _catalog: self,
+        })
+    }
+
+    pub async fn close(&self) -> Result<()> {
+        self.db.close().await.map_err(err)
+    }
+
+    /// Looks up a table by name (case-insensitive).
+    pub async fn table(&self, t: &Txn<'_>, name: &str) -> Result<TableRecord> {
+        let id: u64 = t
+            .get(&table_name_key(name))
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                kind: "table",
+                name: name.into(),
+            })?;
+        t.get(&table_key(id))
+            .await?
+            .ok_or_else(|| Error::Catalog(format!("table {name} has no record")))
+    }
+
+    /// Looks up an index of a table by name (case-insensitive).
+    pub async fn index(&self, t: &Txn<'_>, table: &TableRecord, name: &str) -> Result<IndexRecord> {
+        let id: u64 = t
+            .get(&index_name_key(table.table_id, name))
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                kind: "index",
+                name: format!("{}.{name}", table.name),
+            })?;
+        t.get(&index_key(table.table_id, id))
+            .await?
+            .ok_or_else(|| Error::Catalog(format!("index {name} has no record")))
+    }
+
+    pub async fn files(&self, t: &Txn<'_>, table_id: u64) -> Result<Vec<FileEntry>> {
+        t.scan(&file_prefix(table_id)).await
+    }
+
+    pub async fn indexes(&self, t: &Txn<'_>, table_id: u64) -> Result<Vec<IndexRecord>> {
+        t.scan(&index_prefix(table_id)).await
+    }
+
+    pub async fn artifacts(&self, t: &Txn<'_>, index_id: u64) -> Result<Vec<IndexFileEntry>> {
+        t.scan(&artifact_prefix(index_id)).await
+    }
+
+    pub async fn tables(&self, t: &Txn<'_>) -> Result<Vec<TableRecord>> {
+        t.scan("t/").await
+    }
+}

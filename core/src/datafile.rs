@@ -1,0 +1,265 @@
+//! Parquet data files read through [`RangeReader`] with parquet's sans-IO push decoders, so
+//! the same code runs natively and in wasm: footer metadata, schema with Iceberg field ids,
+//! and projected columns in bounded batches with their row positions.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use bytes::Bytes;
+use parquet::arrow::push_decoder::ParquetPushDecoderBuilder;
+use parquet::arrow::{parquet_to_arrow_schema, ProjectionMask, PARQUET_FIELD_ID_META_KEY};
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataPushDecoder};
+use parquet::DecodeResult;
+use serde::{Deserialize, Serialize};
+
+use crate::encoding::{KeyType, Value};
+use crate::error::{Error, Result};
+use crate::io::{Location, ObjectMeta, RangeReader};
+
+/// Speculative tail read that usually fetches the whole footer at once.
+pub const FOOTER_PREFETCH: u64 = 64 * 1024;
+/// Rows per decoded batch (bounds memory while scanning).
+pub const BATCH_ROWS: usize = 8192;
+
+/// One top-level column of a table, identified by its Iceberg field id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldInfo {
+    pub field_id: i32,
+    pub name: String,
+    /// Arrow type, as text (for display).
+    pub data_type: String,
+    /// The key type when the column can be indexed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_type: Option<KeyType>,
+    pub nullable: bool,
+}
+
+/// Reads a file's Parquet metadata: one speculative tail read, more only if the footer is
+/// larger.
+pub async fn read_metadata<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    size: u64,
+) -> Result<Arc<ParquetMetaData>> {
+    let mut dec = ParquetMetaDataPushDecoder::try_new(size)?;
+    let tail = FOOTER_PREFETCH.min(size);
+    if tail == 0 {
+        return Err(Error::Parquet(format!("{} is empty", loc.path)));
+    }
+    dec.push_ranges(
+        vec![size - tail..size],
+        vec![r.read_range(loc, size - tail..size).await?],
+    )?;
+    loop {
+        match dec.try_decode()? {
+            DecodeResult::NeedsData(ranges) => {
+                let bytes = r.read_ranges(loc, &ranges).await?;
+                dec.push_ranges(ranges, bytes)?;
+            }
+            DecodeResult::Data(md) => return Ok(Arc::new(md)),
+            DecodeResult::Finished => return Err(Error::Parquet("no metadata".into())),
+        }
+    }
+}
+
+/// Reads a file's metadata when its size is unknown (or must be confirmed): ONE suffix read
+/// that also reports the file's current size and version.
+pub async fn read_metadata_suffix<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
+    let (tail, meta) = r.read_suffix(loc, FOOTER_PREFETCH).await?;
+    let size = meta.size;
+    if size == 0 || tail.len() as u64 > size {
+        return Err(Error::Parquet(format!("{} is empty", loc.path)));
+    }
+    let mut dec = ParquetMetaDataPushDecoder::try_new(size)?;
+    dec.push_ranges(vec![size - tail.len() as u64..size], vec![tail])?;
+    loop {
+        match dec.try_decode()? {
+            DecodeResult::NeedsData(ranges) => {
+                let bytes = r.read_ranges(loc, &ranges).await?;
+                dec.push_ranges(ranges, bytes)?;
+            }
+            DecodeResult::Data(md) => return Ok((Arc::new(md), meta)),
+            DecodeResult::Finished => return Err(Error::Parquet("no metadata".into())),
+        }
+    }
+}
+
+/// The arrow schema of a file.
+pub fn arrow_schema(md: &ParquetMetaData) -> Result<Schema> {
+    let fm = md.file_metadata();
+    Ok(parquet_to_arrow_schema(
+        fm.schema_descr(),
+        fm.key_value_metadata(),
+    )?)
+}
+
+/// Top-level fields with their field ids: from the Parquet field ids when every column has
+/// one, else assigned 1, 2, … in column order.
+pub fn fields(schema: &Schema) -> Vec<FieldInfo> {
+    let ids: Vec<Option<i32>> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            f.metadata()
+                .get(PARQUET_FIELD_ID_META_KEY)
+                .and_then(|v| v.parse().ok())
+        })
+        .collect();
+    let all = ids.iter().all(Option::is_some);
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| FieldInfo {
+            field_id: if all {
+                ids[i].expect("checked")
+            } else {
+                i as i32 + 1
+            },
+            name: f.name().clone(),
+            data_type: f.data_type().to_string(),
+            key_type: key_type(f).ok(),
+            nullable: f.is_nullable(),
+        })
+        .collect()
+}
+
+/// The key type of an arrow field, when it can be indexed.
+pub fn key_type(f: &Field) -> Result<KeyType> {
+    let unsupported = || {
+        Error::Unsupported(format!(
+            "column {} of type {} cannot be indexed",
+            f.name(),
+            f.data_type()
+        ))
+    };
+    Ok(match f.data_type() {
+        DataType::Boolean => KeyType::Boolean,
+        DataType::Int8 => KeyType::Int8,
+        DataType::Int16 => KeyType::Int16,
+        DataType::Int32 => KeyType::Int32,
+        DataType::Int64 => KeyType::Int64,
+        DataType::UInt8 => KeyType::UInt8,
+        DataType::UInt16 => KeyType::UInt16,
+        DataType::UInt32 => KeyType::UInt32,
+        DataType::UInt64 => KeyType::UInt64,
+        DataType::Float32 => KeyType::Float32,
+        DataType::Float64 => KeyType::Float64,
+        DataType::Decimal128(p, s) if *s >= 0 && (*s as u8) <= *p => KeyType::Decimal {
+            precision: *p,
+            scale: *s as u8,
+        },
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => KeyType::String,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => KeyType::Binary,
+        DataType::FixedSizeBinary(16) if f.extension_type_name() == Some("arrow.uuid") => {
+            KeyType::Uuid
+        }
+        DataType::FixedSizeBinary(n) if *n > 0 => KeyType::Fixed(*n as u32),
+        DataType::Date32 => KeyType::Date,
+        DataType::Time64(TimeUnit::Microsecond) => KeyType::Time,
+        DataType::Timestamp(TimeUnit::Microsecond, None) => KeyType::Timestamp,
+        DataType::Timestamp(TimeUnit::Microsecond, Some(_)) => KeyType::TimestampTz,
+        DataType::Timestamp(TimeUnit::Nanosecond, None) => KeyType::TimestampNs,
+        DataType::Timestamp(TimeUnit::Nanosecond, Some(_)) => KeyType::TimestampTzNs,
+        DataType::Dictionary(_, v) => {
+            key_type(&Field::new(f.name(), (**v).clone(), f.is_nullable()))?
+        }
+        _ => return Err(unsupported()),
+    })
+}
+
+/// The value at `row` of an arrow array, as a key [`Value`].
+pub fn value_at(a: &dyn Array, row: usize) -> Result<Value> {
+    if a.is_null(row) {
+        return Ok(Value::Null);
+    }
+    Ok(match a.data_type() {
+        DataType::Boolean => Value::Bool(a.as_boolean().value(row)),
+        DataType::Int8 => Value::Int(a.as_primitive::<Int8Type>().value(row) as i64),
+        DataType::Int16 => Value::Int(a.as_primitive::<Int16Type>().value(row) as i64),
+        DataType::Int32 => Value::Int(a.as_primitive::<Int32Type>().value(row) as i64),
+        DataType::Int64 => Value::Int(a.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt8 => Value::UInt(a.as_primitive::<UInt8Type>().value(row) as u64),
+        DataType::UInt16 => Value::UInt(a.as_primitive::<UInt16Type>().value(row) as u64),
+        DataType::UInt32 => Value::UInt(a.as_primitive::<UInt32Type>().value(row) as u64),
+        DataType::UInt64 => Value::UInt(a.as_primitive::<UInt64Type>().value(row)),
+        DataType::Float32 => Value::Float32(a.as_primitive::<Float32Type>().value(row)),
+        DataType::Float64 => Value::Float64(a.as_primitive::<Float64Type>().value(row)),
+        DataType::Decimal128(..) => Value::Decimal(a.as_primitive::<Decimal128Type>().value(row)),
+        DataType::Utf8 => Value::String(a.as_string::<i32>().value(row).to_string()),
+        DataType::LargeUtf8 => Value::String(a.as_string::<i64>().value(row).to_string()),
+        DataType::Utf8View => Value::String(a.as_string_view().value(row).to_string()),
+        DataType::Binary => Value::Binary(a.as_binary::<i32>().value(row).to_vec()),
+        DataType::LargeBinary => Value::Binary(a.as_binary::<i64>().value(row).to_vec()),
+        DataType::BinaryView => Value::Binary(a.as_binary_view().value(row).to_vec()),
+        DataType::FixedSizeBinary(_) => Value::Binary(a.as_fixed_size_binary().value(row).to_vec()),
+        DataType::Date32 => Value::Date(a.as_primitive::<Date32Type>().value(row)),
+        DataType::Time64(TimeUnit::Microsecond) => {
+            Value::Time(a.as_primitive::<Time64MicrosecondType>().value(row))
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            Value::Timestamp(a.as_primitive::<TimestampMicrosecondType>().value(row))
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            Value::Timestamp(a.as_primitive::<TimestampNanosecondType>().value(row))
+        }
+        DataType::Dictionary(..) => {
+            let d = a.as_any_dictionary();
+            let keys = d.normalized_keys();
+            value_at(d.values().as_ref(), keys[row])?
+        }
+        other => {
+            return Err(Error::Unsupported(format!(
+                "cannot read {other} values as keys"
+            )))
+        }
+    })
+}
+
+/// Decodes the top-level columns `roots` of every row group, in row order, calling
+/// `on_batch(batch, first_row_position)` per bounded batch. Column chunks are fetched with
+/// coalesced range reads.
+pub async fn scan_columns<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    md: &Arc<ParquetMetaData>,
+    roots: &[usize],
+    mut on_batch: impl FnMut(&RecordBatch, u64) -> Result<()>,
+) -> Result<()> {
+    let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), roots.iter().copied());
+    let mut dec = ParquetPushDecoderBuilder::try_new_decoder(md.clone())?
+        .with_projection(mask)
+        .with_batch_size(BATCH_ROWS)
+        .build()?;
+    let mut position = 0u64;
+    loop {
+        match dec.try_decode()? {
+            DecodeResult::NeedsData(ranges) => {
+                let bytes: Vec<Bytes> = r.read_ranges(loc, &ranges).await?;
+                dec.push_ranges(ranges, bytes)?;
+            }
+            DecodeResult::Data(batch) => {
+                on_batch(&batch, position)?;
+                position += batch.num_rows() as u64;
+            }
+            DecodeResult::Finished => return Ok(()),
+        }
+    }
+}
+
+/// Index of the top-level column with `field_id` in `fields`.
+pub fn root_of(fields: &[FieldInfo], field_id: i32) -> Result<usize> {
+    fields
+        .iter()
+        .position(|f| f.field_id == field_id)
+        .ok_or_else(|| Error::NotFound {
+            kind: "column with field id",
+            name: field_id.to_string(),
+        })
+}

@@ -1,0 +1,83 @@
+//! The error every public Skerry operation returns, with a stable code per kind.
+
+use crate::blob::ordered::BlobError;
+use crate::encoding::KeyError;
+use crate::io::IoError;
+use crate::puffin::PuffinError;
+
+/// Skerry's typed error. [`Error::code`] is stable and is what the bindings expose as
+/// `err.code`; messages never contain indexed values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Puffin(#[from] PuffinError),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error("parquet: {0}")]
+    Parquet(String),
+    #[error("{kind} not found: {name}")]
+    NotFound { kind: &'static str, name: String },
+    #[error("{kind} already exists: {name}")]
+    AlreadyExists { kind: &'static str, name: String },
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    #[error("catalog: {0}")]
+    Catalog(String),
+    #[error("catalog conflict: {0}")]
+    Conflict(String),
+    #[error("catalog format version {found} is not supported (this build reads {supported})")]
+    CatalogFormat { found: u32, supported: u32 },
+    #[error("malformed manifest: {0}")]
+    Manifest(String),
+    #[error("index {index} is {state}, not ready")]
+    IndexNotReady { index: String, state: String },
+    #[error("data file {path} changed since it was registered ({detail}); run refresh()")]
+    Drift { path: String, detail: String },
+}
+
+impl Error {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Io(IoError::NotFound { .. }) => "E_NOT_FOUND",
+            Error::Io(IoError::Changed { .. }) => "E_CHANGED",
+            Error::Io(IoError::InvalidUrl { .. }) => "E_INVALID_URL",
+            Error::Io(_) => "E_IO",
+            Error::Puffin(_) | Error::Blob(_) => "E_CORRUPT",
+            Error::Key(KeyError::ValueTooLarge { .. })
+            | Error::Key(KeyError::KeyTooLarge { .. }) => "E_KEY_TOO_LARGE",
+            Error::Key(_) => "E_KEY",
+            Error::Parquet(_) => "E_PARQUET",
+            Error::NotFound { .. } => "E_NOT_FOUND",
+            Error::AlreadyExists { .. } => "E_EXISTS",
+            Error::Invalid(_) => "E_INVALID",
+            Error::Unsupported(_) => "E_UNSUPPORTED",
+            Error::Catalog(_) => "E_CATALOG",
+            Error::Conflict(_) => "E_CONFLICT",
+            Error::CatalogFormat { .. } => "E_CATALOG_FORMAT",
+            Error::Manifest(_) => "E_MANIFEST",
+            Error::IndexNotReady { .. } => "E_INDEX_NOT_READY",
+            Error::Drift { .. } => "E_DRIFT",
+        }
+    }
+}
+
+impl From<parquet::errors::ParquetError> for Error {
+    fn from(e: parquet::errors::ParquetError) -> Self {
+        Error::Parquet(e.to_string())
+    }
+}
+
+impl From<arrow_schema::ArrowError> for Error {
+    fn from(e: arrow_schema::ArrowError) -> Self {
+        Error::Parquet(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,214 @@
+//! The published read model: an immutable manifest version per publish, and the `HEAD`
+//! pointer to the newest. Readers pin one version for a whole query. `docs/manifest.md`
+//! documents the JSON.
+
+use serde::{Deserialize, Serialize};
+
+use crate::datafile::FieldInfo;
+use crate::encoding::KeySchema;
+use crate::error::{Error, Result};
+use crate::io::{Location, RangeReader};
+use crate::lineage::{ActiveSnapshot, DataFileFacts, IndexFile};
+
+/// Manifest format version this build writes and reads.
+pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+/// Path of the pointer to the newest manifest, relative to the overlay root.
+pub const HEAD_PATH: &str = "manifests/HEAD";
+/// Largest manifest or HEAD object a reader accepts.
+pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+
+/// Path of manifest `version`, relative to the overlay root.
+pub fn manifest_path(version: u64) -> String {
+    format!("manifests/{version:020}.json")
+}
+
+/// `manifests/HEAD`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    pub version: u64,
+    pub path: String,
+}
+
+/// One published version of an overlay.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub version: u64,
+    /// Catalog version the manifest was published from.
+    pub catalog_version: u64,
+    pub tables: Vec<TableManifest>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableManifest {
+    pub table_id: u64,
+    pub name: String,
+    /// URL of the directory data file paths are relative to.
+    pub location: String,
+    pub snapshot: ActiveSnapshot,
+    pub fields: Vec<FieldInfo>,
+    pub files: Vec<FileEntry>,
+    pub indexes: Vec<IndexManifest>,
+}
+
+/// A data file and the facts the read gate compares against.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub file_id: u64,
+    pub path: String,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    pub record_count: u64,
+    pub sha256: String,
+    /// Stable row id of position 0 (row id = row_id_start + position).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_id_start: Option<u64>,
+}
+
+impl FileEntry {
+    pub fn facts(&self) -> DataFileFacts {
+        DataFileFacts {
+            path: self.path.clone(),
+            sha256: self.sha256.clone(),
+            record_count: self.record_count,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexState {
+    Building,
+    Ready,
+    Maintaining,
+    Poisoned,
+}
+
+impl std::fmt::Display for IndexState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IndexState::Building => "building",
+            IndexState::Ready => "ready",
+            IndexState::Maintaining => "maintaining",
+            IndexState::Poisoned => "poisoned",
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexManifest {
+    pub index_id: u64,
+    pub name: String,
+    /// Indexed columns by field id, in key order.
+    pub fields: Vec<i32>,
+    pub key: KeySchema,
+    pub unique: bool,
+    pub state: IndexState,
+    /// Per data file that has the index: where its blob is and what prunes it.
+    pub files: Vec<IndexFileEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexFileEntry {
+    pub file_id: u64,
+    pub lineage: IndexFile,
+    pub ordered: OrderedMeta,
+}
+
+/// What a reader needs to use an ordered blob without reading its trailer or the bundle's
+/// footer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderedMeta {
+    /// Directory range relative to the blob's start.
+    pub directory_offset: u64,
+    pub directory_length: u64,
+    pub directory_sha256: String,
+    pub entries: u64,
+    /// Smallest and largest key (hex), absent for an empty blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_key: Option<String>,
+}
+
+impl Manifest {
+    pub fn table(&self, name: &str) -> Result<&TableManifest> {
+        self.tables
+            .iter()
+            .find(|t| t.name.eq_ignore_ascii_case(name))
+            .ok_or_else(|| Error::NotFound {
+                kind: "table",
+                name: name.to_string(),
+            })
+    }
+
+    /// Parses and validates a manifest.
+    pub fn from_json(bytes: &[u8]) -> Result<Manifest> {
+        let m: Manifest =
+            serde_json::from_slice(bytes).map_err(|e| Error::Manifest(e.to_string()))?;
+        if m.format_version > MANIFEST_FORMAT_VERSION {
+            return Err(Error::Manifest(format!(
+                "format version {} is newer than supported {MANIFEST_FORMAT_VERSION}",
+                m.format_version
+            )));
+        }
+        Ok(m)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("manifest serializes")
+    }
+}
+
+impl TableManifest {
+    pub fn index(&self, name: &str) -> Result<&IndexManifest> {
+        self.indexes
+            .iter()
+            .find(|i| i.name.eq_ignore_ascii_case(name))
+            .ok_or_else(|| Error::NotFound {
+                kind: "index",
+                name: format!("{}.{}", self.name, name),
+            })
+    }
+
+    /// Full location of a data file.
+    pub fn data_location(&self, f: &FileEntry) -> String {
+        format!("{}/{}", self.location.trim_end_matches('/'), f.path)
+    }
+}
+
+/// Reads `HEAD` and the manifest it points to (two reads).
+pub async fn read_head<R: RangeReader + ?Sized>(r: &R) -> Result<Head> {
+    let bytes = read_small(r, HEAD_PATH).await?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::Manifest(format!("HEAD: {e}")))
+}
+
+/// Reads the manifest `HEAD` points to.
+pub async fn read_latest<R: RangeReader + ?Sized>(r: &R) -> Result<Manifest> {
+    let head = read_head(r).await?;
+    if head.path.contains("..") || !head.path.starts_with("manifests/") {
+        return Err(Error::Manifest(format!(
+            "HEAD points outside manifests/: {}",
+            head.path
+        )));
+    }
+    let m = Manifest::from_json(&read_small(r, &head.path).await?)?;
+    if m.version != head.version {
+        return Err(Error::Manifest(format!(
+            "HEAD names version {} but the manifest is {}",
+            head.version, m.version
+        )));
+    }
+    Ok(m)
+}
+
+async fn read_small<R: RangeReader + ?Sized>(r: &R, path: &str) -> Result<bytes::Bytes> {
+    let b = r.read_all(&Location::new(path)).await?;
+    if b.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(Error::Manifest(format!(
+            "{path} is larger than {MAX_MANIFEST_BYTES} bytes"
+        )));
+    }
+    Ok(b)
+}

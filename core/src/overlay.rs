@@ -1,0 +1,911 @@
+//! The native overlay: catalog + bundles + manifests under one object-store prefix, and the
+//! verbs that administer them (register, create index, build, publish, refresh, lookup).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use object_store::path::Path;
+use object_store::prefix::PrefixStore;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use serde::{Deserialize, Serialize};
+
+use crate::blob::ordered::{self, OrderedBlobWriter};
+use crate::catalog::*;
+use crate::codec::Codec;
+use crate::datafile;
+use crate::encoding::{KeyColumn, KeySchema, Value};
+use crate::error::{Error, Result};
+use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
+use crate::lineage::{self, ActiveSnapshot, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION};
+use crate::manifest::*;
+use crate::puffin::{BlobSpec, PuffinWriter};
+use crate::query::{DirectoryCache, Lookup, LookupResult};
+
+/// Options for [`Overlay::open`].
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    /// object_store configuration (S3 endpoint, credentials, …) for the overlay and for data
+    /// files.
+    pub storage: Vec<(String, String)>,
+}
+
+/// Which files of a table location to register.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileSelection {
+    /// These paths, relative to the location.
+    List(Vec<String>),
+    /// Every `*.parquet` object under the location whose relative path starts with this.
+    Prefix(String),
+}
+
+/// Options of [`Overlay::create_index`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexOptions {
+    #[serde(default)]
+    pub unique: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableInfo {
+    pub name: String,
+    pub table_id: u64,
+    pub files: u64,
+    pub rows: u64,
+    pub fields: Vec<datafile::FieldInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexInfo {
+    pub name: String,
+    pub index_id: u64,
+    pub fields: Vec<i32>,
+    pub unique: bool,
+    pub state: IndexState,
+}
+
+/// A file a build could not index, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Skipped {
+    pub file: String,
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BuildReport {
+    pub files_indexed: u64,
+    pub entries: u64,
+    pub bundles_written: u64,
+    pub bytes_written: u64,
+    pub skipped: Vec<Skipped>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishReport {
+    pub version: u64,
+    pub path: String,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefreshReport {
+    pub checked: u64,
+    /// Files whose content changed (confirmed by SHA-256).
+    pub changed: Vec<String>,
+    /// Files whose version changed but whose content is the same.
+    pub touched: Vec<String>,
+    /// Files that no longer exist (dropped from the table).
+    pub missing: Vec<String>,
+}
+
+/// Progress of a long operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub phase: String,
+    pub done: u64,
+    pub total: u64,
+    pub file: Option<String>,
+}
+
+/// An overlay opened for administration and lookups.
+pub struct Overlay {
+    store: Arc<dyn ObjectStore>,
+    reader: Arc<ObjectStoreReader>,
+    data: Arc<UrlReader>,
+    catalog: Catalog,
+    dirs: DirectoryCache,
+    block_bytes: usize,
+}
+
+fn store_err(e: object_store::Error) -> Error {
+    Error::Io(crate::io::IoError::Other {
+        path: String::new(),
+        message: e.to_string(),
+    })
+}
+
+/// The overlay's object store rooted at its prefix.
+fn open_store(url: &str, options: &[(String, String)]) -> Result<Arc<dyn ObjectStore>> {
+    let parsed = url::Url::parse(url).map_err(|e| crate::io::IoError::InvalidUrl {
+        url: url.into(),
+        reason: e.to_string(),
+    })?;
+    if parsed.scheme() == "file" {
+        let dir = parsed
+            .to_file_path()
+            .map_err(|_| crate::io::IoError::InvalidUrl {
+                url: url.into(),
+                reason: "not a local path".into(),
+            })?;
+        std::fs::create_dir_all(&dir).map_err(|e| crate::io::IoError::Other {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
+            .map_err(store_err)?
+            .with_fsync(true);
+        return Ok(Arc::new(fs));
+    }
+    let r = ObjectStoreReader::from_url(url, options)?;
+    if r.root().as_ref().is_empty() {
+        Ok(r.store().clone())
+    } else {
+        Ok(Arc::new(PrefixStore::new(
+            r.store().clone(),
+            r.root().clone(),
+        )))
+    }
+}
+
+impl Overlay {
+    /// Opens the overlay at `url` (`file:///dir`, `memory://`, `s3://bucket/prefix`), creating
+    /// its catalog when absent. Every catalog commit is durable when the call making it returns.
+    pub async fn open(url: &str, options: OpenOptions) -> Result<Overlay> {
+        let store = open_store(url, &options.storage)?;
+        let catalog = Catalog::open(store.clone()).await?;
+        let reader = Arc::new(ObjectStoreReader::new(store.clone(), Path::from("")));
+        Ok(Overlay {
+            store,
+            reader,
+            data: Arc::new(UrlReader::new(options.storage)),
+            catalog,
+            dirs: DirectoryCache::default(),
+            block_bytes: ordered::DEFAULT_BLOCK_BYTES,
+        })
+    }
+
+    /// Sets the ordered index block size used by later builds (tests use small blocks).
+    pub fn set_block_bytes(&mut self, n: usize) {
+        self.block_bytes = n;
+    }
+
+    /// Reader of the overlay's objects (for stats and tests).
+    pub fn reader(&self) -> &Arc<ObjectStoreReader> {
+        &self.reader
+    }
+
+    /// Reader of data files.
+    pub fn data_reader(&self) -> &Arc<UrlReader> {
+        &self.data
+    }
+
+    pub async fn close(&self) -> Result<()> {
+        self.catalog.close().await
+    }
+
+    async fn list_parquet(&self, location: &str, prefix: &str) -> Result<Vec<String>> {
+        use futures::StreamExt;
+        let base = format!("{}/", location.trim_end_matches('/'));
+        let (store, dir) = self.data.resolve(&Location::new(&base))?;
+        let root = store.resolve(&dir.path)?;
+        let mut out = Vec::new();
+        let mut s = store.store().list(Some(&root));
+        while let Some(m) = s.next().await {
+            let m = m.map_err(store_err)?;
+            let rel: String = m
+                .location
+                .prefix_match(&root)
+                .map(|p| {
+                    p.map(|x| x.as_ref().to_string())
+                        .collect::<Vec<_>>()
+                        .join("/")
+                })
+                .unwrap_or_default();
+            if rel.ends_with(".parquet") && rel.starts_with(prefix) {
+                out.push(rel);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Reads one data file's lineage facts: size and version from the store, record count and
+    /// schema from the footer, SHA-256 streamed through bounded reads — all pinned to one
+    /// version, so a file rewritten meanwhile fails instead of mixing versions.
+    async fn file_facts(
+        &self,
+        location: &str,
+        path: &str,
+    ) -> Result<(FileEntry, Vec<datafile::FieldInfo>)> {
+        let url = format!("{}/{}", location.trim_end_matches('/'), path);
+        let meta = self.data.head(&Location::new(&url)).await?;
+        let mut loc = Location::new(&url);
+        if let Some(v) = &meta.version {
+            loc = loc.with_version(v);
+        }
+        let md = datafile::read_metadata(self.data.as_ref(), &loc, meta.size).await?;
+        let fields = datafile::fields(&datafile::arrow_schema(&md)?);
+        let (sha256, _) = lineage::sha256_object(
+            self.data.as_ref(),
+            &loc,
+            Some(meta.size),
+            lineage::DEFAULT_HASH_CHUNK,
+        )
+        .await?;
+        let entry = FileEntry {
+            file_id: 0,
+            path: path.to_string(),
+            size: meta.size,
+            etag: meta.version.clone(),
+            record_count: md.file_metadata().num_rows().max(0) as u64,
+            sha256,
+            row_id_start: None,
+        };
+        Ok((entry, fields))
+    }
+
+    /// Registers a table of plain Parquet files at `location` (a directory URL), recording
+    /// each file's lineage facts and the schema with field ids.
+    pub async fn register_parquet_table(
+        &self,
+        name: &str,
+        location: &str,
+        files: FileSelection,
+    ) -> Result<TableInfo> {
+        if name.is_empty() || name.len() > 255 {
+            return Err(Error::Invalid("table names are 1 to 255 bytes".into()));
+        }
+        let paths = match files {
+            FileSelection::List(l) => l,
+            FileSelection::Prefix(p) => self.list_parquet(location, &p).await?,
+        };
+        let mut entries = Vec::with_capacity(paths.len());
+        let mut schema: Option<Vec<datafile::FieldInfo>> = None;
+        for p in &paths {
+            if p.contains("..") || p.starts_with('/') {
+                return Err(Error::Invalid(format!(
+                    "data file path {p:?} must be relative to the location"
+                )));
+            }
+            let (e, fields) = self.file_facts(location, p).await?;
+            match &schema {
+                None => schema = Some(fields),
+                Some(s) if same_columns(s, &fields) => {}
+                Some(_) => {
+                    return Err(Error::Invalid(format!(
+                        "{p} has a different schema from {}",
+                        paths[0]
+                    )))
+                }
+            }
+            entries.push(e);
+        }
+        let t = self.catalog.begin()?;
+        if t.get::<u64>(&table_name_key(name)).await?.is_some() {
+            return Err(Error::AlreadyExists {
+                kind: "table",
+                name: name.into(),
+            });
+        }
+        let version = t.bump_version().await?;
+        let table_id = t.next_id().await?;
+        let mut next_row_id = 0u64;
+        let mut rows = 0;
+        for e in &mut entries {
+            e.file_id = t.next_id().await?;
+            e.row_id_start = Some(next_row_id);
+            next_row_id += e.record_count;
+            rows += e.record_count;
+            t.put(&file_key(table_id, e.file_id), e)?;
+        }
+        let fields = schema.unwrap_or_default();
+        let rec = TableRecord {
+            table_id,
+            name: name.into(),
+            location: location.trim_end_matches('/').into(),
+            source: "parquet".into(),
+            fields: fields.clone(),
+            snapshot: version,
+            next_row_id,
+        };
+        t.put(&table_key(table_id), &rec)?;
+        t.put(&table_name_key(name), &table_id)?;
+        t.commit().await?;
+        Ok(TableInfo {
+            name: name.into(),
+            table_id,
+            files: entries.len() as u64,
+            rows,
+            fields,
+        })
+    }
+
+    /// Defines an index at once. Lookups on it are refused until [`Overlay::build`] makes it
+    /// ready (immediately ready on an empty table).
+    pub async fn create_index(
+        &self,
+        table: &str,
+        name: &str,
+        columns: &[String],
+        opts: IndexOptions,
+    ) -> Result<IndexInfo> {
+        if columns.is_empty() {
+            return Err(Error::Invalid("an index needs at least one column".into()));
+        }
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        if t.get::<u64>(&index_name_key(tr.table_id, name))
+            .await?
+            .is_some()
+        {
+            return Err(Error::AlreadyExists {
+                kind: "index",
+                name: format!("{}.{name}", tr.name),
+            });
+        }
+        let mut fields = Vec::new();
+        let mut key = Vec::new();
+        for c in columns {
+            let f = tr
+                .fields
+                .iter()
+                .find(|f| f.name == *c)
+                .ok_or_else(|| Error::NotFound {
+                    kind: "column",
+                    name: format!("{}.{c}", tr.name),
+                })?;
+            let ty = f.key_type.ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "column {c} of type {} cannot be indexed",
+                    f.data_type
+                ))
+            })?;
+            fields.push(f.field_id);
+            key.push(KeyColumn::new(ty));
+        }
+        let has_rows = !self.catalog.files(&t, tr.table_id).await?.is_empty();
+        t.bump_version().await?;
+        let index_id = t.next_id().await?;
+        let rec = IndexRecord {
+            index_id,
+            table_id: tr.table_id,
+            name: name.into(),
+            fields: fields.clone(),
+            key: KeySchema::new(key)?,
+            unique: opts.unique,
+            state: if has_rows {
+                IndexState::Building
+            } else {
+                IndexState::Ready
+            },
+        };
+        t.put(&index_key(tr.table_id, index_id), &rec)?;
+        t.put(&index_name_key(tr.table_id, name), &index_id)?;
+        t.commit().await?;
+        Ok(IndexInfo {
+            name: name.into(),
+            index_id,
+            fields,
+            unique: opts.unique,
+            state: rec.state,
+        })
+    }
+
+    /// Builds every missing or stale index blob of `table`: one Puffin bundle generation per
+    /// data file holding all its indexes, then flips built indexes to ready.
+    pub async fn build(
+        &self,
+        table: &str,
+        mut on_progress: impl FnMut(&Progress),
+    ) -> Result<BuildReport> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let files = self.catalog.files(&t, tr.table_id).await?;
+        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
+        let mut existing: HashMap<(u64, u64), IndexFileEntry> = HashMap::new();
+        for ix in &indexes {
+            for a in self.catalog.artifacts(&t, ix.index_id).await? {
+                existing.insert((ix.index_id, a.file_id), a);
+            }
+        }
+        drop(t);
+        let active = ActiveSnapshot {
+            snapshot_id: tr.snapshot as i64,
+            sequence_number: tr.snapshot as i64,
+        };
+        let mut report = BuildReport::default();
+        let total = files.len() as u64;
+        for (n, f) in files.iter().enumerate() {
+            on_progress(&Progress {
+                phase: "build".into(),
+                done: n as u64,
+                total,
+                file: Some(f.path.clone()),
+            });
+            let stale: Vec<&IndexRecord> = indexes
+                .iter()
+                .filter(|ix| {
+                    let cur = existing.get(&(ix.index_id, f.file_id));
+                    !lineage::ReadGate::check(
+                        &f.path,
+                        cur.map(|a| &a.lineage),
+                        Some(&f.facts()),
+                        active,
+                    )
+                    .is_accept()
+                })
+                .collect();
+            if stale.is_empty() {
+                continue;
+            }
+            match self.build_file(&tr, f, &indexes, &stale, &existing).await {
+                Ok((entries, bytes)) => {
+                    report.files_indexed += 1;
+                    report.entries += entries;
+                    report.bundles_written += 1;
+                    report.bytes_written += bytes;
+                }
+                Err(e @ (Error::Io(_) | Error::Drift { .. } | Error::Parquet(_))) => {
+                    tracing::warn!(target: "skerry::build", file = %f.path, "not indexed: {e}");
+                    report.skipped.push(Skipped {
+                        file: f.path.clone(),
+                        code: e.code().into(),
+                        message: e.to_string(),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        on_progress(&Progress {
+            phase: "build".into(),
+            done: total,
+            total,
+            file: None,
+        });
+        // Flip to ready the indexes that now cover every file.
+        let t = self.catalog.begin()?;
+        let mut flipped = false;
+        for ix in self.catalog.indexes(&t, tr.table_id).await? {
+            if ix.state == IndexState::Building {
+                let covered = self.catalog.artifacts(&t, ix.index_id).await?.len();
+                if covered == files.len() && report.skipped.is_empty() {
+                    t.put(
+                        &index_key(tr.table_id, ix.index_id),
+                        &IndexRecord {
+                            state: IndexState::Ready,
+                            ..ix
+                        },
+                    )?;
+                    flipped = true;
+                }
+            }
+        }
+        if flipped {
+            t.bump_version().await?;
+            t.commit().await?;
+        }
+        Ok(report)
+    }
+
+    /// Builds the blobs of `stale` indexes for one file, copies the still-valid blobs of the
+    /// others from the current bundle, writes a new bundle generation and commits.
+    async fn build_file(
+        &self,
+        tr: &TableRecord,
+        f: &FileEntry,
+        indexes: &[IndexRecord],
+        stale: &[&IndexRecord],
+        existing: &HashMap<(u64, u64), IndexFileEntry>,
+    ) -> Result<(u64, u64)> {
+        let url = format!("{}/{}", tr.location, f.path);
+        let mut loc = Location::new(&url);
+        if let Some(v) = &f.etag {
+            loc = loc.with_version(v);
+        }
+        let changed = |e: Error| match e {
+            Error::Io(crate::io::IoError::Changed { .. }) => Error::Drift {
+                path: f.path.clone(),
+                detail: "version changed".into(),
+            },
+            other => other,
+        };
+        let md = datafile::read_metadata(self.data.as_ref(), &loc, f.size)
+            .await
+            .map_err(changed)?;
+        if md.file_metadata().num_rows().max(0) as u64 != f.record_count {
+            return Err(Error::Drift {
+                path: f.path.clone(),
+                detail: "record count changed".into(),
+            });
+        }
+        let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
+        let mut w = PuffinWriter::new();
+        w.set_property("skerry.table", tr.name.clone());
+        w.set_property("skerry.data-file", f.path.clone());
+        let mut pending: Vec<(IndexFileEntry, Option<(u64, Vec<u8>)>)> = Vec::new(); // (entry, built blob)
+        let mut entries_total = 0;
+        let snapshot = tr.snapshot as i64;
+        for ix in indexes {
+            let is_stale = stale.iter().any(|s| s.index_id == ix.index_id);
+            if !is_stale {
+                if let Some(old) = existing.get(&(ix.index_id, f.file_id)) {
+                    // Copy the valid blob verbatim from the current bundle.
+                    let l = &old.lineage;
+                    let bytes = self
+                        .reader
+                        .read_range(&Location::new(&l.bundle_path), l.blob_range())
+                        .await?;
+                    pending.push((old.clone(), Some((0, bytes.to_vec()))));
+                }
+                continue;
+            }
+            let roots = ix
+                .fields
+                .iter()
+                .map(|id| datafile::root_of(&file_fields, *id))
+                .collect::<Result<Vec<_>>>()?;
+            let mut sorted = roots.clone();
+            sorted.sort_unstable();
+            let cols: Vec<usize> = roots
+                .iter()
+                .map(|r| sorted.binary_search(r).expect("present"))
+                .collect();
+            let mut keys: Vec<(Vec<u8>, u64)> = Vec::with_capacity(f.record_count as usize);
+            let mut vals = Vec::with_capacity(cols.len());
+            datafile::scan_columns(self.data.as_ref(), &loc, &md, &roots, |batch, first| {
+                for row in 0..batch.num_rows() {
+                    vals.clear();
+                    for &c in &cols {
+                        vals.push(datafile::value_at(batch.column(c).as_ref(), row)?);
+                    }
+                    keys.push((ix.key.encode(&vals)?, first + row as u64));
+                }
+                Ok(())
+            })
+            .await
+            .map_err(changed)?;
+            keys.sort_unstable();
+            let mut bw = OrderedBlobWriter::new(self.block_bytes);
+            for (k, p) in &keys {
+                bw.push(k, *p)?;
+            }
+            let blob = bw.finish();
+            entries_total += blob.entries;
+            let lineage = IndexFile {
+                format_version: INDEX_FILE_FORMAT_VERSION,
+                index_id: ix.index_id,
+                category: IndexCategory::Ordered,
+                algorithm: "ordered-v1".into(),
+                fields: ix.fields.clone(),
+                source_path: f.path.clone(),
+                source_snapshot_id: snapshot,
+                source_sequence_number: snapshot,
+                source_sha256: f.sha256.clone(),
+                source_record_count: f.record_count,
+                blob_sha256: lineage::sha256_hex(&blob.bytes),
+                bundle_path: String::new(),
+                blob_type: ordered::BLOB_TYPE.into(),
+                blob_offset: 0,
+                blob_length: blob.bytes.len() as u64,
+                compression: Codec::None,
+            };
+            let meta = OrderedMeta {
+                directory_offset: blob.directory.start,
+                directory_length: blob.directory.end - blob.directory.start,
+                directory_sha256: blob.directory_sha256.clone(),
+                entries: blob.entries,
+                min_key: blob.min_key.as_ref().map(hex::encode),
+                max_key: blob.max_key.as_ref().map(hex::encode),
+            };
+            pending.push((
+                IndexFileEntry {
+                    file_id: f.file_id,
+                    lineage,
+                    ordered: meta,
+                },
+                Some((1, blob.bytes)),
+            ));
+        }
+        // Next bundle generation for this file.
+        let t = self.catalog.begin()?;
+        let generation = t
+            .get::<BundleRecord>(&bundle_key(tr.table_id, f.file_id))
+            .await?
+            .map(|b| b.generation + 1)
+            .unwrap_or(1);
+        let bundle_path = format!(
+            "bundles/{}/{}-g{}.puffin",
+            tr.table_id, f.file_id, generation
+        );
+        for (entry, blob) in &mut pending {
+            let (_, bytes) = blob.take().expect("every pending blob has bytes");
+            let mut props = BTreeMap::new();
+            props.insert(
+                "skerry.index-id".to_string(),
+                entry.lineage.index_id.to_string(),
+            );
+            props.insert(
+                "skerry.directory-offset".to_string(),
+                entry.ordered.directory_offset.to_string(),
+            );
+            props.insert(
+                "skerry.directory-length".to_string(),
+                entry.ordered.directory_length.to_string(),
+            );
+            let spec = BlobSpec {
+                blob_type: ordered::BLOB_TYPE.into(),
+                fields: entry.lineage.fields.clone(),
+                snapshot_id: entry.lineage.source_snapshot_id,
+                sequence_number: entry.lineage.source_sequence_number,
+                properties: props,
+            };
+            let m = w.add_stored_blob(spec, &bytes, Codec::None);
+            entry.lineage.bundle_path = bundle_path.clone();
+            entry.lineage.blob_offset = m.offset;
+            entry.lineage.blob_length = m.length;
+        }
+        let file = w.finish();
+        let size = file.bytes.len() as u64;
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        self.store
+            .put_opts(
+                &Path::from(bundle_path.as_str()),
+                PutPayload::from(file.bytes),
+                opts,
+            )
+            .await
+            .map_err(store_err)?;
+        for (entry, _) in &pending {
+            t.put(&artifact_key(entry.lineage.index_id, f.file_id), entry)?;
+        }
+        t.put(
+            &bundle_key(tr.table_id, f.file_id),
+            &BundleRecord {
+                path: bundle_path,
+                generation,
+            },
+        )?;
+        t.bump_version().await?;
+        t.commit().await?;
+        Ok((entries_total, size))
+    }
+
+    /// The catalog head as a read model (what [`Overlay::publish`] writes).
+    pub async fn snapshot_manifest(&self, version: u64) -> Result<Manifest> {
+        let t = self.catalog.begin()?;
+        let catalog_version: u64 = t.get("m/version").await?.unwrap_or(0);
+        let mut tables = Vec::new();
+        for tr in self.catalog.tables(&t).await? {
+            let files = self.catalog.files(&t, tr.table_id).await?;
+            let mut indexes = Vec::new();
+            for ix in self.catalog.indexes(&t, tr.table_id).await? {
+                let artifacts = self.catalog.artifacts(&t, ix.index_id).await?;
+                indexes.push(IndexManifest {
+                    index_id: ix.index_id,
+                    name: ix.name,
+                    fields: ix.fields,
+                    key: ix.key,
+                    unique: ix.unique,
+                    state: ix.state,
+                    files: artifacts,
+                });
+            }
+            let s = tr.snapshot as i64;
+            tables.push(TableManifest {
+                table_id: tr.table_id,
+                name: tr.name,
+                location: tr.location,
+                snapshot: ActiveSnapshot {
+                    snapshot_id: s,
+                    sequence_number: s,
+                },
+                fields: tr.fields,
+                files,
+                indexes,
+            });
+        }
+        Ok(Manifest {
+            format_version: MANIFEST_FORMAT_VERSION,
+            version,
+            catalog_version,
+            tables,
+        })
+    }
+
+    /// Writes the catalog head as a new immutable manifest version and moves `HEAD` to it.
+    pub async fn publish(&self) -> Result<PublishReport> {
+        let t = self.catalog.begin()?;
+        let version = t.get::<u64>("m/published").await?.unwrap_or(0) + 1;
+        drop(t);
+        let m = self.snapshot_manifest(version).await?;
+        let path = manifest_path(version);
+        let body = m.to_json();
+        let bytes = body.len() as u64;
+        let create = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        self.store
+            .put_opts(&Path::from(path.as_str()), PutPayload::from(body), create)
+            .await
+            .map_err(|e| match e {
+                object_store::Error::AlreadyExists { .. } => Error::Conflict(format!(
+                    "manifest version {version} was published concurrently"
+                )),
+                e => store_err(e),
+            })?;
+        self.move_head(&Head {
+            version,
+            path: path.clone(),
+        })
+        .await?;
+        let t = self.catalog.begin()?;
+        t.put("m/published", &version)?;
+        t.commit().await?;
+        Ok(PublishReport {
+            version,
+            path,
+            bytes,
+        })
+    }
+
+    /// Moves `HEAD` forward with a conditional put where the store supports it; never moves
+    /// it backwards.
+    async fn move_head(&self, head: &Head) -> Result<()> {
+        let p = Path::from(HEAD_PATH);
+        let body = serde_json::to_vec(head).expect("head serializes");
+        let current = match self.store.get(&p).await {
+            Ok(r) => {
+                let e_tag = r.meta.e_tag.clone();
+                let version = r.meta.version.clone();
+                let b = r.bytes().await.map_err(store_err)?;
+                let old: Head = serde_json::from_slice(&b)
+                    .map_err(|e| Error::Manifest(format!("HEAD: {e}")))?;
+                if old.version >= head.version {
+                    return Err(Error::Conflict(format!(
+                        "HEAD is already at version {}",
+                        old.version
+                    )));
+                }
+                Some(UpdateVersion { e_tag, version })
+            }
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(store_err(e)),
+        };
+        let mode = match current {
+            Some(v) => PutMode::Update(v),
+            None => PutMode::Create,
+        };
+        let r = self
+            .store
+            .put_opts(
+                &p,
+                PutPayload::from(body.clone()),
+                PutOptions {
+                    mode,
+                    ..Default::default()
+                },
+            )
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            // Local disk has no conditional update; the catalog's single writer (SlateDB
+            // fencing) is what serializes publishers there.
+            Err(object_store::Error::NotImplemented { .. }) => {
+                self.store
+                    .put(&p, PutPayload::from(body))
+                    .await
+                    .map_err(store_err)?;
+                Ok(())
+            }
+            Err(
+                object_store::Error::Precondition { .. }
+                | object_store::Error::AlreadyExists { .. },
+            ) => Err(Error::Conflict("HEAD moved concurrently".into())),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// Looks `key` up in `index` of `table` against the catalog head (the same planner the
+    /// wasm reader runs against a published manifest).
+    pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
+        let m = self.snapshot_manifest(0).await?;
+        let l = Lookup {
+            overlay: self.reader.as_ref(),
+            data: self.data.as_ref(),
+            manifest: &m,
+            dirs: &self.dirs,
+        };
+        l.lookup(table, index, key).await
+    }
+
+    /// Re-checks every data file of `table` against the store: a changed size or version is
+    /// confirmed by SHA-256; changed files get new facts (their indexes are then rejected by
+    /// the read gate until rebuilt), missing files are dropped.
+    pub async fn refresh(&self, table: &str) -> Result<RefreshReport> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let files = self.catalog.files(&t, tr.table_id).await?;
+        drop(t);
+        let mut report = RefreshReport::default();
+        let mut updates: Vec<(FileEntry, bool)> = Vec::new();
+        for f in &files {
+            report.checked += 1;
+            let url = format!("{}/{}", tr.location, f.path);
+            match self.data.head(&Location::new(&url)).await {
+                Ok(m) if m.size == f.size && m.version == f.etag => {}
+                Ok(_) => {
+                    let (mut e, _) = self.file_facts(&tr.location, &f.path).await?;
+                    e.file_id = f.file_id;
+                    e.row_id_start = f.row_id_start;
+                    if e.sha256 == f.sha256 && e.record_count == f.record_count {
+                        report.touched.push(f.path.clone());
+                    } else {
+                        report.changed.push(f.path.clone());
+                    }
+                    updates.push((e, false));
+                }
+                Err(crate::io::IoError::NotFound { .. }) => {
+                    report.missing.push(f.path.clone());
+                    updates.push((f.clone(), true));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if updates.is_empty() {
+            return Ok(report);
+        }
+        let t = self.catalog.begin()?;
+        let mut tr = self.catalog.table(&t, table).await?;
+        let version = t.bump_version().await?;
+        for (e, missing) in &updates {
+            if *missing {
+                t.delete(&file_key(tr.table_id, e.file_id))?;
+            } else {
+                t.put(&file_key(tr.table_id, e.file_id), e)?;
+            }
+        }
+        if !report.changed.is_empty() || !report.missing.is_empty() {
+            tr.snapshot = version;
+            // Rows of a changed file get fresh row ids: the old ones named other rows.
+            for (e, missing) in &mut updates {
+                if !*missing && report.changed.contains(&e.path) {
+                    e.row_id_start = Some(tr.next_row_id);
+                    tr.next_row_id += e.record_count;
+                    t.put(&file_key(tr.table_id, e.file_id), e)?;
+                }
+            }
+        }
+        t.put(&table_key(tr.table_id), &tr)?;
+        t.commit().await?;
+        self.dirs.clear();
+        Ok(report)
+    }
+}
+
+fn same_columns(a: &[datafile::FieldInfo], b: &[datafile::FieldInfo]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.field_id == y.field_id && x.name == y.name && x.key_type == y.key_type)
+}

@@ -1,0 +1,100 @@
+//! Deterministic sample data (native): Parquet files for the quickstart, examples and tests,
+//! so a fresh machine needs no Python to try Skerry.
+
+use std::sync::Arc;
+
+use arrow_array::{Date32Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::error::Result;
+
+/// Codec of a sample file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleCodec {
+    Snappy,
+    Lz4,
+    Zstd,
+    None,
+}
+
+impl SampleCodec {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "snappy" => SampleCodec::Snappy,
+            "lz4" => SampleCodec::Lz4,
+            "zstd" => SampleCodec::Zstd,
+            "none" | "uncompressed" => SampleCodec::None,
+            _ => return None,
+        })
+    }
+    fn compression(self) -> Compression {
+        match self {
+            SampleCodec::Snappy => Compression::SNAPPY,
+            SampleCodec::Lz4 => Compression::LZ4_RAW,
+            SampleCodec::Zstd => Compression::ZSTD(ZstdLevel::default()),
+            SampleCodec::None => Compression::UNCOMPRESSED,
+        }
+    }
+}
+
+/// The sample `orders` schema: `order_id` (int64, unique), `customer` (string, repeats,
+/// some NULL), `amount` (float64), `day` (date).
+pub fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("order_id", DataType::Int64, false),
+        Field::new("customer", DataType::Utf8, true),
+        Field::new("amount", DataType::Float64, false),
+        Field::new("day", DataType::Date32, false),
+    ]))
+}
+
+/// The customer of order `id` (deterministic; every 97th order has none).
+pub fn customer_of(id: i64) -> Option<String> {
+    if id % 97 == 13 {
+        None
+    } else {
+        Some(format!("customer-{:05}", (id * 7919) % 5000))
+    }
+}
+
+/// One sample Parquet file with orders `first_id .. first_id + rows`, row groups of
+/// `row_group_rows`.
+pub fn orders_parquet(
+    first_id: i64,
+    rows: usize,
+    row_group_rows: usize,
+    codec: SampleCodec,
+) -> Result<Vec<u8>> {
+    let ids: Vec<i64> = (first_id..first_id + rows as i64).collect();
+    let batch = RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(ids.clone())),
+            Arc::new(StringArray::from(
+                ids.iter().map(|i| customer_of(*i)).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                ids.iter()
+                    .map(|i| (*i % 1000) as f64 * 1.25)
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Date32Array::from(
+                ids.iter()
+                    .map(|i| 19_000 + (*i % 365) as i32)
+                    .collect::<Vec<_>>(),
+            )),
+        ],
+    )?;
+    let props = WriterProperties::builder()
+        .set_compression(codec.compression())
+        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
+        .build();
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut out, schema(), Some(props))?;
+    w.write(&batch)?;
+    w.close()?;
+    Ok(out)
+}

@@ -1,0 +1,10 @@
+# Shared environment for setup, tests and the quickstart (sourced).
+# Tools built from crates.io live outside the clone so a machine builds them once.
+export SKERRY_TOOLS="${SKERRY_TOOLS:-$HOME/.cache/skerry-tools}"
+export PATH="$SKERRY_TOOLS/bin:$PATH"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# zstd (C) for wasm32 is compiled with Debian's clang.
+export CC_wasm32_unknown_unknown="${CC_wasm32_unknown_unknown:-clang}"
+# Pinned tool versions (the wasm-bindgen CLI must equal the crate version in Cargo.lock).
+export WASM_BINDGEN_VERSION=0.2.130
+export WASM_PACK_VERSION=0.15.1

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what this repo needs and a fresh machine lacks; skips what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+step() { echo "== setup: $*"; }
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  step "rustup target add wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+
+need_apt=()
+command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  step "apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WASM_BINDGEN_VERSION" ]; then
+  step "cargo install wasm-bindgen-cli $WASM_BINDGEN_VERSION"
+  # Not --locked: its lockfile pins a crate version the registry no longer serves.
+  cargo install --root "$SKERRY_TOOLS" wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+if [ "$(wasm-pack --version 2>/dev/null | awk '{print $2}')" != "$WASM_PACK_VERSION" ]; then
+  step "cargo install wasm-pack $WASM_PACK_VERSION"
+  cargo install --root "$SKERRY_TOOLS" wasm-pack --version "$WASM_PACK_VERSION" --locked
+fi
+
+if [ -f package-lock.json ]; then
+  if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    step "npm ci"
+    npm ci --no-audit --no-fund
+  fi
+fi
+step "done"
