@@ -1,1 +1,419 @@
+//! Skerry's Node.js addon: translates JavaScript values and errors to and from
+//! `skerry-core`; no logic of its own. The TypeScript facade (`lib/index.js`) turns the
+//! `E_CODE: message` prefix of every rejection into `err.code`.
 
+#![deny(clippy::all)]
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use skerry_core::encoding::Value;
+use skerry_core::overlay as ov;
+
+fn to_js(e: skerry_core::Error) -> napi::Error {
+    napi::Error::new(Status::GenericFailure, format!("{}: {e}", e.code()))
+}
+
+fn big(v: u64) -> BigInt {
+    BigInt::from(v)
+}
+
+/// Options of `Overlay.open`.
+#[napi(object)]
+pub struct OpenOptions {
+    /// object_store settings, e.g. `{ aws_endpoint: "http://127.0.0.1:9000", aws_allow_http: "true" }`.
+    pub storage: Option<std::collections::HashMap<String, String>>,
+}
+
+/// Which files `registerParquetTable` records.
+#[napi(object)]
+pub struct RegisterOptions {
+    /// Paths relative to the location. Default: every `*.parquet` below it.
+    pub files: Option<Vec<String>>,
+    /// Only files whose relative path starts with this.
+    pub prefix: Option<String>,
+}
+
+#[napi(object)]
+pub struct Field {
+    pub field_id: i32,
+    pub name: String,
+    pub data_type: String,
+    /// The key type when the column can be indexed.
+    pub key_type: Option<String>,
+    pub nullable: bool,
+}
+
+#[napi(object)]
+pub struct TableInfo {
+    pub name: String,
+    pub table_id: BigInt,
+    pub files: u32,
+    pub rows: BigInt,
+    pub fields: Vec<Field>,
+}
+
+#[napi(object)]
+pub struct CreateIndexOptions {
+    pub unique: Option<bool>,
+}
+
+#[napi(object)]
+pub struct IndexInfo {
+    pub name: String,
+    pub index_id: BigInt,
+    pub fields: Vec<i32>,
+    pub unique: bool,
+    /// `building` | `ready` | `maintaining` | `poisoned`
+    pub state: String,
+}
+
+#[napi(object)]
+pub struct SkippedFile {
+    pub file: String,
+    pub code: String,
+    pub message: String,
+}
+
+#[napi(object)]
+pub struct BuildReport {
+    pub files_indexed: u32,
+    pub entries: BigInt,
+    pub bundles_written: u32,
+    pub bytes_written: BigInt,
+    pub skipped: Vec<SkippedFile>,
+}
+
+#[napi(object)]
+pub struct PublishReport {
+    pub version: BigInt,
+    pub path: String,
+    pub bytes: BigInt,
+}
+
+#[napi(object)]
+pub struct RefreshReport {
+    pub checked: u32,
+    pub changed: Vec<String>,
+    pub touched: Vec<String>,
+    pub missing: Vec<String>,
+}
+
+#[napi(object)]
+pub struct Row {
+    /// Data file path, relative to the table location.
+    pub file: String,
+    pub position: BigInt,
+    pub row_id: Option<BigInt>,
+}
+
+#[napi(object)]
+pub struct Rejection {
+    pub data_file: String,
+    pub index_id: Option<BigInt>,
+    pub bundle_path: Option<String>,
+    /// `checksum` | `record_count` | `future_snapshot` | `blob_checksum` | `missing` | `corrupt` | …
+    pub reason: String,
+    pub message: String,
+}
+
+#[napi(object)]
+pub struct LookupStats {
+    pub files: u32,
+    pub files_by_index: u32,
+    pub files_scanned: u32,
+    pub files_pruned: u32,
+    pub rejections: Vec<Rejection>,
+    pub drifted: Vec<String>,
+    pub index_requests: u32,
+    pub index_bytes: f64,
+    pub data_requests: u32,
+    pub data_bytes: f64,
+}
+
+#[napi(object)]
+pub struct LookupResult {
+    pub rows: Vec<Row>,
+    pub stats: LookupStats,
+}
+
+/// Converts a JavaScript key value: null/undefined, boolean, number, bigint, string, or
+/// Buffer/Uint8Array. The index's column type decides the final type (`coerce`).
+fn js_value(v: Unknown<'_>) -> Result<Value> {
+    Ok(match v.get_type()? {
+        ValueType::Null | ValueType::Undefined => Value::Null,
+        ValueType::Boolean => Value::Bool(v.coerce_to_bool()?),
+        ValueType::Number => Value::Float64(v.coerce_to_number()?.get_double()?),
+        ValueType::String => {
+            Value::String(v.coerce_to_string()?.into_utf8()?.as_str()?.to_string())
+        }
+        ValueType::BigInt => {
+            let b: BigInt = unsafe { BigInt::from_napi_value(v.env(), v.raw())? };
+            let (signed, n, lossless) = b.get_u64();
+            if !lossless {
+                return Err(napi::Error::new(
+                    Status::InvalidArg,
+                    "E_KEY: bigint key out of 64-bit range".to_string(),
+                ));
+            }
+            if signed {
+                Value::Int(
+                    i64::try_from(n)
+                        .map(|x| -x)
+                        .or_else(|_| {
+                            if n == 1u64 << 63 {
+                                Ok(i64::MIN)
+                            } else {
+                                Err(())
+                            }
+                        })
+                        .map_err(|_| {
+                            napi::Error::new(
+                                Status::InvalidArg,
+                                "E_KEY: bigint key out of 64-bit range".to_string(),
+                            )
+                        })?,
+                )
+            } else {
+                Value::UInt(n)
+            }
+        }
+        ValueType::Object if v.is_buffer()? || v.is_typedarray()? => {
+            let a: Uint8Array = unsafe { Uint8Array::from_napi_value(v.env(), v.raw())? };
+            Value::Binary(a.to_vec())
+        }
+        other => {
+            return Err(napi::Error::new(
+                Status::InvalidArg,
+                format!("E_KEY: a key value cannot be a {other:?}"),
+            ));
+        }
+    })
+}
+
+fn stats(s: skerry_core::query::LookupStats) -> LookupStats {
+    LookupStats {
+        files: s.files as u32,
+        files_by_index: s.files_by_index as u32,
+        files_scanned: s.files_scanned as u32,
+        files_pruned: s.files_pruned as u32,
+        rejections: s
+            .rejections
+            .into_iter()
+            .map(|r| Rejection {
+                message: r.to_string(),
+                reason: r.reason.code().to_string(),
+                data_file: r.data_file,
+                index_id: r.index_id.map(big),
+                bundle_path: r.bundle_path,
+            })
+            .collect(),
+        drifted: s.drifted,
+        index_requests: s.index_requests as u32,
+        index_bytes: s.index_bytes as f64,
+        data_requests: s.data_requests as u32,
+        data_bytes: s.data_bytes as f64,
+    }
+}
+
+/// An overlay: catalog, bundles and manifests under one object-store prefix.
+#[napi]
+pub struct Overlay {
+    inner: Arc<ov::Overlay>,
+}
+
+/// Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`.
+#[napi]
+pub async fn open_overlay(url: String, options: Option<OpenOptions>) -> Result<Overlay> {
+    let storage = options
+        .and_then(|o| o.storage)
+        .map(|m| m.into_iter().collect())
+        .unwrap_or_default();
+    let inner = ov::Overlay::open(&url, ov::OpenOptions { storage })
+        .await
+        .map_err(to_js)?;
+    Ok(Overlay {
+        inner: Arc::new(inner),
+    })
+}
+
+/// Writes a deterministic sample `orders` Parquet file (columns `order_id`, `customer`,
+/// `amount`, `day`) with orders `firstId .. firstId + rows`. `codec`: snappy | lz4 | zstd | none.
+#[napi]
+pub fn sample_orders_parquet(
+    first_id: i64,
+    rows: u32,
+    row_group_rows: u32,
+    codec: String,
+) -> Result<Buffer> {
+    let c = skerry_core::sample::SampleCodec::parse(&codec).ok_or_else(|| {
+        napi::Error::new(
+            Status::InvalidArg,
+            format!("E_INVALID: unknown codec {codec:?}"),
+        )
+    })?;
+    let bytes =
+        skerry_core::sample::orders_parquet(first_id, rows as usize, row_group_rows as usize, c)
+            .map_err(to_js)?;
+    Ok(bytes.into())
+}
+
+#[napi]
+impl Overlay {
+    /// Registers a table of plain Parquet files under `location` (a directory URL), recording
+    /// each file's size, ETag, record count and SHA-256, and the schema with field ids.
+    #[napi]
+    pub async fn register_parquet_table(
+        &self,
+        name: String,
+        location: String,
+        options: Option<RegisterOptions>,
+    ) -> Result<TableInfo> {
+        let sel = match options {
+            Some(RegisterOptions { files: Some(f), .. }) => ov::FileSelection::List(f),
+            Some(RegisterOptions {
+                prefix: Some(p), ..
+            }) => ov::FileSelection::Prefix(p),
+            _ => ov::FileSelection::Prefix(String::new()),
+        };
+        let t = self
+            .inner
+            .register_parquet_table(&name, &location, sel)
+            .await
+            .map_err(to_js)?;
+        Ok(TableInfo {
+            name: t.name,
+            table_id: big(t.table_id),
+            files: t.files as u32,
+            rows: big(t.rows),
+            fields: t
+                .fields
+                .into_iter()
+                .map(|f| Field {
+                    field_id: f.field_id,
+                    name: f.name,
+                    data_type: f.data_type,
+                    key_type: f.key_type.map(|k| k.to_string()),
+                    nullable: f.nullable,
+                })
+                .collect(),
+        })
+    }
+
+    /// Defines an ordered index on `columns` (committed at once; `build` makes it ready).
+    #[napi]
+    pub async fn create_index(
+        &self,
+        table: String,
+        name: String,
+        columns: Vec<String>,
+        options: Option<CreateIndexOptions>,
+    ) -> Result<IndexInfo> {
+        let opts = ov::IndexOptions {
+            unique: options.and_then(|o| o.unique).unwrap_or(false),
+        };
+        let i = self
+            .inner
+            .create_index(&table, &name, &columns, opts)
+            .await
+            .map_err(to_js)?;
+        Ok(IndexInfo {
+            name: i.name,
+            index_id: big(i.index_id),
+            fields: i.fields,
+            unique: i.unique,
+            state: i.state.to_string(),
+        })
+    }
+
+    /// Builds every missing or stale index blob of `table` and flips built indexes to ready.
+    #[napi]
+    pub async fn build(&self, table: String) -> Result<BuildReport> {
+        let r = self.inner.build(&table, |_| {}).await.map_err(to_js)?;
+        Ok(BuildReport {
+            files_indexed: r.files_indexed as u32,
+            entries: big(r.entries),
+            bundles_written: r.bundles_written as u32,
+            bytes_written: big(r.bytes_written),
+            skipped: r
+                .skipped
+                .into_iter()
+                .map(|s| SkippedFile {
+                    file: s.file,
+                    code: s.code,
+                    message: s.message,
+                })
+                .collect(),
+        })
+    }
+
+    /// Writes the catalog head as a new immutable manifest version and moves `HEAD` to it.
+    #[napi]
+    pub async fn publish(&self) -> Result<PublishReport> {
+        let p = self.inner.publish().await.map_err(to_js)?;
+        Ok(PublishReport {
+            version: big(p.version),
+            path: p.path,
+            bytes: big(p.bytes),
+        })
+    }
+
+    /// Re-checks every data file of `table` against the store (SHA-256 confirms changes).
+    #[napi]
+    pub async fn refresh(&self, table: String) -> Result<RefreshReport> {
+        let r = self.inner.refresh(&table).await.map_err(to_js)?;
+        Ok(RefreshReport {
+            checked: r.checked as u32,
+            changed: r.changed,
+            touched: r.touched,
+            missing: r.missing,
+        })
+    }
+
+    /// Rows whose indexed columns equal `key` (one value per index column, or a single value
+    /// for a one-column index).
+    #[napi(ts_args_type = "table: string, index: string, key: unknown")]
+    pub fn lookup<'env>(
+        &self,
+        env: &'env Env,
+        table: String,
+        index: String,
+        key: Unknown<'_>,
+    ) -> Result<PromiseRaw<'env, LookupResult>> {
+        let values = if key.is_array()? {
+            let arr: Array = unsafe { Array::from_napi_value(env.raw(), key.raw())? };
+            (0..arr.len())
+                .map(|i| {
+                    arr.get::<Unknown>(i)?
+                        .ok_or_else(|| napi::Error::from_reason("hole"))
+                        .and_then(js_value)
+                })
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            vec![js_value(key)?]
+        };
+        let inner = self.inner.clone();
+        env.spawn_future(async move {
+            let r = inner.lookup(&table, &index, &values).await.map_err(to_js)?;
+            Ok(LookupResult {
+                rows: r
+                    .rows
+                    .into_iter()
+                    .map(|x| Row {
+                        file: x.file,
+                        position: big(x.position),
+                        row_id: x.row_id.map(big),
+                    })
+                    .collect(),
+                stats: stats(r.stats),
+            })
+        })
+    }
+
+    /// Closes the catalog (waits for durability of everything committed).
+    #[napi]
+    pub async fn close(&self) -> Result<()> {
+        self.inner.close().await.map_err(to_js)
+    }
+}

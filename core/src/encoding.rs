@@ -472,6 +472,198 @@ impl KeySchema {
     }
 }
 
+impl KeySchema {
+    /// Converts loosely typed values (as JavaScript hands them over: numbers as
+    /// `Float64`, big integers as `Int`/`UInt`, dates, decimals and UUIDs as strings) to
+    /// each column's type. Values already of the right variant pass through; anything that
+    /// does not convert exactly is a [`KeyError::TypeMismatch`] or [`KeyError::OutOfRange`].
+    pub fn coerce(&self, values: Vec<Value>) -> Result<Vec<Value>, KeyError> {
+        if values.len() > self.columns.len() {
+            return Err(KeyError::Arity {
+                expected: self.columns.len(),
+                found: values.len(),
+            });
+        }
+        values
+            .into_iter()
+            .zip(&self.columns)
+            .enumerate()
+            .map(|(i, (v, c))| coerce(i, c.ty, v))
+            .collect()
+    }
+}
+
+fn coerce(column: usize, ty: KeyType, v: Value) -> Result<Value, KeyError> {
+    let mismatch = |v: &Value| KeyError::TypeMismatch {
+        column,
+        expected: ty,
+        found: v.variant_name(),
+    };
+    let out_of_range = KeyError::OutOfRange { column, ty };
+    let int_of = |f: f64| -> Result<i64, KeyError> {
+        if f.fract() == 0.0 && f >= -(2f64.powi(63)) && f < 2f64.powi(63) {
+            Ok(f as i64)
+        } else {
+            Err(out_of_range.clone())
+        }
+    };
+    Ok(match (ty, v) {
+        (_, Value::Null) => Value::Null,
+        (KeyType::Int8 | KeyType::Int16 | KeyType::Int32 | KeyType::Int64, Value::Float64(f)) => {
+            Value::Int(int_of(f)?)
+        }
+        (
+            KeyType::UInt8 | KeyType::UInt16 | KeyType::UInt32 | KeyType::UInt64,
+            Value::Float64(f),
+        ) => {
+            let n = int_of(f)?;
+            Value::UInt(u64::try_from(n).map_err(|_| out_of_range.clone())?)
+        }
+        (KeyType::Int8 | KeyType::Int16 | KeyType::Int32 | KeyType::Int64, Value::String(s)) => {
+            Value::Int(s.trim().parse().map_err(|_| out_of_range.clone())?)
+        }
+        (
+            KeyType::UInt8 | KeyType::UInt16 | KeyType::UInt32 | KeyType::UInt64,
+            Value::String(s),
+        ) => Value::UInt(s.trim().parse().map_err(|_| out_of_range.clone())?),
+        (KeyType::Float32, Value::Float64(f)) => {
+            let g = f as f32;
+            if !f.is_nan() && g as f64 != f {
+                return Err(out_of_range);
+            }
+            Value::Float32(g)
+        }
+        (KeyType::Float32 | KeyType::Float64, Value::Int(n)) => Value::Float64(n as f64),
+        (KeyType::Decimal { scale, .. }, Value::String(s)) => {
+            Value::Decimal(parse_decimal(&s, scale).ok_or(out_of_range)?)
+        }
+        (KeyType::Decimal { scale, .. }, Value::Int(n)) => Value::Decimal(
+            (n as i128)
+                .checked_mul(10i128.pow(scale as u32))
+                .ok_or(out_of_range)?,
+        ),
+        (KeyType::Decimal { scale, .. }, Value::Float64(f)) => {
+            Value::Decimal(parse_decimal(&format!("{f}"), scale).ok_or(out_of_range)?)
+        }
+        (KeyType::Date, Value::Float64(f)) => {
+            Value::Date(i32::try_from(int_of(f)?).map_err(|_| out_of_range.clone())?)
+        }
+        (KeyType::Date, Value::Int(n)) => {
+            Value::Date(i32::try_from(n).map_err(|_| out_of_range.clone())?)
+        }
+        (KeyType::Date, Value::String(s)) => Value::Date(parse_date(&s).ok_or(out_of_range)?),
+        (KeyType::Time, Value::Float64(f)) => Value::Time(int_of(f)?),
+        (KeyType::Time, Value::Int(n)) => Value::Time(n),
+        (
+            KeyType::Timestamp
+            | KeyType::TimestampTz
+            | KeyType::TimestampNs
+            | KeyType::TimestampTzNs,
+            Value::Float64(f),
+        ) => Value::Timestamp(int_of(f)?),
+        (
+            KeyType::Timestamp
+            | KeyType::TimestampTz
+            | KeyType::TimestampNs
+            | KeyType::TimestampTzNs,
+            Value::Int(n),
+        ) => Value::Timestamp(n),
+        (KeyType::Uuid, Value::String(s)) => {
+            let hex: String = s.chars().filter(|c| *c != '-').collect();
+            let b = (0..hex.len())
+                .step_by(2)
+                .map(|i| {
+                    hex.get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                })
+                .collect::<Option<Vec<u8>>>()
+                .filter(|b| b.len() == 16)
+                .ok_or(out_of_range)?;
+            Value::Binary(b)
+        }
+        (KeyType::Binary | KeyType::Fixed(_), Value::String(s)) => Value::Binary(s.into_bytes()),
+        (_, v) => {
+            // Already the right variant, or a mismatch the encoder reports.
+            let probe = [v];
+            let mut scratch = Vec::new();
+            encode_body(&mut scratch, column, ty, &probe[0]).map_err(|e| match e {
+                KeyError::TypeMismatch { .. } => mismatch(&probe[0]),
+                other => other,
+            })?;
+            let [v] = probe;
+            v
+        }
+    })
+}
+
+/// Parses `-?digits[.digits]` into an unscaled decimal of `scale` (exact: extra non-zero
+/// fraction digits are refused).
+fn parse_decimal(s: &str, scale: u8) -> Option<i128> {
+    let s = s.trim();
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let scale = scale as usize;
+    let (keep, extra) = if frac.len() > scale {
+        frac.split_at(scale)
+    } else {
+        (frac, "")
+    };
+    if extra.chars().any(|c| c != '0') {
+        return None;
+    }
+    let digits = format!("{int}{keep}{}", "0".repeat(scale - keep.len()));
+    let v: i128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().ok()?
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// Parses `YYYY-MM-DD` into days since 1970-01-01 (proleptic Gregorian).
+fn parse_date(s: &str) -> Option<i32> {
+    let mut it = s.trim().splitn(3, '-');
+    let (y, m, d) = (it.next()?, it.next()?, it.next()?);
+    let (y, m, d): (i64, i64, i64) = (y.parse().ok()?, m.parse().ok()?, d.parse().ok()?);
+    if !(1..=12).contains(&m) || d < 1 {
+        return None;
+    }
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let dim = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ][(m - 1) as usize];
+    if d > dim {
+        return None;
+    }
+    // Days from civil (H. Hinnant).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = if y2 >= 0 { y2 } else { y2 - 399 } / 400;
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    i32::try_from(era * 146_097 + doe - 719_468).ok()
+}
+
 /// The smallest byte string greater than every string that starts with `prefix`, or `None`
 /// when no such string exists (empty prefix or all `0xFF`). `[prefix, prefix_end(prefix))`
 /// is the byte range of a prefix scan.
@@ -974,6 +1166,60 @@ mod tests {
         assert!("decimal(39,0)".parse::<KeyType>().is_err());
         assert!("fixed[0]".parse::<KeyType>().is_err());
         assert!(one(KeyType::Int32).encode(&[]).is_err());
+    }
+
+    #[test]
+    fn coercion_from_loose_values() {
+        let s = KeySchema::new(vec![
+            KeyColumn::new(KeyType::Int32),
+            KeyColumn::new(KeyType::Date),
+            KeyColumn::new(KeyType::Decimal {
+                precision: 10,
+                scale: 2,
+            }),
+            KeyColumn::new(KeyType::Uuid),
+            KeyColumn::new(KeyType::String),
+        ])
+        .unwrap();
+        let got = s
+            .coerce(vec![
+                Value::Float64(42.0),
+                Value::String("2024-02-29".into()),
+                Value::String("-12.5".into()),
+                Value::String("00112233-4455-6677-8899-aabbccddeeff".into()),
+                Value::String("x".into()),
+            ])
+            .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                Value::Int(42),
+                Value::Date(19782),
+                Value::Decimal(-1250),
+                Value::Binary((0..16).map(|i| i * 0x11).collect()),
+                Value::String("x".into())
+            ]
+        );
+        assert_eq!(parse_date("1970-01-01"), Some(0));
+        assert_eq!(parse_date("1969-12-31"), Some(-1));
+        assert_eq!(parse_date("2023-02-29"), None);
+        assert!(
+            s.coerce(vec![Value::Float64(1.5)]).is_err(),
+            "a fractional number is not an int"
+        );
+        assert!(s
+            .coerce(vec![Value::Int(1), Value::String("x".into())])
+            .is_err());
+        assert_eq!(parse_decimal("1.234", 2), None, "no silent rounding");
+        assert_eq!(parse_decimal("1.230", 2), Some(123));
+        assert_eq!(
+            s.coerce(vec![Value::Bool(true)]),
+            Err(KeyError::TypeMismatch {
+                column: 0,
+                expected: KeyType::Int32,
+                found: "bool"
+            })
+        );
     }
 
     #[test]

@@ -104,7 +104,8 @@ impl Lookup<'_> {
                 state: ix.state.to_string(),
             });
         }
-        let encoded = ix.key.encode(key)?;
+        let key = ix.key.coerce(key.to_vec())?;
+        let encoded = ix.key.encode(&key)?;
         let (o0, d0) = (self.overlay.stats(), self.data.stats());
         let mut out = LookupResult::default();
         if key.iter().any(Value::is_null) {

@@ -1,0 +1,29 @@
+// Public types of the `skerry` package. The shapes come from the addon's generated
+// `index.d.ts` (napi-rs); this file adds the entry points of the facade.
+import type { Overlay as NativeOverlay, OpenOptions } from '../index';
+
+export type {
+  BuildReport, CreateIndexOptions, Field, IndexInfo, LookupResult, LookupStats, OpenOptions,
+  PublishReport, RefreshReport, RegisterOptions, Rejection, Row, SkippedFile, TableInfo,
+} from '../index';
+
+/** Stable error codes carried on `err.code`. */
+export type SkerryErrorCode =
+  | 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_IO' | 'E_CORRUPT' | 'E_KEY_TOO_LARGE'
+  | 'E_KEY' | 'E_PARQUET' | 'E_EXISTS' | 'E_INVALID' | 'E_UNSUPPORTED' | 'E_CATALOG'
+  | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT';
+
+/** Every rejection from Skerry is an `Error` with a stable `code`. */
+export interface SkerryError extends Error { code: SkerryErrorCode }
+
+export type Overlay = NativeOverlay;
+export declare const Overlay: {
+  /** Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`. */
+  open(url: string, options?: OpenOptions): Promise<NativeOverlay>;
+};
+
+/** A deterministic sample `orders` Parquet file (order_id, customer, amount, day). */
+export declare function sampleOrdersParquet(firstId: number, rows: number, rowGroupRows?: number, codec?: 'snappy' | 'lz4' | 'zstd' | 'none'): Buffer;
+
+/** Moves a leading `E_CODE: ` of an error message onto `err.code`. */
+export declare function withCode<E>(e: E): E;

@@ -1,0 +1,52 @@
+'use strict';
+// The public `skerry` API: the generated addon loader plus error codes.
+//
+// Every failure the addon reports starts with a stable code (`E_NOT_FOUND: ...`); this
+// facade moves it onto `err.code` (async napi functions cannot set it themselves) and
+// strips it from the message.
+const native = require('../index.js');
+
+const CODE = /^(E_[A-Z_]+): /;
+
+function withCode(e) {
+  if (e instanceof Error) {
+    const m = CODE.exec(e.message);
+    if (m) {
+      e.code = m[1];
+      e.message = e.message.slice(m[0].length);
+    }
+  }
+  return e;
+}
+
+function call(fn, self, args) {
+  let r;
+  try {
+    r = fn.apply(self, args);
+  } catch (e) {
+    throw withCode(e);
+  }
+  return r && typeof r.then === 'function' ? r.catch((e) => { throw withCode(e); }) : r;
+}
+
+for (const name of Object.getOwnPropertyNames(native.Overlay.prototype)) {
+  const fn = native.Overlay.prototype[name];
+  if (name === 'constructor' || typeof fn !== 'function') continue;
+  native.Overlay.prototype[name] = function (...args) { return call(fn, this, args); };
+}
+
+class Overlay {
+  /**
+   * Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`,
+   * `s3://bucket/prefix`.
+   */
+  static open(url, options) {
+    return call(native.openOverlay, undefined, [url, options]);
+  }
+}
+
+function sampleOrdersParquet(firstId, rows, rowGroupRows = 1000, codec = 'snappy') {
+  return call(native.sampleOrdersParquet, undefined, [firstId, rows, rowGroupRows, codec]);
+}
+
+module.exports = { Overlay, sampleOrdersParquet, withCode };
