@@ -1,1 +1,251 @@
+//! Skerry's read-only WebAssembly reader (`skerry-wasm`): opens a published overlay over HTTP
+//! range reads or a JavaScript `readRange` callback and answers lookups with the same core
+//! planner the Node addon uses. Translation only: JS values in, JS values out.
 
+#[cfg(target_arch = "wasm32")]
+mod readers;
+
+#[cfg(target_arch = "wasm32")]
+mod api {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::rc::Rc;
+
+    use js_sys::{Array, Function, Object, Reflect, Uint8Array};
+    use serde::Serialize;
+    use skerry_core::encoding::Value;
+    use skerry_core::io::RangeReader;
+    use skerry_core::manifest::{self, Manifest};
+    use skerry_core::query::{DirectoryCache, Lookup};
+    use wasm_bindgen::prelude::*;
+    use wasm_bindgen::JsCast;
+
+    use crate::readers::{CallbackReader, FetchReader};
+
+    fn js_err(e: skerry_core::Error) -> JsValue {
+        let err = js_sys::Error::new(&format!("{}: {e}", e.code()));
+        let _ = Reflect::set(&err, &"code".into(), &e.code().into());
+        err.into()
+    }
+
+    fn key_value(v: &JsValue) -> Result<Value, JsValue> {
+        if v.is_null() || v.is_undefined() {
+            return Ok(Value::Null);
+        }
+        if let Some(b) = v.as_bool() {
+            return Ok(Value::Bool(b));
+        }
+        if let Some(n) = v.as_f64() {
+            return Ok(Value::Float64(n));
+        }
+        if let Some(s) = v.as_string() {
+            return Ok(Value::String(s));
+        }
+        if v.is_bigint() {
+            let s: String = js_sys::BigInt::from(v.clone()).to_string(10).map_err(|e| JsValue::from(e))?.into();
+            return match s.parse::<i64>() {
+                Ok(i) => Ok(Value::Int(i)),
+                Err(_) => s.parse::<u64>().map(Value::UInt).map_err(|_| js_err(skerry_core::Error::Invalid("bigint key out of 64-bit range".into()))),
+            };
+        }
+        if let Some(a) = v.dyn_ref::<Uint8Array>() {
+            return Ok(Value::Binary(a.to_vec()));
+        }
+        Err(js_err(skerry_core::Error::Invalid("a key value must be null, boolean, number, bigint, string or Uint8Array".into())))
+    }
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct JsRow {
+        file: String,
+        position: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        row_id: Option<u64>,
+    }
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct JsRejection {
+        data_file: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        index_id: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        bundle_path: Option<String>,
+        reason: &'static str,
+        message: String,
+    }
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct JsStats {
+        files: f64,
+        files_by_index: f64,
+        files_scanned: f64,
+        files_pruned: f64,
+        rejections: Vec<JsRejection>,
+        drifted: Vec<String>,
+        index_requests: f64,
+        index_bytes: f64,
+        data_requests: f64,
+        data_bytes: f64,
+    }
+
+    #[derive(Serialize)]
+    struct JsResult {
+        rows: Vec<JsRow>,
+        stats: JsStats,
+    }
+
+    struct Inner {
+        overlay: Rc<dyn RangeReader>,
+        data: Rc<dyn RangeReader>,
+        manifest: RefCell<Rc<Manifest>>,
+        dirs: DirectoryCache,
+        /// Table name (lowercase) → data location override.
+        tables: HashMap<String, String>,
+    }
+
+    impl Inner {
+        async fn load(&self) -> Result<(), JsValue> {
+            let mut m = manifest::read_latest(self.overlay.as_ref()).await.map_err(js_err)?;
+            for t in &mut m.tables {
+                if let Some(loc) = self.tables.get(&t.name.to_lowercase()) {
+                    t.location = loc.clone();
+                }
+            }
+            *self.manifest.borrow_mut() = Rc::new(m);
+            self.dirs.clear();
+            Ok(())
+        }
+    }
+
+    /// A read-only view of a published overlay.
+    #[wasm_bindgen]
+    pub struct OverlayReader {
+        inner: Rc<Inner>,
+    }
+
+    fn get(o: &JsValue, k: &str) -> JsValue {
+        Reflect::get(o, &k.into()).unwrap_or(JsValue::UNDEFINED)
+    }
+
+    #[wasm_bindgen]
+    impl OverlayReader {
+        /// Opens the newest published version of an overlay.
+        ///
+        /// `source` is the overlay's base URL (read with `fetch` + `Range`), or an object
+        /// `{ readRange(path, offset, length): Promise<Uint8Array>, size(path): Promise<number> }`
+        /// (an R2 binding, signed URLs, custom auth). `options.tables` maps table names to the
+        /// base URL (or callback path prefix) of their data files when the manifest's location
+        /// is not reachable from here.
+        pub async fn open(source: JsValue, options: JsValue) -> Result<OverlayReader, JsValue> {
+            let overlay: Rc<dyn RangeReader> = if let Some(url) = source.as_string() {
+                Rc::new(FetchReader::new(url))
+            } else if source.is_object() {
+                let read: Function = get(&source, "readRange").dyn_into().map_err(|_| js_err(skerry_core::Error::Invalid("source.readRange must be a function".into())))?;
+                let size: Option<Function> = get(&source, "size").dyn_into().ok();
+                Rc::new(CallbackReader::new(read, size))
+            } else {
+                return Err(js_err(skerry_core::Error::Invalid("source must be a base URL or { readRange, size }".into())));
+            };
+            let data: Rc<dyn RangeReader> = if source.is_object() {
+                let read: Function = get(&source, "readRange").dyn_into()?;
+                let size: Option<Function> = get(&source, "size").dyn_into().ok();
+                Rc::new(CallbackReader::new(read, size))
+            } else {
+                Rc::new(FetchReader::new(String::new()))
+            };
+            let mut tables = HashMap::new();
+            let t = get(&options, "tables");
+            if t.is_object() {
+                for k in Object::keys(t.unchecked_ref::<Object>()).iter() {
+                    if let (Some(name), Some(url)) = (k.as_string(), get(&t, &k.as_string().unwrap_or_default()).as_string()) {
+                        tables.insert(name.to_lowercase(), url);
+                    }
+                }
+            }
+            let inner = Rc::new(Inner {
+                overlay,
+                data,
+                manifest: RefCell::new(Rc::new(Manifest { format_version: 1, version: 0, catalog_version: 0, tables: vec![] })),
+                dirs: DirectoryCache::default(),
+                tables,
+            });
+            inner.load().await?;
+            Ok(OverlayReader { inner })
+        }
+
+        /// The pinned manifest version.
+        #[wasm_bindgen(getter)]
+        pub fn version(&self) -> f64 {
+            self.inner.manifest.borrow().version as f64
+        }
+
+        /// Re-reads `HEAD` and pins the newest published version.
+        pub fn refresh(&self) -> js_sys::Promise {
+            let inner = self.inner.clone();
+            wasm_bindgen_futures::future_to_promise(async move {
+                inner.load().await?;
+                Ok(JsValue::from_f64(inner.manifest.borrow().version as f64))
+            })
+        }
+
+        /// Rows whose indexed columns equal `key` (a value, or an array for composite keys):
+        /// `{ rows: [{ file, position: bigint, rowId?: bigint }], stats }`.
+        pub fn lookup(&self, table: String, index: String, key: JsValue) -> js_sys::Promise {
+            let inner = self.inner.clone();
+            wasm_bindgen_futures::future_to_promise(async move {
+                let values = if Array::is_array(&key) {
+                    Array::from(&key).iter().map(|v| key_value(&v)).collect::<Result<Vec<_>, _>>()?
+                } else {
+                    vec![key_value(&key)?]
+                };
+                let m = inner.manifest.borrow().clone();
+                let l = Lookup { overlay: inner.overlay.as_ref(), data: inner.data.as_ref(), manifest: &m, dirs: &inner.dirs };
+                let r = l.lookup(&table, &index, &values).await.map_err(js_err)?;
+                let s = r.stats;
+                let out = JsResult {
+                    rows: r.rows.into_iter().map(|x| JsRow { file: x.file, position: x.position, row_id: x.row_id }).collect(),
+                    stats: JsStats {
+                        files: s.files as f64,
+                        files_by_index: s.files_by_index as f64,
+                        files_scanned: s.files_scanned as f64,
+                        files_pruned: s.files_pruned as f64,
+                        rejections: s
+                            .rejections
+                            .into_iter()
+                            .map(|r| JsRejection {
+                                message: r.to_string(),
+                                reason: r.reason.code(),
+                                data_file: r.data_file,
+                                index_id: r.index_id,
+                                bundle_path: r.bundle_path,
+                            })
+                            .collect(),
+                        drifted: s.drifted,
+                        index_requests: s.index_requests as f64,
+                        index_bytes: s.index_bytes as f64,
+                        data_requests: s.data_requests as f64,
+                        data_bytes: s.data_bytes as f64,
+                    },
+                };
+                let ser = serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true);
+                // Counters are f64 (numbers); positions and row ids are u64 (bigints).
+                out.serialize(&ser).map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))
+            })
+        }
+
+        /// Requests and bytes this reader has made: `{ overlay: {requests, bytes}, data: {…} }`.
+        pub fn io(&self) -> JsValue {
+            let (o, d) = (self.inner.overlay.stats(), self.inner.data.stats());
+            let out = Object::new();
+            for (name, s) in [("overlay", o), ("data", d)] {
+                let x = Object::new();
+                let _ = Reflect::set(&x, &"requests".into(), &(s.requests as f64).into());
+                let _ = Reflect::set(&x, &"bytes".into(), &(s.bytes as f64).into());
+                let _ = Reflect::set(&out, &name.into(), &x);
+            }
+            out.into()
+        }
+    }
+}

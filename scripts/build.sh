@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the Node addon and the wasm reader (debug profile; `--release` for packaging).
+#   scripts/build.sh [node|wasm|all] [--release]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+what="${1:-all}"
+release=""; [ "${2:-}" = "--release" ] && release=1
+
+if [ "$what" = all ] || [ "$what" = node ]; then
+  echo "== build: Node addon (napi-rs)"
+  (cd bindings-node && npx napi build --platform ${release:+--release --strip} --dts index.d.ts --js index.js)
+fi
+if [ "$what" = all ] || [ "$what" = wasm ]; then
+  echo "== build: wasm reader (wasm-pack)"
+  for t in nodejs web; do
+    out=node; [ "$t" = web ] && out=web
+    (cd bindings-wasm && wasm-pack --quiet build ${release:+--release} ${release:---dev} --target "$t" --out-dir "pkg/$out" --no-pack)
+  done
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust (core, interop) natively, core for wasm32, then the Node addon
+# and the wasm reader end to end in Node.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+echo "== test: cargo test (native, ${CARGO_BUILD_TARGET})"
+cargo test --workspace --exclude skerry-wasm --features skerry-core/s3
+
+echo "== test: skerry-core builds for wasm32-unknown-unknown (default features off)"
+cargo build -p skerry-core --target wasm32-unknown-unknown --no-default-features
+
+bash scripts/build.sh all
+
+echo "== test: node --test (addon + wasm)"
+node --test --test-concurrency=1 tests/

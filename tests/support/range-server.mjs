@@ -1,0 +1,57 @@
+// A static file server on 127.0.0.1 that honours `Range` (bytes=a-b, a-, -n), sends ETags,
+// CORS headers and application/wasm, and counts every request and byte it serves, so tests
+// can assert how many round trips a reader made.
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': 'text/javascript', '.html': 'text/html', '.json': 'application/json' };
+
+export async function startRangeServer(root) {
+  const stats = { requests: 0, bytes: 0, log: [] };
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url, 'http://x');
+    const file = path.join(root, decodeURIComponent(url.pathname));
+    const cors = {
+      'Access-Control-Allow-Origin': '*',
+      'Access-Control-Allow-Headers': 'Range, If-Match',
+      'Access-Control-Expose-Headers': 'Content-Range, Content-Length, Accept-Ranges, ETag',
+    };
+    if (req.method === 'OPTIONS') { res.writeHead(204, cors); res.end(); return; }
+    if (!file.startsWith(root) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
+      stats.requests++; stats.log.push({ method: req.method, path: url.pathname, status: 404 });
+      res.writeHead(404, cors); res.end(); return;
+    }
+    const st = fs.statSync(file);
+    const size = st.size;
+    const etag = `"${st.ino.toString(16)}-${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
+    const headers = { ...cors, 'Accept-Ranges': 'bytes', ETag: etag, 'Content-Type': TYPES[path.extname(file)] || 'application/octet-stream' };
+    let start = 0, end = size - 1, status = 200;
+    const range = req.headers.range;
+    if (range) {
+      const m = /^bytes=(\d*)-(\d*)$/.exec(range);
+      if (!m || (m[1] === '' && m[2] === '')) { res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}` }); res.end(); return; }
+      if (m[1] === '') { start = Math.max(0, size - Number(m[2])); }
+      else { start = Number(m[1]); end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1); }
+      if (start >= size || start > end) { res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}` }); res.end(); return; }
+      status = 206;
+      headers['Content-Range'] = `bytes ${start}-${end}/${size}`;
+    }
+    const len = end - start + 1;
+    headers['Content-Length'] = String(req.method === 'HEAD' ? size : len);
+    stats.requests++;
+    stats.log.push({ method: req.method, path: url.pathname, range: range || null, status });
+    res.writeHead(status, headers);
+    if (req.method === 'HEAD') { res.end(); return; }
+    stats.bytes += len;
+    fs.createReadStream(file, { start, end }).pipe(res);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stats,
+    reset() { stats.requests = 0; stats.bytes = 0; stats.log.length = 0; },
+    close: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(resolve); }),
+  };
+}
