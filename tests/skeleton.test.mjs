@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { startRangeServer } from './support/range-server.mjs';
+import { startRangeServer } from '../scripts/range-server.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay, sampleOrdersParquet } = require('skerry');
@@ -151,15 +151,22 @@ test('flipped blob bytes are rejected by their checksum and the file is scanned'
   const before = await overlay.lookup('orders', 'by_customer', key);
   const manifest = JSON.parse(fs.readFileSync(path.join(root, 'overlay/manifests/00000000000000000002.json')));
   const ix = manifest.tables[0].indexes.find((i) => i.name === 'by_customer');
-  const entry = ix.files.find((f) => f.lineage.source_path === 'part-0.parquet');
-  const bundle = path.join(root, 'overlay', entry.lineage.bundle_path);
-  const bytes = fs.readFileSync(bundle);
-  for (let off = entry.lineage.blob_offset; off < entry.lineage.blob_offset + entry.ordered.directory_offset; off += 61) bytes[off] ^= 0x5a;
-  fs.writeFileSync(bundle, bytes);
+  // Corrupt the snappy and the lz4 file's blobs (part-1, zstd, is already rejected).
+  for (const file of ['part-0.parquet', 'part-2.parquet']) {
+    const entry = ix.files.find((f) => f.lineage.source_path === file);
+    const bundle = path.join(root, 'overlay', entry.lineage.bundle_path);
+    const bytes = fs.readFileSync(bundle);
+    for (let off = entry.lineage.blob_offset; off < entry.lineage.blob_offset + entry.ordered.directory_offset; off += 61) bytes[off] ^= 0x5a;
+    fs.writeFileSync(bundle, bytes);
+  }
   const fresh = await OverlayReader.open(`${server.url}/overlay`, { tables: { orders: `${server.url}/data/orders` } });
   const w = await fresh.lookup('orders', 'by_customer', key);
   assert.deepEqual(w.rows, before.rows);
   // part-1 is still rejected from the previous test (rewritten, not rebuilt).
-  assert.deepEqual(w.stats.rejections.map((r) => [r.dataFile, r.reason]), [['part-0.parquet', 'blob_checksum'], ['part-1.parquet', 'checksum']]);
-  assert.equal(w.stats.filesScanned, 2);
+  assert.deepEqual(w.stats.rejections.map((r) => [r.dataFile, r.reason]), [
+    ['part-0.parquet', 'blob_checksum'], ['part-1.parquet', 'checksum'], ['part-2.parquet', 'blob_checksum'],
+  ]);
+  // So wasm scanned snappy, zstd and lz4 Parquet.
+  assert.equal(w.stats.filesScanned, 3);
+  assert.ok(w.stats.dataRequests > 0);
 });

@@ -42,16 +42,25 @@ mod api {
             return Ok(Value::String(s));
         }
         if v.is_bigint() {
-            let s: String = js_sys::BigInt::from(v.clone()).to_string(10).map_err(|e| JsValue::from(e))?.into();
+            let s: String = js_sys::BigInt::from(v.clone())
+                .to_string(10)
+                .map_err(|e| JsValue::from(e))?
+                .into();
             return match s.parse::<i64>() {
                 Ok(i) => Ok(Value::Int(i)),
-                Err(_) => s.parse::<u64>().map(Value::UInt).map_err(|_| js_err(skerry_core::Error::Invalid("bigint key out of 64-bit range".into()))),
+                Err(_) => s.parse::<u64>().map(Value::UInt).map_err(|_| {
+                    js_err(skerry_core::Error::Invalid(
+                        "bigint key out of 64-bit range".into(),
+                    ))
+                }),
             };
         }
         if let Some(a) = v.dyn_ref::<Uint8Array>() {
             return Ok(Value::Binary(a.to_vec()));
         }
-        Err(js_err(skerry_core::Error::Invalid("a key value must be null, boolean, number, bigint, string or Uint8Array".into())))
+        Err(js_err(skerry_core::Error::Invalid(
+            "a key value must be null, boolean, number, bigint, string or Uint8Array".into(),
+        )))
     }
 
     #[derive(Serialize)]
@@ -107,7 +116,9 @@ mod api {
 
     impl Inner {
         async fn load(&self) -> Result<(), JsValue> {
-            let mut m = manifest::read_latest(self.overlay.as_ref()).await.map_err(js_err)?;
+            let mut m = manifest::read_latest(self.overlay.as_ref())
+                .await
+                .map_err(js_err)?;
             for t in &mut m.tables {
                 if let Some(loc) = self.tables.get(&t.name.to_lowercase()) {
                     t.location = loc.clone();
@@ -142,11 +153,17 @@ mod api {
             let overlay: Rc<dyn RangeReader> = if let Some(url) = source.as_string() {
                 Rc::new(FetchReader::new(url))
             } else if source.is_object() {
-                let read: Function = get(&source, "readRange").dyn_into().map_err(|_| js_err(skerry_core::Error::Invalid("source.readRange must be a function".into())))?;
+                let read: Function = get(&source, "readRange").dyn_into().map_err(|_| {
+                    js_err(skerry_core::Error::Invalid(
+                        "source.readRange must be a function".into(),
+                    ))
+                })?;
                 let size: Option<Function> = get(&source, "size").dyn_into().ok();
                 Rc::new(CallbackReader::new(read, size))
             } else {
-                return Err(js_err(skerry_core::Error::Invalid("source must be a base URL or { readRange, size }".into())));
+                return Err(js_err(skerry_core::Error::Invalid(
+                    "source must be a base URL or { readRange, size }".into(),
+                )));
             };
             let data: Rc<dyn RangeReader> = if source.is_object() {
                 let read: Function = get(&source, "readRange").dyn_into()?;
@@ -159,7 +176,10 @@ mod api {
             let t = get(&options, "tables");
             if t.is_object() {
                 for k in Object::keys(t.unchecked_ref::<Object>()).iter() {
-                    if let (Some(name), Some(url)) = (k.as_string(), get(&t, &k.as_string().unwrap_or_default()).as_string()) {
+                    if let (Some(name), Some(url)) = (
+                        k.as_string(),
+                        get(&t, &k.as_string().unwrap_or_default()).as_string(),
+                    ) {
                         tables.insert(name.to_lowercase(), url);
                     }
                 }
@@ -167,7 +187,12 @@ mod api {
             let inner = Rc::new(Inner {
                 overlay,
                 data,
-                manifest: RefCell::new(Rc::new(Manifest { format_version: 1, version: 0, catalog_version: 0, tables: vec![] })),
+                manifest: RefCell::new(Rc::new(Manifest {
+                    format_version: 1,
+                    version: 0,
+                    catalog_version: 0,
+                    tables: vec![],
+                })),
                 dirs: DirectoryCache::default(),
                 tables,
             });
@@ -196,16 +221,32 @@ mod api {
             let inner = self.inner.clone();
             wasm_bindgen_futures::future_to_promise(async move {
                 let values = if Array::is_array(&key) {
-                    Array::from(&key).iter().map(|v| key_value(&v)).collect::<Result<Vec<_>, _>>()?
+                    Array::from(&key)
+                        .iter()
+                        .map(|v| key_value(&v))
+                        .collect::<Result<Vec<_>, _>>()?
                 } else {
                     vec![key_value(&key)?]
                 };
                 let m = inner.manifest.borrow().clone();
-                let l = Lookup { overlay: inner.overlay.as_ref(), data: inner.data.as_ref(), manifest: &m, dirs: &inner.dirs };
+                let l = Lookup {
+                    overlay: inner.overlay.as_ref(),
+                    data: inner.data.as_ref(),
+                    manifest: &m,
+                    dirs: &inner.dirs,
+                };
                 let r = l.lookup(&table, &index, &values).await.map_err(js_err)?;
                 let s = r.stats;
                 let out = JsResult {
-                    rows: r.rows.into_iter().map(|x| JsRow { file: x.file, position: x.position, row_id: x.row_id }).collect(),
+                    rows: r
+                        .rows
+                        .into_iter()
+                        .map(|x| JsRow {
+                            file: x.file,
+                            position: x.position,
+                            row_id: x.row_id,
+                        })
+                        .collect(),
                     stats: JsStats {
                         files: s.files as f64,
                         files_by_index: s.files_by_index as f64,
@@ -229,9 +270,11 @@ mod api {
                         data_bytes: s.data_bytes as f64,
                     },
                 };
-                let ser = serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true);
+                let ser = serde_wasm_bindgen::Serializer::new()
+                    .serialize_large_number_types_as_bigints(true);
                 // Counters are f64 (numbers); positions and row ids are u64 (bigints).
-                out.serialize(&ser).map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))
+                out.serialize(&ser)
+                    .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))
             })
         }
 

@@ -1,0 +1,21 @@
+// The examples run in CI: each must exit 0 and say what it promises.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+test('examples/quickstart.mjs indexes, publishes, and the addon and wasm agree', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-qs-'));
+  try {
+    const out = execFileSync(process.execPath, [new URL('../examples/quickstart.mjs', import.meta.url).pathname, dir], { encoding: 'utf8' });
+    assert.match(out, /150000 rows/);
+    assert.match(out, /published\s+manifest v1/);
+    assert.equal((out.match(/\[same;/g) || []).length, 3, out);
+    assert.match(out, /The addon and wasm agree/);
+    assert.ok(fs.existsSync(path.join(dir, 'overlay/manifests/HEAD')));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
