@@ -19,3 +19,15 @@ test('examples/quickstart.mjs indexes, publishes, and the addon and wasm agree',
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('examples/admin.ts type-checks against the published declarations and runs', () => {
+  const root = new URL('..', import.meta.url).pathname;
+  const tsc = path.join(root, 'node_modules/.bin/tsc');
+  // Type errors fail here (noEmitOnError).
+  execFileSync(tsc, ['-p', path.join(root, 'examples/tsconfig.json')], { encoding: 'utf8' });
+  const out = execFileSync(process.execPath, [path.join(root, 'examples/dist/admin.mjs')], { encoding: 'utf8' });
+  assert.match(out, /registered orders with 10000 rows/);
+  assert.match(out, /index by_id is building/);
+  assert.match(out, /published v1/);
+  assert.match(out, /p0\.parquet@4242/);
+});

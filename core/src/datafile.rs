@@ -263,3 +263,77 @@ pub fn root_of(fields: &[FieldInfo], field_id: i32) -> Result<usize> {
             name: field_id.to_string(),
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn with_id(name: &str, dt: DataType, id: Option<i32>) -> Field {
+        let f = Field::new(name, dt, true);
+        match id {
+            Some(id) => f.with_metadata(HashMap::from([(
+                PARQUET_FIELD_ID_META_KEY.to_string(),
+                id.to_string(),
+            )])),
+            None => f,
+        }
+    }
+
+    #[test]
+    fn field_ids_come_from_parquet_when_every_column_has_one() {
+        let s = Schema::new(vec![
+            with_id("a", DataType::Int64, Some(7)),
+            with_id("b", DataType::Utf8, Some(3)),
+        ]);
+        let f = fields(&s);
+        assert_eq!(
+            f.iter()
+                .map(|f| (f.field_id, f.key_type))
+                .collect::<Vec<_>>(),
+            vec![(7, Some(KeyType::Int64)), (3, Some(KeyType::String))]
+        );
+        // Missing on any column: assigned in column order.
+        let s = Schema::new(vec![
+            with_id("a", DataType::Int64, Some(7)),
+            with_id("b", DataType::Utf8, None),
+        ]);
+        assert_eq!(
+            fields(&s).iter().map(|f| f.field_id).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        // Unindexable types have no key type.
+        let s = Schema::new(vec![with_id(
+            "l",
+            DataType::List(Arc::new(Field::new("x", DataType::Int32, true))),
+            None,
+        )]);
+        assert_eq!(fields(&s)[0].key_type, None);
+    }
+
+    #[test]
+    fn parquet_field_ids_survive_a_round_trip() {
+        use arrow_array::{Int64Array, RecordBatch};
+        let schema = Arc::new(Schema::new(vec![with_id("id", DataType::Int64, Some(42))]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let m = crate::io::MemoryReader::new();
+        m.put("f.parquet", buf.clone());
+        let md = crate::io::block_on(read_metadata(
+            &m,
+            &Location::new("f.parquet"),
+            buf.len() as u64,
+        ))
+        .unwrap();
+        assert_eq!(fields(&arrow_schema(&md).unwrap())[0].field_id, 42);
+        assert_eq!(md.file_metadata().num_rows(), 3);
+    }
+}

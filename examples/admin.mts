@@ -1,0 +1,42 @@
+// Index administration scripted in TypeScript (ESM): register a table, define indexes, build,
+// publish, and check answers — type-checked against the `skerry` package's declarations
+// by the test suite (`tsc --noEmit`), and runnable after compiling with `tsc`.
+import { Overlay, type LookupResult, type SkerryError, sampleOrdersParquet } from 'skerry';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+export async function administer(dir: string): Promise<LookupResult> {
+  const data = path.join(dir, 'data');
+  fs.mkdirSync(data, { recursive: true });
+  fs.writeFileSync(path.join(data, 'p0.parquet'), sampleOrdersParquet(0, 10_000, 2_000, 'zstd'));
+
+  const overlay = await Overlay.open(`file://${path.join(dir, 'overlay')}`);
+  try {
+    const table = await overlay.registerParquetTable('orders', `file://${data}`, { prefix: 'p' });
+    const rows: bigint = table.rows;
+    console.log(`registered ${table.name} with ${rows} rows`);
+    const index = await overlay.createIndex('orders', 'by_id', ['order_id'], { unique: true });
+    console.log(`index ${index.name} is ${index.state}`);
+    const report = await overlay.build('orders');
+    if (report.skipped.length > 0) throw new Error(`not indexed: ${report.skipped.map((s) => s.file).join(', ')}`);
+    const { version } = await overlay.publish();
+    console.log(`published v${version}`);
+    try {
+      await overlay.lookup('orders', 'missing_index', 1);
+    } catch (e) {
+      const err = e as SkerryError;
+      if (err.code !== 'E_NOT_FOUND') throw err;
+    }
+    return await overlay.lookup('orders', 'by_id', 4_242n);
+  } finally {
+    await overlay.close();
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  administer(fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-admin-'))).then((r) => {
+    console.log(r.rows.map((x) => `${x.file}@${x.position}`).join(', '));
+  });
+}
