@@ -253,6 +253,41 @@ pub async fn scan_columns<R: RangeReader + ?Sized>(
     }
 }
 
+/// Calls `f(values, position)` for every row of the file, with `values` the columns
+/// `field_ids` (in that order) — the one place that maps field ids to a projection.
+pub async fn scan_values<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    md: &Arc<ParquetMetaData>,
+    field_ids: &[i32],
+    mut f: impl FnMut(&[Value], u64) -> Result<()>,
+) -> Result<()> {
+    let file_fields = fields(&arrow_schema(md)?);
+    let roots = field_ids
+        .iter()
+        .map(|id| root_of(&file_fields, *id))
+        .collect::<Result<Vec<_>>>()?;
+    // Batch columns come in projection order (ascending root index); map key columns to them.
+    let mut sorted = roots.clone();
+    sorted.sort_unstable();
+    let cols: Vec<usize> = roots
+        .iter()
+        .map(|r| sorted.binary_search(r).expect("present"))
+        .collect();
+    let mut vals = Vec::with_capacity(cols.len());
+    scan_columns(r, loc, md, &roots, |batch, first| {
+        for row in 0..batch.num_rows() {
+            vals.clear();
+            for &c in &cols {
+                vals.push(value_at(batch.column(c).as_ref(), row)?);
+            }
+            f(&vals, first + row as u64)?;
+        }
+        Ok(())
+    })
+    .await
+}
+
 /// Index of the top-level column with `field_id` in `fields`.
 pub fn root_of(fields: &[FieldInfo], field_id: i32) -> Result<usize> {
     fields

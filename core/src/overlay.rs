@@ -535,7 +535,6 @@ impl Overlay {
                 detail: "record count changed".into(),
             });
         }
-        let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
         let mut w = PuffinWriter::new();
         w.set_property("skerry.table", tr.name.clone());
         w.set_property("skerry.data-file", f.path.clone());
@@ -556,29 +555,17 @@ impl Overlay {
                 }
                 continue;
             }
-            let roots = ix
-                .fields
-                .iter()
-                .map(|id| datafile::root_of(&file_fields, *id))
-                .collect::<Result<Vec<_>>>()?;
-            let mut sorted = roots.clone();
-            sorted.sort_unstable();
-            let cols: Vec<usize> = roots
-                .iter()
-                .map(|r| sorted.binary_search(r).expect("present"))
-                .collect();
             let mut keys: Vec<(Vec<u8>, u64)> = Vec::with_capacity(f.record_count as usize);
-            let mut vals = Vec::with_capacity(cols.len());
-            datafile::scan_columns(self.data.as_ref(), &loc, &md, &roots, |batch, first| {
-                for row in 0..batch.num_rows() {
-                    vals.clear();
-                    for &c in &cols {
-                        vals.push(datafile::value_at(batch.column(c).as_ref(), row)?);
-                    }
-                    keys.push((ix.key.encode(&vals)?, first + row as u64));
-                }
-                Ok(())
-            })
+            datafile::scan_values(
+                self.data.as_ref(),
+                &loc,
+                &md,
+                &ix.fields,
+                |vals, position| {
+                    keys.push((ix.key.encode(vals)?, position));
+                    Ok(())
+                },
+            )
             .await
             .map_err(changed)?;
             keys.sort_unstable();

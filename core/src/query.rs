@@ -305,32 +305,10 @@ pub async fn scan_file(
     {
         stats.drifted.push(f.path.clone());
     }
-    let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
-    let roots = fields
-        .iter()
-        .map(|id| datafile::root_of(&file_fields, *id))
-        .collect::<Result<Vec<_>>>()?;
-    // Batch columns come in projection order (ascending root index); map key columns to them.
-    let mut sorted = roots.clone();
-    sorted.sort_unstable();
-    let cols: Vec<usize> = roots
-        .iter()
-        .map(|r| sorted.binary_search(r).expect("present"))
-        .collect();
     let mut out = Vec::new();
-    let mut vals = Vec::with_capacity(cols.len());
-    datafile::scan_columns(data, loc, &md, &roots, |batch, first| {
-        for row in 0..batch.num_rows() {
-            vals.clear();
-            for &c in &cols {
-                vals.push(datafile::value_at(batch.column(c).as_ref(), row)?);
-            }
-            if vals.iter().any(Value::is_null) {
-                continue;
-            }
-            if schema.encode(&vals)? == key {
-                out.push(first + row as u64);
-            }
+    datafile::scan_values(data, loc, &md, fields, |vals, position| {
+        if !vals.iter().any(Value::is_null) && schema.encode(vals)? == key {
+            out.push(position);
         }
         Ok(())
     })
