@@ -721,9 +721,12 @@ impl Overlay {
 
     /// Writes the catalog head as a new immutable manifest version and moves `HEAD` to it.
     pub async fn publish(&self) -> Result<PublishReport> {
+        // Reserve the version in the catalog first: a fenced (stale) writer fails here,
+        // before it can write a manifest or move HEAD.
         let t = self.catalog.begin()?;
         let version = t.get::<u64>("m/published").await?.unwrap_or(0) + 1;
-        drop(t);
+        t.put("m/published", &version)?;
+        t.commit().await?;
         let m = self.snapshot_manifest(version).await?;
         let path = manifest_path(version);
         let body = m.to_json();
@@ -746,9 +749,6 @@ impl Overlay {
             path: path.clone(),
         })
         .await?;
-        let t = self.catalog.begin()?;
-        t.put("m/published", &version)?;
-        t.commit().await?;
         Ok(PublishReport {
             version,
             path,

@@ -336,14 +336,23 @@ async fn flipped_blob_bytes_are_rejected_by_checksum() {
 #[tokio::test]
 async fn catalog_survives_reopen_and_memory_overlays_work() {
     let fx = fixture();
-    {
-        let o = indexed(&fx).await;
-        o.build("orders", |_| {}).await.unwrap();
-        o.close().await.unwrap();
-    }
+    // No close(): every verb's commit must already be durable in the object store, which
+    // is all a second handle (it fences the first) can see.
+    let first = indexed(&fx).await;
+    first.build("orders", |_| {}).await.unwrap();
     let o = Overlay::open(&fx.overlay_url, OpenOptions::default())
         .await
         .unwrap();
+    assert_eq!(
+        first.publish().await.unwrap_err().code(),
+        "E_CATALOG",
+        "a fenced writer cannot commit"
+    );
+    let head = ObjectStoreReader::from_url(&fx.overlay_url, &[]).unwrap();
+    assert!(
+        manifest::read_head(&head).await.is_err(),
+        "nor write a manifest or move HEAD"
+    );
     let want = "customer-00042";
     assert_eq!(
         o.lookup("orders", "by_customer", &s(want))
