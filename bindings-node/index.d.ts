@@ -16,8 +16,11 @@ export declare class Overlay {
    * each file's size, ETag, record count and SHA-256, and the schema with field ids.
    */
   registerParquetTable(name: string, location: string, options?: RegisterOptions | undefined | null): Promise<TableInfo>
-  /** Defines an ordered index on `columns` (committed at once; `build` makes it ready). */
-  createIndex(table: string, name: string, columns: Array<string>, options?: CreateIndexOptions | undefined | null): Promise<IndexInfo>
+  /**
+   * Defines an ordered index on `columns` (committed at once; `build` makes it ready).
+   * A column is a name (ascending, NULLS LAST) or `{ name, direction, nulls }`.
+   */
+  createIndex(table: string, name: string, columns: Array<string | IndexColumn>, options?: CreateIndexOptions | undefined | null): Promise<IndexInfo>
   /** Builds every missing or stale index blob of `table` and flips built indexes to ready. */
   build(table: string): Promise<BuildReport>
   /** Writes the catalog head as a new immutable manifest version and moves `HEAD` to it. */
@@ -52,6 +55,15 @@ export interface Field {
   /** The key type when the column can be indexed. */
   keyType?: string
   nullable: boolean
+}
+
+/** One index column with its order. */
+export interface IndexColumn {
+  name: string
+  /** `asc` (default) | `desc` */
+  direction?: string
+  /** `last` (default) | `first` */
+  nulls?: string
 }
 
 export interface IndexInfo {

@@ -38,9 +38,10 @@ before(async () => {
   assert.equal(t.rows, 12000n);
   await overlay.createIndex('orders', 'by_customer', ['customer']);
   await overlay.createIndex('orders', 'by_id', ['order_id'], { unique: true });
+  await overlay.createIndex('orders', 'by_customer_day', [{ name: 'customer', direction: 'desc', nulls: 'first' }, 'day']);
   const b = await overlay.build('orders');
   assert.equal(b.filesIndexed, 3);
-  assert.equal(b.entries, 24000n);
+  assert.equal(b.entries, 36000n);
   const p = await overlay.publish();
   assert.equal(p.version, 1n);
   server = await startRangeServer(root);
@@ -71,6 +72,25 @@ test('the addon and the wasm reader give the same answers', async () => {
   const expected = [];
   for (let id = 0; id < 12000; id++) if (customerOf(id) === 'customer-00042') expected.push(id);
   assert.deepEqual(r.rows.map((x) => Number(x.rowId)), expected);
+});
+
+test('composite keys with per-column direction and NULL placement', async () => {
+  const id = 5555;
+  const key = [customerOf(id), 19000 + (id % 365)];
+  const a = await overlay.lookup('orders', 'by_customer_day', key);
+  const w = await reader.lookup('orders', 'by_customer_day', key);
+  assert.deepEqual(w.rows, a.rows);
+  const expected = [];
+  for (let i = 0; i < 12000; i++) if (customerOf(i) === key[0] && 19000 + (i % 365) === key[1]) expected.push(BigInt(i));
+  assert.deepEqual(a.rows.map((r) => r.rowId), expected);
+  assert.ok(expected.length >= 1);
+  // Dates also as ISO strings; a partial key is a typed error.
+  assert.deepEqual((await overlay.lookup('orders', 'by_customer_day', [key[0], '2022-02-08'])).rows, (await overlay.lookup('orders', 'by_customer_day', [key[0], 19031])).rows);
+  await assert.rejects(overlay.lookup('orders', 'by_customer_day', [key[0]]), (e) => e.code === 'E_KEY');
+  await assert.rejects(overlay.createIndex('orders', 'bad', [{ name: 'day', direction: 'sideways' }]), (e) => e.code === 'E_INVALID');
+  await assert.rejects(overlay.createIndex('orders', 'twice', ['day', 'day']), (e) => e.code === 'E_INVALID');
+  const info = await overlay.createIndex('orders', 'by_amount', ['amount']);
+  assert.equal(info.state, 'building');
 });
 
 test('a value no row holds returns nothing, from both', async () => {

@@ -54,6 +54,39 @@ pub struct TableInfo {
     pub fields: Vec<Field>,
 }
 
+/// One index column with its order.
+#[napi(object)]
+pub struct IndexColumn {
+    pub name: String,
+    /// `asc` (default) | `desc`
+    pub direction: Option<String>,
+    /// `last` (default) | `first`
+    pub nulls: Option<String>,
+}
+
+fn index_column(c: Either<String, IndexColumn>) -> Result<ov::IndexColumn> {
+    use skerry_core::encoding::{Direction, NullOrder};
+    let invalid = |what: &str, v: &str| {
+        napi::Error::new(Status::InvalidArg, format!("E_INVALID: {what} must be {v}"))
+    };
+    Ok(match c {
+        Either::A(name) => ov::IndexColumn::from(name),
+        Either::B(c) => ov::IndexColumn {
+            name: c.name,
+            direction: match c.direction.as_deref() {
+                None | Some("asc") => Direction::Asc,
+                Some("desc") => Direction::Desc,
+                Some(_) => return Err(invalid("direction", "'asc' or 'desc'")),
+            },
+            nulls: match c.nulls.as_deref() {
+                None | Some("last") => NullOrder::Last,
+                Some("first") => NullOrder::First,
+                Some(_) => return Err(invalid("nulls", "'first' or 'last'")),
+            },
+        },
+    })
+}
+
 #[napi(object)]
 pub struct CreateIndexOptions {
     pub unique: Option<bool>,
@@ -302,17 +335,22 @@ impl Overlay {
     }
 
     /// Defines an ordered index on `columns` (committed at once; `build` makes it ready).
+    /// A column is a name (ascending, NULLS LAST) or `{ name, direction, nulls }`.
     #[napi]
     pub async fn create_index(
         &self,
         table: String,
         name: String,
-        columns: Vec<String>,
+        columns: Vec<Either<String, IndexColumn>>,
         options: Option<CreateIndexOptions>,
     ) -> Result<IndexInfo> {
         let opts = ov::IndexOptions {
             unique: options.and_then(|o| o.unique).unwrap_or(false),
         };
+        let columns = columns
+            .into_iter()
+            .map(index_column)
+            .collect::<Result<Vec<_>>>()?;
         let i = self
             .inner
             .create_index(&table, &name, &columns, opts)

@@ -13,7 +13,7 @@ use crate::blob::ordered::{self, OrderedBlobWriter};
 use crate::catalog::*;
 use crate::codec::Codec;
 use crate::datafile;
-use crate::encoding::{KeyColumn, KeySchema, Value};
+use crate::encoding::{Direction, KeyColumn, KeySchema, NullOrder, Value};
 use crate::error::{Error, Result};
 use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
 use crate::lineage::{self, ActiveSnapshot, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION};
@@ -36,6 +36,44 @@ pub enum FileSelection {
     List(Vec<String>),
     /// Every `*.parquet` object under the location whose relative path starts with this.
     Prefix(String),
+}
+
+/// One column of an index definition: its name, sort direction and NULL placement
+/// (default ASC, NULLS LAST).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexColumn {
+    pub name: String,
+    #[serde(default)]
+    pub direction: Direction,
+    #[serde(default)]
+    pub nulls: NullOrder,
+}
+
+impl IndexColumn {
+    pub fn desc(mut self) -> Self {
+        self.direction = Direction::Desc;
+        self
+    }
+    pub fn nulls_first(mut self) -> Self {
+        self.nulls = NullOrder::First;
+        self
+    }
+}
+
+impl From<&str> for IndexColumn {
+    fn from(name: &str) -> Self {
+        IndexColumn {
+            name: name.to_string(),
+            direction: Direction::Asc,
+            nulls: NullOrder::Last,
+        }
+    }
+}
+
+impl From<String> for IndexColumn {
+    fn from(name: String) -> Self {
+        IndexColumn::from(name.as_str())
+    }
 }
 
 /// Options of [`Overlay::create_index`].
@@ -343,7 +381,7 @@ impl Overlay {
         &self,
         table: &str,
         name: &str,
-        columns: &[String],
+        columns: &[IndexColumn],
         opts: IndexOptions,
     ) -> Result<IndexInfo> {
         if columns.is_empty() {
@@ -362,7 +400,8 @@ impl Overlay {
         }
         let mut fields = Vec::new();
         let mut key = Vec::new();
-        for c in columns {
+        for col in columns {
+            let c = &col.name;
             let f = tr
                 .fields
                 .iter()
@@ -377,8 +416,17 @@ impl Overlay {
                     f.data_type
                 ))
             })?;
+            if fields.contains(&f.field_id) {
+                return Err(Error::Invalid(format!(
+                    "column {c} appears twice in the index"
+                )));
+            }
             fields.push(f.field_id);
-            key.push(KeyColumn::new(ty));
+            key.push(KeyColumn {
+                ty,
+                direction: col.direction,
+                nulls: col.nulls,
+            });
         }
         let has_rows = !self.catalog.files(&t, tr.table_id).await?.is_empty();
         t.bump_version().await?;
