@@ -15,6 +15,8 @@ if [ "$what" = all ] || [ "$what" = wasm ]; then
   echo "== build: wasm reader (wasm-pack)"
   for t in nodejs web; do
     out=node; [ "$t" = web ] && out=web
-    (cd bindings-wasm && wasm-pack --quiet build ${release:+--release} ${release:---dev} --target "$t" --out-dir "pkg/$out" --no-pack)
+    # CARGO_BUILD_TARGET (the host triple, see env.sh) must not reach wasm-pack: it finds the
+    # .wasm artifact only when cargo reports the wasm32 target it asked for.
+    (cd bindings-wasm && env -u CARGO_BUILD_TARGET wasm-pack --quiet build ${release:+--release} ${release:---dev} --target "$t" --out-dir "pkg/$out" --no-pack)
   done
 fi
