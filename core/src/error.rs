@@ -37,6 +37,8 @@ pub enum Error {
     Manifest(String),
     #[error("index {index} is {state}, not ready")]
     IndexNotReady { index: String, state: String },
+    #[error("refused: {0}")]
+    Refused(String),
     #[error("data file {path} changed since it was registered ({detail}); run refresh()")]
     Drift { path: String, detail: String },
 }
@@ -64,6 +66,7 @@ impl Error {
             Error::Manifest(_) => "E_MANIFEST",
             Error::IndexNotReady { .. } => "E_INDEX_NOT_READY",
             Error::Drift { .. } => "E_DRIFT",
+            Error::Refused(_) => "E_REFUSED",
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::blob::ordered::{self, OrderedBlobWriter};
 use crate::catalog::*;
 use crate::codec::Codec;
 use crate::datafile;
-use crate::encoding::{Direction, KeyColumn, KeySchema, NullOrder, Value};
+use crate::encoding::{Direction, KeyColumn, KeySchema, NullOrder, Value, ValueBound};
 use crate::error::{Error, Result};
 use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
 use crate::lineage::{self, ActiveSnapshot, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION};
@@ -159,6 +159,8 @@ pub struct Overlay {
     data: Arc<UrlReader>,
     catalog: Catalog,
     dirs: DirectoryCache,
+    /// Read model of the catalog head, keyed by catalog version.
+    model: std::sync::Mutex<Option<(u64, Arc<Manifest>)>>,
     block_bytes: usize,
 }
 
@@ -215,6 +217,7 @@ impl Overlay {
             data: Arc::new(UrlReader::new(options.storage)),
             catalog,
             dirs: DirectoryCache::default(),
+            model: std::sync::Mutex::new(None),
             block_bytes: ordered::DEFAULT_BLOCK_BYTES,
         })
     }
@@ -864,14 +867,73 @@ impl Overlay {
     /// Looks `key` up in `index` of `table` against the catalog head (the same planner the
     /// wasm reader runs against a published manifest).
     pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
-        let m = self.snapshot_manifest(0).await?;
-        let l = Lookup {
+        let m = self.head_model().await?;
+        self.reader_over(&m).lookup(table, index, key).await
+    }
+
+    /// `index IN (keys)` (see [`Lookup::lookup_many`]).
+    pub async fn lookup_many(
+        &self,
+        table: &str,
+        index: &str,
+        keys: &[Vec<Value>],
+    ) -> Result<LookupResult> {
+        let m = self.head_model().await?;
+        self.reader_over(&m).lookup_many(table, index, keys).await
+    }
+
+    /// `lower ≤ index ≤ upper` (see [`Lookup::range`]).
+    pub async fn range(
+        &self,
+        table: &str,
+        index: &str,
+        lower: ValueBound,
+        upper: ValueBound,
+        reverse: bool,
+    ) -> Result<LookupResult> {
+        let m = self.head_model().await?;
+        self.reader_over(&m)
+            .range(table, index, lower, upper, reverse)
+            .await
+    }
+
+    /// `IS NULL` over a leading run of columns (see [`Lookup::nulls`]).
+    pub async fn nulls(
+        &self,
+        table: &str,
+        index: &str,
+        prefix: &[Option<Value>],
+        reverse: bool,
+    ) -> Result<LookupResult> {
+        let m = self.head_model().await?;
+        self.reader_over(&m)
+            .nulls(table, index, prefix, reverse)
+            .await
+    }
+
+    fn reader_over<'a>(&'a self, m: &'a Manifest) -> Lookup<'a> {
+        Lookup {
             overlay: self.reader.as_ref(),
             data: self.data.as_ref(),
-            manifest: &m,
+            manifest: m,
             dirs: &self.dirs,
-        };
-        l.lookup(table, index, key).await
+        }
+    }
+
+    /// The catalog head as a read model, rebuilt only when the catalog version moved (one
+    /// point read per call otherwise).
+    async fn head_model(&self) -> Result<Arc<Manifest>> {
+        let t = self.catalog.begin()?;
+        let version: u64 = t.get("m/version").await?.unwrap_or(0);
+        drop(t);
+        if let Some((v, m)) = self.model.lock().expect("model cache").as_ref() {
+            if *v == version {
+                return Ok(m.clone());
+            }
+        }
+        let m = Arc::new(self.snapshot_manifest(0).await?);
+        *self.model.lock().expect("model cache") = Some((m.catalog_version, m.clone()));
+        Ok(m)
     }
 
     /// Re-checks every data file of `table` against the store: a changed size or version is

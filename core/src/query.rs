@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::blob::ordered::{in_bounds, scan_block, BlobError, OrderedDirectory};
+use crate::blob::ordered::{scan_block, BlobError, OrderedDirectory};
 use crate::datafile;
-use crate::encoding::{KeySchema, Value};
+use crate::encoding::{ByteRange, KeyError, KeySchema, RangeError, RangeFilter, Value, ValueBound};
 use crate::error::{Error, Result};
 use crate::io::{IoStats, Location, RangeReader};
 use crate::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
@@ -92,10 +92,29 @@ pub struct Lookup<'a> {
     pub dirs: &'a DirectoryCache,
 }
 
+/// What one accessor asks of every file: byte ranges of the index (sorted, disjoint or not)
+/// and, for ranges, the exact predicate on decoded keys.
+struct Probe {
+    ranges: Vec<ByteRange>,
+    filter: Option<RangeFilter>,
+}
+
+/// How many files an accessor works on at once (each costs at most a directory read and one
+/// coalesced block read).
+pub const FILE_WINDOW: usize = 16;
+
+/// One file's contribution: matching (key, position) pairs and how they were found.
+struct FileAnswer {
+    entries: Vec<(Vec<u8>, u64)>,
+    stats: LookupStats,
+}
+
 impl Lookup<'_> {
-    /// `index = key` over every file of `table`. A key containing NULL matches nothing
-    /// (`= NULL` is unknown). Refuses an index that is not ready.
-    pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
+    fn ready_index<'m>(
+        &'m self,
+        table: &str,
+        index: &str,
+    ) -> Result<(&'m TableManifest, &'m IndexManifest)> {
         let t = self.manifest.table(table)?;
         let ix = t.index(index)?;
         if ix.state != IndexState::Ready {
@@ -104,63 +123,162 @@ impl Lookup<'_> {
                 state: ix.state.to_string(),
             });
         }
-        let key = ix.key.coerce(key.to_vec())?;
-        let encoded = ix.key.encode(&key)?;
+        Ok((t, ix))
+    }
+
+    /// `index = key` (a full key) over every file of `table`. A key containing NULL matches
+    /// nothing (`= NULL` is unknown). Refuses an index that is not ready.
+    pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
+        self.lookup_many(table, index, &[key.to_vec()]).await
+    }
+
+    /// `index IN (keys)`: complete keys, deduplicated, resolved under this one manifest with
+    /// at most [`FILE_WINDOW`] files in flight. Keys containing NULL match nothing; an empty
+    /// list returns nothing (after validating the index). Rows come in key order.
+    pub async fn lookup_many(
+        &self,
+        table: &str,
+        index: &str,
+        keys: &[Vec<Value>],
+    ) -> Result<LookupResult> {
+        let (t, ix) = self.ready_index(table, index)?;
+        let mut encoded = Vec::with_capacity(keys.len());
+        for k in keys {
+            let k = ix.key.coerce(k.clone())?;
+            let e = ix.key.encode(&k)?;
+            if !k.iter().any(Value::is_null) {
+                encoded.push(e);
+            }
+        }
+        encoded.sort_unstable();
+        encoded.dedup();
+        let ranges = encoded.into_iter().map(ByteRange::prefix).collect();
+        self.run(
+            t,
+            ix,
+            Probe {
+                ranges,
+                filter: None,
+            },
+            false,
+        )
+        .await
+    }
+
+    /// `lower ≤ index ≤ upper` with SQL row-comparison bounds (see
+    /// [`KeySchema::plan_range`]): rows in the index's stored order, or exactly the
+    /// opposite with `reverse`. Refuses tuple windows over mixed directions.
+    pub async fn range(
+        &self,
+        table: &str,
+        index: &str,
+        lower: ValueBound,
+        upper: ValueBound,
+        reverse: bool,
+    ) -> Result<LookupResult> {
+        let (t, ix) = self.ready_index(table, index)?;
+        let coerce = |b: ValueBound| -> Result<ValueBound> {
+            Ok(match b {
+                ValueBound::Included(v) => ValueBound::Included(ix.key.coerce(v)?),
+                ValueBound::Excluded(v) => ValueBound::Excluded(ix.key.coerce(v)?),
+                ValueBound::Unbounded => ValueBound::Unbounded,
+            })
+        };
+        let plan = ix
+            .key
+            .plan_range(coerce(lower)?, coerce(upper)?)
+            .map_err(range_err)?;
+        let ranges = plan.bytes.into_iter().collect();
+        self.run(
+            t,
+            ix,
+            Probe {
+                ranges,
+                filter: Some(plan.filter),
+            },
+            reverse,
+        )
+        .await
+    }
+
+    /// `IS NULL` over a leading run of columns (`Some(Null)` = IS NULL, `Some(v)` = `= v`,
+    /// `None` = unconstrained after the last constrained column), in stored order or reversed.
+    pub async fn nulls(
+        &self,
+        table: &str,
+        index: &str,
+        prefix: &[Option<Value>],
+        reverse: bool,
+    ) -> Result<LookupResult> {
+        let (t, ix) = self.ready_index(table, index)?;
+        let vals: Vec<Value> = prefix
+            .iter()
+            .map(|v| v.clone().unwrap_or(Value::Null))
+            .collect();
+        let coerced = ix.key.coerce(vals)?;
+        let prefix: Vec<Option<Value>> = prefix
+            .iter()
+            .zip(coerced)
+            .map(|(orig, c)| orig.as_ref().map(|_| c))
+            .collect();
+        let range = ix.key.nulls_range(&prefix).map_err(range_err)?;
+        self.run(
+            t,
+            ix,
+            Probe {
+                ranges: vec![range],
+                filter: None,
+            },
+            reverse,
+        )
+        .await
+    }
+
+    async fn run(
+        &self,
+        t: &TableManifest,
+        ix: &IndexManifest,
+        probe: Probe,
+        reverse: bool,
+    ) -> Result<LookupResult> {
+        use futures::StreamExt;
         let (o0, d0) = (self.overlay.stats(), self.data.stats());
         let mut out = LookupResult::default();
-        if key.iter().any(Value::is_null) {
+        if probe.ranges.is_empty() {
             return Ok(out);
         }
         let by_file: HashMap<u64, &IndexFileEntry> =
             ix.files.iter().map(|e| (e.file_id, e)).collect();
-        for f in &t.files {
-            out.stats.files += 1;
+        let probe = &probe;
+        let answers: Vec<Result<FileAnswer>> = futures::stream::iter(t.files.iter().map(|f| {
             let entry = by_file.get(&f.file_id).copied();
-            let decision = ReadGate::check(
-                &f.path,
-                entry.map(|e| &e.lineage),
-                Some(&f.facts()),
-                t.snapshot,
-            );
-            let positions = match (decision, entry) {
-                (GateDecision::Accept, Some(e)) => match self.probe(e, &encoded).await {
-                    Ok(Some(p)) => {
-                        out.stats.files_by_index += 1;
-                        Some(p)
-                    }
-                    Ok(None) => {
-                        out.stats.files_pruned += 1;
-                        Some(vec![])
-                    }
-                    Err(r) => {
-                        tracing::warn!(target: "skerry::gate", "{r}");
-                        out.stats.rejections.push(r);
-                        None
-                    }
-                },
-                (GateDecision::Reject(r), _) => {
-                    if entry.is_some() {
-                        tracing::warn!(target: "skerry::gate", "{r}");
-                        out.stats.rejections.push(r);
-                    }
-                    None
-                }
-                (GateDecision::Accept, None) => None,
-            };
-            let positions = match positions {
-                Some(p) => p,
-                None => {
-                    out.stats.files_scanned += 1;
-                    self.scan(t, ix, f, &encoded, &mut out.stats).await?
-                }
-            };
-            out.rows
-                .extend(positions.into_iter().map(|position| RowRef {
+            self.answer_file(t, ix, f, entry, probe)
+        }))
+        .buffered(FILE_WINDOW)
+        .collect()
+        .await;
+        let mut all: Vec<(Vec<u8>, usize, u64)> = Vec::new();
+        for (i, a) in answers.into_iter().enumerate() {
+            let a = a?;
+            merge_stats(&mut out.stats, a.stats);
+            all.extend(a.entries.into_iter().map(|(k, p)| (k, i, p)));
+        }
+        // The index's stored order across files: key, then file, then position.
+        all.sort_unstable();
+        if reverse {
+            all.reverse();
+        }
+        out.rows = all
+            .into_iter()
+            .map(|(_, i, position)| {
+                let f = &t.files[i];
+                RowRef {
                     file: f.path.clone(),
                     position,
                     row_id: f.row_id_start.map(|s| s + position),
-                }));
-        }
+                }
+            })
+            .collect();
         let (o1, d1) = (self.overlay.stats(), self.data.stats());
         let (o, d): (IoStats, IoStats) = (o1.since(&o0), d1.since(&d0));
         out.stats.index_requests = o.requests;
@@ -170,8 +288,64 @@ impl Lookup<'_> {
         Ok(out)
     }
 
-    /// Positions of `key` in one file's blob; `None` when the key bounds prune the file.
-    async fn probe(&self, e: &IndexFileEntry, key: &[u8]) -> Result<Option<Vec<u64>>, Rejection> {
+    /// One file: its index when the read gate accepts it and its blob verifies, else a scan.
+    async fn answer_file(
+        &self,
+        t: &TableManifest,
+        ix: &IndexManifest,
+        f: &FileEntry,
+        entry: Option<&IndexFileEntry>,
+        probe: &Probe,
+    ) -> Result<FileAnswer> {
+        let mut stats = LookupStats {
+            files: 1,
+            ..Default::default()
+        };
+        let decision = ReadGate::check(
+            &f.path,
+            entry.map(|e| &e.lineage),
+            Some(&f.facts()),
+            t.snapshot,
+        );
+        match (decision, entry) {
+            (GateDecision::Accept, Some(e)) => match self.probe(ix, e, probe).await {
+                Ok(Some(entries)) => {
+                    stats.files_by_index = 1;
+                    return Ok(FileAnswer { entries, stats });
+                }
+                Ok(None) => {
+                    stats.files_pruned = 1;
+                    return Ok(FileAnswer {
+                        entries: vec![],
+                        stats,
+                    });
+                }
+                Err(r) => {
+                    tracing::warn!(target: "skerry::gate", "{r}");
+                    stats.rejections.push(r);
+                }
+            },
+            (GateDecision::Reject(r), Some(_)) => {
+                tracing::warn!(target: "skerry::gate", "{r}");
+                stats.rejections.push(r);
+            }
+            _ => {}
+        }
+        stats.files_scanned = 1;
+        let loc = Location::new(t.data_location(f));
+        let entries =
+            scan_entries(self.data, &loc, f, &ix.fields, &ix.key, probe, &mut stats).await?;
+        Ok(FileAnswer { entries, stats })
+    }
+
+    /// Entries of one file's blob within the probe; `None` when the blob's key bounds
+    /// exclude every range (no read).
+    async fn probe(
+        &self,
+        ix: &IndexManifest,
+        e: &IndexFileEntry,
+        probe: &Probe,
+    ) -> Result<Option<Vec<(Vec<u8>, u64)>>, Rejection> {
         let l = &e.lineage;
         let reject = |reason: RejectReason| Rejection {
             data_file: l.source_path.clone(),
@@ -190,25 +364,30 @@ impl Lookup<'_> {
         };
         let unhex = |h: &Option<String>| h.as_deref().map(hex::decode).transpose();
         let (min, max) = match (unhex(&e.ordered.min_key), unhex(&e.ordered.max_key)) {
-            (Ok(a), Ok(b)) => (a, b),
+            (Ok(Some(a)), Ok(Some(b))) => (a, b),
+            (Ok(None), Ok(None)) => return Ok(None), // empty blob
             _ => {
                 return Err(reject(RejectReason::Corrupt {
                     message: "key bounds are not hex".into(),
                 }))
             }
         };
-        match (min, max) {
-            (Some(min), Some(max)) if key < min.as_slice() || key > max.as_slice() => {
-                return Ok(None)
-            }
-            (None, _) | (_, None) => return Ok(None), // empty blob
-            _ => {}
+        let live: Vec<&ByteRange> = probe
+            .ranges
+            .iter()
+            .filter(|r| {
+                r.start.as_slice() <= max.as_slice()
+                    && r.end.as_deref().is_none_or(|end| end > min.as_slice())
+            })
+            .collect();
+        if live.is_empty() {
+            return Ok(None);
         }
-        let dir_end = e
-            .ordered
+        if e.ordered
             .directory_offset
-            .checked_add(e.ordered.directory_length);
-        if dir_end.is_none_or(|end| end > l.blob_length) {
+            .checked_add(e.ordered.directory_length)
+            .is_none_or(|end| end > l.blob_length)
+        {
             return Err(reject(RejectReason::Corrupt {
                 message: "directory outside the blob".into(),
             }));
@@ -219,14 +398,11 @@ impl Lookup<'_> {
             Some(d) => d,
             None => {
                 let start = l.blob_offset + e.ordered.directory_offset;
-                let bytes = match self
+                let bytes = self
                     .overlay
                     .read_range(&bundle, start..start + e.ordered.directory_length)
                     .await
-                {
-                    Ok(b) => b,
-                    Err(err) => return Err(index_io(l, err)),
-                };
+                    .map_err(|err| index_io(l, err))?;
                 let d = OrderedDirectory::parse(
                     &bytes,
                     Some(&e.ordered.directory_sha256),
@@ -238,40 +414,70 @@ impl Lookup<'_> {
                 d
             }
         };
-        let blocks = &dir.blocks[dir.blocks_for(Bound::Included(key), Bound::Included(key))];
-        let ranges: Vec<_> = blocks
+        // The union of the blocks every range can touch, in order.
+        let mut wanted: Vec<usize> = live
             .iter()
+            .flat_map(|r| {
+                let hi = match &r.end {
+                    Some(e) => Bound::Excluded(e.as_slice()),
+                    None => Bound::Unbounded,
+                };
+                dir.blocks_for(Bound::Included(r.start.as_slice()), hi)
+            })
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let spans: Vec<_> = wanted
+            .iter()
+            .map(|&i| &dir.blocks[i])
             .map(|b| l.blob_offset + b.offset..l.blob_offset + b.offset + b.length)
             .collect();
-        let fetched = match self.overlay.read_ranges(&bundle, &ranges).await {
-            Ok(f) => f,
-            Err(err) => return Err(index_io(l, err)),
-        };
-        let mut positions = Vec::new();
-        for (b, bytes) in blocks.iter().zip(&fetched) {
-            scan_block(bytes, b, |k, p| {
-                if in_bounds(k, Bound::Included(key), Bound::Included(key)) {
-                    positions.push(p);
+        let fetched = self
+            .overlay
+            .read_ranges(&bundle, &spans)
+            .await
+            .map_err(|err| index_io(l, err))?;
+        let mut entries = Vec::new();
+        let mut bad_key = None;
+        for (&i, bytes) in wanted.iter().zip(&fetched) {
+            scan_block(bytes, &dir.blocks[i], |k, p| {
+                if live.iter().any(|r| r.contains(k)) {
+                    match &probe.filter {
+                        None => entries.push((k.to_vec(), p)),
+                        Some(f) => match ix.key.decode(k) {
+                            Ok(vals) if f.matches(&vals) => entries.push((k.to_vec(), p)),
+                            Ok(_) => {}
+                            Err(e) => bad_key = Some(e),
+                        },
+                    }
                 }
-                k <= key
+                true
             })
             .map_err(corrupt)?;
         }
-        Ok(Some(positions))
+        if let Some(e) = bad_key {
+            return Err(reject(RejectReason::Corrupt {
+                message: format!("undecodable key: {e}"),
+            }));
+        }
+        Ok(Some(entries))
     }
+}
 
-    /// Positions of `key` found by scanning the data file's indexed columns.
-    async fn scan(
-        &self,
-        t: &TableManifest,
-        ix: &IndexManifest,
-        f: &FileEntry,
-        key: &[u8],
-        stats: &mut LookupStats,
-    ) -> Result<Vec<u64>> {
-        let loc = Location::new(t.data_location(f));
-        scan_file(self.data, &loc, f, &ix.fields, &ix.key, key, stats).await
+fn range_err(e: RangeError) -> Error {
+    match e {
+        RangeError::Key(k) => Error::Key(k),
+        other => Error::Refused(other.to_string()),
     }
+}
+
+fn merge_stats(into: &mut LookupStats, s: LookupStats) {
+    into.files += s.files;
+    into.files_by_index += s.files_by_index;
+    into.files_scanned += s.files_scanned;
+    into.files_pruned += s.files_pruned;
+    into.rejections.extend(s.rejections);
+    into.drifted.extend(s.drifted);
 }
 
 /// A bundle that cannot be read (deleted by a vacuum, unreachable) is a rejection, not a
@@ -290,16 +496,17 @@ fn index_io(l: &crate::lineage::IndexFile, err: crate::io::IoError) -> Rejection
     }
 }
 
-/// Scans `fields` of one data file and returns the positions whose encoded key equals `key`.
-pub async fn scan_file(
+/// Scans `fields` of one data file and returns the (key, position) pairs the probe selects —
+/// the same answer the file's index would give.
+async fn scan_entries(
     data: &dyn RangeReader,
     loc: &Location,
     f: &FileEntry,
     fields: &[i32],
     schema: &KeySchema,
-    key: &[u8],
+    probe: &Probe,
     stats: &mut LookupStats,
-) -> Result<Vec<u64>> {
+) -> Result<Vec<(Vec<u8>, u64)>> {
     let (md, meta) = datafile::read_metadata_suffix(data, loc).await?;
     if meta.size != f.size || (f.etag.is_some() && meta.version.is_some() && meta.version != f.etag)
     {
@@ -307,8 +514,16 @@ pub async fn scan_file(
     }
     let mut out = Vec::new();
     datafile::scan_values(data, loc, &md, fields, |vals, position| {
-        if !vals.iter().any(Value::is_null) && schema.encode(vals)? == key {
-            out.push(position);
+        let key = match schema.encode(vals) {
+            Ok(k) => k,
+            // Over the key size cap: equal to no encodable key (and never indexed).
+            Err(KeyError::ValueTooLarge { .. } | KeyError::KeyTooLarge { .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        if probe.ranges.iter().any(|r| r.contains(&key))
+            && probe.filter.as_ref().is_none_or(|flt| flt.matches(vals))
+        {
+            out.push((key, position));
         }
         Ok(())
     })
