@@ -29,9 +29,26 @@ export declare class Overlay {
   refresh(table: string): Promise<RefreshReport>
   /**
    * Rows whose indexed columns equal `key` (one value per index column, or a single value
-   * for a one-column index).
+   * for a one-column index), in the index's order.
    */
   lookup(table: string, index: string, key: unknown): Promise<LookupResult>
+  /**
+   * `index IN (keys)`: complete keys, deduplicated, in key order; keys with NULL match
+   * nothing.
+   */
+  lookupMany(table: string, index: string, keys: unknown[]): Promise<LookupResult>
+  /**
+   * Rows between `lower` and `upper`, each `{ key, inclusive = true }` compared as a SQL
+   * row (`(a, b) >= (5, 10)`) or `null` for unbounded, in the index's order (or reversed).
+   * Shared leading values are an equality prefix; ranging over columns of mixed directions
+   * is refused (`E_REFUSED`).
+   */
+  range(table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: { reverse?: boolean }): Promise<LookupResult>
+  /**
+   * IS NULL over a leading run of columns: `null` = IS NULL, a value = equality,
+   * `undefined` = unconstrained (only after the last constrained column).
+   */
+  nulls(table: string, index: string, prefix: unknown[], options?: { reverse?: boolean }): Promise<LookupResult>
   /** Closes the catalog (waits for durability of everything committed). */
   close(): Promise<void>
 }
@@ -108,6 +125,13 @@ export interface PublishReport {
   bytes: bigint
 }
 
+/** A range bound: `{ key, inclusive }` (inclusive by default). */
+export interface RangeBound {
+  /** A value, or an array of leading column values. */
+  key: unknown
+  inclusive?: boolean
+}
+
 export interface RefreshReport {
   checked: number
   changed: Array<string>
@@ -144,6 +168,10 @@ export interface Row {
  * `amount`, `day`) with orders `firstId .. firstId + rows`. `codec`: snappy | lz4 | zstd | none.
  */
 export declare function sampleOrdersParquet(firstId: number, rows: number, rowGroupRows: number, codec: string): Buffer
+
+export interface ScanOptions {
+  reverse?: boolean
+}
 
 export interface SkippedFile {
   file: string

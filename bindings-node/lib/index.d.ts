@@ -3,15 +3,17 @@
 import type { Overlay as NativeOverlay, OpenOptions } from '../index';
 
 export type {
-  BuildReport, CreateIndexOptions, Field, IndexInfo, LookupResult, LookupStats, OpenOptions,
-  PublishReport, RefreshReport, RegisterOptions, Rejection, Row, SkippedFile, TableInfo,
+  BuildReport, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
+  OpenOptions, PublishReport, RangeBound, RefreshReport, RegisterOptions, Rejection, Row,
+  ScanOptions, SkippedFile, TableInfo,
 } from '../index';
 
 /** Stable error codes carried on `err.code`. */
 export type SkerryErrorCode =
   | 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_IO' | 'E_CORRUPT' | 'E_KEY_TOO_LARGE'
   | 'E_KEY' | 'E_PARQUET' | 'E_EXISTS' | 'E_INVALID' | 'E_UNSUPPORTED' | 'E_CATALOG'
-  | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT';
+  | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT'
+  | 'E_REFUSED';
 
 /** Every rejection from Skerry is an `Error` with a stable `code`. */
 export interface SkerryError extends Error { code: SkerryErrorCode }

@@ -171,6 +171,78 @@ pub struct LookupResult {
     pub stats: LookupStats,
 }
 
+/// A range bound: `{ key, inclusive }` (inclusive by default).
+#[napi(object)]
+pub struct RangeBound {
+    /// A value, or an array of leading column values.
+    pub key: Unknown<'static>,
+    pub inclusive: Option<bool>,
+}
+
+#[napi(object)]
+pub struct ScanOptions {
+    pub reverse: Option<bool>,
+}
+
+fn key_values(env: &Env, key: Unknown<'_>) -> Result<Vec<Value>> {
+    if key.is_array()? {
+        let arr: Array = unsafe { Array::from_napi_value(env.raw(), key.raw())? };
+        (0..arr.len())
+            .map(|i| {
+                arr.get::<Unknown>(i)?
+                    .ok_or_else(|| napi::Error::from_reason("E_INVALID: hole in key"))
+                    .and_then(js_value)
+            })
+            .collect()
+    } else {
+        Ok(vec![js_value(key)?])
+    }
+}
+
+fn value_bound(env: &Env, b: Unknown<'_>) -> Result<skerry_core::encoding::ValueBound> {
+    use skerry_core::encoding::ValueBound;
+    match b.get_type()? {
+        ValueType::Null | ValueType::Undefined => return Ok(ValueBound::Unbounded),
+        ValueType::Object => {}
+        _ => {
+            return Err(napi::Error::new(
+                Status::InvalidArg,
+                "E_INVALID: a bound is { key, inclusive } or null".to_string(),
+            ))
+        }
+    }
+    let o: Object = unsafe { Object::from_napi_value(env.raw(), b.raw())? };
+    let key: Option<Unknown> = o.get("key")?;
+    let key = key.ok_or_else(|| {
+        napi::Error::new(
+            Status::InvalidArg,
+            "E_INVALID: a bound needs a key".to_string(),
+        )
+    })?;
+    let values = key_values(env, key)?;
+    let inclusive: Option<bool> = o.get("inclusive")?;
+    Ok(if inclusive.unwrap_or(true) {
+        ValueBound::Included(values)
+    } else {
+        ValueBound::Excluded(values)
+    })
+}
+
+fn result(r: skerry_core::query::LookupResult) -> LookupResult {
+    LookupResult {
+        rows: r
+            .rows
+            .into_iter()
+            .map(|x| Row {
+                file: x.file,
+                position: big(x.position),
+                row_id: x.row_id.map(big),
+            })
+            .collect(),
+        stats: stats(r.stats),
+    }
+}
+
 /// Converts a JavaScript key value: null/undefined, boolean, number, bigint, string, or
 /// Buffer/Uint8Array. The index's column type decides the final type (`coerce`).
 fn js_value(v: Unknown<'_>) -> Result<Value> {
@@ -410,7 +482,7 @@ impl Overlay {
     }
 
     /// Rows whose indexed columns equal `key` (one value per index column, or a single value
-    /// for a one-column index).
+    /// for a one-column index), in the index's order.
     #[napi(ts_args_type = "table: string, index: string, key: unknown")]
     pub fn lookup<'env>(
         &self,
@@ -419,33 +491,116 @@ impl Overlay {
         index: String,
         key: Unknown<'_>,
     ) -> Result<PromiseRaw<'env, LookupResult>> {
-        let values = if key.is_array()? {
-            let arr: Array = unsafe { Array::from_napi_value(env.raw(), key.raw())? };
-            (0..arr.len())
-                .map(|i| {
-                    arr.get::<Unknown>(i)?
-                        .ok_or_else(|| napi::Error::from_reason("hole"))
-                        .and_then(js_value)
-                })
-                .collect::<Result<Vec<_>>>()?
-        } else {
-            vec![js_value(key)?]
-        };
+        let values = key_values(env, key)?;
         let inner = self.inner.clone();
         env.spawn_future(async move {
-            let r = inner.lookup(&table, &index, &values).await.map_err(to_js)?;
-            Ok(LookupResult {
-                rows: r
-                    .rows
-                    .into_iter()
-                    .map(|x| Row {
-                        file: x.file,
-                        position: big(x.position),
-                        row_id: x.row_id.map(big),
-                    })
-                    .collect(),
-                stats: stats(r.stats),
+            Ok(result(
+                inner.lookup(&table, &index, &values).await.map_err(to_js)?,
+            ))
+        })
+    }
+
+    /// `index IN (keys)`: complete keys, deduplicated, in key order; keys with NULL match
+    /// nothing.
+    #[napi(ts_args_type = "table: string, index: string, keys: unknown[]")]
+    pub fn lookup_many<'env>(
+        &self,
+        env: &'env Env,
+        table: String,
+        index: String,
+        keys: Unknown<'_>,
+    ) -> Result<PromiseRaw<'env, LookupResult>> {
+        if !keys.is_array()? {
+            return Err(napi::Error::new(
+                Status::InvalidArg,
+                "E_INVALID: keys must be an array".to_string(),
+            ));
+        }
+        let arr: Array = unsafe { Array::from_napi_value(env.raw(), keys.raw())? };
+        let keys = (0..arr.len())
+            .map(|i| {
+                arr.get::<Unknown>(i)?
+                    .ok_or_else(|| napi::Error::from_reason("E_INVALID: hole in keys"))
+                    .and_then(|k| key_values(env, k))
             })
+            .collect::<Result<Vec<_>>>()?;
+        let inner = self.inner.clone();
+        env.spawn_future(async move {
+            Ok(result(
+                inner
+                    .lookup_many(&table, &index, &keys)
+                    .await
+                    .map_err(to_js)?,
+            ))
+        })
+    }
+
+    /// Rows between `lower` and `upper`, each `{ key, inclusive = true }` compared as a SQL
+    /// row (`(a, b) >= (5, 10)`) or `null` for unbounded, in the index's order (or reversed).
+    /// Shared leading values are an equality prefix; ranging over columns of mixed directions
+    /// is refused (`E_REFUSED`).
+    #[napi(
+        ts_args_type = "table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: { reverse?: boolean }"
+    )]
+    pub fn range<'env>(
+        &self,
+        env: &'env Env,
+        table: String,
+        index: String,
+        lower: Unknown<'_>,
+        upper: Unknown<'_>,
+        options: Option<ScanOptions>,
+    ) -> Result<PromiseRaw<'env, LookupResult>> {
+        let (lower, upper) = (value_bound(env, lower)?, value_bound(env, upper)?);
+        let reverse = options.and_then(|o| o.reverse).unwrap_or(false);
+        let inner = self.inner.clone();
+        env.spawn_future(async move {
+            Ok(result(
+                inner
+                    .range(&table, &index, lower, upper, reverse)
+                    .await
+                    .map_err(to_js)?,
+            ))
+        })
+    }
+
+    /// IS NULL over a leading run of columns: `null` = IS NULL, a value = equality,
+    /// `undefined` = unconstrained (only after the last constrained column).
+    #[napi(
+        ts_args_type = "table: string, index: string, prefix: unknown[], options?: { reverse?: boolean }"
+    )]
+    pub fn nulls<'env>(
+        &self,
+        env: &'env Env,
+        table: String,
+        index: String,
+        prefix: Unknown<'_>,
+        options: Option<ScanOptions>,
+    ) -> Result<PromiseRaw<'env, LookupResult>> {
+        if !prefix.is_array()? {
+            return Err(napi::Error::new(
+                Status::InvalidArg,
+                "E_INVALID: prefix must be an array".to_string(),
+            ));
+        }
+        let arr: Array = unsafe { Array::from_napi_value(env.raw(), prefix.raw())? };
+        let mut items = Vec::with_capacity(arr.len() as usize);
+        for i in 0..arr.len() {
+            items.push(match arr.get::<Unknown>(i)? {
+                Some(v) if v.get_type()? == ValueType::Undefined => None,
+                Some(v) => Some(js_value(v)?),
+                None => None,
+            });
+        }
+        let reverse = options.and_then(|o| o.reverse).unwrap_or(false);
+        let inner = self.inner.clone();
+        env.spawn_future(async move {
+            Ok(result(
+                inner
+                    .nulls(&table, &index, &items, reverse)
+                    .await
+                    .map_err(to_js)?,
+            ))
         })
     }
 

@@ -13,7 +13,7 @@ mod api {
 
     use js_sys::{Array, Function, Object, Reflect, Uint8Array};
     use serde::Serialize;
-    use skerry_core::encoding::Value;
+    use skerry_core::encoding::{Value, ValueBound};
     use skerry_core::io::RangeReader;
     use skerry_core::manifest::{self, Manifest};
     use skerry_core::query::{DirectoryCache, Lookup};
@@ -61,6 +61,79 @@ mod api {
         Err(js_err(skerry_core::Error::Invalid(
             "a key value must be null, boolean, number, bigint, string or Uint8Array".into(),
         )))
+    }
+
+    fn key_values(v: &JsValue) -> Result<Vec<Value>, JsValue> {
+        if Array::is_array(v) {
+            Array::from(v).iter().map(|x| key_value(&x)).collect()
+        } else {
+            Ok(vec![key_value(v)?])
+        }
+    }
+
+    fn value_bound(b: &JsValue) -> Result<ValueBound, JsValue> {
+        if b.is_null() || b.is_undefined() {
+            return Ok(ValueBound::Unbounded);
+        }
+        if !b.is_object() {
+            return Err(js_err(skerry_core::Error::Invalid(
+                "a bound is { key, inclusive } or null".into(),
+            )));
+        }
+        let key = get(b, "key");
+        if key.is_undefined() {
+            return Err(js_err(skerry_core::Error::Invalid(
+                "a bound needs a key".into(),
+            )));
+        }
+        let values = key_values(&key)?;
+        Ok(if get(b, "inclusive").as_bool().unwrap_or(true) {
+            ValueBound::Included(values)
+        } else {
+            ValueBound::Excluded(values)
+        })
+    }
+
+    fn to_js_result(r: skerry_core::query::LookupResult) -> Result<JsValue, JsValue> {
+        let s = r.stats;
+        let out = JsResult {
+            rows: r
+                .rows
+                .into_iter()
+                .map(|x| JsRow {
+                    file: x.file,
+                    position: x.position,
+                    row_id: x.row_id,
+                })
+                .collect(),
+            stats: JsStats {
+                files: s.files as f64,
+                files_by_index: s.files_by_index as f64,
+                files_scanned: s.files_scanned as f64,
+                files_pruned: s.files_pruned as f64,
+                rejections: s
+                    .rejections
+                    .into_iter()
+                    .map(|r| JsRejection {
+                        message: r.to_string(),
+                        reason: r.reason.code(),
+                        data_file: r.data_file,
+                        index_id: r.index_id,
+                        bundle_path: r.bundle_path,
+                    })
+                    .collect(),
+                drifted: s.drifted,
+                index_requests: s.index_requests as f64,
+                index_bytes: s.index_bytes as f64,
+                data_requests: s.data_requests as f64,
+                data_bytes: s.data_bytes as f64,
+            },
+        };
+        // Counters are f64 (numbers); positions and row ids are u64 (bigints).
+        let ser =
+            serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true);
+        out.serialize(&ser)
+            .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))
     }
 
     #[derive(Serialize)]
@@ -115,6 +188,15 @@ mod api {
     }
 
     impl Inner {
+        fn lookup<'a>(&'a self, m: &'a Manifest) -> Lookup<'a> {
+            Lookup {
+                overlay: self.overlay.as_ref(),
+                data: self.data.as_ref(),
+                manifest: m,
+                dirs: &self.dirs,
+            }
+        }
+
         async fn load(&self) -> Result<(), JsValue> {
             let mut m = manifest::read_latest(self.overlay.as_ref())
                 .await
@@ -218,64 +300,118 @@ mod api {
         /// Rows whose indexed columns equal `key` (a value, or an array for composite keys):
         /// `{ rows: [{ file, position: bigint, rowId?: bigint }], stats }`.
         pub fn lookup(&self, table: String, index: String, key: JsValue) -> js_sys::Promise {
-            let inner = self.inner.clone();
-            wasm_bindgen_futures::future_to_promise(async move {
-                let values = if Array::is_array(&key) {
-                    Array::from(&key)
-                        .iter()
-                        .map(|v| key_value(&v))
-                        .collect::<Result<Vec<_>, _>>()?
-                } else {
-                    vec![key_value(&key)?]
-                };
-                let m = inner.manifest.borrow().clone();
-                let l = Lookup {
-                    overlay: inner.overlay.as_ref(),
-                    data: inner.data.as_ref(),
-                    manifest: &m,
-                    dirs: &inner.dirs,
-                };
-                let r = l.lookup(&table, &index, &values).await.map_err(js_err)?;
-                let s = r.stats;
-                let out = JsResult {
-                    rows: r
-                        .rows
-                        .into_iter()
-                        .map(|x| JsRow {
-                            file: x.file,
-                            position: x.position,
-                            row_id: x.row_id,
-                        })
-                        .collect(),
-                    stats: JsStats {
-                        files: s.files as f64,
-                        files_by_index: s.files_by_index as f64,
-                        files_scanned: s.files_scanned as f64,
-                        files_pruned: s.files_pruned as f64,
-                        rejections: s
-                            .rejections
-                            .into_iter()
-                            .map(|r| JsRejection {
-                                message: r.to_string(),
-                                reason: r.reason.code(),
-                                data_file: r.data_file,
-                                index_id: r.index_id,
-                                bundle_path: r.bundle_path,
-                            })
-                            .collect(),
-                        drifted: s.drifted,
-                        index_requests: s.index_requests as f64,
-                        index_bytes: s.index_bytes as f64,
-                        data_requests: s.data_requests as f64,
-                        data_bytes: s.data_bytes as f64,
-                    },
-                };
-                let ser = serde_wasm_bindgen::Serializer::new()
-                    .serialize_large_number_types_as_bigints(true);
-                // Counters are f64 (numbers); positions and row ids are u64 (bigints).
-                out.serialize(&ser)
-                    .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))
+            self.run(move |inner| {
+                Box::pin(async move {
+                    let values = key_values(&key)?;
+                    let m = inner.manifest.borrow().clone();
+                    inner
+                        .lookup(&m)
+                        .lookup(&table, &index, &values)
+                        .await
+                        .map_err(js_err)
+                })
             })
+        }
+
+        /// `index IN (keys)`: complete keys, deduplicated, in key order.
+        #[wasm_bindgen(js_name = lookupMany)]
+        pub fn lookup_many(&self, table: String, index: String, keys: JsValue) -> js_sys::Promise {
+            self.run(move |inner| {
+                Box::pin(async move {
+                    if !Array::is_array(&keys) {
+                        return Err(js_err(skerry_core::Error::Invalid(
+                            "keys must be an array".into(),
+                        )));
+                    }
+                    let keys = Array::from(&keys)
+                        .iter()
+                        .map(|k| key_values(&k))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let m = inner.manifest.borrow().clone();
+                    inner
+                        .lookup(&m)
+                        .lookup_many(&table, &index, &keys)
+                        .await
+                        .map_err(js_err)
+                })
+            })
+        }
+
+        /// Rows between `lower` and `upper` (`{ key, inclusive = true }` or null), as the
+        /// addon's `range`.
+        pub fn range(
+            &self,
+            table: String,
+            index: String,
+            lower: JsValue,
+            upper: JsValue,
+            options: JsValue,
+        ) -> js_sys::Promise {
+            self.run(move |inner| {
+                Box::pin(async move {
+                    let (lo, hi) = (value_bound(&lower)?, value_bound(&upper)?);
+                    let reverse = get(&options, "reverse").as_bool().unwrap_or(false);
+                    let m = inner.manifest.borrow().clone();
+                    inner
+                        .lookup(&m)
+                        .range(&table, &index, lo, hi, reverse)
+                        .await
+                        .map_err(js_err)
+                })
+            })
+        }
+
+        /// IS NULL over a leading run: `null` = IS NULL, a value = equality, `undefined` =
+        /// unconstrained, as the addon's `nulls`.
+        pub fn nulls(
+            &self,
+            table: String,
+            index: String,
+            prefix: JsValue,
+            options: JsValue,
+        ) -> js_sys::Promise {
+            self.run(move |inner| {
+                Box::pin(async move {
+                    if !Array::is_array(&prefix) {
+                        return Err(js_err(skerry_core::Error::Invalid(
+                            "prefix must be an array".into(),
+                        )));
+                    }
+                    let items = Array::from(&prefix)
+                        .iter()
+                        .map(|v| {
+                            if v.is_undefined() {
+                                Ok(None)
+                            } else {
+                                key_value(&v).map(Some)
+                            }
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let reverse = get(&options, "reverse").as_bool().unwrap_or(false);
+                    let m = inner.manifest.borrow().clone();
+                    inner
+                        .lookup(&m)
+                        .nulls(&table, &index, &items, reverse)
+                        .await
+                        .map_err(js_err)
+                })
+            })
+        }
+
+        fn run(
+            &self,
+            f: impl FnOnce(
+                    Rc<Inner>,
+                ) -> std::pin::Pin<
+                    Box<
+                        dyn std::future::Future<
+                            Output = Result<skerry_core::query::LookupResult, JsValue>,
+                        >,
+                    >,
+                > + 'static,
+        ) -> js_sys::Promise {
+            let inner = self.inner.clone();
+            wasm_bindgen_futures::future_to_promise(async move { to_js_result(f(inner).await?) })
         }
 
         /// Requests and bytes this reader has made: `{ overlay: {requests, bytes}, data: {…} }`.

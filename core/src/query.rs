@@ -250,13 +250,16 @@ impl Lookup<'_> {
         let by_file: HashMap<u64, &IndexFileEntry> =
             ix.files.iter().map(|e| (e.file_id, e)).collect();
         let probe = &probe;
-        let answers: Vec<Result<FileAnswer>> = futures::stream::iter(t.files.iter().map(|f| {
-            let entry = by_file.get(&f.file_id).copied();
-            self.answer_file(t, ix, f, entry, probe)
-        }))
-        .buffered(FILE_WINDOW)
-        .collect()
-        .await;
+        // Futures collected first: a lazily mapped iterator would make the stream's item type
+        // depend on a higher-ranked closure, which `Send` futures cannot express.
+        let mut pending = Vec::with_capacity(t.files.len());
+        for f in &t.files {
+            pending.push(self.answer_file(t, ix, f, by_file.get(&f.file_id).copied(), probe));
+        }
+        let answers: Vec<Result<FileAnswer>> = futures::stream::iter(pending)
+            .buffered(FILE_WINDOW)
+            .collect()
+            .await;
         let mut all: Vec<(Vec<u8>, usize, u64)> = Vec::new();
         for (i, a) in answers.into_iter().enumerate() {
             let a = a?;
