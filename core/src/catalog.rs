@@ -15,6 +15,7 @@
 //! | `in/{table:020}/{lowercase name}` | index id |
 //! | `a/{index:020}/{file:020}` | [`IndexFileEntry`] (lineage + blob facts) |
 //! | `b/{table:020}/{file:020}` | [`BundleRecord`] |
+//! | `r/{index:020}` | [`crate::manifest::TableRun`] (the index's table-wide sorted run) |
 //!
 //! Every multi-key change is one serializable SlateDB transaction, durable (WAL flushed to
 //! the object store) before the call returns.
@@ -99,6 +100,9 @@ pub fn artifact_key(i: u64, f: u64) -> String {
 }
 pub fn artifact_prefix(i: u64) -> String {
     format!("a/{i:020}/")
+}
+pub fn run_key(i: u64) -> String {
+    format!("r/{i:020}")
 }
 pub fn bundle_key(t: u64, f: u64) -> String {
     format!("b/{t:020}/{f:020}")

@@ -107,7 +107,38 @@ pub struct IndexManifest {
     pub state: IndexState,
     /// Per data file that has the index: where its blob is and what prunes it.
     pub files: Vec<IndexFileEntry>,
+    /// The table-wide sorted run of this index, when built (many-file tables).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<TableRun>,
 }
+
+/// A table-wide sorted run: every covered file's entries in one ordered blob
+/// (`skerry-ordered-v1`) whose positions are `ordinal << 40 | position`, so a point key
+/// resolves across all covered files with one block read. A covered file whose facts no
+/// longer match `files[ordinal]` is answered by its own blob or a scan instead.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableRun {
+    pub bundle_path: String,
+    pub blob_offset: u64,
+    pub blob_length: u64,
+    pub ordered: OrderedMeta,
+    /// Covered files, by ordinal.
+    pub files: Vec<RunFile>,
+}
+
+/// What a run knows about a covered file (the read gate's facts at build time).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFile {
+    pub file_id: u64,
+    pub path: String,
+    pub sha256: String,
+    pub record_count: u64,
+    pub snapshot_id: i64,
+    pub sequence_number: i64,
+}
+
+/// Bits of a run position that hold the row position (the rest hold the file ordinal).
+pub const RUN_POSITION_BITS: u32 = 40;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexFileEntry {

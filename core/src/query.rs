@@ -18,7 +18,8 @@ use crate::error::{Error, Result};
 use crate::io::{IoStats, Location, RangeReader};
 use crate::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
 use crate::manifest::{
-    FileEntry, IndexFileEntry, IndexManifest, IndexState, Manifest, TableManifest,
+    FileEntry, IndexFileEntry, IndexManifest, IndexState, Manifest, OrderedMeta, TableManifest,
+    RUN_POSITION_BITS,
 };
 
 /// One matching row.
@@ -250,18 +251,21 @@ impl Lookup<'_> {
         let by_file: HashMap<u64, &IndexFileEntry> =
             ix.files.iter().map(|e| (e.file_id, e)).collect();
         let probe = &probe;
+        // Files the table run covers are answered by one probe of the run.
+        let (covered, mut all) = self.probe_run(t, ix, probe, &mut out.stats).await;
         // Futures collected first: a lazily mapped iterator would make the stream's item type
         // depend on a higher-ranked closure, which `Send` futures cannot express.
         let mut pending = Vec::with_capacity(t.files.len());
-        for f in &t.files {
+        let mut index_of = Vec::with_capacity(t.files.len());
+        for (i, f) in t.files.iter().enumerate().filter(|(i, _)| !covered[*i]) {
             pending.push(self.answer_file(t, ix, f, by_file.get(&f.file_id).copied(), probe));
+            index_of.push(i);
         }
         let answers: Vec<Result<FileAnswer>> = futures::stream::iter(pending)
             .buffered(FILE_WINDOW)
             .collect()
             .await;
-        let mut all: Vec<(Vec<u8>, usize, u64)> = Vec::new();
-        for (i, a) in answers.into_iter().enumerate() {
+        for (i, a) in index_of.into_iter().zip(answers) {
             let a = a?;
             merge_stats(&mut out.stats, a.stats);
             all.extend(a.entries.into_iter().map(|(k, p)| (k, i, p)));
@@ -350,29 +354,45 @@ impl Lookup<'_> {
         probe: &Probe,
     ) -> Result<Option<Vec<(Vec<u8>, u64)>>, Rejection> {
         let l = &e.lineage;
-        let reject = |reason: RejectReason| Rejection {
-            data_file: l.source_path.clone(),
-            index_id: Some(l.index_id),
-            bundle_path: Some(l.bundle_path.clone()),
-            reason,
+        let blob = BlobRef {
+            bundle_path: &l.bundle_path,
+            offset: l.blob_offset,
+            length: l.blob_length,
+            ordered: &e.ordered,
         };
+        self.probe_blob(ix, blob, probe)
+            .await
+            .map_err(|reason| Rejection {
+                data_file: l.source_path.clone(),
+                index_id: Some(l.index_id),
+                bundle_path: Some(l.bundle_path.clone()),
+                reason,
+            })
+    }
+
+    async fn probe_blob(
+        &self,
+        ix: &IndexManifest,
+        b: BlobRef<'_>,
+        probe: &Probe,
+    ) -> Result<Option<Vec<(Vec<u8>, u64)>>, RejectReason> {
         let corrupt = |err: BlobError| match err {
-            BlobError::Checksum(what) => reject(RejectReason::BlobChecksum {
-                expected: e.ordered.directory_sha256.clone(),
+            BlobError::Checksum(what) => RejectReason::BlobChecksum {
+                expected: b.ordered.directory_sha256.clone(),
                 found: format!("{what} bytes differ"),
-            }),
-            other => reject(RejectReason::Corrupt {
+            },
+            other => RejectReason::Corrupt {
                 message: other.to_string(),
-            }),
+            },
         };
         let unhex = |h: &Option<String>| h.as_deref().map(hex::decode).transpose();
-        let (min, max) = match (unhex(&e.ordered.min_key), unhex(&e.ordered.max_key)) {
-            (Ok(Some(a)), Ok(Some(b))) => (a, b),
+        let (min, max) = match (unhex(&b.ordered.min_key), unhex(&b.ordered.max_key)) {
+            (Ok(Some(a)), Ok(Some(m))) => (a, m),
             (Ok(None), Ok(None)) => return Ok(None), // empty blob
             _ => {
-                return Err(reject(RejectReason::Corrupt {
+                return Err(RejectReason::Corrupt {
                     message: "key bounds are not hex".into(),
-                }))
+                })
             }
         };
         let live: Vec<&ByteRange> = probe
@@ -386,30 +406,30 @@ impl Lookup<'_> {
         if live.is_empty() {
             return Ok(None);
         }
-        if e.ordered
+        if b.ordered
             .directory_offset
-            .checked_add(e.ordered.directory_length)
-            .is_none_or(|end| end > l.blob_length)
+            .checked_add(b.ordered.directory_length)
+            .is_none_or(|end| end > b.length)
         {
-            return Err(reject(RejectReason::Corrupt {
+            return Err(RejectReason::Corrupt {
                 message: "directory outside the blob".into(),
-            }));
+            });
         }
-        let bundle = Location::new(&l.bundle_path);
-        let cache_key = (l.bundle_path.clone(), l.blob_offset);
+        let bundle = Location::new(b.bundle_path);
+        let cache_key = (b.bundle_path.to_string(), b.offset);
         let dir = match self.dirs.get(&cache_key) {
             Some(d) => d,
             None => {
-                let start = l.blob_offset + e.ordered.directory_offset;
+                let start = b.offset + b.ordered.directory_offset;
                 let bytes = self
                     .overlay
-                    .read_range(&bundle, start..start + e.ordered.directory_length)
+                    .read_range(&bundle, start..start + b.ordered.directory_length)
                     .await
-                    .map_err(|err| index_io(l, err))?;
+                    .map_err(index_io)?;
                 let d = OrderedDirectory::parse(
                     &bytes,
-                    Some(&e.ordered.directory_sha256),
-                    e.ordered.directory_offset,
+                    Some(&b.ordered.directory_sha256),
+                    b.ordered.directory_offset,
                 )
                 .map_err(corrupt)?;
                 let d = Arc::new(d);
@@ -433,13 +453,13 @@ impl Lookup<'_> {
         let spans: Vec<_> = wanted
             .iter()
             .map(|&i| &dir.blocks[i])
-            .map(|b| l.blob_offset + b.offset..l.blob_offset + b.offset + b.length)
+            .map(|k| b.offset + k.offset..b.offset + k.offset + k.length)
             .collect();
         let fetched = self
             .overlay
             .read_ranges(&bundle, &spans)
             .await
-            .map_err(|err| index_io(l, err))?;
+            .map_err(index_io)?;
         let mut entries = Vec::new();
         let mut bad_key = None;
         for (&i, bytes) in wanted.iter().zip(&fetched) {
@@ -459,12 +479,94 @@ impl Lookup<'_> {
             .map_err(corrupt)?;
         }
         if let Some(e) = bad_key {
-            return Err(reject(RejectReason::Corrupt {
+            return Err(RejectReason::Corrupt {
                 message: format!("undecodable key: {e}"),
-            }));
+            });
         }
         Ok(Some(entries))
     }
+
+    /// Answers the files a table run covers with one probe of the run. Returns which files
+    /// (indexes into `t.files`) it covered and their entries as (key, file index, position);
+    /// an unusable run covers nothing (its files go the per-file way) and is reported.
+    async fn probe_run(
+        &self,
+        t: &TableManifest,
+        ix: &IndexManifest,
+        probe: &Probe,
+        stats: &mut LookupStats,
+    ) -> (Vec<bool>, Vec<(Vec<u8>, usize, u64)>) {
+        let mut covered = vec![false; t.files.len()];
+        let Some(run) = &ix.run else {
+            return (covered, vec![]);
+        };
+        let by_id: HashMap<u64, usize> = t
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.file_id, i))
+            .collect();
+        // ordinal -> file index, for run files whose facts still match the table's.
+        let mut ordinal_to_file: Vec<Option<usize>> = vec![None; run.files.len()];
+        for (o, rf) in run.files.iter().enumerate() {
+            if let Some(&i) = by_id.get(&rf.file_id) {
+                let f = &t.files[i];
+                if f.path == rf.path
+                    && f.sha256.eq_ignore_ascii_case(&rf.sha256)
+                    && f.record_count == rf.record_count
+                    && rf.sequence_number <= t.snapshot.sequence_number
+                {
+                    ordinal_to_file[o] = Some(i);
+                }
+            }
+        }
+        if ordinal_to_file.iter().all(Option::is_none) {
+            return (covered, vec![]);
+        }
+        let blob = BlobRef {
+            bundle_path: &run.bundle_path,
+            offset: run.blob_offset,
+            length: run.blob_length,
+            ordered: &run.ordered,
+        };
+        let entries = match self.probe_blob(ix, blob, probe).await {
+            Ok(e) => e.unwrap_or_default(),
+            Err(reason) => {
+                let r = Rejection {
+                    data_file: "*".into(),
+                    index_id: Some(ix.index_id),
+                    bundle_path: Some(run.bundle_path.clone()),
+                    reason,
+                };
+                tracing::warn!(target: "skerry::gate", "{r}");
+                stats.rejections.push(r);
+                return (covered, vec![]);
+            }
+        };
+        for i in ordinal_to_file.iter().flatten() {
+            covered[*i] = true;
+            stats.files += 1;
+            stats.files_by_index += 1;
+        }
+        let mask = (1u64 << RUN_POSITION_BITS) - 1;
+        let out = entries
+            .into_iter()
+            .filter_map(|(k, tagged)| {
+                let ordinal = (tagged >> RUN_POSITION_BITS) as usize;
+                let i = (*ordinal_to_file.get(ordinal)?)?;
+                Some((k, i, tagged & mask))
+            })
+            .collect();
+        (covered, out)
+    }
+}
+
+/// A blob to probe: where it is and its ordered-index facts.
+struct BlobRef<'a> {
+    bundle_path: &'a str,
+    offset: u64,
+    length: u64,
+    ordered: &'a OrderedMeta,
 }
 
 fn range_err(e: RangeError) -> Error {
@@ -485,16 +587,11 @@ fn merge_stats(into: &mut LookupStats, s: LookupStats) {
 
 /// A bundle that cannot be read (deleted by a vacuum, unreachable) is a rejection, not a
 /// failed query: the file is scanned instead.
-fn index_io(l: &crate::lineage::IndexFile, err: crate::io::IoError) -> Rejection {
-    Rejection {
-        data_file: l.source_path.clone(),
-        index_id: Some(l.index_id),
-        bundle_path: Some(l.bundle_path.clone()),
-        reason: match err {
-            crate::io::IoError::NotFound { .. } => RejectReason::Missing,
-            other => RejectReason::Corrupt {
-                message: other.to_string(),
-            },
+fn index_io(err: crate::io::IoError) -> RejectReason {
+    match err {
+        crate::io::IoError::NotFound { .. } => RejectReason::Missing,
+        other => RejectReason::Corrupt {
+            message: other.to_string(),
         },
     }
 }

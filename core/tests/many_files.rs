@@ -1,0 +1,171 @@
+//! A point lookup on a table of many files must not read every file's blob: the table-wide
+//! sorted run answers it with ONE range read of index data once the manifest and the run's
+//! directory are cached, and with at most 3 sequential reads from the pinned manifest alone.
+
+use skerry_core::encoding::{Value, ValueBound};
+use skerry_core::io::{ObjectStoreReader, RangeReader, UrlReader};
+use skerry_core::manifest;
+use skerry_core::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::query::{DirectoryCache, Lookup};
+use skerry_core::sample::{customer_of, orders_parquet, SampleCodec};
+
+const FILES: i64 = 100;
+const ROWS: i64 = 400;
+
+#[tokio::test]
+async fn point_lookups_over_100_files_read_one_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    for i in 0..FILES {
+        std::fs::write(
+            data.join(format!("p{i:03}.parquet")),
+            orders_parquet(i * ROWS, ROWS as usize, 200, SampleCodec::Snappy).unwrap(),
+        )
+        .unwrap();
+    }
+    let overlay_url = format!("file://{}", dir.path().join("overlay").display());
+    let o = Overlay::open(&overlay_url, OpenOptions::default())
+        .await
+        .unwrap();
+    o.register_parquet_table(
+        "orders",
+        &format!("file://{}", data.display()),
+        FileSelection::Prefix(String::new()),
+    )
+    .await
+    .unwrap();
+    o.create_index(
+        "orders",
+        "by_customer",
+        &["customer".into()],
+        IndexOptions::default(),
+    )
+    .await
+    .unwrap();
+    o.create_index(
+        "orders",
+        "by_id",
+        &["order_id".into()],
+        IndexOptions { unique: true },
+    )
+    .await
+    .unwrap();
+    o.build("orders", |_| {}).await.unwrap();
+    o.publish().await.unwrap();
+
+    let reader = ObjectStoreReader::from_url(&overlay_url, &[]).unwrap();
+    let m = manifest::read_latest(&reader).await.unwrap();
+    let t = m.table("orders").unwrap();
+    let run = t
+        .index("by_customer")
+        .unwrap()
+        .run
+        .as_ref()
+        .expect("a run for a 100-file table");
+    assert_eq!(run.files.len(), FILES as usize);
+
+    // Keys spread over every file: each customer has rows in many files.
+    let key = |id: i64| vec![Value::String(customer_of(id).unwrap())];
+    let data_reader = UrlReader::new(vec![]);
+    let dirs = DirectoryCache::default();
+    let l = Lookup {
+        overlay: &reader,
+        data: &data_reader,
+        manifest: &m,
+        dirs: &dirs,
+    };
+
+    // From nothing cached but the pinned manifest: at most 3 sequential reads.
+    let before = reader.stats();
+    let r = l.lookup("orders", "by_customer", &key(1)).await.unwrap();
+    let cold = reader.stats().since(&before);
+    let files_hit: std::collections::BTreeSet<_> = r.rows.iter().map(|x| x.file.clone()).collect();
+    assert!(
+        files_hit.len() >= 3,
+        "the key lives in several files: {files_hit:?}"
+    );
+    assert!(cold.requests <= 3, "cold: {cold:?}");
+    assert_eq!(r.stats.files_by_index, FILES as u64);
+    assert_eq!(r.stats.files_scanned, 0);
+
+    // Warm (manifest + the run's directory cached): ONE range read of at most 64 KiB.
+    for id in [7, 1234, 39_999, 20_000] {
+        let before = reader.stats();
+        let r = l.lookup("orders", "by_customer", &key(id)).await.unwrap();
+        let warm = reader.stats().since(&before);
+        assert_eq!(warm.requests, 1, "warm lookup of {id}: {warm:?}");
+        assert!(warm.bytes <= 64 * 1024, "warm lookup of {id}: {warm:?}");
+        assert_eq!(r.stats.index_requests, 1);
+        // Same rows as answering file by file.
+        let mut without_run = m.clone();
+        for t in &mut without_run.tables {
+            for ix in &mut t.indexes {
+                ix.run = None;
+            }
+        }
+        let plain_dirs = DirectoryCache::default();
+        let plain = Lookup {
+            overlay: &reader,
+            data: &data_reader,
+            manifest: &without_run,
+            dirs: &plain_dirs,
+        };
+        let p = plain
+            .lookup("orders", "by_customer", &key(id))
+            .await
+            .unwrap();
+        assert_eq!(r.rows, p.rows);
+        assert!(
+            p.stats.index_requests > 10,
+            "file by file costs a read per file: {:?}",
+            p.stats
+        );
+    }
+
+    // A range: the run answers it too, and agrees with file-by-file answering.
+    let lo = ValueBound::Included(vec![Value::Int(12_345)]);
+    let hi = ValueBound::Excluded(vec![Value::Int(12_400)]);
+    let r = l.range("orders", "by_id", lo, hi, false).await.unwrap();
+    assert_eq!(
+        r.rows.iter().map(|x| x.row_id.unwrap()).collect::<Vec<_>>(),
+        (12_345..12_400).collect::<Vec<u64>>()
+    );
+
+    // A drifted file leaves the run's coverage and is answered by a scan; the rest still by
+    // the run.
+    std::fs::write(
+        data.join("p005.parquet"),
+        orders_parquet(777_000, 50, 50, SampleCodec::Zstd).unwrap(),
+    )
+    .unwrap();
+    o.refresh("orders").await.unwrap();
+    let r = o.lookup("orders", "by_customer", &key(1)).await.unwrap();
+    assert_eq!(r.stats.files_scanned, 1);
+    assert_eq!(r.stats.files_by_index, FILES as u64 - 1);
+    assert!(r
+        .rows
+        .iter()
+        .all(|x| x.file != "p005.parquet"
+            || customer_of(777_000 + x.position as i64) == customer_of(1)));
+    // Rebuilding re-indexes that file and rebuilds the run over all 100 files again.
+    o.build("orders", |_| {}).await.unwrap();
+    let r = o.lookup("orders", "by_customer", &key(1)).await.unwrap();
+    assert_eq!(
+        (r.stats.files_scanned, r.stats.files_by_index),
+        (0, FILES as u64)
+    );
+    let m2 = o.snapshot_manifest(0).await.unwrap();
+    assert_eq!(
+        m2.table("orders")
+            .unwrap()
+            .index("by_customer")
+            .unwrap()
+            .run
+            .as_ref()
+            .unwrap()
+            .files
+            .len(),
+        FILES as usize
+    );
+}
