@@ -49,6 +49,11 @@ export declare class Overlay {
    * `undefined` = unconstrained (only after the last constrained column).
    */
   nulls(table: string, index: string, prefix: unknown[], options?: { reverse?: boolean }): Promise<LookupResult>
+  /**
+   * Where rows with stable ids `rowIds` are; files without a usable row-id summary list
+   * the ids that may be in them as candidates.
+   */
+  locate(table: string, rowIds: Array<bigint>): Promise<LocateResult>
   /** Closes the catalog (waits for durability of everything committed). */
   close(): Promise<void>
 }
@@ -59,6 +64,11 @@ export interface BuildReport {
   bundlesWritten: number
   bytesWritten: bigint
   skipped: Array<SkippedFile>
+}
+
+export interface Candidates {
+  file: string
+  rowIds: Array<bigint>
 }
 
 export interface CreateIndexOptions {
@@ -90,6 +100,11 @@ export interface IndexInfo {
   unique: boolean
   /** `building` | `ready` | `maintaining` | `poisoned` */
   state: string
+}
+
+export interface LocateResult {
+  rows: Array<Row>
+  candidates: Array<Candidates>
 }
 
 export interface LookupResult {

@@ -130,6 +130,14 @@ test('IN, range and IS NULL: the addon and wasm agree with the generator', async
   }
 });
 
+test('locate row ids from both', async () => {
+  const a = await overlay.locate('orders', [4001n, 0n, 11999n, 12000n]);
+  const w = await reader.locate('orders', [4001n, 0, 11999n, 12000n]);
+  assert.deepEqual(w.rows, a.rows);
+  assert.deepEqual(a.rows.map((r) => [r.file, r.position]), [['part-0.parquet', 0n], ['part-1.parquet', 1n], ['part-2.parquet', 3999n]]);
+  assert.deepEqual(a.candidates, []);
+});
+
 test('a value no row holds returns nothing, from both', async () => {
   for (const [index, key] of [['by_customer', 'customer-00042x'], ['by_customer', 'aaa'], ['by_id', 12000], ['by_id', -1]]) {
     assert.deepEqual((await overlay.lookup('orders', index, key)).rows, []);

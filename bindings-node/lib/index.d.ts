@@ -4,7 +4,7 @@ import type { Overlay as NativeOverlay, OpenOptions } from '../index';
 
 export type {
   BuildReport, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
-  OpenOptions, PublishReport, RangeBound, RefreshReport, RegisterOptions, Rejection, Row,
+  Candidates, LocateResult, OpenOptions, PublishReport, RangeBound, RefreshReport, RegisterOptions, Rejection, Row,
   ScanOptions, SkippedFile, TableInfo,
 } from '../index';
 

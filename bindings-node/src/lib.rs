@@ -166,6 +166,18 @@ pub struct LookupStats {
 }
 
 #[napi(object)]
+pub struct Candidates {
+    pub file: String,
+    pub row_ids: Vec<BigInt>,
+}
+
+#[napi(object)]
+pub struct LocateResult {
+    pub rows: Vec<Row>,
+    pub candidates: Vec<Candidates>,
+}
+
+#[napi(object)]
 pub struct LookupResult {
     pub rows: Vec<Row>,
     pub stats: LookupStats,
@@ -601,6 +613,33 @@ impl Overlay {
                     .await
                     .map_err(to_js)?,
             ))
+        })
+    }
+
+    /// Where rows with stable ids `rowIds` are; files without a usable row-id summary list
+    /// the ids that may be in them as candidates.
+    #[napi]
+    pub async fn locate(&self, table: String, row_ids: Vec<BigInt>) -> Result<LocateResult> {
+        let ids = row_ids.iter().map(|b| b.get_u64().1).collect::<Vec<_>>();
+        let r = self.inner.locate(&table, &ids).await.map_err(to_js)?;
+        Ok(LocateResult {
+            rows: r
+                .rows
+                .into_iter()
+                .map(|x| Row {
+                    file: x.file,
+                    position: big(x.position),
+                    row_id: x.row_id.map(big),
+                })
+                .collect(),
+            candidates: r
+                .candidates
+                .into_iter()
+                .map(|c| Candidates {
+                    file: c.file,
+                    row_ids: c.row_ids.into_iter().map(big).collect(),
+                })
+                .collect(),
         })
     }
 

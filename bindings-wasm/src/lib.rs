@@ -398,6 +398,34 @@ mod api {
             })
         }
 
+        /// Where rows with stable ids `rowIds` (bigints or numbers) are: `{ rows, candidates }`.
+        pub fn locate(&self, table: String, row_ids: JsValue) -> Result<JsValue, JsValue> {
+            if !Array::is_array(&row_ids) {
+                return Err(js_err(skerry_core::Error::Invalid(
+                    "rowIds must be an array".into(),
+                )));
+            }
+            let mut ids = Vec::new();
+            for v in Array::from(&row_ids).iter() {
+                match key_value(&v)? {
+                    Value::Int(i) if i >= 0 => ids.push(i as u64),
+                    Value::UInt(u) => ids.push(u),
+                    Value::Float64(f) if f >= 0.0 && f.fract() == 0.0 => ids.push(f as u64),
+                    _ => {
+                        return Err(js_err(skerry_core::Error::Invalid(
+                            "row ids are non-negative integers".into(),
+                        )))
+                    }
+                }
+            }
+            let m = self.inner.manifest.borrow().clone();
+            let r = self.inner.lookup(&m).locate(&table, &ids).map_err(js_err)?;
+            let ser =
+                serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true);
+            r.serialize(&ser)
+                .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))
+        }
+
         fn run(
             &self,
             f: impl FnOnce(

@@ -25,6 +25,7 @@ pub mod lineage;
 pub mod manifest;
 pub mod puffin;
 pub mod query;
+pub mod rowset;
 
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub mod catalog;

@@ -1092,6 +1092,12 @@ impl Overlay {
             .await
     }
 
+    /// Where rows with stable ids `ids` are (see [`Lookup::locate`]).
+    pub async fn locate(&self, table: &str, ids: &[u64]) -> Result<crate::query::LocateResult> {
+        let m = self.head_model().await?;
+        self.reader_over(&m).locate(table, ids)
+    }
+
     fn reader_over<'a>(&'a self, m: &'a Manifest) -> Lookup<'a> {
         Lookup {
             overlay: self.reader.as_ref(),

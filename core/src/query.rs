@@ -21,6 +21,7 @@ use crate::manifest::{
     FileEntry, IndexFileEntry, IndexManifest, IndexState, Manifest, OrderedMeta, TableManifest,
     RUN_POSITION_BITS,
 };
+use crate::rowset::{locate, Located, RowSet};
 
 /// One matching row.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +64,22 @@ pub struct LookupStats {
 pub struct LookupResult {
     pub rows: Vec<RowRef>,
     pub stats: LookupStats,
+}
+
+/// The answer of [`Lookup::locate`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocateResult {
+    /// Rows found exactly (file, position, row id).
+    pub rows: Vec<RowRef>,
+    /// Files without a usable row-id summary, with the ids that may be in them.
+    pub candidates: Vec<Candidates>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Candidates {
+    pub file: String,
+    pub row_ids: Vec<u64>,
 }
 
 /// Parsed block directories, keyed by bundle path + blob offset (bundles are immutable).
@@ -111,6 +128,47 @@ struct FileAnswer {
 }
 
 impl Lookup<'_> {
+    /// Where rows `ids` (stable row ids) are: intersects them with every file's row-id
+    /// summary. Files without a usable summary keep every id as a candidate (never a guessed
+    /// position). Rows come in file order, then position.
+    pub fn locate(&self, table: &str, ids: &[u64]) -> Result<LocateResult> {
+        let t = self.manifest.table(table)?;
+        let summaries: Vec<Option<RowSet>> = t
+            .files
+            .iter()
+            .map(|f| {
+                f.row_id_start.map(|start| RowSet::Dense {
+                    start,
+                    count: f.record_count,
+                })
+            })
+            .collect();
+        let refs: Vec<Option<&RowSet>> = summaries.iter().map(Option::as_ref).collect();
+        let mut out = LocateResult::default();
+        for (f, located) in t.files.iter().zip(locate(&refs, ids)) {
+            match located {
+                Located::Exact(found) => {
+                    let mut rows: Vec<RowRef> = found
+                        .into_iter()
+                        .map(|(id, position)| RowRef {
+                            file: f.path.clone(),
+                            position,
+                            row_id: Some(id),
+                        })
+                        .collect();
+                    rows.sort_by_key(|r| r.position);
+                    out.rows.extend(rows);
+                }
+                Located::Candidates(ids) if !ids.is_empty() => out.candidates.push(Candidates {
+                    file: f.path.clone(),
+                    row_ids: ids,
+                }),
+                Located::Candidates(_) => {}
+            }
+        }
+        Ok(out)
+    }
+
     fn ready_index<'m>(
         &'m self,
         table: &str,

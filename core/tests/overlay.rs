@@ -182,6 +182,27 @@ async fn index_publish_and_lookup() {
         "E_NOT_FOUND"
     );
 
+    // Row ids → (file, position): every file's summary is a dense range here.
+    let loc = o
+        .locate("orders", &[2999, 3000, 0, 8999, 9000, 3000])
+        .await
+        .unwrap();
+    let got: Vec<_> = loc
+        .rows
+        .iter()
+        .map(|r| (r.file.as_str(), r.position, r.row_id))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("part-0.parquet", 0, Some(0)),
+            ("part-0.parquet", 2999, Some(2999)),
+            ("part-1.parquet", 0, Some(3000)),
+            ("part-2.parquet", 2999, Some(8999))
+        ]
+    );
+    assert!(loc.candidates.is_empty());
+
     // Publish, then answer from the published manifest through a plain reader.
     let p = o.publish().await.unwrap();
     assert_eq!(p.version, 1);
