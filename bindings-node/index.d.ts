@@ -54,6 +54,11 @@ export declare class Overlay {
    * the ids that may be in them as candidates.
    */
   locate(table: string, rowIds: Array<bigint>): Promise<LocateResult>
+  /**
+   * With `on`, every lookup answers every file by scanning it, ignoring indexes (the same
+   * answer; for benchmarks and debugging).
+   */
+  setScanOnly(on: boolean): void
   /** Closes the catalog (waits for durability of everything committed). */
   close(): Promise<void>
 }

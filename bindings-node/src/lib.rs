@@ -643,6 +643,13 @@ impl Overlay {
         })
     }
 
+    /// With `on`, every lookup answers every file by scanning it, ignoring indexes (the same
+    /// answer; for benchmarks and debugging).
+    #[napi]
+    pub fn set_scan_only(&self, on: bool) {
+        self.inner.set_scan_only(on);
+    }
+
     /// Closes the catalog (waits for durability of everything committed).
     #[napi]
     pub async fn close(&self) -> Result<()> {

@@ -183,6 +183,7 @@ mod api {
         data: Rc<dyn RangeReader>,
         manifest: RefCell<Rc<Manifest>>,
         dirs: DirectoryCache,
+        scan_only: std::cell::Cell<bool>,
         /// Table name (lowercase) → data location override.
         tables: HashMap<String, String>,
     }
@@ -194,6 +195,7 @@ mod api {
                 data: self.data.as_ref(),
                 manifest: m,
                 dirs: &self.dirs,
+                scan_only: self.scan_only.get(),
             }
         }
 
@@ -276,6 +278,7 @@ mod api {
                     tables: vec![],
                 })),
                 dirs: DirectoryCache::default(),
+                scan_only: std::cell::Cell::new(false),
                 tables,
             });
             inner.load().await?;
@@ -286,6 +289,13 @@ mod api {
         #[wasm_bindgen(getter)]
         pub fn version(&self) -> f64 {
             self.inner.manifest.borrow().version as f64
+        }
+
+        /// With `true`, lookups answer every file by scanning it, ignoring indexes (the same
+        /// answer; for benchmarks and debugging).
+        #[wasm_bindgen(js_name = setScanOnly)]
+        pub fn set_scan_only(&self, on: bool) {
+            self.inner.scan_only.set(on);
         }
 
         /// Re-reads `HEAD` and pins the newest published version.

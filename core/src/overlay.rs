@@ -162,6 +162,8 @@ pub struct Overlay {
     data: Arc<UrlReader>,
     catalog: Catalog,
     dirs: DirectoryCache,
+    /// Answer every file by scanning (benchmarks, debugging): see [`Overlay::set_scan_only`].
+    scan_only: std::sync::atomic::AtomicBool,
     /// Read model of the catalog head, keyed by catalog version.
     model: std::sync::Mutex<Option<(u64, Arc<Manifest>)>>,
     block_bytes: usize,
@@ -221,6 +223,7 @@ impl Overlay {
             catalog,
             dirs: DirectoryCache::default(),
             model: std::sync::Mutex::new(None),
+            scan_only: std::sync::atomic::AtomicBool::new(false),
             block_bytes: ordered::DEFAULT_BLOCK_BYTES,
         })
     }
@@ -1092,6 +1095,13 @@ impl Overlay {
             .await
     }
 
+    /// With `on`, every accessor answers every file by scanning it and ignores indexes (the
+    /// same answer, the baseline benchmarks compare against).
+    pub fn set_scan_only(&self, on: bool) {
+        self.scan_only
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Where rows with stable ids `ids` are (see [`Lookup::locate`]).
     pub async fn locate(&self, table: &str, ids: &[u64]) -> Result<crate::query::LocateResult> {
         let m = self.head_model().await?;
@@ -1104,6 +1114,7 @@ impl Overlay {
             data: self.data.as_ref(),
             manifest: m,
             dirs: &self.dirs,
+            scan_only: self.scan_only.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

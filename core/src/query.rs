@@ -108,6 +108,9 @@ pub struct Lookup<'a> {
     pub data: &'a dyn RangeReader,
     pub manifest: &'a Manifest,
     pub dirs: &'a DirectoryCache,
+    /// Answer every file by scanning it, ignoring indexes (benchmarks and debugging; the
+    /// answer is the same).
+    pub scan_only: bool,
 }
 
 /// What one accessor asks of every file: byte ranges of the index (sorted, disjoint or not)
@@ -310,13 +313,22 @@ impl Lookup<'_> {
             ix.files.iter().map(|e| (e.file_id, e)).collect();
         let probe = &probe;
         // Files the table run covers are answered by one probe of the run.
-        let (covered, mut all) = self.probe_run(t, ix, probe, &mut out.stats).await;
+        let (covered, mut all) = if self.scan_only {
+            (vec![false; t.files.len()], vec![])
+        } else {
+            self.probe_run(t, ix, probe, &mut out.stats).await
+        };
         // Futures collected first: a lazily mapped iterator would make the stream's item type
         // depend on a higher-ranked closure, which `Send` futures cannot express.
         let mut pending = Vec::with_capacity(t.files.len());
         let mut index_of = Vec::with_capacity(t.files.len());
         for (i, f) in t.files.iter().enumerate().filter(|(i, _)| !covered[*i]) {
-            pending.push(self.answer_file(t, ix, f, by_file.get(&f.file_id).copied(), probe));
+            let entry = if self.scan_only {
+                None
+            } else {
+                by_file.get(&f.file_id).copied()
+            };
+            pending.push(self.answer_file(t, ix, f, entry, probe));
             index_of.push(i);
         }
         let answers: Vec<Result<FileAnswer>> = futures::stream::iter(pending)

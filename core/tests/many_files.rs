@@ -74,6 +74,7 @@ async fn point_lookups_over_100_files_read_one_block() {
         data: &data_reader,
         manifest: &m,
         dirs: &dirs,
+        scan_only: false,
     };
 
     // From nothing cached but the pinned manifest: at most 3 sequential reads.
@@ -110,6 +111,7 @@ async fn point_lookups_over_100_files_read_one_block() {
             data: &data_reader,
             manifest: &without_run,
             dirs: &plain_dirs,
+            scan_only: false,
         };
         let p = plain
             .lookup("orders", "by_customer", &key(id))

@@ -219,6 +219,7 @@ async fn index_publish_and_lookup() {
         data: &data,
         manifest: &m,
         dirs: &dirs,
+        scan_only: false,
     };
     let want = "customer-00042";
     let r = l.lookup("orders", "by_customer", &s(want)).await.unwrap();
