@@ -43,7 +43,7 @@ export declare class Overlay {
    * Shared leading values are an equality prefix; ranging over columns of mixed directions
    * is refused (`E_REFUSED`).
    */
-  range(table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: { reverse?: boolean }): Promise<LookupResult>
+  range(table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: ScanOptions): Promise<LookupResult>
   /**
    * IS NULL over a leading run of columns: `null` = IS NULL, a value = equality,
    * `undefined` = unconstrained (only after the last constrained column).
@@ -191,6 +191,11 @@ export declare function sampleOrdersParquet(firstId: number, rows: number, rowGr
 
 export interface ScanOptions {
   reverse?: boolean
+  /**
+   * For `range`: the column the bounds range over; refused (`E_REFUSED`) unless it is the
+   * column after the bounds' equality prefix.
+   */
+  column?: string
 }
 
 export interface SkippedFile {

@@ -127,6 +127,9 @@ test('IN, range and IS NULL: the addon and wasm agree with the generator', async
     await assert.rejects(side.nulls('orders', 'by_customer_day', [undefined, 19000]), (e) => e.code === 'E_REFUSED');
     await assert.rejects(side.nulls('orders', 'by_customer_day', [c]), (e) => e.code === 'E_REFUSED');
     await assert.rejects(side.range('orders', 'by_id', { key: null }, null), (e) => e.code === 'E_REFUSED');
+    // A bare range on the non-leading `day` column; fine with equality on `customer`.
+    await assert.rejects(side.range('orders', 'by_customer_day', null, null, { column: 'day' }), (e) => e.code === 'E_REFUSED');
+    await side.range('orders', 'by_customer_day', { key: [c, 19100] }, { key: [c] }, { column: 'day' });
   }
 });
 

@@ -194,6 +194,9 @@ pub struct RangeBound {
 #[napi(object)]
 pub struct ScanOptions {
     pub reverse: Option<bool>,
+    /// For `range`: the column the bounds range over; refused (`E_REFUSED`) unless it is the
+    /// column after the bounds' equality prefix.
+    pub column: Option<String>,
 }
 
 fn key_values(env: &Env, key: Unknown<'_>) -> Result<Vec<Value>> {
@@ -552,7 +555,7 @@ impl Overlay {
     /// Shared leading values are an equality prefix; ranging over columns of mixed directions
     /// is refused (`E_REFUSED`).
     #[napi(
-        ts_args_type = "table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: { reverse?: boolean }"
+        ts_args_type = "table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: ScanOptions"
     )]
     pub fn range<'env>(
         &self,
@@ -564,9 +567,16 @@ impl Overlay {
         options: Option<ScanOptions>,
     ) -> Result<PromiseRaw<'env, LookupResult>> {
         let (lower, upper) = (value_bound(env, lower)?, value_bound(env, upper)?);
+        let column = options.as_ref().and_then(|o| o.column.clone());
         let reverse = options.and_then(|o| o.reverse).unwrap_or(false);
         let inner = self.inner.clone();
         env.spawn_future(async move {
+            if let Some(c) = &column {
+                inner
+                    .check_range_column(&table, &index, &lower, &upper, c)
+                    .await
+                    .map_err(to_js)?;
+            }
             Ok(result(
                 inner
                     .range(&table, &index, lower, upper, reverse)

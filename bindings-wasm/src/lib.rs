@@ -362,6 +362,12 @@ mod api {
                     let (lo, hi) = (value_bound(&lower)?, value_bound(&upper)?);
                     let reverse = get(&options, "reverse").as_bool().unwrap_or(false);
                     let m = inner.manifest.borrow().clone();
+                    if let Some(c) = get(&options, "column").as_string() {
+                        inner
+                            .lookup(&m)
+                            .check_range_column(&table, &index, &lo, &hi, &c)
+                            .map_err(js_err)?;
+                    }
                     inner
                         .lookup(&m)
                         .range(&table, &index, lo, hi, reverse)

@@ -876,6 +876,23 @@ impl KeySchema {
         })
     }
 
+    /// The range column of `lower ≤ key ≤ upper`: the first column after the values both
+    /// bounds share (`None` when the bounds fix every column they name).
+    pub fn range_column(&self, lower: &ValueBound, upper: &ValueBound) -> Option<usize> {
+        let (l, u) = (lower.values(), upper.values());
+        let p = if lower.is_bounded() && upper.is_bounded() {
+            l.iter().zip(u).take_while(|(a, b)| a == b).count()
+        } else {
+            0
+        };
+        let deepest = l.len().max(u.len());
+        if p < deepest || (!lower.is_bounded() && !upper.is_bounded()) {
+            Some(p).filter(|p| *p < self.columns.len())
+        } else {
+            None
+        }
+    }
+
     /// The byte range of `IS NULL` over a leading run of columns: `Some(Value::Null)` is
     /// IS NULL, `Some(v)` is `= v`, `None` is unconstrained — allowed only after the last
     /// constrained column. At least one IS NULL is required. The range is exact.

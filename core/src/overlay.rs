@@ -1081,6 +1081,20 @@ impl Overlay {
             .await
     }
 
+    /// See [`Lookup::check_range_column`].
+    pub async fn check_range_column(
+        &self,
+        table: &str,
+        index: &str,
+        lower: &ValueBound,
+        upper: &ValueBound,
+        column: &str,
+    ) -> Result<()> {
+        let m = self.head_model().await?;
+        self.reader_over(&m)
+            .check_range_column(table, index, lower, upper, column)
+    }
+
     /// `IS NULL` over a leading run of columns (see [`Lookup::nulls`]).
     pub async fn nulls(
         &self,

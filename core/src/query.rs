@@ -263,6 +263,43 @@ impl Lookup<'_> {
         .await
     }
 
+    /// Refuses a range meant for `column` that the index cannot serve as one: the column
+    /// must be in the index and be the range column of the bounds (every earlier index
+    /// column fixed by equality). A bare range on a non-leading column is `E_REFUSED`,
+    /// never scanned wrong.
+    pub fn check_range_column(
+        &self,
+        table: &str,
+        index: &str,
+        lower: &ValueBound,
+        upper: &ValueBound,
+        column: &str,
+    ) -> Result<()> {
+        let (t, ix) = self.ready_index(table, index)?;
+        let field = t
+            .fields
+            .iter()
+            .find(|f| f.name == column)
+            .ok_or_else(|| Error::NotFound {
+                kind: "column",
+                name: format!("{}.{column}", t.name),
+            })?;
+        let j = ix
+            .fields
+            .iter()
+            .position(|id| *id == field.field_id)
+            .ok_or_else(|| {
+                Error::Refused(format!("column {column} is not in index {}", ix.name))
+            })?;
+        match ix.key.range_column(lower, upper) {
+            Some(r) if r == j => Ok(()),
+            _ => Err(Error::Refused(format!(
+                "a range on {column} (column {j} of index {}) needs `=` on every index column before it and bounds on {column}",
+                ix.name
+            ))),
+        }
+    }
+
     /// `IS NULL` over a leading run of columns (`Some(Null)` = IS NULL, `Some(v)` = `= v`,
     /// `None` = unconstrained after the last constrained column), in stored order or reversed.
     pub async fn nulls(

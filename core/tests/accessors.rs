@@ -456,6 +456,43 @@ async fn refusals_are_typed() {
     let lo = ValueBound::Excluded(vec![Value::Int(1), Value::String("a".into())]);
     let hi = ValueBound::Included(vec![Value::Int(1)]);
     o.range("t", "mixed", lo, hi, true).await.unwrap();
+    // A bare range on a non-leading column is refused; with equality on the leading
+    // column it is the range column.
+    let on_b = ValueBound::Included(vec![Value::Int(0), Value::String("a".into())]);
+    let bare = ValueBound::Included(vec![Value::Int(0)]);
+    assert_eq!(
+        o.check_range_column("t", "mixed", &bare, &ValueBound::Unbounded, "b")
+            .await
+            .unwrap_err()
+            .code(),
+        "E_REFUSED"
+    );
+    assert_eq!(
+        o.check_range_column(
+            "t",
+            "mixed",
+            &ValueBound::Unbounded,
+            &ValueBound::Unbounded,
+            "b"
+        )
+        .await
+        .unwrap_err()
+        .code(),
+        "E_REFUSED"
+    );
+    o.check_range_column("t", "mixed", &on_b, &bare, "b")
+        .await
+        .unwrap();
+    o.check_range_column("t", "mixed", &bare, &ValueBound::Unbounded, "a")
+        .await
+        .unwrap();
+    assert_eq!(
+        o.check_range_column("t", "mixed", &bare, &ValueBound::Unbounded, "c")
+            .await
+            .unwrap_err()
+            .code(),
+        "E_REFUSED"
+    );
     // IS NULL: a gap, and no IS NULL at all.
     assert_eq!(
         o.nulls("t", "mixed", &[None, Some(Value::Null)], false)
