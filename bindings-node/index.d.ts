@@ -139,6 +139,13 @@ export interface OpenOptions {
 /** Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`. */
 export declare function openOverlay(url: string, options?: OpenOptions | undefined | null): Promise<Overlay>
 
+/** A column of `writeParquet`. */
+export interface ParquetColumn {
+  name: string
+  /** `boolean` | `int32` | `int64` | `float64` | `string` | `date` */
+  type: string
+}
+
 export interface PublishReport {
   version: bigint
   path: string
@@ -211,3 +218,9 @@ export interface TableInfo {
   rows: bigint
   fields: Array<Field>
 }
+
+/**
+ * Writes rows (arrays of values, `null` for NULL) as a Parquet file with nullable columns —
+ * arbitrary test data (NaN, ±0, unicode, NULLs) without another Parquet writer.
+ */
+export declare function writeParquet(columns: ParquetColumn[], rows: unknown[][], rowGroupRows?: number, codec?: string): Buffer

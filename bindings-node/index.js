@@ -838,3 +838,4 @@ module.exports = nativeBinding
 module.exports.Overlay = nativeBinding.Overlay
 module.exports.openOverlay = nativeBinding.openOverlay
 module.exports.sampleOrdersParquet = nativeBinding.sampleOrdersParquet
+module.exports.writeParquet = nativeBinding.writeParquet

@@ -27,5 +27,8 @@ export declare const Overlay: {
 /** A deterministic sample `orders` Parquet file (order_id, customer, amount, day). */
 export declare function sampleOrdersParquet(firstId: number, rows: number, rowGroupRows?: number, codec?: 'snappy' | 'lz4' | 'zstd' | 'none'): Buffer;
 
+/** Writes rows (arrays of values, `null` = NULL) as a Parquet file with nullable columns. */
+export declare function writeParquet(columns: Array<{ name: string; type: 'boolean' | 'int32' | 'int64' | 'float64' | 'string' | 'date' }>, rows: unknown[][], rowGroupRows?: number, codec?: 'snappy' | 'lz4' | 'zstd' | 'none'): Buffer;
+
 /** Moves a leading `E_CODE: ` of an error message onto `err.code`. */
 export declare function withCode<E>(e: E): E;

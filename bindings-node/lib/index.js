@@ -49,4 +49,8 @@ function sampleOrdersParquet(firstId, rows, rowGroupRows = 1000, codec = 'snappy
   return call(native.sampleOrdersParquet, undefined, [firstId, rows, rowGroupRows, codec]);
 }
 
-module.exports = { Overlay, sampleOrdersParquet, withCode };
+function writeParquet(columns, rows, rowGroupRows, codec) {
+  return call(native.writeParquet, undefined, [columns, rows, rowGroupRows, codec]);
+}
+
+module.exports = { Overlay, sampleOrdersParquet, writeParquet, withCode };

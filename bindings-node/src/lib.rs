@@ -379,6 +379,65 @@ pub fn sample_orders_parquet(
     Ok(bytes.into())
 }
 
+/// A column of `writeParquet`.
+#[napi(object)]
+pub struct ParquetColumn {
+    pub name: String,
+    /// `boolean` | `int32` | `int64` | `float64` | `string` | `date`
+    #[napi(js_name = "type")]
+    pub ty: String,
+}
+
+/// Writes rows (arrays of values, `null` for NULL) as a Parquet file with nullable columns —
+/// arbitrary test data (NaN, ±0, unicode, NULLs) without another Parquet writer.
+#[napi(
+    ts_args_type = "columns: ParquetColumn[], rows: unknown[][], rowGroupRows?: number, codec?: string"
+)]
+pub fn write_parquet(
+    env: &Env,
+    columns: Vec<ParquetColumn>,
+    rows: Unknown<'_>,
+    row_group_rows: Option<u32>,
+    codec: Option<String>,
+) -> Result<Buffer> {
+    let cols = columns
+        .into_iter()
+        .map(|c| {
+            c.ty.parse()
+                .map(|t| (c.name, t))
+                .map_err(|e: skerry_core::encoding::KeyError| {
+                    napi::Error::new(Status::InvalidArg, format!("E_INVALID: {e}"))
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if !rows.is_array()? {
+        return Err(napi::Error::new(
+            Status::InvalidArg,
+            "E_INVALID: rows must be an array".to_string(),
+        ));
+    }
+    let arr: Array = unsafe { Array::from_napi_value(env.raw(), rows.raw())? };
+    let rows = (0..arr.len())
+        .map(|i| {
+            arr.get::<Unknown>(i)?
+                .ok_or_else(|| napi::Error::from_reason("E_INVALID: hole in rows"))
+                .and_then(|r| key_values(env, r))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let codec = skerry_core::sample::SampleCodec::parse(codec.as_deref().unwrap_or("snappy"))
+        .ok_or_else(|| {
+            napi::Error::new(Status::InvalidArg, "E_INVALID: unknown codec".to_string())
+        })?;
+    let bytes = skerry_core::sample::parquet_from_rows(
+        &cols,
+        &rows,
+        row_group_rows.unwrap_or(1000) as usize,
+        codec,
+    )
+    .map_err(to_js)?;
+    Ok(bytes.into())
+}
+
 #[napi]
 impl Overlay {
     /// Registers a table of plain Parquet files under `location` (a directory URL), recording

@@ -3,13 +3,17 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Date32Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{
+    ArrayRef, BooleanArray, Date32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
+    StringArray,
+};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::error::Result;
+use crate::encoding::{KeyType, Value};
+use crate::error::{Error, Result};
 
 /// Codec of a sample file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +98,122 @@ pub fn orders_parquet(
         .build();
     let mut out = Vec::new();
     let mut w = ArrowWriter::try_new(&mut out, schema(), Some(props))?;
+    w.write(&batch)?;
+    w.close()?;
+    Ok(out)
+}
+
+/// A Parquet file from rows of values: columns of `boolean`, `int32`, `int64`, `float64`,
+/// `string` or `date`, every column nullable (tests and examples that need arbitrary data —
+/// NaN, ±0.0, NULLs, unicode — without another Parquet writer).
+pub fn parquet_from_rows(
+    columns: &[(String, KeyType)],
+    rows: &[Vec<Value>],
+    row_group_rows: usize,
+    codec: SampleCodec,
+) -> Result<Vec<u8>> {
+    let mut fields = Vec::with_capacity(columns.len());
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+    for (i, (name, ty)) in columns.iter().enumerate() {
+        let col = rows
+            .iter()
+            .map(|r| r.get(i).cloned().unwrap_or(Value::Null));
+        let bad = |v: &Value| Error::Invalid(format!("column {name} ({ty}) cannot hold {v:?}"));
+        let (dt, array): (DataType, ArrayRef) = match ty {
+            KeyType::Boolean => (
+                DataType::Boolean,
+                Arc::new(
+                    col.map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::Bool(b) => Ok(Some(b)),
+                        v => Err(bad(&v)),
+                    })
+                    .collect::<Result<BooleanArray>>()?,
+                ),
+            ),
+            KeyType::Int32 => (
+                DataType::Int32,
+                Arc::new(
+                    col.map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::Int(x) => i32::try_from(x).map(Some).map_err(|_| bad(&v)),
+                        Value::Float64(f) if f.fract() == 0.0 && f.abs() < 2f64.powi(31) => {
+                            Ok(Some(f as i32))
+                        }
+                        v => Err(bad(&v)),
+                    })
+                    .collect::<Result<Int32Array>>()?,
+                ),
+            ),
+            KeyType::Int64 => (
+                DataType::Int64,
+                Arc::new(
+                    col.map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::Int(x) => Ok(Some(x)),
+                        Value::Float64(f) if f.fract() == 0.0 && f.abs() < 2f64.powi(53) => {
+                            Ok(Some(f as i64))
+                        }
+                        v => Err(bad(&v)),
+                    })
+                    .collect::<Result<Int64Array>>()?,
+                ),
+            ),
+            KeyType::Float64 => (
+                DataType::Float64,
+                Arc::new(
+                    col.map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::Float64(f) => Ok(Some(f)),
+                        Value::Int(x) => Ok(Some(x as f64)),
+                        v => Err(bad(&v)),
+                    })
+                    .collect::<Result<Float64Array>>()?,
+                ),
+            ),
+            KeyType::String => (
+                DataType::Utf8,
+                Arc::new(
+                    col.map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::String(s) => Ok(Some(s)),
+                        v => Err(bad(&v)),
+                    })
+                    .collect::<Result<StringArray>>()?,
+                ),
+            ),
+            KeyType::Date => (
+                DataType::Date32,
+                Arc::new(
+                    col.map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::Date(d) => Ok(Some(d)),
+                        Value::Float64(f) if f.fract() == 0.0 && f.abs() < 2f64.powi(31) => {
+                            Ok(Some(f as i32))
+                        }
+                        Value::Int(x) => i32::try_from(x).map(Some).map_err(|_| bad(&v)),
+                        v => Err(bad(&v)),
+                    })
+                    .collect::<Result<Date32Array>>()?,
+                ),
+            ),
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "sample Parquet columns of type {other}"
+                )))
+            }
+        };
+        fields.push(Field::new(name, dt, true));
+        arrays.push(array);
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(schema.clone(), arrays)?;
+    let props = WriterProperties::builder()
+        .set_compression(codec.compression())
+        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
+        .build();
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut out, schema, Some(props))?;
     w.write(&batch)?;
     w.close()?;
     Ok(out)
