@@ -772,7 +772,8 @@ impl Overlay {
         let mut w = PuffinWriter::new();
         w.set_property("skerry.table", tr.name.clone());
         w.set_property("skerry.data-file", f.path.clone());
-        let mut pending: Vec<(IndexFileEntry, Option<(u64, Vec<u8>)>)> = Vec::new(); // (entry, built blob)
+        // (artifact, blob bytes): copied blobs of valid indexes and freshly built ones.
+        let mut pending: Vec<(IndexFileEntry, Vec<u8>)> = Vec::new();
         let mut entries_total = 0;
         let snapshot = tr.snapshot as i64;
         for ix in indexes {
@@ -785,7 +786,7 @@ impl Overlay {
                         .reader
                         .read_range(&Location::new(&l.bundle_path), l.blob_range())
                         .await?;
-                    pending.push((old.clone(), Some((0, bytes.to_vec()))));
+                    pending.push((old.clone(), bytes.to_vec()));
                 }
                 continue;
             }
@@ -841,7 +842,7 @@ impl Overlay {
                     lineage,
                     ordered: meta,
                 },
-                Some((1, blob.bytes)),
+                blob.bytes,
             ));
         }
         // Next bundle generation for this file.
@@ -855,8 +856,7 @@ impl Overlay {
             "bundles/{}/{}-g{}.puffin",
             tr.table_id, f.file_id, generation
         );
-        for (entry, blob) in &mut pending {
-            let (_, bytes) = blob.take().expect("every pending blob has bytes");
+        for (entry, bytes) in &mut pending {
             let mut props = BTreeMap::new();
             props.insert(
                 "skerry.index-id".to_string(),

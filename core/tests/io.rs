@@ -185,6 +185,7 @@ fn memory_reader_counts_and_versions() {
 }
 
 #[test]
+#[allow(clippy::reversed_empty_ranges)] // an inverted range is part of what is tested
 fn read_ranges_coalesces_near_ranges_into_one_request() {
     let m = MemoryReader::new();
     let bytes = data(1 << 20);
