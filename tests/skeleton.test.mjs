@@ -103,6 +103,13 @@ test('IN, range and IS NULL: the addon and wasm agree with the generator', async
   assert.deepEqual(await both('lookupMany', 'orders', 'by_id', [4242, 5, 5, 99999, null, 11000n]), [5, 4242, 11000]);
   assert.deepEqual(await both('lookupMany', 'orders', 'by_id', []), []);
   assert.deepEqual(await both('range', 'orders', 'by_id', { key: 100 }, { key: 105, inclusive: false }), [100, 101, 102, 103, 104]);
+  // A range reads only files whose key bounds overlap it: the other two are pruned unread.
+  for (const side of [overlay, reader]) {
+    const r = await side.range('orders', 'by_id', { key: 100 }, { key: 105, inclusive: false });
+    assert.equal(r.stats.filesPruned, 2);
+    assert.equal(r.stats.filesByIndex, 1);
+    assert.ok(r.stats.indexRequests <= 2, JSON.stringify(r.stats));
+  }
   assert.deepEqual(await both('range', 'orders', 'by_id', { key: 11997, inclusive: false }, null, { reverse: true }), [11999, 11998]);
 
   // Equality on the DESC leading column + a range on the next one.
