@@ -9,9 +9,10 @@ use arrow_array::types::*;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
+use parquet::arrow::arrow_reader::RowSelection;
 use parquet::arrow::push_decoder::ParquetPushDecoderBuilder;
 use parquet::arrow::{parquet_to_arrow_schema, ProjectionMask, PARQUET_FIELD_ID_META_KEY};
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataPushDecoder};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataPushDecoder};
 use parquet::DecodeResult;
 use serde::{Deserialize, Serialize};
 
@@ -88,6 +89,130 @@ pub async fn read_metadata_suffix<R: RangeReader + ?Sized>(
             DecodeResult::Finished => return Err(Error::Parquet("no metadata".into())),
         }
     }
+}
+
+/// Reads a file's metadata with its page index (offset and column indexes, when the file
+/// has them): one suffix read for the footer, one coalesced read for the page index.
+pub async fn read_metadata_with_page_index<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
+    let (tail, meta) = r.read_suffix(loc, FOOTER_PREFETCH).await?;
+    let size = meta.size;
+    if size == 0 || tail.len() as u64 > size {
+        return Err(Error::Parquet(format!("{} is empty", loc.path)));
+    }
+    let mut dec = ParquetMetaDataPushDecoder::try_new(size)?
+        .with_page_index_policy(PageIndexPolicy::Optional);
+    dec.push_ranges(vec![size - tail.len() as u64..size], vec![tail])?;
+    loop {
+        match dec.try_decode()? {
+            DecodeResult::NeedsData(ranges) => {
+                let bytes = r.read_ranges(loc, &ranges).await?;
+                dec.push_ranges(ranges, bytes)?;
+            }
+            DecodeResult::Data(md) => return Ok((Arc::new(md), meta)),
+            DecodeResult::Finished => return Err(Error::Parquet("no metadata".into())),
+        }
+    }
+}
+
+/// Fetches the rows at `positions` (any order, duplicates allowed) of the top-level columns
+/// `roots`, returned in the order of `positions`. Only the row groups holding them are read,
+/// and with a page index only the pages holding them (ranges coalesced).
+pub async fn read_rows<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    md: &Arc<ParquetMetaData>,
+    positions: &[u64],
+    roots: &[usize],
+) -> Result<RecordBatch> {
+    let mut wanted: Vec<u64> = positions.to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let total: u64 = md
+        .row_groups()
+        .iter()
+        .map(|g| g.num_rows().max(0) as u64)
+        .sum();
+    if let Some(&last) = wanted.last() {
+        if last >= total {
+            return Err(Error::Invalid(format!(
+                "row position {last} is past the end of {} ({total} rows)",
+                loc.path
+            )));
+        }
+    }
+    // Row groups holding the positions, and the positions rebased onto their concatenation.
+    let mut groups = Vec::new();
+    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+    let (mut start, mut selected_rows, mut i) = (0u64, 0usize, 0usize);
+    for (g, rg) in md.row_groups().iter().enumerate() {
+        let n = rg.num_rows().max(0) as u64;
+        let first = i;
+        while i < wanted.len() && wanted[i] < start + n {
+            let at = selected_rows + (wanted[i] - start) as usize;
+            match ranges.last_mut() {
+                Some(last) if last.end == at => last.end += 1,
+                _ => ranges.push(at..at + 1),
+            }
+            i += 1;
+        }
+        if i > first {
+            groups.push(g);
+            selected_rows += n as usize;
+        }
+        start += n;
+    }
+    let schema = Arc::new(arrow_schema(md)?.project(roots)?);
+    let mut sorted_roots = roots.to_vec();
+    sorted_roots.sort_unstable();
+    if groups.is_empty() {
+        return Ok(RecordBatch::new_empty(schema));
+    }
+    let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), selected_rows);
+    let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), roots.iter().copied());
+    let mut dec = ParquetPushDecoderBuilder::try_new_decoder(md.clone())?
+        .with_projection(mask)
+        .with_row_groups(groups)
+        .with_row_selection(selection)
+        .with_batch_size(BATCH_ROWS)
+        .build()?;
+    let mut batches = Vec::new();
+    loop {
+        match dec.try_decode()? {
+            DecodeResult::NeedsData(ranges) => {
+                let bytes: Vec<Bytes> = r.read_ranges(loc, &ranges).await?;
+                dec.push_ranges(ranges, bytes)?;
+            }
+            DecodeResult::Data(b) => batches.push(b),
+            DecodeResult::Finished => break,
+        }
+    }
+    let found = arrow_select::concat::concat_batches(
+        &batches
+            .first()
+            .map(|b| b.schema())
+            .unwrap_or_else(|| schema.clone()),
+        &batches,
+    )?;
+    // Back to the caller's order (and column order), repeating duplicates.
+    let index: arrow_array::UInt32Array = positions
+        .iter()
+        .map(|p| {
+            wanted
+                .binary_search(p)
+                .expect("wanted holds every position") as u32
+        })
+        .collect();
+    let columns = roots
+        .iter()
+        .map(|r| {
+            let c = sorted_roots.binary_search(r).expect("projected");
+            arrow_select::take::take(found.column(c).as_ref(), &index, None)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema, columns)?)
 }
 
 /// The arrow schema of a file.
