@@ -55,6 +55,13 @@ export declare class Overlay {
    */
   locate(table: string, rowIds: Array<bigint>): Promise<LocateResult>
   /**
+   * Fetches `columns` of `rows` (as lookups return them) in the order given, reading only
+   * the pages that hold them, at the data files' recorded versions: `{ ipc, json }` where
+   * `ipc` is an Arrow IPC stream and `json` the rows as JSON (the facade's `fetchRows`
+   * turns it into plain objects).
+   */
+  fetchRowsRaw(table: string, rows: Array<Row>, columns: Array<string>): Promise<FetchedRows>
+  /**
    * With `on`, every lookup answers every file by scanning it, ignoring indexes (the same
    * answer; for benchmarks and debugging).
    */
@@ -78,6 +85,13 @@ export interface Candidates {
 
 export interface CreateIndexOptions {
   unique?: boolean
+}
+
+export interface FetchedRows {
+  /** Arrow IPC stream of the rows. */
+  ipc: Buffer
+  /** The rows as JSON (see `fetchRows` in the facade for plain objects). */
+  json: string
 }
 
 export interface Field {

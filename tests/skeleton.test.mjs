@@ -148,6 +148,29 @@ test('locate row ids from both', async () => {
   assert.deepEqual(a.candidates, []);
 });
 
+test('rows by position: Arrow IPC and plain objects, the same from both', async () => {
+  const { tableFromIPC } = await import('apache-arrow');
+  const found = await overlay.lookup('orders', 'by_customer', 'customer-00042');
+  const rows = [...found.rows].reverse(); // any order is kept
+  const a = await overlay.fetchRows('orders', rows, ['order_id', 'customer', 'amount']);
+  const w = await reader.fetchRows('orders', rows, ['order_id', 'customer', 'amount']);
+  assert.deepEqual(w.rows, a.rows);
+  assert.equal(a.rows.length, rows.length);
+  a.rows.forEach((r, i) => {
+    assert.equal(r.order_id, Number(rows[i].rowId));
+    assert.equal(r.customer, 'customer-00042');
+    assert.equal(r.amount, (Number(rows[i].rowId) % 1000) * 1.25);
+  });
+  for (const ipc of [a.ipc, w.ipc]) {
+    const t = tableFromIPC(ipc);
+    assert.equal(t.numRows, rows.length);
+    assert.deepEqual(t.schema.fields.map((f) => f.name), ['order_id', 'customer', 'amount']);
+    assert.deepEqual([...t.getChild('order_id')].map(Number), rows.map((r) => Number(r.rowId)));
+  }
+  await assert.rejects(overlay.fetchRows('orders', rows, ['nope']), (e) => e.code === 'E_NOT_FOUND');
+  await assert.rejects(reader.fetchRows('orders', rows, ['nope']), (e) => e.code === 'E_NOT_FOUND');
+});
+
 test('a value no row holds returns nothing, from both', async () => {
   for (const [index, key] of [['by_customer', 'customer-00042x'], ['by_customer', 'aaa'], ['by_id', 12000], ['by_id', -1]]) {
     assert.deepEqual((await overlay.lookup('orders', index, key)).rows, []);

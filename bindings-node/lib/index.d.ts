@@ -1,6 +1,6 @@
 // Public types of the `skerry` package. The shapes come from the addon's generated
 // `index.d.ts` (napi-rs); this file adds the entry points of the facade.
-import type { Overlay as NativeOverlay, OpenOptions } from '../index';
+import type { Overlay as NativeOverlay, OpenOptions, Row } from '../index';
 
 export type {
   BuildReport, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
@@ -18,10 +18,16 @@ export type SkerryErrorCode =
 /** Every rejection from Skerry is an `Error` with a stable `code`. */
 export interface SkerryError extends Error { code: SkerryErrorCode }
 
-export type Overlay = NativeOverlay;
+/** Rows fetched by position: the Arrow IPC stream and plain objects. */
+export interface Fetched { ipc: Buffer; rows: Array<Record<string, unknown>> }
+
+export type Overlay = NativeOverlay & {
+  /** Fetches `columns` of `rows` (as lookups return them), in order, reading only their pages. */
+  fetchRows(table: string, rows: Row[], columns: string[]): Promise<Fetched>;
+};
 export declare const Overlay: {
   /** Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`. */
-  open(url: string, options?: OpenOptions): Promise<NativeOverlay>;
+  open(url: string, options?: OpenOptions): Promise<Overlay>;
 };
 
 /** A deterministic sample `orders` Parquet file (order_id, customer, amount, day). */

@@ -35,6 +35,27 @@ for (const name of Object.getOwnPropertyNames(native.Overlay.prototype)) {
   native.Overlay.prototype[name] = function (...args) { return call(fn, this, args); };
 }
 
+// Plain objects from the addon's JSON rows: integers past ±2^53 become bigints, non-finite
+// floats numbers, binary Uint8Arrays, decimals { unscaled: bigint, scale }.
+function revive(key, v) {
+  if (v && typeof v === 'object' && !Array.isArray(v)) {
+    if ('$bigint' in v) return BigInt(v.$bigint);
+    if ('$float' in v) return Number(v.$float);
+    if ('$bytes' in v) return Uint8Array.from(Buffer.from(v.$bytes, 'hex'));
+    if ('$decimal' in v) return { unscaled: BigInt(v.$decimal), scale: v.scale };
+  }
+  return v;
+}
+
+/**
+ * Fetches `columns` of `rows` (as lookups return them), in order: `{ ipc, rows }` with the
+ * Arrow IPC stream and the rows as plain objects.
+ */
+native.Overlay.prototype.fetchRows = async function (table, rows, columns) {
+  const r = await this.fetchRowsRaw(table, rows, columns);
+  return { ipc: r.ipc, rows: JSON.parse(r.json, revive) };
+};
+
 class Overlay {
   /**
    * Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`,
@@ -53,4 +74,4 @@ function writeParquet(columns, rows, rowGroupRows, codec) {
   return call(native.writeParquet, undefined, [columns, rows, rowGroupRows, codec]);
 }
 
-module.exports = { Overlay, sampleOrdersParquet, writeParquet, withCode };
+module.exports = { Overlay, sampleOrdersParquet, writeParquet, withCode, revive };

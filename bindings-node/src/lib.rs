@@ -166,6 +166,14 @@ pub struct LookupStats {
 }
 
 #[napi(object)]
+pub struct FetchedRows {
+    /// Arrow IPC stream of the rows.
+    pub ipc: Buffer,
+    /// The rows as JSON (see `fetchRows` in the facade for plain objects).
+    pub json: String,
+}
+
+#[napi(object)]
 pub struct Candidates {
     pub file: String,
     pub row_ids: Vec<BigInt>,
@@ -709,6 +717,40 @@ impl Overlay {
                     row_ids: c.row_ids.into_iter().map(big).collect(),
                 })
                 .collect(),
+        })
+    }
+
+    /// Fetches `columns` of `rows` (as lookups return them) in the order given, reading only
+    /// the pages that hold them, at the data files' recorded versions: `{ ipc, json }` where
+    /// `ipc` is an Arrow IPC stream and `json` the rows as JSON (the facade's `fetchRows`
+    /// turns it into plain objects).
+    #[napi]
+    pub async fn fetch_rows_raw(
+        &self,
+        table: String,
+        rows: Vec<Row>,
+        columns: Vec<String>,
+    ) -> Result<FetchedRows> {
+        let rows: Vec<skerry_core::query::RowRef> = rows
+            .into_iter()
+            .map(|r| skerry_core::query::RowRef {
+                file: r.file,
+                position: r.position.get_u64().1,
+                row_id: r.row_id.map(|b| b.get_u64().1),
+            })
+            .collect();
+        let batch = self
+            .inner
+            .fetch(&table, &rows, &columns)
+            .await
+            .map_err(to_js)?;
+        let ipc = skerry_core::query::to_ipc(&batch).map_err(to_js)?;
+        let json = skerry_core::query::to_json_rows(&batch)
+            .map_err(to_js)?
+            .to_string();
+        Ok(FetchedRows {
+            ipc: ipc.into(),
+            json,
         })
     }
 

@@ -63,6 +63,39 @@ mod api {
         )))
     }
 
+    /// JSON rows (see `skerry_core::query::to_json_rows`) as JS values, markers revived.
+    fn json_to_js(v: &serde_json::Value) -> JsValue {
+        use serde_json::Value as J;
+        match v {
+            J::Null => JsValue::NULL,
+            J::Bool(b) => JsValue::from_bool(*b),
+            J::Number(n) => JsValue::from_f64(n.as_f64().unwrap_or(f64::NAN)),
+            J::String(s) => JsValue::from_str(s),
+            J::Array(a) => a.iter().map(json_to_js).collect::<Array>().into(),
+            J::Object(o) => {
+                if let Some(J::String(b)) = o.get("$bigint") {
+                    return js_sys::BigInt::new(&JsValue::from_str(b))
+                        .map(JsValue::from)
+                        .unwrap_or(JsValue::NULL);
+                }
+                if let Some(J::String(f)) = o.get("$float") {
+                    return JsValue::from_f64(f.parse().unwrap_or(f64::NAN));
+                }
+                if let Some(J::String(h)) = o.get("$bytes") {
+                    let bytes: Vec<u8> = (0..h.len() / 2)
+                        .filter_map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).ok())
+                        .collect();
+                    return Uint8Array::from(bytes.as_slice()).into();
+                }
+                let out = Object::new();
+                for (k, x) in o {
+                    let _ = Reflect::set(&out, &k.into(), &json_to_js(x));
+                }
+                out.into()
+            }
+        }
+    }
+
     fn key_values(v: &JsValue) -> Result<Vec<Value>, JsValue> {
         if Array::is_array(v) {
             Array::from(v).iter().map(|x| key_value(&x)).collect()
@@ -440,6 +473,67 @@ mod api {
                 serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true);
             r.serialize(&ser)
                 .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))
+        }
+
+        /// Fetches `columns` of `rows` (as lookups return them) in order, reading only the pages
+        /// holding them: `{ ipc: Uint8Array (Arrow IPC stream), rows: object[] }`. Data files
+        /// are checked by size and record count against the manifest (`E_DRIFT`).
+        #[wasm_bindgen(js_name = fetchRows)]
+        pub fn fetch_rows(
+            &self,
+            table: String,
+            rows: JsValue,
+            columns: JsValue,
+        ) -> js_sys::Promise {
+            let inner = self.inner.clone();
+            wasm_bindgen_futures::future_to_promise(async move {
+                if !Array::is_array(&rows) || !Array::is_array(&columns) {
+                    return Err(js_err(skerry_core::Error::Invalid(
+                        "rows and columns must be arrays".into(),
+                    )));
+                }
+                let mut refs = Vec::new();
+                for r in Array::from(&rows).iter() {
+                    let file = get(&r, "file").as_string().ok_or_else(|| {
+                        js_err(skerry_core::Error::Invalid("a row needs a file".into()))
+                    })?;
+                    let position = match key_value(&get(&r, "position"))? {
+                        Value::Int(i) if i >= 0 => i as u64,
+                        Value::UInt(u) => u,
+                        Value::Float64(f) if f >= 0.0 && f.fract() == 0.0 => f as u64,
+                        _ => {
+                            return Err(js_err(skerry_core::Error::Invalid(
+                                "a row needs a position".into(),
+                            )))
+                        }
+                    };
+                    refs.push(skerry_core::query::RowRef {
+                        file,
+                        position,
+                        row_id: None,
+                    });
+                }
+                let cols: Vec<String> = Array::from(&columns)
+                    .iter()
+                    .filter_map(|c| c.as_string())
+                    .collect();
+                let m = inner.manifest.borrow().clone();
+                let batch = inner
+                    .lookup(&m)
+                    .fetch(&table, &refs, &cols, false)
+                    .await
+                    .map_err(js_err)?;
+                let ipc = skerry_core::query::to_ipc(&batch).map_err(js_err)?;
+                let json = skerry_core::query::to_json_rows(&batch).map_err(js_err)?;
+                let out = Object::new();
+                Reflect::set(
+                    &out,
+                    &"ipc".into(),
+                    &Uint8Array::from(ipc.as_slice()).into(),
+                )?;
+                Reflect::set(&out, &"rows".into(), &json_to_js(&json))?;
+                Ok(out.into())
+            })
         }
 
         fn run(

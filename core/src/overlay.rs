@@ -1109,6 +1109,18 @@ impl Overlay {
             .await
     }
 
+    /// Fetches `columns` of `rows` (see [`Lookup::fetch`]), reading data files at the
+    /// versions the catalog recorded.
+    pub async fn fetch(
+        &self,
+        table: &str,
+        rows: &[crate::query::RowRef],
+        columns: &[String],
+    ) -> Result<arrow_array::RecordBatch> {
+        let m = self.head_model().await?;
+        self.reader_over(&m).fetch(table, rows, columns, true).await
+    }
+
     /// With `on`, every accessor answers every file by scanning it and ignores indexes (the
     /// same answer, the baseline benchmarks compare against).
     pub fn set_scan_only(&self, on: bool) {

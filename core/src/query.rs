@@ -172,6 +172,103 @@ impl Lookup<'_> {
         Ok(out)
     }
 
+    /// Fetches `columns` of `rows` (as lookups return them), in the order given, reading only
+    /// the pages that hold them. With `pin_versions`, data files are read at the version the
+    /// manifest recorded (a file rewritten since fails `E_CHANGED`, never returns other
+    /// rows); without (a store whose ETags differ from the recorded ones, like a CDN in front
+    /// of the files), size and record count are checked instead (`E_DRIFT`).
+    pub async fn fetch(
+        &self,
+        table: &str,
+        rows: &[RowRef],
+        columns: &[String],
+        pin_versions: bool,
+    ) -> Result<arrow_array::RecordBatch> {
+        let t = self.manifest.table(table)?;
+        let field_ids = columns
+            .iter()
+            .map(|c| {
+                t.fields
+                    .iter()
+                    .find(|f| f.name == *c)
+                    .map(|f| f.field_id)
+                    .ok_or_else(|| Error::NotFound {
+                        kind: "column",
+                        name: format!("{}.{c}", t.name),
+                    })
+            })
+            .collect::<Result<Vec<i32>>>()?;
+        // Group by file, keeping each row's place in the answer.
+        let mut order: Vec<&str> = Vec::new();
+        let mut by_file: HashMap<&str, Vec<(usize, u64)>> = HashMap::new();
+        for (i, r) in rows.iter().enumerate() {
+            by_file.entry(r.file.as_str()).or_insert_with(|| {
+                order.push(r.file.as_str());
+                Vec::new()
+            });
+            by_file
+                .get_mut(r.file.as_str())
+                .expect("inserted")
+                .push((i, r.position));
+        }
+        let mut parts = Vec::new();
+        let mut place = Vec::new(); // answer index of each fetched row, in fetch order
+        for file in order {
+            let f = t
+                .files
+                .iter()
+                .find(|f| f.path == file)
+                .ok_or_else(|| Error::NotFound {
+                    kind: "data file",
+                    name: file.to_string(),
+                })?;
+            let mut loc = Location::new(t.data_location(f));
+            if pin_versions {
+                if let Some(v) = &f.etag {
+                    loc = loc.with_version(v);
+                }
+            }
+            let (md, meta) = datafile::read_metadata_with_page_index(self.data, &loc).await?;
+            let count = md.file_metadata().num_rows().max(0) as u64;
+            if meta.size != f.size || count != f.record_count {
+                return Err(Error::Drift {
+                    path: f.path.clone(),
+                    detail: "size or record count differs from the manifest".into(),
+                });
+            }
+            let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
+            let roots = field_ids
+                .iter()
+                .map(|id| datafile::root_of(&file_fields, *id))
+                .collect::<Result<Vec<_>>>()?;
+            let wanted = &by_file[file];
+            let positions: Vec<u64> = wanted.iter().map(|(_, p)| *p).collect();
+            parts.push(datafile::read_rows(self.data, &loc, &md, &positions, &roots).await?);
+            place.extend(wanted.iter().map(|(i, _)| *i));
+        }
+        let schema = match parts.first() {
+            Some(b) => b.schema(),
+            None => {
+                return Ok(arrow_array::RecordBatch::new_empty(std::sync::Arc::new(
+                    arrow_schema::Schema::empty(),
+                )))
+            }
+        };
+        let all = arrow_select::concat::concat_batches(&schema, &parts)?;
+        // fetch order -> answer order
+        let mut inverse = vec![0u32; place.len()];
+        for (k, &i) in place.iter().enumerate() {
+            inverse[i] = k as u32;
+        }
+        let index = arrow_array::UInt32Array::from(inverse);
+        let cols = all
+            .columns()
+            .iter()
+            .map(|c| arrow_select::take::take(c.as_ref(), &index, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(arrow_array::RecordBatch::try_new(schema, cols)?)
+    }
+
     fn ready_index<'m>(
         &'m self,
         table: &str,
@@ -736,4 +833,90 @@ async fn scan_entries(
     })
     .await?;
     Ok(out)
+}
+
+/// A record batch as an Arrow IPC stream (readable by `apache-arrow` and every Arrow library).
+pub fn to_ipc(batch: &arrow_array::RecordBatch) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    {
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &batch.schema())?;
+        w.write(batch)?;
+        w.finish()?;
+    }
+    Ok(out)
+}
+
+/// A record batch as rows of (column name, value) — the plain-object convenience.
+pub fn to_values(batch: &arrow_array::RecordBatch) -> Result<Vec<Vec<(String, Value)>>> {
+    let names: Vec<String> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    (0..batch.num_rows())
+        .map(|r| {
+            names
+                .iter()
+                .zip(batch.columns())
+                .map(|(n, c)| Ok((n.clone(), datafile::value_at(c.as_ref(), r)?)))
+                .collect()
+        })
+        .collect()
+}
+
+/// Rows of a batch as JSON objects for bindings that hand out plain objects: integers beyond
+/// ±2^53 as `{"$bigint": "…"}`, non-finite floats as `{"$float": "NaN" | "Infinity" |
+/// "-Infinity"}`, decimals as `{"$decimal": "<unscaled>", "scale": s}`, binary as
+/// `{"$bytes": "<hex>"}`; dates are days, times and timestamps their integer units.
+pub fn to_json_rows(batch: &arrow_array::RecordBatch) -> Result<serde_json::Value> {
+    use serde_json::{json, Value as J};
+    const SAFE: i128 = 1 << 53;
+    let int = |v: i128| {
+        if v.abs() <= SAFE {
+            json!(v as i64)
+        } else {
+            json!({ "$bigint": v.to_string() })
+        }
+    };
+    let float = |f: f64| {
+        if f.is_finite() {
+            json!(f)
+        } else if f.is_nan() {
+            json!({ "$float": "NaN" })
+        } else if f > 0.0 {
+            json!({ "$float": "Infinity" })
+        } else {
+            json!({ "$float": "-Infinity" })
+        }
+    };
+    let schema = batch.schema();
+    let mut out = Vec::with_capacity(batch.num_rows());
+    for row in to_values(batch)? {
+        let mut obj = serde_json::Map::new();
+        for ((name, v), field) in row.into_iter().zip(schema.fields()) {
+            let j = match v {
+                Value::Null => J::Null,
+                Value::Bool(b) => J::Bool(b),
+                Value::Int(i) => int(i as i128),
+                Value::UInt(u) => int(u as i128),
+                Value::Float32(f) => float(f as f64),
+                Value::Float64(f) => float(f),
+                Value::Decimal(d) => {
+                    let scale = match field.data_type() {
+                        arrow_schema::DataType::Decimal128(_, s) => *s,
+                        _ => 0,
+                    };
+                    json!({ "$decimal": d.to_string(), "scale": scale })
+                }
+                Value::String(s) => J::String(s),
+                Value::Binary(b) => json!({ "$bytes": hex::encode(b) }),
+                Value::Date(d) => json!(d),
+                Value::Time(t) | Value::Timestamp(t) => int(t as i128),
+            };
+            obj.insert(name, j);
+        }
+        out.push(J::Object(obj));
+    }
+    Ok(J::Array(out))
 }

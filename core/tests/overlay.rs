@@ -248,12 +248,45 @@ async fn drifted_file_is_rejected_and_scanned() {
     let before = o.lookup("orders", "by_customer", &s(&want)).await.unwrap();
     assert!(before.rows.iter().any(|r| r.file == "part-1.parquet"));
 
+    // Rows by position: the fetched customers are the looked-up one, in the given order.
+    let cols = vec!["order_id".to_string(), "customer".to_string()];
+    let batch = o.fetch("orders", &before.rows, &cols).await.unwrap();
+    assert_eq!(batch.num_rows(), before.rows.len());
+    let rows = skerry_core::query::to_values(&batch).unwrap();
+    for (r, row) in before.rows.iter().zip(&rows) {
+        assert_eq!(
+            row[1],
+            ("customer".to_string(), Value::String(want.clone()))
+        );
+        assert_eq!(
+            row[0].1,
+            Value::Int(r.row_id.unwrap() as i64),
+            "order_id = row id in the sample"
+        );
+    }
+    assert!(!skerry_core::query::to_ipc(&batch).unwrap().is_empty());
+    assert_eq!(
+        o.fetch("orders", &before.rows, &["nope".to_string()])
+            .await
+            .unwrap_err()
+            .code(),
+        "E_NOT_FOUND"
+    );
+
     // Rewrite part-1 in place: same path, different rows (shifted ids).
     std::fs::write(
         fx.data.join("part-1.parquet"),
         orders_parquet(3000 + 500, 2500, 700, SampleCodec::Zstd).unwrap(),
     )
     .unwrap();
+    // Before refresh, positions of the old version are never read from the new bytes.
+    assert_eq!(
+        o.fetch("orders", &before.rows, &cols)
+            .await
+            .unwrap_err()
+            .code(),
+        "E_CHANGED"
+    );
     let rep = o.refresh("orders").await.unwrap();
     assert_eq!(rep.changed, vec!["part-1.parquet".to_string()]);
     assert!(rep.missing.is_empty());
