@@ -21,6 +21,12 @@ export declare class Overlay {
    * A column is a name (ascending, NULLS LAST) or `{ name, direction, nulls }`.
    */
   createIndex(table: string, name: string, columns: Array<string | IndexColumn>, options?: CreateIndexOptions | undefined | null): Promise<IndexInfo>
+  /**
+   * Drops an index in one small catalog commit (a tombstone; artifacts await vacuum):
+   * lookups stop using it at once, the next publish omits it, the name is free again.
+   * Returns the dropped index's id.
+   */
+  dropIndex(table: string, name: string): Promise<bigint>
   /** Builds every missing or stale index blob of `table` and flips built indexes to ready. */
   build(table: string): Promise<BuildReport>
   /** Writes the catalog head as a new immutable manifest version and moves `HEAD` to it. */

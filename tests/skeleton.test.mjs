@@ -91,6 +91,9 @@ test('composite keys with per-column direction and NULL placement', async () => 
   await assert.rejects(overlay.createIndex('orders', 'twice', ['day', 'day']), (e) => e.code === 'E_INVALID');
   const info = await overlay.createIndex('orders', 'by_amount', ['amount']);
   assert.equal(info.state, 'building');
+  assert.equal(await overlay.dropIndex('orders', 'by_amount'), info.indexId);
+  await assert.rejects(overlay.dropIndex('orders', 'by_amount'), (e) => e.code === 'E_NOT_FOUND');
+  await assert.rejects(overlay.lookup('orders', 'by_amount', 1), (e) => e.code === 'E_NOT_FOUND');
 });
 
 test('IN, range and IS NULL: the addon and wasm agree with the generator', async () => {

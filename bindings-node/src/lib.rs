@@ -519,6 +519,18 @@ impl Overlay {
         })
     }
 
+    /// Drops an index in one small catalog commit (a tombstone; artifacts await vacuum):
+    /// lookups stop using it at once, the next publish omits it, the name is free again.
+    /// Returns the dropped index's id.
+    #[napi]
+    pub async fn drop_index(&self, table: String, name: String) -> Result<BigInt> {
+        Ok(big(self
+            .inner
+            .drop_index(&table, &name)
+            .await
+            .map_err(to_js)?))
+    }
+
     /// Builds every missing or stale index blob of `table` and flips built indexes to ready.
     #[napi]
     pub async fn build(&self, table: String) -> Result<BuildReport> {

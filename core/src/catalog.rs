@@ -16,6 +16,7 @@
 //! | `a/{index:020}/{file:020}` | [`IndexFileEntry`] (lineage + blob facts) |
 //! | `b/{table:020}/{file:020}` | [`BundleRecord`] |
 //! | `r/{index:020}` | [`crate::manifest::TableRun`] (the index's table-wide sorted run) |
+//! | `x/{index:020}` | [`Tombstone`] of a dropped index (its artifacts await vacuum) |
 //!
 //! Every multi-key change is one serializable SlateDB transaction, durable (WAL flushed to
 //! the object store) before the call returns.
@@ -61,6 +62,16 @@ pub struct IndexRecord {
     pub state: IndexState,
 }
 
+/// A dropped index: what vacuum needs to reclaim its artifacts and claims later.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tombstone {
+    pub index_id: u64,
+    pub table_id: u64,
+    pub name: String,
+    /// Catalog version of the drop.
+    pub dropped_at: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BundleRecord {
     pub path: String,
@@ -103,6 +114,9 @@ pub fn artifact_prefix(i: u64) -> String {
 }
 pub fn run_key(i: u64) -> String {
     format!("r/{i:020}")
+}
+pub fn tombstone_key(i: u64) -> String {
+    format!("x/{i:020}")
 }
 pub fn bundle_key(t: u64, f: u64) -> String {
     format!("b/{t:020}/{f:020}")

@@ -465,6 +465,33 @@ impl Overlay {
         })
     }
 
+    /// Drops an index in one catalog commit of a constant number of keys, whatever the
+    /// table's size: the definition, its name and its run pointer go, a tombstone records
+    /// what vacuum reclaims later (artifacts and bundles stay until then). Caches are
+    /// invalidated; the next publish omits the index; the name is free again at once.
+    pub async fn drop_index(&self, table: &str, name: &str) -> Result<u64> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let ix = self.catalog.index(&t, &tr, name).await?;
+        let version = t.bump_version().await?;
+        t.delete(&index_key(tr.table_id, ix.index_id))?;
+        t.delete(&index_name_key(tr.table_id, &ix.name))?;
+        t.delete(&run_key(ix.index_id))?;
+        t.put(
+            &tombstone_key(ix.index_id),
+            &Tombstone {
+                index_id: ix.index_id,
+                table_id: tr.table_id,
+                name: ix.name.clone(),
+                dropped_at: version,
+            },
+        )?;
+        t.commit().await?;
+        self.dirs.clear();
+        *self.model.lock().expect("model cache") = None;
+        Ok(ix.index_id)
+    }
+
     /// Builds every missing or stale index blob of `table`: one Puffin bundle generation per
     /// data file holding all its indexes, then flips built indexes to ready.
     pub async fn build(

@@ -234,8 +234,53 @@ async fn index_publish_and_lookup() {
         "{:?}",
         r.stats
     );
+    // Dropping an index is one small commit; lookups stop using it at once, the next
+    // publish omits it, and its name is free again.
+    let dropped = o.drop_index("orders", "BY_CUSTOMER").await.unwrap();
+    assert_eq!(
+        o.lookup("orders", "by_customer", &s(want))
+            .await
+            .unwrap_err()
+            .code(),
+        "E_NOT_FOUND"
+    );
+    assert_eq!(
+        o.drop_index("orders", "by_customer")
+            .await
+            .unwrap_err()
+            .code(),
+        "E_NOT_FOUND"
+    );
+    let again = o
+        .create_index(
+            "orders",
+            "by_customer",
+            &["customer".into()],
+            IndexOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(again.index_id > dropped, "ids are never reused");
+    assert_eq!(again.state, skerry_core::manifest::IndexState::Building);
+    o.build("orders", |_| {}).await.unwrap();
+    assert_eq!(
+        o.lookup("orders", "by_customer", &s(want))
+            .await
+            .unwrap()
+            .rows,
+        brute_force(&fx.data, &FILES, want)
+    );
+    o.drop_index("orders", "by_customer").await.unwrap();
     assert_eq!(o.publish().await.unwrap().version, 2);
+    let m2 = manifest::read_latest(&reader).await.unwrap();
+    assert!(
+        m2.table("orders").unwrap().indexes.is_empty(),
+        "the published manifest omits dropped indexes"
+    );
     assert_eq!(manifest::read_head(&reader).await.unwrap().version, 2);
+    // The version-1 manifest still names the old index: a reader pinned to it keeps working
+    // until vacuum (which honours retained versions) removes the bundles.
+    assert_eq!(m.table("orders").unwrap().indexes.len(), 1);
     o.close().await.unwrap();
 }
 
