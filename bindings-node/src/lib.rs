@@ -207,15 +207,36 @@ pub struct ScanOptions {
     pub column: Option<String>,
 }
 
+/// The elements of a JavaScript array (`None` for holes); `E_INVALID` naming `what` when `v`
+/// is not an array.
+fn js_items<'a>(env: &Env, v: Unknown<'a>, what: &str) -> Result<Vec<Option<Unknown<'a>>>> {
+    if !v.is_array()? {
+        return Err(napi::Error::new(
+            Status::InvalidArg,
+            format!("E_INVALID: {what} must be an array"),
+        ));
+    }
+    let arr: Array = unsafe { Array::from_napi_value(env.raw(), v.raw())? };
+    (0..arr.len()).map(|i| arr.get::<Unknown>(i)).collect()
+}
+
+/// Elements of an array that must have no holes.
+fn js_dense_items<'a>(env: &Env, v: Unknown<'a>, what: &str) -> Result<Vec<Unknown<'a>>> {
+    js_items(env, v, what)?
+        .into_iter()
+        .map(|x| {
+            x.ok_or_else(|| {
+                napi::Error::new(Status::InvalidArg, format!("E_INVALID: hole in {what}"))
+            })
+        })
+        .collect()
+}
+
 fn key_values(env: &Env, key: Unknown<'_>) -> Result<Vec<Value>> {
     if key.is_array()? {
-        let arr: Array = unsafe { Array::from_napi_value(env.raw(), key.raw())? };
-        (0..arr.len())
-            .map(|i| {
-                arr.get::<Unknown>(i)?
-                    .ok_or_else(|| napi::Error::from_reason("E_INVALID: hole in key"))
-                    .and_then(js_value)
-            })
+        js_dense_items(env, key, "key")?
+            .into_iter()
+            .map(js_value)
             .collect()
     } else {
         Ok(vec![js_value(key)?])
@@ -418,19 +439,9 @@ pub fn write_parquet(
                 })
         })
         .collect::<Result<Vec<_>>>()?;
-    if !rows.is_array()? {
-        return Err(napi::Error::new(
-            Status::InvalidArg,
-            "E_INVALID: rows must be an array".to_string(),
-        ));
-    }
-    let arr: Array = unsafe { Array::from_napi_value(env.raw(), rows.raw())? };
-    let rows = (0..arr.len())
-        .map(|i| {
-            arr.get::<Unknown>(i)?
-                .ok_or_else(|| napi::Error::from_reason("E_INVALID: hole in rows"))
-                .and_then(|r| key_values(env, r))
-        })
+    let rows = js_dense_items(env, rows, "rows")?
+        .into_iter()
+        .map(|r| key_values(env, r))
         .collect::<Result<Vec<_>>>()?;
     let codec = skerry_core::sample::SampleCodec::parse(codec.as_deref().unwrap_or("snappy"))
         .ok_or_else(|| {
@@ -604,19 +615,9 @@ impl Overlay {
         index: String,
         keys: Unknown<'_>,
     ) -> Result<PromiseRaw<'env, LookupResult>> {
-        if !keys.is_array()? {
-            return Err(napi::Error::new(
-                Status::InvalidArg,
-                "E_INVALID: keys must be an array".to_string(),
-            ));
-        }
-        let arr: Array = unsafe { Array::from_napi_value(env.raw(), keys.raw())? };
-        let keys = (0..arr.len())
-            .map(|i| {
-                arr.get::<Unknown>(i)?
-                    .ok_or_else(|| napi::Error::from_reason("E_INVALID: hole in keys"))
-                    .and_then(|k| key_values(env, k))
-            })
+        let keys = js_dense_items(env, keys, "keys")?
+            .into_iter()
+            .map(|k| key_values(env, k))
             .collect::<Result<Vec<_>>>()?;
         let inner = self.inner.clone();
         env.spawn_future(async move {
@@ -678,19 +679,11 @@ impl Overlay {
         prefix: Unknown<'_>,
         options: Option<ScanOptions>,
     ) -> Result<PromiseRaw<'env, LookupResult>> {
-        if !prefix.is_array()? {
-            return Err(napi::Error::new(
-                Status::InvalidArg,
-                "E_INVALID: prefix must be an array".to_string(),
-            ));
-        }
-        let arr: Array = unsafe { Array::from_napi_value(env.raw(), prefix.raw())? };
-        let mut items = Vec::with_capacity(arr.len() as usize);
-        for i in 0..arr.len() {
-            items.push(match arr.get::<Unknown>(i)? {
-                Some(v) if v.get_type()? == ValueType::Undefined => None,
-                Some(v) => Some(js_value(v)?),
-                None => None,
+        let mut items = Vec::new();
+        for item in js_items(env, prefix, "prefix")? {
+            items.push(match item {
+                Some(v) if v.get_type()? != ValueType::Undefined => Some(js_value(v)?),
+                _ => None, // undefined or a hole: unconstrained
             });
         }
         let reverse = options.and_then(|o| o.reverse).unwrap_or(false);

@@ -45,25 +45,12 @@ pub async fn read_metadata<R: RangeReader + ?Sized>(
     loc: &Location,
     size: u64,
 ) -> Result<Arc<ParquetMetaData>> {
-    let mut dec = ParquetMetaDataPushDecoder::try_new(size)?;
     let tail = FOOTER_PREFETCH.min(size);
     if tail == 0 {
         return Err(Error::Parquet(format!("{} is empty", loc.path)));
     }
-    dec.push_ranges(
-        vec![size - tail..size],
-        vec![r.read_range(loc, size - tail..size).await?],
-    )?;
-    loop {
-        match dec.try_decode()? {
-            DecodeResult::NeedsData(ranges) => {
-                let bytes = r.read_ranges(loc, &ranges).await?;
-                dec.push_ranges(ranges, bytes)?;
-            }
-            DecodeResult::Data(md) => return Ok(Arc::new(md)),
-            DecodeResult::Finished => return Err(Error::Parquet("no metadata".into())),
-        }
-    }
+    let bytes = r.read_range(loc, size - tail..size).await?;
+    decode_metadata(r, loc, size, bytes, PageIndexPolicy::Skip).await
 }
 
 /// Reads a file's metadata when its size is unknown (or must be confirmed): ONE suffix read
@@ -72,23 +59,7 @@ pub async fn read_metadata_suffix<R: RangeReader + ?Sized>(
     r: &R,
     loc: &Location,
 ) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
-    let (tail, meta) = r.read_suffix(loc, FOOTER_PREFETCH).await?;
-    let size = meta.size;
-    if size == 0 || tail.len() as u64 > size {
-        return Err(Error::Parquet(format!("{} is empty", loc.path)));
-    }
-    let mut dec = ParquetMetaDataPushDecoder::try_new(size)?;
-    dec.push_ranges(vec![size - tail.len() as u64..size], vec![tail])?;
-    loop {
-        match dec.try_decode()? {
-            DecodeResult::NeedsData(ranges) => {
-                let bytes = r.read_ranges(loc, &ranges).await?;
-                dec.push_ranges(ranges, bytes)?;
-            }
-            DecodeResult::Data(md) => return Ok((Arc::new(md), meta)),
-            DecodeResult::Finished => return Err(Error::Parquet("no metadata".into())),
-        }
-    }
+    suffix_metadata(r, loc, PageIndexPolicy::Skip).await
 }
 
 /// Reads a file's metadata with its page index (offset and column indexes, when the file
@@ -97,13 +68,34 @@ pub async fn read_metadata_with_page_index<R: RangeReader + ?Sized>(
     r: &R,
     loc: &Location,
 ) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
+    suffix_metadata(r, loc, PageIndexPolicy::Optional).await
+}
+
+async fn suffix_metadata<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    policy: PageIndexPolicy,
+) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
     let (tail, meta) = r.read_suffix(loc, FOOTER_PREFETCH).await?;
-    let size = meta.size;
-    if size == 0 || tail.len() as u64 > size {
+    if meta.size == 0 || tail.len() as u64 > meta.size {
         return Err(Error::Parquet(format!("{} is empty", loc.path)));
     }
-    let mut dec = ParquetMetaDataPushDecoder::try_new(size)?
-        .with_page_index_policy(PageIndexPolicy::Optional);
+    Ok((
+        decode_metadata(r, loc, meta.size, tail, policy).await?,
+        meta,
+    ))
+}
+
+/// Runs the metadata push decoder from the file's last bytes (`tail`), fetching whatever
+/// else it asks for with coalesced range reads.
+async fn decode_metadata<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    size: u64,
+    tail: Bytes,
+    policy: PageIndexPolicy,
+) -> Result<Arc<ParquetMetaData>> {
+    let mut dec = ParquetMetaDataPushDecoder::try_new(size)?.with_page_index_policy(policy);
     dec.push_ranges(vec![size - tail.len() as u64..size], vec![tail])?;
     loop {
         match dec.try_decode()? {
@@ -111,7 +103,7 @@ pub async fn read_metadata_with_page_index<R: RangeReader + ?Sized>(
                 let bytes = r.read_ranges(loc, &ranges).await?;
                 dec.push_ranges(ranges, bytes)?;
             }
-            DecodeResult::Data(md) => return Ok((Arc::new(md), meta)),
+            DecodeResult::Data(md) => return Ok(Arc::new(md)),
             DecodeResult::Finished => return Err(Error::Parquet("no metadata".into())),
         }
     }
