@@ -17,6 +17,9 @@
 //! | `b/{table:020}/{file:020}` | [`BundleRecord`] |
 //! | `r/{index:020}` | [`crate::manifest::TableRun`] (the index's table-wide sorted run) |
 //! | `x/{index:020}` | [`Tombstone`] of a dropped index (its artifacts await vacuum) |
+//! | `c/{index:020}/{hex key}` | unique claim: the [`RowIdentity`] holding the key |
+//! | `k/{index:020}` | [`BuildCursor`] of a staged build |
+//! | `v/{index:020}` | [`Certificate`] of the last clean `verify` |
 //!
 //! Every multi-key change is one serializable SlateDB transaction, durable (WAL flushed to
 //! the object store) before the call returns.
@@ -60,6 +63,54 @@ pub struct IndexRecord {
     pub key: KeySchema,
     pub unique: bool,
     pub state: IndexState,
+    /// Moves with every change of the index's content or state (build steps, rebuilds); a
+    /// `verify` whose definition moved meanwhile records nothing.
+    #[serde(default)]
+    pub generation: u64,
+}
+
+/// The row a unique claim names. A claim is live only while its file is registered with the
+/// same row id at that position and the row is not deleted; dead claims are overwritten.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowIdentity {
+    pub file_id: u64,
+    pub position: u64,
+    pub row_id: u64,
+}
+
+/// A staged build's progress: the file in progress and the next position in it, the sorted
+/// segments already written for it, and files skipped because they drifted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildCursor {
+    /// File in progress (0: none).
+    pub file_id: u64,
+    /// Its SHA-256 when the build started on it (a changed file restarts).
+    pub sha256: String,
+    pub position: u64,
+    pub segments: Vec<Segment>,
+    /// Steps committed so far (only ever grows).
+    pub steps: u64,
+    /// Files that could not be read (file id, SHA-256 at the time); retried once they change.
+    pub skipped: Vec<(u64, String)>,
+}
+
+/// A sorted run of one slice of a file's entries (`skerry-ordered-v1` bytes) under
+/// `staging/`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    pub path: String,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// A clean `verify` pass: the table snapshot and index generation it checked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Certificate {
+    pub snapshot: u64,
+    pub generation: u64,
+    pub catalog_version: u64,
+    pub entries: u64,
 }
 
 /// A dropped index: what vacuum needs to reclaim its artifacts and claims later.
@@ -118,6 +169,18 @@ pub fn run_key(i: u64) -> String {
 pub fn tombstone_key(i: u64) -> String {
     format!("x/{i:020}")
 }
+pub fn claim_prefix(i: u64) -> String {
+    format!("c/{i:020}/")
+}
+pub fn claim_key(i: u64, key: &[u8]) -> String {
+    format!("c/{i:020}/{}", hex::encode(key))
+}
+pub fn cursor_key(i: u64) -> String {
+    format!("k/{i:020}")
+}
+pub fn certificate_key(i: u64) -> String {
+    format!("v/{i:020}")
+}
 pub fn bundle_key(t: u64, f: u64) -> String {
     format!("b/{t:020}/{f:020}")
 }
@@ -155,6 +218,30 @@ impl Txn<'_> {
                 serde_json::from_slice(&kv.value)
                     .map_err(|e| Error::Catalog(format!("{prefix}: {e}")))?,
             );
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` keys under `prefix`, in order, with their values.
+    pub async fn scan_limit<T: DeserializeOwned>(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, T)>> {
+        let mut it = self
+            .txn
+            .scan_prefix(prefix.as_bytes(), ..)
+            .await
+            .map_err(err)?;
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(kv) = it.next().await.map_err(err)? else {
+                break;
+            };
+            let key = String::from_utf8_lossy(&kv.key).into_owned();
+            let v = serde_json::from_slice(&kv.value)
+                .map_err(|e| Error::Catalog(format!("{key}: {e}")))?;
+            out.push((key, v));
         }
         Ok(out)
     }

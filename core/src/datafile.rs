@@ -347,14 +347,54 @@ pub async fn scan_columns<R: RangeReader + ?Sized>(
     loc: &Location,
     md: &Arc<ParquetMetaData>,
     roots: &[usize],
+    on_batch: impl FnMut(&RecordBatch, u64) -> Result<()>,
+) -> Result<()> {
+    scan_columns_range(r, loc, md, roots, None, on_batch).await
+}
+
+/// [`scan_columns`] over the rows `range` only (row positions within the file): row groups
+/// outside it are not read, and rows outside it within the first and last are skipped.
+pub async fn scan_columns_range<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    md: &Arc<ParquetMetaData>,
+    roots: &[usize],
+    range: Option<std::ops::Range<u64>>,
     mut on_batch: impl FnMut(&RecordBatch, u64) -> Result<()>,
 ) -> Result<()> {
     let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), roots.iter().copied());
-    let mut dec = ParquetPushDecoderBuilder::try_new_decoder(md.clone())?
+    let mut builder = ParquetPushDecoderBuilder::try_new_decoder(md.clone())?
         .with_projection(mask)
-        .with_batch_size(BATCH_ROWS)
-        .build()?;
+        .with_batch_size(BATCH_ROWS);
     let mut position = 0u64;
+    if let Some(range) = &range {
+        if range.is_empty() {
+            return Ok(());
+        }
+        let (mut start, mut groups, mut selected) = (0u64, Vec::new(), 0u64);
+        let mut first = None;
+        for (g, rg) in md.row_groups().iter().enumerate() {
+            let n = rg.num_rows().max(0) as u64;
+            if start < range.end && start + n > range.start {
+                first.get_or_insert(start);
+                groups.push(g);
+                selected += n;
+            }
+            start += n;
+        }
+        let Some(first) = first else {
+            return Ok(());
+        };
+        let skip = (range.start - first) as usize;
+        let take = (range.end.min(first + selected) - range.start) as usize;
+        let sel = RowSelection::from_consecutive_ranges(
+            std::iter::once(skip..skip + take),
+            selected as usize,
+        );
+        builder = builder.with_row_groups(groups).with_row_selection(sel);
+        position = range.start;
+    }
+    let mut dec = builder.build()?;
     loop {
         match dec.try_decode()? {
             DecodeResult::NeedsData(ranges) => {
@@ -377,6 +417,18 @@ pub async fn scan_values<R: RangeReader + ?Sized>(
     loc: &Location,
     md: &Arc<ParquetMetaData>,
     field_ids: &[i32],
+    f: impl FnMut(&[Value], u64) -> Result<()>,
+) -> Result<()> {
+    scan_values_range(r, loc, md, field_ids, None, f).await
+}
+
+/// [`scan_values`] over the rows `range` only.
+pub async fn scan_values_range<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    md: &Arc<ParquetMetaData>,
+    field_ids: &[i32],
+    range: Option<std::ops::Range<u64>>,
     mut f: impl FnMut(&[Value], u64) -> Result<()>,
 ) -> Result<()> {
     let file_fields = fields(&arrow_schema(md)?);
@@ -392,7 +444,7 @@ pub async fn scan_values<R: RangeReader + ?Sized>(
         .map(|r| sorted.binary_search(r).expect("present"))
         .collect();
     let mut vals = Vec::with_capacity(cols.len());
-    scan_columns(r, loc, md, &roots, |batch, first| {
+    scan_columns_range(r, loc, md, &roots, range, |batch, first| {
         for row in 0..batch.num_rows() {
             vals.clear();
             for &c in &cols {

@@ -41,6 +41,24 @@ pub enum Error {
     Refused(String),
     #[error("data file {path} changed since it was registered ({detail}); run refresh()")]
     Drift { path: String, detail: String },
+    /// A unique index would hold one key twice. Names the index and both rows, never the
+    /// value.
+    #[error("unique index {index}: {row} duplicates the key of {existing}")]
+    Constraint {
+        index: String,
+        /// The row already holding the key (`file@position #row id`).
+        existing: String,
+        /// The row that would hold it again.
+        row: String,
+    },
+    /// A single commit would exceed a bound; refused before any work.
+    #[error("{what}: {count} exceeds the limit of {limit}; {remedy}")]
+    Limit {
+        what: &'static str,
+        count: u64,
+        limit: u64,
+        remedy: &'static str,
+    },
 }
 
 impl Error {
@@ -67,6 +85,8 @@ impl Error {
             Error::IndexNotReady { .. } => "E_INDEX_NOT_READY",
             Error::Drift { .. } => "E_DRIFT",
             Error::Refused(_) => "E_REFUSED",
+            Error::Constraint { .. } => "E_CONSTRAINT",
+            Error::Limit { .. } => "E_LIMIT",
         }
     }
 }

@@ -28,7 +28,11 @@ pub mod query;
 pub mod rowset;
 
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod build;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub mod catalog;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod lifecycle;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub mod overlay;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]

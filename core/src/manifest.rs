@@ -64,9 +64,56 @@ pub struct FileEntry {
     /// Stable row id of position 0 (row id = row_id_start + position).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_id_start: Option<u64>,
+    /// Deleted row positions: a Roaring treemap in its portable serialization, hex-encoded
+    /// (`docs/manifest.md`). Every answer leaves these rows out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletes: Option<String>,
 }
 
+/// Largest delete mask a reader decodes (hex characters).
+pub const MAX_DELETE_MASK_HEX: usize = 128 << 20;
+
 impl FileEntry {
+    /// The file's delete mask, decoded and bounded (`None` when no row is deleted).
+    pub fn deleted(&self) -> Result<Option<roaring::RoaringTreemap>> {
+        let Some(h) = &self.deletes else {
+            return Ok(None);
+        };
+        if h.len() > MAX_DELETE_MASK_HEX {
+            return Err(Error::Manifest(format!(
+                "{}: delete mask larger than {MAX_DELETE_MASK_HEX} hex characters",
+                self.path
+            )));
+        }
+        let bytes = hex::decode(h)
+            .map_err(|e| Error::Manifest(format!("{}: delete mask: {e}", self.path)))?;
+        let mask = roaring::RoaringTreemap::deserialize_from(&bytes[..])
+            .map_err(|e| Error::Manifest(format!("{}: delete mask: {e}", self.path)))?;
+        if mask.max().is_some_and(|m| m >= self.record_count) {
+            return Err(Error::Manifest(format!(
+                "{}: delete mask names a position past the file's {} rows",
+                self.path, self.record_count
+            )));
+        }
+        Ok(Some(mask))
+    }
+
+    /// Encodes `mask` as [`FileEntry::deletes`].
+    pub fn set_deleted(&mut self, mask: &roaring::RoaringTreemap) {
+        if mask.is_empty() {
+            self.deletes = None;
+        } else {
+            let mut b = Vec::with_capacity(mask.serialized_size());
+            mask.serialize_into(&mut b).expect("vec write");
+            self.deletes = Some(hex::encode(b));
+        }
+    }
+
+    /// Rows not deleted.
+    pub fn live_rows(&self) -> Result<u64> {
+        Ok(self.record_count - self.deleted()?.map_or(0, |m| m.len()))
+    }
+
     pub fn facts(&self) -> DataFileFacts {
         DataFileFacts {
             path: self.path.clone(),

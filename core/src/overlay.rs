@@ -16,7 +16,7 @@ use crate::datafile;
 use crate::encoding::{Direction, KeyColumn, KeySchema, NullOrder, Value, ValueBound};
 use crate::error::{Error, Result};
 use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
-use crate::lineage::{self, ActiveSnapshot, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION};
+use crate::lineage::{self, ActiveSnapshot};
 use crate::manifest::*;
 use crate::puffin::{BlobSpec, PuffinWriter};
 use crate::query::{DirectoryCache, Lookup, LookupResult};
@@ -157,19 +157,22 @@ pub struct Progress {
 
 /// An overlay opened for administration and lookups.
 pub struct Overlay {
-    store: Arc<dyn ObjectStore>,
-    reader: Arc<ObjectStoreReader>,
-    data: Arc<UrlReader>,
-    catalog: Catalog,
-    dirs: DirectoryCache,
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) reader: Arc<ObjectStoreReader>,
+    pub(crate) data: Arc<UrlReader>,
+    pub(crate) catalog: Catalog,
+    pub(crate) dirs: DirectoryCache,
     /// Answer every file by scanning (benchmarks, debugging): see [`Overlay::set_scan_only`].
     scan_only: std::sync::atomic::AtomicBool,
     /// Read model of the catalog head, keyed by catalog version.
-    model: std::sync::Mutex<Option<(u64, Arc<Manifest>)>>,
-    block_bytes: usize,
+    pub(crate) model: std::sync::Mutex<Option<(u64, Arc<Manifest>)>>,
+    pub(crate) block_bytes: usize,
+    /// Verbs that write overlay objects before committing references to them hold it shared;
+    /// vacuum holds it exclusively, so it never deletes an object about to be referenced.
+    pub(crate) writing: tokio::sync::RwLock<()>,
 }
 
-fn store_err(e: object_store::Error) -> Error {
+pub(crate) fn store_err(e: object_store::Error) -> Error {
     Error::Io(crate::io::IoError::Other {
         path: String::new(),
         message: e.to_string(),
@@ -225,6 +228,7 @@ impl Overlay {
             model: std::sync::Mutex::new(None),
             scan_only: std::sync::atomic::AtomicBool::new(false),
             block_bytes: ordered::DEFAULT_BLOCK_BYTES,
+            writing: tokio::sync::RwLock::new(()),
         })
     }
 
@@ -276,11 +280,15 @@ impl Overlay {
     /// Reads one data file's lineage facts: size and version from the store, record count and
     /// schema from the footer, SHA-256 streamed through bounded reads — all pinned to one
     /// version, so a file rewritten meanwhile fails instead of mixing versions.
-    async fn file_facts(
+    pub(crate) async fn file_facts(
         &self,
         location: &str,
         path: &str,
-    ) -> Result<(FileEntry, Vec<datafile::FieldInfo>)> {
+    ) -> Result<(
+        FileEntry,
+        Vec<datafile::FieldInfo>,
+        Arc<parquet::file::metadata::ParquetMetaData>,
+    )> {
         let url = format!("{}/{}", location.trim_end_matches('/'), path);
         let meta = self.data.head(&Location::new(&url)).await?;
         let mut loc = Location::new(&url);
@@ -304,8 +312,9 @@ impl Overlay {
             record_count: md.file_metadata().num_rows().max(0) as u64,
             sha256,
             row_id_start: None,
+            deletes: None,
         };
-        Ok((entry, fields))
+        Ok((entry, fields, md))
     }
 
     /// Registers a table of plain Parquet files at `location` (a directory URL), recording
@@ -331,7 +340,7 @@ impl Overlay {
                     "data file path {p:?} must be relative to the location"
                 )));
             }
-            let (e, fields) = self.file_facts(location, p).await?;
+            let (e, fields, _) = self.file_facts(location, p).await?;
             match &schema {
                 None => schema = Some(fields),
                 Some(s) if same_columns(s, &fields) => {}
@@ -452,6 +461,7 @@ impl Overlay {
             } else {
                 IndexState::Ready
             },
+            generation: 0,
         };
         t.put(&index_key(tr.table_id, index_id), &rec)?;
         t.put(&index_name_key(tr.table_id, name), &index_id)?;
@@ -487,111 +497,13 @@ impl Overlay {
             },
         )?;
         t.commit().await?;
-        self.dirs.clear();
-        *self.model.lock().expect("model cache") = None;
+        self.invalidate();
         Ok(ix.index_id)
-    }
-
-    /// Builds every missing or stale index blob of `table`: one Puffin bundle generation per
-    /// data file holding all its indexes, then flips built indexes to ready.
-    pub async fn build(
-        &self,
-        table: &str,
-        mut on_progress: impl FnMut(&Progress),
-    ) -> Result<BuildReport> {
-        let t = self.catalog.begin()?;
-        let tr = self.catalog.table(&t, table).await?;
-        let files = self.catalog.files(&t, tr.table_id).await?;
-        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
-        let mut existing: HashMap<(u64, u64), IndexFileEntry> = HashMap::new();
-        for ix in &indexes {
-            for a in self.catalog.artifacts(&t, ix.index_id).await? {
-                existing.insert((ix.index_id, a.file_id), a);
-            }
-        }
-        drop(t);
-        let active = ActiveSnapshot {
-            snapshot_id: tr.snapshot as i64,
-            sequence_number: tr.snapshot as i64,
-        };
-        let mut report = BuildReport::default();
-        let total = files.len() as u64;
-        for (n, f) in files.iter().enumerate() {
-            on_progress(&Progress {
-                phase: "build".into(),
-                done: n as u64,
-                total,
-                file: Some(f.path.clone()),
-            });
-            let stale: Vec<&IndexRecord> = indexes
-                .iter()
-                .filter(|ix| {
-                    let cur = existing.get(&(ix.index_id, f.file_id));
-                    !lineage::ReadGate::check(
-                        &f.path,
-                        cur.map(|a| &a.lineage),
-                        Some(&f.facts()),
-                        active,
-                    )
-                    .is_accept()
-                })
-                .collect();
-            if stale.is_empty() {
-                continue;
-            }
-            match self.build_file(&tr, f, &indexes, &stale, &existing).await {
-                Ok((entries, bytes)) => {
-                    report.files_indexed += 1;
-                    report.entries += entries;
-                    report.bundles_written += 1;
-                    report.bytes_written += bytes;
-                }
-                Err(e @ (Error::Io(_) | Error::Drift { .. } | Error::Parquet(_))) => {
-                    tracing::warn!(target: "skerry::build", file = %f.path, "not indexed: {e}");
-                    report.skipped.push(Skipped {
-                        file: f.path.clone(),
-                        code: e.code().into(),
-                        message: e.to_string(),
-                    });
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        on_progress(&Progress {
-            phase: "build".into(),
-            done: total,
-            total,
-            file: None,
-        });
-        // Flip to ready the indexes that now cover every file.
-        let t = self.catalog.begin()?;
-        let mut flipped = false;
-        for ix in self.catalog.indexes(&t, tr.table_id).await? {
-            if ix.state == IndexState::Building {
-                let covered = self.catalog.artifacts(&t, ix.index_id).await?.len();
-                if covered == files.len() && report.skipped.is_empty() {
-                    t.put(
-                        &index_key(tr.table_id, ix.index_id),
-                        &IndexRecord {
-                            state: IndexState::Ready,
-                            ..ix
-                        },
-                    )?;
-                    flipped = true;
-                }
-            }
-        }
-        if flipped {
-            t.bump_version().await?;
-            t.commit().await?;
-        }
-        self.build_runs(&tr).await?;
-        Ok(report)
     }
 
     /// (Re)builds the table-wide sorted run of every ready index whose per-file blobs changed
     /// since its run was built, on tables of at least [`RUN_MIN_FILES`] files.
-    async fn build_runs(&self, tr: &TableRecord) -> Result<()> {
+    pub(crate) async fn build_runs(&self, tr: &TableRecord) -> Result<()> {
         let t = self.catalog.begin()?;
         let files = self.catalog.files(&t, tr.table_id).await?;
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
@@ -763,179 +675,6 @@ impl Overlay {
         t.bump_version().await?;
         t.commit().await?;
         Ok(())
-    }
-
-    /// Builds the blobs of `stale` indexes for one file, copies the still-valid blobs of the
-    /// others from the current bundle, writes a new bundle generation and commits.
-    async fn build_file(
-        &self,
-        tr: &TableRecord,
-        f: &FileEntry,
-        indexes: &[IndexRecord],
-        stale: &[&IndexRecord],
-        existing: &HashMap<(u64, u64), IndexFileEntry>,
-    ) -> Result<(u64, u64)> {
-        let url = format!("{}/{}", tr.location, f.path);
-        let mut loc = Location::new(&url);
-        if let Some(v) = &f.etag {
-            loc = loc.with_version(v);
-        }
-        let changed = |e: Error| match e {
-            Error::Io(crate::io::IoError::Changed { .. }) => Error::Drift {
-                path: f.path.clone(),
-                detail: "version changed".into(),
-            },
-            other => other,
-        };
-        let md = datafile::read_metadata(self.data.as_ref(), &loc, f.size)
-            .await
-            .map_err(changed)?;
-        if md.file_metadata().num_rows().max(0) as u64 != f.record_count {
-            return Err(Error::Drift {
-                path: f.path.clone(),
-                detail: "record count changed".into(),
-            });
-        }
-        let mut w = PuffinWriter::new();
-        w.set_property("skerry.table", tr.name.clone());
-        w.set_property("skerry.data-file", f.path.clone());
-        // (artifact, blob bytes): copied blobs of valid indexes and freshly built ones.
-        let mut pending: Vec<(IndexFileEntry, Vec<u8>)> = Vec::new();
-        let mut entries_total = 0;
-        let snapshot = tr.snapshot as i64;
-        for ix in indexes {
-            let is_stale = stale.iter().any(|s| s.index_id == ix.index_id);
-            if !is_stale {
-                if let Some(old) = existing.get(&(ix.index_id, f.file_id)) {
-                    // Copy the valid blob verbatim from the current bundle.
-                    let l = &old.lineage;
-                    let bytes = self
-                        .reader
-                        .read_range(&Location::new(&l.bundle_path), l.blob_range())
-                        .await?;
-                    pending.push((old.clone(), bytes.to_vec()));
-                }
-                continue;
-            }
-            let mut keys: Vec<(Vec<u8>, u64)> = Vec::with_capacity(f.record_count as usize);
-            datafile::scan_values(
-                self.data.as_ref(),
-                &loc,
-                &md,
-                &ix.fields,
-                |vals, position| {
-                    keys.push((ix.key.encode(vals)?, position));
-                    Ok(())
-                },
-            )
-            .await
-            .map_err(changed)?;
-            keys.sort_unstable();
-            let mut bw = OrderedBlobWriter::new(self.block_bytes);
-            for (k, p) in &keys {
-                bw.push(k, *p)?;
-            }
-            let blob = bw.finish();
-            entries_total += blob.entries;
-            let lineage = IndexFile {
-                format_version: INDEX_FILE_FORMAT_VERSION,
-                index_id: ix.index_id,
-                category: IndexCategory::Ordered,
-                algorithm: "ordered-v1".into(),
-                fields: ix.fields.clone(),
-                source_path: f.path.clone(),
-                source_snapshot_id: snapshot,
-                source_sequence_number: snapshot,
-                source_sha256: f.sha256.clone(),
-                source_record_count: f.record_count,
-                blob_sha256: lineage::sha256_hex(&blob.bytes),
-                bundle_path: String::new(),
-                blob_type: ordered::BLOB_TYPE.into(),
-                blob_offset: 0,
-                blob_length: blob.bytes.len() as u64,
-                compression: Codec::None,
-            };
-            let meta = OrderedMeta {
-                directory_offset: blob.directory.start,
-                directory_length: blob.directory.end - blob.directory.start,
-                directory_sha256: blob.directory_sha256.clone(),
-                entries: blob.entries,
-                min_key: blob.min_key.as_ref().map(hex::encode),
-                max_key: blob.max_key.as_ref().map(hex::encode),
-            };
-            pending.push((
-                IndexFileEntry {
-                    file_id: f.file_id,
-                    lineage,
-                    ordered: meta,
-                },
-                blob.bytes,
-            ));
-        }
-        // Next bundle generation for this file.
-        let t = self.catalog.begin()?;
-        let generation = t
-            .get::<BundleRecord>(&bundle_key(tr.table_id, f.file_id))
-            .await?
-            .map(|b| b.generation + 1)
-            .unwrap_or(1);
-        let bundle_path = format!(
-            "bundles/{}/{}-g{}.puffin",
-            tr.table_id, f.file_id, generation
-        );
-        for (entry, bytes) in &mut pending {
-            let mut props = BTreeMap::new();
-            props.insert(
-                "skerry.index-id".to_string(),
-                entry.lineage.index_id.to_string(),
-            );
-            props.insert(
-                "skerry.directory-offset".to_string(),
-                entry.ordered.directory_offset.to_string(),
-            );
-            props.insert(
-                "skerry.directory-length".to_string(),
-                entry.ordered.directory_length.to_string(),
-            );
-            let spec = BlobSpec {
-                blob_type: ordered::BLOB_TYPE.into(),
-                fields: entry.lineage.fields.clone(),
-                snapshot_id: entry.lineage.source_snapshot_id,
-                sequence_number: entry.lineage.source_sequence_number,
-                properties: props,
-            };
-            let m = w.add_stored_blob(spec, &bytes, Codec::None);
-            entry.lineage.bundle_path = bundle_path.clone();
-            entry.lineage.blob_offset = m.offset;
-            entry.lineage.blob_length = m.length;
-        }
-        let file = w.finish();
-        let size = file.bytes.len() as u64;
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
-        self.store
-            .put_opts(
-                &Path::from(bundle_path.as_str()),
-                PutPayload::from(file.bytes),
-                opts,
-            )
-            .await
-            .map_err(store_err)?;
-        for (entry, _) in &pending {
-            t.put(&artifact_key(entry.lineage.index_id, f.file_id), entry)?;
-        }
-        t.put(
-            &bundle_key(tr.table_id, f.file_id),
-            &BundleRecord {
-                path: bundle_path,
-                generation,
-            },
-        )?;
-        t.bump_version().await?;
-        t.commit().await?;
-        Ok((entries_total, size))
     }
 
     /// The catalog head as a read model (what [`Overlay::publish`] writes).
@@ -1194,6 +933,7 @@ impl Overlay {
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
         let files = self.catalog.files(&t, tr.table_id).await?;
+        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
         drop(t);
         let mut report = RefreshReport::default();
         let mut updates: Vec<(FileEntry, bool)> = Vec::new();
@@ -1203,7 +943,8 @@ impl Overlay {
             match self.data.head(&Location::new(&url)).await {
                 Ok(m) if m.size == f.size && m.version == f.etag => {}
                 Ok(_) => {
-                    let (mut e, _) = self.file_facts(&tr.location, &f.path).await?;
+                    let (mut e, fields, _) = self.file_facts(&tr.location, &f.path).await?;
+                    check_indexed_columns(&tr, &indexes, &fields, &f.path)?;
                     e.file_id = f.file_id;
                     e.row_id_start = f.row_id_start;
                     if e.sha256 == f.sha256 && e.record_count == f.record_count {
@@ -1251,7 +992,43 @@ impl Overlay {
     }
 }
 
-fn same_columns(a: &[datafile::FieldInfo], b: &[datafile::FieldInfo]) -> bool {
+/// A file whose schema lacks a column some index uses, or has it with another type, cannot
+/// join the table (`E_REFUSED`): the index would not be whole. Columns are matched by field
+/// id, so a renamed column is the same column.
+pub(crate) fn check_indexed_columns(
+    tr: &TableRecord,
+    indexes: &[IndexRecord],
+    fields: &[datafile::FieldInfo],
+    path: &str,
+) -> Result<()> {
+    for ix in indexes {
+        for id in &ix.fields {
+            let want = tr.fields.iter().find(|f| f.field_id == *id);
+            let have = fields.iter().find(|f| f.field_id == *id);
+            let name = want.map_or_else(|| id.to_string(), |f| f.name.clone());
+            match (want, have) {
+                (_, None) => {
+                    return Err(Error::Refused(format!(
+                        "{path} has no column {name} (field id {id}), which index {} uses; \
+                         drop the index first",
+                        ix.name
+                    )))
+                }
+                (Some(w), Some(h)) if w.key_type != h.key_type => {
+                    return Err(Error::Refused(format!(
+                        "{path} has column {name} as {}, but index {} uses it as {}; drop the \
+                         index first",
+                        h.data_type, ix.name, w.data_type
+                    )))
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn same_columns(a: &[datafile::FieldInfo], b: &[datafile::FieldInfo]) -> bool {
     a.len() == b.len()
         && a.iter()
             .zip(b)

@@ -22,6 +22,7 @@ use crate::manifest::{
     RUN_POSITION_BITS,
 };
 use crate::rowset::{locate, Located, RowSet};
+use roaring::RoaringTreemap;
 
 /// One matching row.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -473,6 +474,21 @@ impl Lookup<'_> {
             let a = a?;
             merge_stats(&mut out.stats, a.stats);
             all.extend(a.entries.into_iter().map(|(k, p)| (k, i, p)));
+        }
+        // Deleted rows are never an answer, whichever way their file was answered.
+        let mut masks: HashMap<usize, Option<RoaringTreemap>> = HashMap::new();
+        let mut bad = None;
+        all.retain(|(_, i, p)| {
+            let m = masks.entry(*i).or_insert_with(|| {
+                t.files[*i].deleted().unwrap_or_else(|e| {
+                    bad = Some(e);
+                    None
+                })
+            });
+            !m.as_ref().is_some_and(|m| m.contains(*p))
+        });
+        if let Some(e) = bad {
+            return Err(e);
         }
         // The index's stored order across files: key, then file, then position.
         all.sort_unstable();

@@ -121,11 +121,16 @@ async fn index_publish_and_lookup() {
     assert_eq!(e.code(), "E_INDEX_NOT_READY");
 
     let mut progress = vec![];
-    let report = o.build("orders", |p| progress.push(p.done)).await.unwrap();
+    let report = o
+        .build("orders", |p| progress.push((p.done, p.total)))
+        .await
+        .unwrap();
     assert_eq!(report.files_indexed, 3);
     assert_eq!(report.entries, 9000);
     assert!(report.skipped.is_empty());
-    assert_eq!(progress.last(), Some(&3));
+    // Progress counts rows, and only moves forward.
+    assert_eq!(progress.last(), Some(&(9000, 9000)));
+    assert!(progress.windows(2).all(|w| w[0].0 <= w[1].0));
 
     for want in [
         "customer-00042",

@@ -412,6 +412,28 @@ pub fn scan_block(
     Ok(())
 }
 
+/// Calls `f(key, position)` for every entry of a whole blob in order: trailer, directory and
+/// every block are parsed and checked (block hashes; the directory has no expected hash here).
+pub fn read_entries(blob: &[u8], mut f: impl FnMut(&[u8], u64)) -> Result<(), BlobError> {
+    let len = blob.len() as u64;
+    if len < TRAILER_LEN {
+        return Err(BlobError::Corrupt("shorter than its trailer"));
+    }
+    let t = Trailer::parse(&blob[(len - TRAILER_LEN) as usize..], len)?;
+    let (off, dlen) = t.directory;
+    let dir = OrderedDirectory::parse(&blob[off as usize..(off + dlen) as usize], None, off)?;
+    for b in &dir.blocks {
+        let block = blob
+            .get(b.offset as usize..(b.offset + b.length) as usize)
+            .ok_or(BlobError::Corrupt("block range"))?;
+        scan_block(block, b, |k, p| {
+            f(k, p);
+            true
+        })?;
+    }
+    Ok(())
+}
+
 /// True when `key` lies within `(lower, upper)`.
 pub fn in_bounds(key: &[u8], lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
     let lo = match lower {

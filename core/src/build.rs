@@ -1,0 +1,822 @@
+//! Index builds in bounded, resumable steps (`docs/catalog.md`, "Builds").
+//!
+//! A step indexes rows of one index in file order until it has derived `max_entries` entries
+//! or `max_bytes` of encoded entries, then commits in one catalog transaction: the artifacts
+//! of the files it finished (each in a new bundle generation of its file, next to the valid
+//! blobs of the file's other indexes), the unique claims of every row it read, and the
+//! cursor. A file larger than a step is indexed in slices: each slice is written as a sorted
+//! segment under `staging/`, and the step that reads the file's last row merges the segments
+//! into the file's blob — the same bytes a one-shot build writes. A step that loses a race
+//! with another builder of the same index commits nothing (`E_CONFLICT`); the cursor only
+//! moves forward.
+
+use std::collections::{BTreeMap, HashMap};
+
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+
+use crate::blob::ordered::{self, OrderedBlobWriter};
+use crate::catalog::*;
+use crate::codec::Codec;
+use crate::datafile;
+use crate::error::{Error, Result};
+use crate::io::{Location, RangeReader};
+use crate::lineage::{self, ActiveSnapshot, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION};
+use crate::manifest::{FileEntry, IndexFileEntry, IndexState, OrderedMeta};
+use crate::overlay::{store_err, BuildReport, Overlay, Progress, Skipped};
+use crate::puffin::{BlobSpec, PuffinWriter};
+
+/// Default entries per step.
+pub const DEFAULT_STEP_ENTRIES: u64 = 1_000_000;
+/// Default encoded entry bytes per step.
+pub const DEFAULT_STEP_BYTES: u64 = 8 << 20;
+/// Most entries one catalog commit may carry (steps, file registrations).
+pub const MAX_COMMIT_ENTRIES: u64 = 1_000_000;
+/// Most encoded entry bytes one catalog commit may carry.
+pub const MAX_COMMIT_BYTES: u64 = 64 << 20;
+/// Claims or artifacts deleted per transaction when an index is reclaimed.
+pub const RECLAIM_BATCH: usize = 10_000;
+
+/// Bounds of one [`Overlay::build_step`]. An entry counts its key bytes plus 8.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StepOptions {
+    pub max_entries: u64,
+    pub max_bytes: u64,
+}
+
+impl Default for StepOptions {
+    fn default() -> Self {
+        StepOptions {
+            max_entries: DEFAULT_STEP_ENTRIES,
+            max_bytes: DEFAULT_STEP_BYTES,
+        }
+    }
+}
+
+/// Where a staged build stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CursorInfo {
+    pub file: String,
+    pub position: u64,
+}
+
+/// What one step did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepReport {
+    pub index: String,
+    pub state: IndexState,
+    /// No row of the index is left to index.
+    pub done: bool,
+    /// The index's generation after this step: +1 per committed step, so it only grows.
+    pub step: u64,
+    pub entries: u64,
+    pub entry_bytes: u64,
+    pub files_completed: Vec<String>,
+    pub bundles_written: u64,
+    pub bytes_written: u64,
+    pub skipped: Vec<Skipped>,
+    /// The file in progress, when a step stopped inside one.
+    pub cursor: Option<CursorInfo>,
+    /// Rows indexed (covered files + the position in the file in progress) and all rows.
+    pub rows_done: u64,
+    pub rows_total: u64,
+}
+
+pub(crate) fn active(tr: &TableRecord) -> ActiveSnapshot {
+    ActiveSnapshot {
+        snapshot_id: tr.snapshot as i64,
+        sequence_number: tr.snapshot as i64,
+    }
+}
+
+pub(crate) fn accepted(f: &FileEntry, a: Option<&IndexFileEntry>, tr: &TableRecord) -> bool {
+    a.is_some_and(|a| {
+        lineage::ReadGate::check(&f.path, Some(&a.lineage), Some(&f.facts()), active(tr))
+            .is_accept()
+    })
+}
+
+fn row_name(f: &str, id: RowIdentity) -> String {
+    format!("{f}@{} (row id {})", id.position, id.row_id)
+}
+
+/// Is `e` an error of the data file itself (unreadable, changed), which a build skips?
+pub(crate) fn is_data_error(e: &Error) -> bool {
+    matches!(e, Error::Io(_) | Error::Drift { .. } | Error::Parquet(_))
+}
+
+impl Overlay {
+    /// Sorted `(key, position)` entries of `ix` for the rows `range` of `f`, stopping after
+    /// the row that takes the encoded size to `max_bytes`. Returns the entries, the end of
+    /// the rows read and their encoded bytes. Reads only the indexed columns, pinned to the
+    /// recorded version (`E_DRIFT` when the file changed).
+    pub(crate) async fn index_slice(
+        &self,
+        tr: &TableRecord,
+        f: &FileEntry,
+        ix: &IndexRecord,
+        range: std::ops::Range<u64>,
+        max_bytes: u64,
+    ) -> Result<(Vec<(Vec<u8>, u64)>, u64, u64)> {
+        let url = format!("{}/{}", tr.location, f.path);
+        let mut loc = Location::new(&url);
+        if let Some(v) = &f.etag {
+            loc = loc.with_version(v);
+        }
+        let changed = |e: Error| match e {
+            Error::Io(crate::io::IoError::Changed { .. }) => Error::Drift {
+                path: f.path.clone(),
+                detail: "version changed".into(),
+            },
+            other => other,
+        };
+        let md = datafile::read_metadata(self.data.as_ref(), &loc, f.size)
+            .await
+            .map_err(changed)?;
+        if md.file_metadata().num_rows().max(0) as u64 != f.record_count {
+            return Err(Error::Drift {
+                path: f.path.clone(),
+                detail: "record count changed".into(),
+            });
+        }
+        let mut keys: Vec<(Vec<u8>, u64)> =
+            Vec::with_capacity((range.end - range.start).min(1 << 20) as usize);
+        let (mut bytes, mut end) = (0u64, range.start);
+        datafile::scan_values_range(
+            self.data.as_ref(),
+            &loc,
+            &md,
+            &ix.fields,
+            Some(range.clone()),
+            |vals, position| {
+                if bytes >= max_bytes {
+                    return Ok(()); // over budget: the rest is the next step's
+                }
+                let k = ix.key.encode(vals)?;
+                bytes += k.len() as u64 + 8;
+                keys.push((k, position));
+                end = position + 1;
+                Ok(())
+            },
+        )
+        .await
+        .map_err(changed)?;
+        keys.sort_unstable();
+        Ok((keys, end, bytes))
+    }
+
+    /// The blob of `ix` over `f` from its sorted entries, with its lineage (bundle placement
+    /// filled in by [`Overlay::write_bundle`]).
+    pub(crate) fn blob_artifact(
+        &self,
+        tr: &TableRecord,
+        f: &FileEntry,
+        ix: &IndexRecord,
+        entries: &[(Vec<u8>, u64)],
+    ) -> Result<(IndexFileEntry, Vec<u8>)> {
+        let mut bw = OrderedBlobWriter::new(self.block_bytes);
+        for (k, p) in entries {
+            bw.push(k, *p)?;
+        }
+        let blob = bw.finish();
+        let snapshot = tr.snapshot as i64;
+        let lineage = IndexFile {
+            format_version: INDEX_FILE_FORMAT_VERSION,
+            index_id: ix.index_id,
+            category: IndexCategory::Ordered,
+            algorithm: "ordered-v1".into(),
+            fields: ix.fields.clone(),
+            source_path: f.path.clone(),
+            source_snapshot_id: snapshot,
+            source_sequence_number: snapshot,
+            source_sha256: f.sha256.clone(),
+            source_record_count: f.record_count,
+            blob_sha256: lineage::sha256_hex(&blob.bytes),
+            bundle_path: String::new(),
+            blob_type: ordered::BLOB_TYPE.into(),
+            blob_offset: 0,
+            blob_length: blob.bytes.len() as u64,
+            compression: Codec::None,
+        };
+        let meta = OrderedMeta {
+            directory_offset: blob.directory.start,
+            directory_length: blob.directory.end - blob.directory.start,
+            directory_sha256: blob.directory_sha256.clone(),
+            entries: blob.entries,
+            min_key: blob.min_key.as_ref().map(hex::encode),
+            max_key: blob.max_key.as_ref().map(hex::encode),
+        };
+        Ok((
+            IndexFileEntry {
+                file_id: f.file_id,
+                lineage,
+                ordered: meta,
+            },
+            blob.bytes,
+        ))
+    }
+
+    /// Writes a new bundle generation of `f` holding `fresh` plus the still-valid blobs of the
+    /// file's other indexes (copied by range), in index-id order. Returns every artifact now
+    /// in it, the bundle record and the bundle's size. Nothing is committed.
+    pub(crate) async fn write_bundle(
+        &self,
+        tr: &TableRecord,
+        f: &FileEntry,
+        indexes: &[IndexRecord],
+        fresh: Vec<(IndexFileEntry, Vec<u8>)>,
+    ) -> Result<(Vec<IndexFileEntry>, BundleRecord, u64)> {
+        let t = self.catalog.begin()?;
+        let mut pending: Vec<(IndexFileEntry, Vec<u8>)> = fresh;
+        for ix in indexes {
+            if pending
+                .iter()
+                .any(|(e, _)| e.lineage.index_id == ix.index_id)
+                || ix.state == IndexState::Poisoned
+            {
+                continue;
+            }
+            let old: Option<IndexFileEntry> = t.get(&artifact_key(ix.index_id, f.file_id)).await?;
+            if let Some(old) = old.filter(|a| accepted(f, Some(a), tr)) {
+                let l = &old.lineage;
+                let bytes = self
+                    .reader
+                    .read_range(&Location::new(&l.bundle_path), l.blob_range())
+                    .await?;
+                pending.push((old, bytes.to_vec()));
+            }
+        }
+        pending.sort_by_key(|(e, _)| e.lineage.index_id);
+        let generation = t
+            .get::<BundleRecord>(&bundle_key(tr.table_id, f.file_id))
+            .await?
+            .map(|b| b.generation + 1)
+            .unwrap_or(1);
+        drop(t);
+        let bundle_path = format!(
+            "bundles/{}/{}-g{}.puffin",
+            tr.table_id, f.file_id, generation
+        );
+        let mut w = PuffinWriter::new();
+        w.set_property("skerry.table", tr.name.clone());
+        w.set_property("skerry.data-file", f.path.clone());
+        for (entry, bytes) in &mut pending {
+            let mut props = BTreeMap::new();
+            props.insert(
+                "skerry.index-id".to_string(),
+                entry.lineage.index_id.to_string(),
+            );
+            props.insert(
+                "skerry.directory-offset".to_string(),
+                entry.ordered.directory_offset.to_string(),
+            );
+            props.insert(
+                "skerry.directory-length".to_string(),
+                entry.ordered.directory_length.to_string(),
+            );
+            let spec = BlobSpec {
+                blob_type: ordered::BLOB_TYPE.into(),
+                fields: entry.lineage.fields.clone(),
+                snapshot_id: entry.lineage.source_snapshot_id,
+                sequence_number: entry.lineage.source_sequence_number,
+                properties: props,
+            };
+            let m = w.add_stored_blob(spec, bytes, Codec::None);
+            entry.lineage.bundle_path = bundle_path.clone();
+            entry.lineage.blob_offset = m.offset;
+            entry.lineage.blob_length = m.length;
+        }
+        let file = w.finish();
+        let size = file.bytes.len() as u64;
+        self.put_new(&bundle_path, file.bytes).await?;
+        Ok((
+            pending.into_iter().map(|(e, _)| e).collect(),
+            BundleRecord {
+                path: bundle_path,
+                generation,
+            },
+            size,
+        ))
+    }
+
+    /// Create-only put of an overlay object (`E_CONFLICT` when it exists: a concurrent
+    /// writer took that name).
+    pub(crate) async fn put_new(&self, path: &str, bytes: impl Into<PutPayload>) -> Result<()> {
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        self.store
+            .put_opts(&Path::from(path), bytes.into(), opts)
+            .await
+            .map_err(|e| match e {
+                object_store::Error::AlreadyExists { .. } => {
+                    Error::Conflict(format!("{path} was written concurrently"))
+                }
+                e => store_err(e),
+            })?;
+        Ok(())
+    }
+
+    /// Checks unique claims inside `t` and writes them: a key twice among `claims`, or held
+    /// by another live row, is a [`Error::Constraint`] naming both rows. Claims naming dead
+    /// rows (file gone, rewritten or row deleted) are overwritten. One probe per distinct key,
+    /// 64 at a time.
+    pub(crate) async fn put_claims(
+        &self,
+        t: &Txn<'_>,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        claims: &mut [(Vec<u8>, RowIdentity)],
+        paths: &HashMap<u64, String>,
+    ) -> Result<()> {
+        let name = |id: RowIdentity| -> String {
+            row_name(paths.get(&id.file_id).map_or("?", |s| s.as_str()), id)
+        };
+        claims.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.row_id.cmp(&b.1.row_id)));
+        for w in claims.windows(2) {
+            if w[0].0 == w[1].0 && w[0].1 != w[1].1 {
+                return Err(Error::Constraint {
+                    index: format!("{}.{}", tr.name, ix.name),
+                    existing: name(w[0].1),
+                    row: name(w[1].1),
+                });
+            }
+        }
+        let keys: Vec<String> = claims
+            .iter()
+            .map(|(k, _)| claim_key(ix.index_id, k))
+            .collect();
+        let probes = keys.iter().map(|k| t.get::<RowIdentity>(k));
+        let found: Vec<Result<Option<RowIdentity>>> =
+            futures::stream::iter(probes.collect::<Vec<_>>())
+                .buffered(64)
+                .collect()
+                .await;
+        let mut files: HashMap<u64, Option<FileEntry>> = HashMap::new();
+        for (((_, id), key), old) in claims.iter().zip(&keys).zip(found) {
+            if let Some(old) = old? {
+                if old != *id && self.claim_live(t, tr, old, &mut files).await? {
+                    let existing_path = files
+                        .get(&old.file_id)
+                        .and_then(|f| f.as_ref().map(|f| f.path.clone()))
+                        .unwrap_or_default();
+                    return Err(Error::Constraint {
+                        index: format!("{}.{}", tr.name, ix.name),
+                        existing: row_name(&existing_path, old),
+                        row: name(*id),
+                    });
+                }
+            }
+            t.put(key, id)?;
+        }
+        Ok(())
+    }
+
+    /// A claim is live while its row is: the file registered, the row id unchanged, the
+    /// position not deleted.
+    pub(crate) async fn claim_live(
+        &self,
+        t: &Txn<'_>,
+        tr: &TableRecord,
+        id: RowIdentity,
+        files: &mut HashMap<u64, Option<FileEntry>>,
+    ) -> Result<bool> {
+        if !files.contains_key(&id.file_id) {
+            let f: Option<FileEntry> = t.get(&file_key(tr.table_id, id.file_id)).await?;
+            files.insert(id.file_id, f);
+        }
+        let Some(f) = files[&id.file_id].as_ref() else {
+            return Ok(false);
+        };
+        if id.position >= f.record_count || f.row_id_start.unwrap_or(0) + id.position != id.row_id {
+            return Ok(false);
+        }
+        Ok(!f.deleted()?.is_some_and(|m| m.contains(id.position)))
+    }
+
+    /// Marks `ix` poisoned (a duplicate under a unique index), withdraws its cursor and
+    /// certificate, then reclaims its claims and artifacts in bounded batches.
+    pub(crate) async fn poison(&self, tr: &TableRecord, ix: &IndexRecord) -> Result<()> {
+        let t = self.catalog.begin()?;
+        if let Some(mut rec) = t
+            .get::<IndexRecord>(&index_key(tr.table_id, ix.index_id))
+            .await?
+        {
+            rec.state = IndexState::Poisoned;
+            rec.generation += 1;
+            t.put(&index_key(tr.table_id, ix.index_id), &rec)?;
+        }
+        t.delete(&cursor_key(ix.index_id))?;
+        t.delete(&certificate_key(ix.index_id))?;
+        t.delete(&run_key(ix.index_id))?;
+        t.bump_version().await?;
+        t.commit().await?;
+        self.reclaim_prefix(&claim_prefix(ix.index_id)).await?;
+        self.reclaim_prefix(&artifact_prefix(ix.index_id)).await?;
+        self.invalidate();
+        Ok(())
+    }
+
+    /// Deletes every catalog key under `prefix`, [`RECLAIM_BATCH`] per transaction. Returns
+    /// how many it deleted.
+    pub(crate) async fn reclaim_prefix(&self, prefix: &str) -> Result<u64> {
+        let mut n = 0;
+        loop {
+            let t = self.catalog.begin()?;
+            let batch: Vec<(String, serde_json::Value)> =
+                t.scan_limit(prefix, RECLAIM_BATCH).await?;
+            if batch.is_empty() {
+                return Ok(n);
+            }
+            for (k, _) in &batch {
+                t.delete(k)?;
+            }
+            t.commit().await?;
+            n += batch.len() as u64;
+        }
+    }
+
+    /// One bounded step of building `index` (see the module docs). A step on an index with
+    /// nothing left to index commits nothing and reports `done`; the step that covers the
+    /// last row flips a `building` index to `ready` (unless files were skipped) and builds
+    /// the table-wide runs.
+    pub async fn build_step(
+        &self,
+        table: &str,
+        index: &str,
+        opts: StepOptions,
+    ) -> Result<StepReport> {
+        if opts.max_entries == 0 || opts.max_bytes == 0 {
+            return Err(Error::Invalid(
+                "a build step needs a positive budget".into(),
+            ));
+        }
+        if opts.max_entries > MAX_COMMIT_ENTRIES {
+            return Err(Error::Limit {
+                what: "build step entries",
+                count: opts.max_entries,
+                limit: MAX_COMMIT_ENTRIES,
+                remedy: "use a smaller maxEntries",
+            });
+        }
+        if opts.max_bytes > MAX_COMMIT_BYTES {
+            return Err(Error::Limit {
+                what: "build step bytes",
+                count: opts.max_bytes,
+                limit: MAX_COMMIT_BYTES,
+                remedy: "use a smaller maxBytes",
+            });
+        }
+        let _writing = self.writing.read().await;
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let ix = self.catalog.index(&t, &tr, index).await?;
+        if ix.state == IndexState::Poisoned {
+            return Err(Error::IndexNotReady {
+                index: format!("{}.{}", tr.name, ix.name),
+                state: ix.state.to_string(),
+            });
+        }
+        let files = self.catalog.files(&t, tr.table_id).await?;
+        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
+        let mine: HashMap<u64, IndexFileEntry> = self
+            .catalog
+            .artifacts(&t, ix.index_id)
+            .await?
+            .into_iter()
+            .map(|a| (a.file_id, a))
+            .collect();
+        let cursor0: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
+        drop(t);
+
+        let mut cur = cursor0.clone().unwrap_or_default();
+        cur.skipped
+            .retain(|(id, sha)| files.iter().any(|f| f.file_id == *id && f.sha256 == *sha));
+        let mut order: Vec<&FileEntry> = files
+            .iter()
+            .filter(|f| {
+                !accepted(f, mine.get(&f.file_id), &tr)
+                    && !cur.skipped.iter().any(|(id, _)| *id == f.file_id)
+            })
+            .collect();
+        let mut garbage: Vec<String> = Vec::new();
+        // The file in progress first; a cursor on a file no longer pending (or changed)
+        // starts over and its segments become garbage.
+        match order
+            .iter()
+            .position(|f| f.file_id == cur.file_id && f.sha256 == cur.sha256)
+        {
+            Some(i) if cur.file_id != 0 => {
+                let f = order.remove(i);
+                order.insert(0, f);
+            }
+            _ => {
+                garbage.extend(cur.segments.drain(..).map(|s| s.path));
+                cur.file_id = 0;
+                cur.position = 0;
+                cur.sha256.clear();
+            }
+        }
+        let paths: HashMap<u64, String> =
+            files.iter().map(|f| (f.file_id, f.path.clone())).collect();
+        let mut report = StepReport {
+            index: ix.name.clone(),
+            state: ix.state,
+            done: false,
+            step: cur.steps,
+            entries: 0,
+            entry_bytes: 0,
+            files_completed: vec![],
+            bundles_written: 0,
+            bytes_written: 0,
+            skipped: vec![],
+            cursor: None,
+            rows_done: 0,
+            rows_total: files.iter().map(|f| f.record_count).sum(),
+        };
+        let flip_due = ix.state == IndexState::Building && cur.skipped.is_empty();
+        if order.is_empty() && !flip_due && (cursor0.is_none() || cursor0 == Some(cur.clone())) {
+            report.done = true;
+            report.step = ix.generation;
+            report.rows_done = report.rows_total;
+            return Ok(report);
+        }
+
+        let (mut left_entries, mut left_bytes) = (opts.max_entries, opts.max_bytes);
+        let mut completed: Vec<(&FileEntry, Vec<(Vec<u8>, u64)>)> = Vec::new();
+        let mut claims: Vec<(Vec<u8>, RowIdentity)> = Vec::new();
+        let mut handled = 0usize;
+        for f in &order {
+            let start = if cur.file_id == f.file_id {
+                cur.position
+            } else {
+                0
+            };
+            let remaining = f.record_count - start;
+            if !completed.is_empty() && remaining > left_entries {
+                break; // a file that does not fit starts in a step of its own
+            }
+            let end = start + remaining.min(left_entries);
+            let (keys, end, bytes) =
+                match self.index_slice(&tr, f, &ix, start..end, left_bytes).await {
+                    Ok(x) => x,
+                    Err(e) if is_data_error(&e) => {
+                        tracing::warn!(target: "skerry::build", file = %f.path, "not indexed: {e}");
+                        report.skipped.push(Skipped {
+                            file: f.path.clone(),
+                            code: e.code().into(),
+                            message: e.to_string(),
+                        });
+                        cur.skipped.push((f.file_id, f.sha256.clone()));
+                        if cur.file_id == f.file_id {
+                            garbage.extend(cur.segments.drain(..).map(|s| s.path));
+                            cur.file_id = 0;
+                            cur.position = 0;
+                            cur.sha256.clear();
+                        }
+                        handled += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+            left_entries -= end - start;
+            left_bytes = left_bytes.saturating_sub(bytes);
+            report.entries += end - start;
+            report.entry_bytes += bytes;
+            if ix.unique {
+                for (k, p) in &keys {
+                    if !ix.key.decode(k)?.iter().any(|v| v.is_null()) {
+                        claims.push((
+                            k.clone(),
+                            RowIdentity {
+                                file_id: f.file_id,
+                                position: *p,
+                                row_id: f.row_id_start.unwrap_or(0) + p,
+                            },
+                        ));
+                    }
+                }
+            }
+            if end == f.record_count {
+                let mut all = keys;
+                if cur.file_id == f.file_id {
+                    for s in &cur.segments {
+                        let b = self.reader.read_all(&Location::new(&s.path)).await?;
+                        ordered::read_entries(&b, |k, p| all.push((k.to_vec(), p)))?;
+                    }
+                    garbage.extend(cur.segments.drain(..).map(|s| s.path));
+                    cur.file_id = 0;
+                    cur.position = 0;
+                    cur.sha256.clear();
+                    all.sort_unstable();
+                }
+                completed.push((f, all));
+                handled += 1;
+            } else {
+                // A slice: sorted segment now, merged when the file's last row is read.
+                let mut bw = OrderedBlobWriter::new(self.block_bytes);
+                for (k, p) in &keys {
+                    bw.push(k, *p)?;
+                }
+                let path = format!(
+                    "staging/{}/{}/{}-{}-s{}.seg",
+                    tr.table_id,
+                    ix.index_id,
+                    f.file_id,
+                    start,
+                    cur.steps + 1
+                );
+                self.put_new(&path, bw.finish().bytes).await?;
+                if cur.file_id != f.file_id {
+                    cur.file_id = f.file_id;
+                    cur.sha256 = f.sha256.clone();
+                    cur.segments.clear();
+                }
+                cur.position = end;
+                cur.segments.push(Segment { path, start, end });
+                report.cursor = Some(CursorInfo {
+                    file: f.path.clone(),
+                    position: end,
+                });
+                break;
+            }
+            if left_entries == 0 || left_bytes == 0 {
+                break;
+            }
+        }
+        let done = handled == order.len();
+
+        // New bundle generations for the finished files.
+        let mut artifacts = Vec::new();
+        let mut bundles = Vec::new();
+        for (f, entries) in &completed {
+            let fresh = self.blob_artifact(&tr, f, &ix, entries)?;
+            let (arts, bundle, size) = self.write_bundle(&tr, f, &indexes, vec![fresh]).await?;
+            report.bundles_written += 1;
+            report.bytes_written += size;
+            report.files_completed.push(f.path.clone());
+            artifacts.extend(arts);
+            bundles.push((f.file_id, bundle));
+        }
+
+        // Commit, unless another builder moved the cursor or the index changed meanwhile.
+        let t = self.catalog.begin()?;
+        let now: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
+        let rec: Option<IndexRecord> = t.get(&index_key(tr.table_id, ix.index_id)).await?;
+        let Some(mut rec) = rec.filter(|r| r.generation == ix.generation && now == cursor0) else {
+            return Err(Error::Conflict(format!(
+                "another build step of {}.{} committed first",
+                tr.name, ix.name
+            )));
+        };
+        if ix.unique {
+            if let Err(e) = self.put_claims(&t, &tr, &ix, &mut claims, &paths).await {
+                if matches!(e, Error::Constraint { .. }) {
+                    drop(t);
+                    self.poison(&tr, &ix).await?;
+                    self.delete_objects(&garbage).await;
+                }
+                return Err(e);
+            }
+        }
+        for a in &artifacts {
+            t.put(&artifact_key(a.lineage.index_id, a.file_id), a)?;
+        }
+        for (file_id, b) in &bundles {
+            t.put(&bundle_key(tr.table_id, *file_id), b)?;
+        }
+        cur.steps += 1;
+        if done && cur.skipped.is_empty() {
+            t.delete(&cursor_key(ix.index_id))?;
+        } else {
+            t.put(&cursor_key(ix.index_id), &cur)?;
+        }
+        rec.generation += 1;
+        if done && rec.state == IndexState::Building && cur.skipped.is_empty() {
+            rec.state = IndexState::Ready;
+        }
+        t.put(&index_key(tr.table_id, ix.index_id), &rec)?;
+        t.delete(&certificate_key(ix.index_id))?;
+        t.bump_version().await?;
+        t.commit().await?;
+        self.delete_objects(&garbage).await;
+        self.invalidate();
+
+        report.state = rec.state;
+        report.done = done;
+        report.step = rec.generation;
+        let done_files: u64 = files
+            .iter()
+            .filter(|f| {
+                accepted(f, mine.get(&f.file_id), &tr)
+                    || completed.iter().any(|(c, _)| c.file_id == f.file_id)
+            })
+            .map(|f| f.record_count)
+            .sum();
+        report.rows_done = done_files + if cur.file_id != 0 { cur.position } else { 0 };
+        if done {
+            self.build_runs(&tr).await?;
+        }
+        Ok(report)
+    }
+
+    /// Builds `index` to the end in steps of `opts`, calling `on_progress` after each step.
+    /// A step that lost a race to another builder is retried from the cursor it left.
+    pub async fn build_index(
+        &self,
+        table: &str,
+        index: &str,
+        opts: StepOptions,
+        mut on_progress: impl FnMut(&StepReport),
+    ) -> Result<BuildReport> {
+        let mut report = BuildReport::default();
+        let mut conflicts = 0;
+        let mut files = std::collections::BTreeSet::new();
+        loop {
+            match self.build_step(table, index, opts).await {
+                Ok(s) => {
+                    conflicts = 0;
+                    report.entries += s.entries;
+                    report.bundles_written += s.bundles_written;
+                    report.bytes_written += s.bytes_written;
+                    files.extend(s.files_completed.iter().cloned());
+                    report.skipped.extend(s.skipped.iter().cloned());
+                    on_progress(&s);
+                    if s.done {
+                        report.files_indexed = files.len() as u64;
+                        return Ok(report);
+                    }
+                }
+                Err(Error::Conflict(m)) if conflicts < 16 => {
+                    conflicts += 1;
+                    tracing::debug!(target: "skerry::build", "retrying a step: {m}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Builds every missing or stale index blob of `table`, index by index in bounded steps
+    /// (see [`Overlay::build_step`]); poisoned indexes are left alone. `on_progress` sees
+    /// rows done and total per index after every step.
+    pub async fn build(
+        &self,
+        table: &str,
+        mut on_progress: impl FnMut(&Progress),
+    ) -> Result<BuildReport> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
+        drop(t);
+        let mut report = BuildReport::default();
+        let mut files = std::collections::BTreeSet::new();
+        for ix in indexes.iter().filter(|i| i.state != IndexState::Poisoned) {
+            let r = self
+                .build_index(table, &ix.name, StepOptions::default(), |s| {
+                    files.extend(s.files_completed.iter().cloned());
+                    on_progress(&Progress {
+                        phase: format!("build {}", ix.name),
+                        done: s.rows_done,
+                        total: s.rows_total,
+                        file: s.cursor.as_ref().map(|c| c.file.clone()),
+                    })
+                })
+                .await?;
+            report.entries += r.entries;
+            report.bundles_written += r.bundles_written;
+            report.bytes_written += r.bytes_written;
+            for s in r.skipped {
+                if !report.skipped.iter().any(|x| x.file == s.file) {
+                    report.skipped.push(s);
+                }
+            }
+        }
+        report.files_indexed = files.len() as u64;
+        self.build_runs(&tr).await?;
+        Ok(report)
+    }
+
+    /// Best-effort deletes of unreferenced overlay objects (vacuum finds what is left).
+    pub(crate) async fn delete_objects(&self, paths: &[String]) -> u64 {
+        let mut n = 0;
+        for p in paths {
+            match self.store.delete(&Path::from(p.as_str())).await {
+                Ok(()) => n += 1,
+                Err(e) => tracing::debug!(target: "skerry::vacuum", "{p}: {e}"),
+            }
+        }
+        n
+    }
+
+    /// Drops cached read models and directories after a catalog change.
+    pub(crate) fn invalidate(&self) {
+        self.dirs.clear();
+        *self.model.lock().expect("model cache") = None;
+    }
+}

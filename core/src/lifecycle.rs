@@ -1,0 +1,862 @@
+//! Writes that keep indexes whole (file and delete registration) and the verbs that remove
+//! and check them (purge, vacuum, verify). `docs/catalog.md` describes each commit.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::ObjectStoreExt;
+use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
+
+use crate::blob::ordered;
+use crate::build::{accepted, is_data_error, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES};
+use crate::catalog::*;
+use crate::datafile;
+use crate::error::{Error, Result};
+use crate::io::{Location, RangeReader};
+use crate::lineage;
+use crate::manifest::{
+    manifest_path, read_head, FileEntry, IndexFileEntry, IndexState, Manifest, TableRun,
+};
+use crate::overlay::{check_indexed_columns, same_columns, store_err, Overlay};
+
+/// Attempts of a transaction that lost a write-write race before giving up.
+const MAX_ATTEMPTS: usize = 64;
+
+/// What [`Overlay::register_files`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterReport {
+    pub files: u64,
+    pub rows: u64,
+    pub entries: u64,
+    pub bundles_written: u64,
+    /// Building unique indexes the new rows broke (now `poisoned`).
+    pub poisoned: Vec<String>,
+    /// Attempts of the final commit (more than 1 after write-write conflicts).
+    pub attempts: u64,
+}
+
+/// Rows of one data file to delete, by position.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDeletes {
+    pub file: String,
+    pub positions: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteReport {
+    /// Rows newly deleted (already-deleted positions are not counted).
+    pub rows_deleted: u64,
+    /// Unique claims released because they named a deleted row.
+    pub claims_removed: u64,
+}
+
+/// What [`Overlay::vacuum`] and a purging drop removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VacuumReport {
+    /// Overlay objects deleted (bundles, runs, staged segments).
+    pub artifacts: u64,
+    pub bytes: u64,
+    /// Manifest versions deleted.
+    pub manifests: u64,
+    /// Unique claims of dropped indexes reclaimed.
+    pub claims: u64,
+    /// Catalog index-file records of dropped indexes reclaimed.
+    pub index_files: u64,
+    /// Dropped indexes fully reclaimed (tombstones removed).
+    pub dropped_indexes: u64,
+}
+
+/// Options of [`Overlay::vacuum`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VacuumOptions {
+    /// Published manifest versions to keep (the newest ones; at least 1: HEAD's).
+    pub retain_versions: u64,
+}
+
+impl Default for VacuumOptions {
+    fn default() -> Self {
+        VacuumOptions { retain_versions: 1 }
+    }
+}
+
+/// What [`Overlay::verify`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyReport {
+    pub files: u64,
+    /// Files without an index blob the read gate accepts (answered by scans).
+    pub files_unindexed: u64,
+    /// Entries in accepted blobs.
+    pub stored: u64,
+    /// Entries the live rows call for.
+    pub expected: u64,
+    /// Live rows with no entry.
+    pub missing: u64,
+    /// Entries for deleted rows (harmless: answers leave deleted rows out).
+    pub dead: u64,
+    /// Entries whose key differs from the row's, or that name no row.
+    pub mismatched: u64,
+    /// A clean pass (nothing missing or mismatched, every file indexed) recorded a certificate.
+    pub certified: bool,
+}
+
+fn retry_conflicts(e: &Error) -> bool {
+    matches!(e, Error::Conflict(_))
+}
+
+impl Overlay {
+    /// Registers more Parquet files in `table` (paths relative to its location) and keeps
+    /// every index whole: reads only the indexed columns of the new files, writes their
+    /// bundles, then commits files, index files and unique claims in one transaction.
+    ///
+    /// Refused before any work (`E_LIMIT`) when the files would add more than
+    /// [`MAX_COMMIT_ENTRIES`] entries or [`MAX_COMMIT_BYTES`] of encoded entries; refused
+    /// (`E_REFUSED`) when a file lacks or retypes an indexed column. A key that a new row
+    /// shares with another new row or a live row fails the whole registration with
+    /// `E_CONSTRAINT` under a ready unique index, and poisons a unique index still building.
+    /// Concurrent registrations retry after write-write conflicts, so of several claiming one
+    /// value exactly one commits.
+    pub async fn register_files(&self, table: &str, paths: &[String]) -> Result<RegisterReport> {
+        for p in paths {
+            if p.is_empty() || p.contains("..") || p.starts_with('/') {
+                return Err(Error::Invalid(format!(
+                    "data file path {p:?} must be relative to the location"
+                )));
+            }
+        }
+        let unique_paths: BTreeSet<&String> = paths.iter().collect();
+        if unique_paths.len() != paths.len() {
+            return Err(Error::Invalid("a file is listed twice".into()));
+        }
+        let _writing = self.writing.read().await;
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let existing = self.catalog.files(&t, tr.table_id).await?;
+        let indexes: Vec<IndexRecord> = self
+            .catalog
+            .indexes(&t, tr.table_id)
+            .await?
+            .into_iter()
+            .filter(|i| i.state != IndexState::Poisoned)
+            .collect();
+        drop(t);
+        if let Some(p) = paths
+            .iter()
+            .find(|p| existing.iter().any(|f| &&f.path == p))
+        {
+            return Err(Error::AlreadyExists {
+                kind: "data file",
+                name: format!("{}/{p}", tr.name),
+            });
+        }
+        // Facts and schema first: no catalog write, no bundle, until every file is known.
+        let mut new_files = Vec::with_capacity(paths.len());
+        let (mut entries, mut estimate) = (0u64, 0u64);
+        for p in paths {
+            let (e, fields, md) = self.file_facts(&tr.location, p).await?;
+            check_indexed_columns(&tr, &indexes, &fields, p)?;
+            if !tr.fields.is_empty() && !same_columns(&tr.fields, &fields) {
+                return Err(Error::Invalid(format!(
+                    "{p} has a different schema from table {}",
+                    tr.name
+                )));
+            }
+            entries += e.record_count * indexes.len() as u64;
+            // Value bytes of the indexed columns, from the footer: a lower bound of key bytes.
+            for ix in &indexes {
+                for id in &ix.fields {
+                    let root = datafile::root_of(&fields, *id)?;
+                    for rg in md.row_groups() {
+                        if let Some(c) = rg.columns().get(root) {
+                            estimate += c.uncompressed_size().max(0) as u64;
+                        }
+                    }
+                }
+            }
+            new_files.push(e);
+        }
+        if entries > MAX_COMMIT_ENTRIES {
+            return Err(Error::Limit {
+                what: "index entries in one registration",
+                count: entries,
+                limit: MAX_COMMIT_ENTRIES,
+                remedy: "register the files in smaller batches",
+            });
+        }
+        if estimate > MAX_COMMIT_BYTES {
+            return Err(Error::Limit {
+                what: "encoded index bytes in one registration",
+                count: estimate,
+                limit: MAX_COMMIT_BYTES,
+                remedy: "register the files in smaller batches",
+            });
+        }
+        // Ids are reserved in a commit of their own: a registration that fails later leaves a
+        // gap, never a reuse.
+        let mut attempts = 0;
+        let first_id = loop {
+            let t = self.catalog.begin()?;
+            let id: u64 = t.get("m/next_id").await?.unwrap_or(1);
+            t.put("m/next_id", &(id + new_files.len() as u64))?;
+            match t.commit().await {
+                Ok(()) => break id,
+                Err(e) if retry_conflicts(&e) && attempts < MAX_ATTEMPTS => attempts += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        for (i, f) in new_files.iter_mut().enumerate() {
+            f.file_id = first_id + i as u64;
+        }
+        // Entries (scoped reads of the indexed columns), then one bundle per new file.
+        let mut keys: HashMap<(u64, u64), Vec<(Vec<u8>, u64)>> = HashMap::new();
+        let mut bytes = 0u64;
+        for f in &new_files {
+            for ix in &indexes {
+                let (k, _, b) = self
+                    .index_slice(&tr, f, ix, 0..f.record_count, u64::MAX)
+                    .await?;
+                bytes += b;
+                if bytes > MAX_COMMIT_BYTES {
+                    return Err(Error::Limit {
+                        what: "encoded index bytes in one registration",
+                        count: bytes,
+                        limit: MAX_COMMIT_BYTES,
+                        remedy: "register the files in smaller batches",
+                    });
+                }
+                keys.insert((ix.index_id, f.file_id), k);
+            }
+        }
+        let mut report = RegisterReport {
+            files: new_files.len() as u64,
+            rows: new_files.iter().map(|f| f.record_count).sum(),
+            entries: keys.values().map(|k| k.len() as u64).sum(),
+            ..Default::default()
+        };
+        let mut artifacts = Vec::new();
+        let mut bundles = Vec::new();
+        for f in &new_files {
+            let fresh = indexes
+                .iter()
+                .map(|ix| self.blob_artifact(&tr, f, ix, &keys[&(ix.index_id, f.file_id)]))
+                .collect::<Result<Vec<_>>>()?;
+            if fresh.is_empty() {
+                continue;
+            }
+            let (arts, bundle, _) = self.write_bundle(&tr, f, &indexes, fresh).await?;
+            report.bundles_written += 1;
+            artifacts.extend(arts);
+            bundles.push((f.file_id, bundle));
+        }
+        // The commit: retried from fresh reads after a write-write conflict.
+        let mut attempt = 0u64;
+        let poisoned = loop {
+            attempt += 1;
+            match self
+                .commit_registration(table, &new_files, &indexes, &keys, &artifacts, &bundles)
+                .await
+            {
+                Ok(p) => break p,
+                Err(e) if retry_conflicts(&e) && attempt < MAX_ATTEMPTS as u64 => {
+                    tokio::time::sleep(std::time::Duration::from_millis(attempt.min(20))).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        report.attempts = attempt;
+        for ix in &poisoned {
+            self.poison(&tr, ix).await?;
+            report.poisoned.push(ix.name.clone());
+        }
+        self.invalidate();
+        Ok(report)
+    }
+
+    async fn commit_registration(
+        &self,
+        table: &str,
+        new_files: &[FileEntry],
+        built: &[IndexRecord],
+        keys: &HashMap<(u64, u64), Vec<(Vec<u8>, u64)>>,
+        artifacts: &[IndexFileEntry],
+        bundles: &[(u64, BundleRecord)],
+    ) -> Result<Vec<IndexRecord>> {
+        let t = self.catalog.begin()?;
+        let mut tr = self.catalog.table(&t, table).await?;
+        let existing = self.catalog.files(&t, tr.table_id).await?;
+        if let Some(f) = new_files
+            .iter()
+            .find(|n| existing.iter().any(|f| f.path == n.path))
+        {
+            return Err(Error::AlreadyExists {
+                kind: "data file",
+                name: format!("{}/{}", tr.name, f.path),
+            });
+        }
+        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
+        if let Some(ix) = indexes.iter().find(|i| {
+            i.state != IndexState::Poisoned && !built.iter().any(|b| b.index_id == i.index_id)
+        }) {
+            return Err(Error::Conflict(format!(
+                "index {} was created during the registration; register again",
+                ix.name
+            )));
+        }
+        let version = t.bump_version().await?;
+        let mut files = new_files.to_vec();
+        let mut paths: HashMap<u64, String> = existing
+            .iter()
+            .map(|f| (f.file_id, f.path.clone()))
+            .collect();
+        for f in &mut files {
+            f.row_id_start = Some(tr.next_row_id);
+            tr.next_row_id += f.record_count;
+            t.put(&file_key(tr.table_id, f.file_id), f)?;
+            paths.insert(f.file_id, f.path.clone());
+        }
+        let mut poisoned = Vec::new();
+        for ix in indexes.iter().filter(|i| i.state != IndexState::Poisoned) {
+            for a in artifacts
+                .iter()
+                .filter(|a| a.lineage.index_id == ix.index_id)
+            {
+                t.put(&artifact_key(ix.index_id, a.file_id), a)?;
+            }
+            t.delete(&certificate_key(ix.index_id))?;
+            if !ix.unique {
+                continue;
+            }
+            let mut claims = Vec::new();
+            for f in &files {
+                for (k, p) in &keys[&(ix.index_id, f.file_id)] {
+                    if !ix.key.decode(k)?.iter().any(|v| v.is_null()) {
+                        claims.push((
+                            k.clone(),
+                            RowIdentity {
+                                file_id: f.file_id,
+                                position: *p,
+                                row_id: f.row_id_start.unwrap_or(0) + p,
+                            },
+                        ));
+                    }
+                }
+            }
+            match self.put_claims(&t, &tr, ix, &mut claims, &paths).await {
+                Ok(()) => {}
+                // A building index is maintained, and poisoned instead of failing the writer.
+                Err(Error::Constraint { .. }) if ix.state == IndexState::Building => {
+                    poisoned.push(ix.clone())
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for (file_id, b) in bundles {
+            t.put(&bundle_key(tr.table_id, *file_id), b)?;
+        }
+        tr.snapshot = version;
+        t.put(&table_key(tr.table_id), &tr)?;
+        t.commit().await?;
+        Ok(poisoned)
+    }
+
+    /// Records deleted rows (by position) in the files' delete masks and releases the unique
+    /// claims that name them, in one transaction. Every later answer leaves the rows out.
+    pub async fn register_deletes(
+        &self,
+        table: &str,
+        deletes: &[FileDeletes],
+    ) -> Result<DeleteReport> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let files = self.catalog.files(&t, tr.table_id).await?;
+        let unique: Vec<IndexRecord> = self
+            .catalog
+            .indexes(&t, tr.table_id)
+            .await?
+            .into_iter()
+            .filter(|i| i.unique && i.state != IndexState::Poisoned)
+            .collect();
+        drop(t);
+        // Per file: the new positions and, per unique index, the claims they may hold.
+        let mut work: Vec<(FileEntry, RoaringTreemap, Vec<(u64, Vec<u8>, RowIdentity)>)> =
+            Vec::new();
+        for d in deletes {
+            let f = files
+                .iter()
+                .find(|f| f.path == d.file)
+                .ok_or_else(|| Error::NotFound {
+                    kind: "data file",
+                    name: format!("{}/{}", tr.name, d.file),
+                })?;
+            if let Some(p) = d.positions.iter().find(|p| **p >= f.record_count) {
+                return Err(Error::Invalid(format!(
+                    "position {p} is past the end of {} ({} rows)",
+                    f.path, f.record_count
+                )));
+            }
+            let old = f.deleted()?.unwrap_or_default();
+            let new: RoaringTreemap = d
+                .positions
+                .iter()
+                .copied()
+                .filter(|p| !old.contains(*p))
+                .collect();
+            let mut claims = Vec::new();
+            if !new.is_empty() && !unique.is_empty() {
+                let positions: Vec<u64> = new.iter().collect();
+                let url = format!("{}/{}", tr.location, f.path);
+                let mut loc = Location::new(&url);
+                if let Some(v) = &f.etag {
+                    loc = loc.with_version(v);
+                }
+                let (md, _) =
+                    datafile::read_metadata_with_page_index(self.data.as_ref(), &loc).await?;
+                let ffields = datafile::fields(&datafile::arrow_schema(&md)?);
+                for ix in &unique {
+                    let roots = ix
+                        .fields
+                        .iter()
+                        .map(|id| datafile::root_of(&ffields, *id))
+                        .collect::<Result<Vec<_>>>()?;
+                    let batch =
+                        datafile::read_rows(self.data.as_ref(), &loc, &md, &positions, &roots)
+                            .await?;
+                    for (row, p) in positions.iter().enumerate() {
+                        let vals = (0..roots.len())
+                            .map(|c| datafile::value_at(batch.column(c).as_ref(), row))
+                            .collect::<Result<Vec<_>>>()?;
+                        if vals.iter().any(|v| v.is_null()) {
+                            continue;
+                        }
+                        claims.push((
+                            ix.index_id,
+                            ix.key.encode(&vals)?,
+                            RowIdentity {
+                                file_id: f.file_id,
+                                position: *p,
+                                row_id: f.row_id_start.unwrap_or(0) + p,
+                            },
+                        ));
+                    }
+                }
+            }
+            work.push((f.clone(), new, claims));
+        }
+        let mut attempts = 0;
+        loop {
+            match self.commit_deletes(&tr, &work).await {
+                Ok(r) => {
+                    self.invalidate();
+                    return Ok(r);
+                }
+                Err(e) if retry_conflicts(&e) && attempts < MAX_ATTEMPTS => attempts += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn commit_deletes(
+        &self,
+        tr: &TableRecord,
+        work: &[(FileEntry, RoaringTreemap, Vec<(u64, Vec<u8>, RowIdentity)>)],
+    ) -> Result<DeleteReport> {
+        let t = self.catalog.begin()?;
+        let mut report = DeleteReport::default();
+        for (f0, new, claims) in work {
+            let mut f: FileEntry = t
+                .get(&file_key(tr.table_id, f0.file_id))
+                .await?
+                .filter(|f: &FileEntry| f.sha256 == f0.sha256)
+                .ok_or_else(|| Error::Conflict(format!("{} changed during the delete", f0.path)))?;
+            let mut mask = f.deleted()?.unwrap_or_default();
+            let before = mask.len();
+            mask |= new;
+            report.rows_deleted += mask.len() - before;
+            f.set_deleted(&mask);
+            t.put(&file_key(tr.table_id, f.file_id), &f)?;
+            for (index_id, key, id) in claims {
+                let k = claim_key(*index_id, key);
+                // Only a claim naming the dead row goes.
+                if t.get::<RowIdentity>(&k).await? == Some(*id) {
+                    t.delete(&k)?;
+                    report.claims_removed += 1;
+                }
+            }
+        }
+        for ix in self.catalog.indexes(&t, tr.table_id).await? {
+            t.delete(&certificate_key(ix.index_id))?;
+        }
+        t.bump_version().await?;
+        t.commit().await?;
+        Ok(report)
+    }
+
+    /// Drops `name` like [`Overlay::drop_index`], then purges it: rewrites the bundles that
+    /// hold its blobs without them, reclaims its catalog records and claims, and deletes the
+    /// objects nothing references any more — neither the catalog nor any manifest still
+    /// stored (those go with [`Overlay::vacuum`]).
+    pub async fn drop_index_purge(&self, table: &str, name: &str) -> Result<VacuumReport> {
+        let index_id = self.drop_index(table, name).await?;
+        let _exclusive = self.writing.write().await;
+        let mut report = VacuumReport::default();
+        let t = self.catalog.begin()?;
+        let Some(tomb) = t.get::<Tombstone>(&tombstone_key(index_id)).await? else {
+            return Ok(report);
+        };
+        let tr: TableRecord = t
+            .get(&table_key(tomb.table_id))
+            .await?
+            .ok_or_else(|| Error::Catalog(format!("table {} has no record", tomb.table_id)))?;
+        let files = self.catalog.files(&t, tr.table_id).await?;
+        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
+        let mine = self.catalog.artifacts(&t, index_id).await?;
+        drop(t);
+        for a in &mine {
+            let Some(f) = files.iter().find(|f| f.file_id == a.file_id) else {
+                continue;
+            };
+            let t = self.catalog.begin()?;
+            let current: Option<BundleRecord> = t.get(&bundle_key(tr.table_id, f.file_id)).await?;
+            drop(t);
+            if current.as_ref().map(|b| &b.path) != Some(&a.lineage.bundle_path) {
+                continue; // its current bundle no longer holds the dropped blob
+            }
+            let (arts, bundle, _) = self.write_bundle(&tr, f, &indexes, vec![]).await?;
+            let t = self.catalog.begin()?;
+            for x in &arts {
+                t.put(&artifact_key(x.lineage.index_id, x.file_id), x)?;
+            }
+            t.put(&bundle_key(tr.table_id, f.file_id), &bundle)?;
+            t.bump_version().await?;
+            t.commit().await?;
+        }
+        self.reclaim_dropped(&tomb, &mut report).await?;
+        let manifests = self.stored_manifests().await?;
+        let retained: Vec<u64> = manifests.iter().map(|(v, _)| *v).collect();
+        self.sweep(&retained, &mut report).await?;
+        self.invalidate();
+        Ok(report)
+    }
+
+    /// Reclaims a dropped index's claims, index-file records, cursor and certificate, in
+    /// bounded batches, then its tombstone.
+    async fn reclaim_dropped(&self, tomb: &Tombstone, report: &mut VacuumReport) -> Result<()> {
+        report.claims += self.reclaim_prefix(&claim_prefix(tomb.index_id)).await?;
+        report.index_files += self.reclaim_prefix(&artifact_prefix(tomb.index_id)).await?;
+        let t = self.catalog.begin()?;
+        t.delete(&cursor_key(tomb.index_id))?;
+        t.delete(&certificate_key(tomb.index_id))?;
+        t.delete(&tombstone_key(tomb.index_id))?;
+        t.commit().await?;
+        report.dropped_indexes += 1;
+        Ok(())
+    }
+
+    /// Manifest versions stored under `manifests/`, oldest first, with their paths.
+    async fn stored_manifests(&self) -> Result<Vec<(u64, String)>> {
+        let mut out = Vec::new();
+        let mut s = self.store.list(Some(&Path::from("manifests")));
+        while let Some(m) = s.next().await {
+            let m = m.map_err(store_err)?;
+            let p = m.location.as_ref().to_string();
+            if let Some(v) = p
+                .strip_prefix("manifests/")
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                if p == manifest_path(v) {
+                    out.push((v, p));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Every overlay object the catalog head references.
+    async fn catalog_references(&self) -> Result<HashSet<String>> {
+        let t = self.catalog.begin()?;
+        let mut live = HashSet::new();
+        for b in t.scan::<BundleRecord>("b/").await? {
+            live.insert(b.path);
+        }
+        for a in t.scan::<IndexFileEntry>("a/").await? {
+            live.insert(a.lineage.bundle_path);
+        }
+        for r in t.scan::<TableRun>("r/").await? {
+            live.insert(r.bundle_path);
+        }
+        for c in t.scan::<BuildCursor>("k/").await? {
+            live.extend(c.segments.into_iter().map(|s| s.path));
+        }
+        Ok(live)
+    }
+
+    /// Deletes every object under `bundles/` and `staging/` that neither the catalog head
+    /// nor a manifest of `retained` references.
+    async fn sweep(&self, retained: &[u64], report: &mut VacuumReport) -> Result<()> {
+        let mut live = self.catalog_references().await?;
+        for v in retained {
+            let b = self
+                .reader
+                .read_all(&Location::new(manifest_path(*v)))
+                .await?;
+            let m = Manifest::from_json(&b)?;
+            for t in &m.tables {
+                for ix in &t.indexes {
+                    live.extend(ix.files.iter().map(|a| a.lineage.bundle_path.clone()));
+                    live.extend(ix.run.iter().map(|r| r.bundle_path.clone()));
+                }
+            }
+        }
+        for prefix in ["bundles", "staging"] {
+            let mut doomed = Vec::new();
+            let mut s = self.store.list(Some(&Path::from(prefix)));
+            while let Some(m) = s.next().await {
+                let m = m.map_err(store_err)?;
+                if !live.contains(m.location.as_ref()) {
+                    doomed.push((m.location, m.size));
+                }
+            }
+            for (p, size) in doomed {
+                match self.store.delete(&p).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                        report.artifacts += 1;
+                        report.bytes += size;
+                    }
+                    Err(e) => return Err(store_err(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes manifests older than the newest `retain_versions` (HEAD's is always kept),
+    /// reclaims dropped indexes (claims and records, in bounded batches), and deletes every
+    /// bundle, run and staged segment that neither the catalog nor a retained manifest
+    /// references. Holds the overlay's writers off while it runs, so an object written for a
+    /// commit still to come is never taken.
+    pub async fn vacuum(&self, opts: VacuumOptions) -> Result<VacuumReport> {
+        if opts.retain_versions == 0 {
+            return Err(Error::Invalid(
+                "retainVersions must be at least 1 (HEAD's manifest)".into(),
+            ));
+        }
+        let _exclusive = self.writing.write().await;
+        let mut report = VacuumReport::default();
+        let manifests = self.stored_manifests().await?;
+        let head = match read_head(self.reader.as_ref()).await {
+            Ok(h) => Some(h.version),
+            Err(Error::Io(crate::io::IoError::NotFound { .. })) => None,
+            Err(e) => return Err(e),
+        };
+        let keep_from = manifests
+            .len()
+            .saturating_sub(opts.retain_versions as usize);
+        let mut retained = Vec::new();
+        for (i, (v, p)) in manifests.iter().enumerate() {
+            if i >= keep_from || Some(*v) == head {
+                retained.push(*v);
+            } else {
+                self.store
+                    .delete(&Path::from(p.as_str()))
+                    .await
+                    .map_err(store_err)?;
+                report.manifests += 1;
+            }
+        }
+        let t = self.catalog.begin()?;
+        let tombs: Vec<Tombstone> = t.scan("x/").await?;
+        drop(t);
+        for tomb in &tombs {
+            self.reclaim_dropped(tomb, &mut report).await?;
+        }
+        self.sweep(&retained, &mut report).await?;
+        self.invalidate();
+        Ok(report)
+    }
+
+    /// Recomputes `index`'s entries from the live rows and compares them with the stored
+    /// blobs. A clean pass records a [`Certificate`] (table snapshot + index generation)
+    /// unless the index changed meanwhile; build steps and writes withdraw it.
+    pub async fn verify(&self, table: &str, index: &str) -> Result<VerifyReport> {
+        self.verify_with_pause(table, index, async {}).await
+    }
+
+    /// [`Overlay::verify`] awaiting `pause` between checking and recording (tests use it to
+    /// move the index meanwhile).
+    #[doc(hidden)]
+    pub async fn verify_with_pause(
+        &self,
+        table: &str,
+        index: &str,
+        pause: impl std::future::Future<Output = ()>,
+    ) -> Result<VerifyReport> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let ix = self.catalog.index(&t, &tr, index).await?;
+        let files = self.catalog.files(&t, tr.table_id).await?;
+        let artifacts: HashMap<u64, IndexFileEntry> = self
+            .catalog
+            .artifacts(&t, ix.index_id)
+            .await?
+            .into_iter()
+            .map(|a| (a.file_id, a))
+            .collect();
+        drop(t);
+        let mut r = VerifyReport {
+            files: files.len() as u64,
+            ..Default::default()
+        };
+        for f in &files {
+            let deleted = f.deleted()?.unwrap_or_default();
+            let (expected, _, _) = match self
+                .index_slice(&tr, f, &ix, 0..f.record_count, u64::MAX)
+                .await
+            {
+                Ok(x) => x,
+                Err(e) if is_data_error(&e) => {
+                    // The file is not what was registered: nothing to compare against.
+                    r.files_unindexed += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let expected: HashMap<u64, Vec<u8>> = expected
+                .into_iter()
+                .filter(|(_, p)| !deleted.contains(*p))
+                .map(|(k, p)| (p, k))
+                .collect();
+            r.expected += expected.len() as u64;
+            let a = artifacts.get(&f.file_id);
+            if !accepted(f, a, &tr) {
+                r.files_unindexed += 1;
+                r.missing += expected.len() as u64;
+                continue;
+            }
+            let a = a.expect("accepted implies present");
+            let blob = self
+                .reader
+                .read_range(
+                    &Location::new(&a.lineage.bundle_path),
+                    a.lineage.blob_range(),
+                )
+                .await?;
+            if lineage::sha256_hex(&blob) != a.lineage.blob_sha256 {
+                r.mismatched += a.ordered.entries;
+                r.missing += expected.len() as u64;
+                continue;
+            }
+            let mut seen = HashSet::new();
+            let (mut stored, mut dead, mut mismatched) = (0u64, 0u64, 0u64);
+            ordered::read_entries(&blob, |k, p| {
+                stored += 1;
+                if p >= f.record_count || !seen.insert(p) {
+                    mismatched += 1;
+                } else if deleted.contains(p) {
+                    dead += 1;
+                } else if expected.get(&p).map(|e| e.as_slice()) != Some(k) {
+                    mismatched += 1;
+                }
+            })?;
+            r.stored += stored;
+            r.dead += dead;
+            r.mismatched += mismatched;
+            r.missing += expected.keys().filter(|p| !seen.contains(p)).count() as u64;
+        }
+        pause.await;
+        if r.missing == 0 && r.mismatched == 0 && r.files_unindexed == 0 {
+            let t = self.catalog.begin()?;
+            let now: Option<IndexRecord> = t.get(&index_key(tr.table_id, ix.index_id)).await?;
+            let tr_now = self.catalog.table(&t, table).await?;
+            if now.is_some_and(|n| n.generation == ix.generation && n.state == ix.state)
+                && tr_now.snapshot == tr.snapshot
+            {
+                let catalog_version: u64 = t.get("m/version").await?.unwrap_or(0);
+                t.put(
+                    &certificate_key(ix.index_id),
+                    &Certificate {
+                        snapshot: tr.snapshot,
+                        generation: ix.generation,
+                        catalog_version,
+                        entries: r.expected,
+                    },
+                )?;
+                t.commit().await?;
+                r.certified = true;
+            }
+        }
+        Ok(r)
+    }
+
+    /// The certificate of `index`'s last clean [`Overlay::verify`], if still standing.
+    pub async fn certificate(&self, table: &str, index: &str) -> Result<Option<Certificate>> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let ix = self.catalog.index(&t, &tr, index).await?;
+        t.get(&certificate_key(ix.index_id)).await
+    }
+
+    /// The unique claim on `key` in `index`, if any (for tests and debugging).
+    pub async fn claim(
+        &self,
+        table: &str,
+        index: &str,
+        key: &[crate::encoding::Value],
+    ) -> Result<Option<RowIdentity>> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let ix = self.catalog.index(&t, &tr, index).await?;
+        let k = ix.key.encode(&ix.key.coerce(key.to_vec())?)?;
+        t.get(&claim_key(ix.index_id, &k)).await
+    }
+
+    /// Every claim of `index`, in key order (hex key, row) — tests compare builds with it.
+    pub async fn claims(&self, table: &str, index: &str) -> Result<Vec<(String, RowIdentity)>> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let ix = self.catalog.index(&t, &tr, index).await?;
+        let prefix = claim_prefix(ix.index_id);
+        Ok(t.scan_limit::<RowIdentity>(&prefix, usize::MAX)
+            .await?
+            .into_iter()
+            .map(|(k, v)| (k[prefix.len()..].to_string(), v))
+            .collect())
+    }
+
+    /// The index's definition as the catalog holds it.
+    pub async fn index_record(&self, table: &str, index: &str) -> Result<IndexRecord> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        self.catalog.index(&t, &tr, index).await
+    }
+
+    /// The current bundle of each data file of `table` (path → bundle object bytes).
+    pub async fn bundles(&self, table: &str) -> Result<Vec<(String, bytes::Bytes)>> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let files = self.catalog.files(&t, tr.table_id).await?;
+        let mut out = Vec::new();
+        for f in files {
+            if let Some(b) = t
+                .get::<BundleRecord>(&bundle_key(tr.table_id, f.file_id))
+                .await?
+            {
+                out.push((f.path, self.reader.read_all(&Location::new(&b.path)).await?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The object store under the overlay root (tests inspect what vacuum left).
+    pub fn store(&self) -> &Arc<dyn object_store::ObjectStore> {
+        &self.store
+    }
+}
