@@ -72,6 +72,31 @@ export declare class Overlay {
    * answer; for benchmarks and debugging).
    */
   setScanOnly(on: boolean): void
+  /**
+   * Registers more Parquet files of `table` (paths relative to its location), keeping
+   * every index whole in the same commit (see the README's lifecycle section).
+   */
+  registerFiles(table: string, files: Array<string>): Promise<RegisterReport>
+  /** Records deleted rows by position and releases the unique claims naming them. */
+  registerDeletes(table: string, deletes: Array<FileDeletes>): Promise<DeleteReport>
+  /** One bounded, resumable step of building `index`. */
+  buildStep(table: string, index: string, options?: StepOptions | undefined | null): Promise<StepReport>
+  /** The indexes of `table`, in id order. */
+  listIndexes(table: string): Promise<Array<IndexInfo>>
+  /**
+   * Drops `name` and purges it: bundles rewritten without its blobs, records and claims
+   * reclaimed, unreferenced objects deleted.
+   */
+  dropIndexPurge(table: string, name: string): Promise<VacuumReport>
+  /**
+   * Deletes manifests beyond the newest `retainVersions`, reclaims dropped indexes, and
+   * deletes objects nothing retained references.
+   */
+  vacuum(options?: VacuumOptions | undefined | null): Promise<VacuumReport>
+  /** Recomputes `index` from the live rows and compares; a clean pass records a certificate. */
+  verify(table: string, index: string): Promise<VerifyReport>
+  /** The certificate of `index`'s last clean verify, while it stands. */
+  certificate(table: string, index: string): Promise<Certificate | null>
   /** Closes the catalog (waits for durability of everything committed). */
   close(): Promise<void>
 }
@@ -89,8 +114,25 @@ export interface Candidates {
   rowIds: Array<bigint>
 }
 
+export interface Certificate {
+  snapshot: number
+  generation: number
+  catalogVersion: number
+  entries: number
+}
+
 export interface CreateIndexOptions {
   unique?: boolean
+}
+
+export interface CursorInfo {
+  file: string
+  position: number
+}
+
+export interface DeleteReport {
+  rowsDeleted: number
+  claimsRemoved: number
 }
 
 export interface FetchedRows {
@@ -107,6 +149,12 @@ export interface Field {
   /** The key type when the column can be indexed. */
   keyType?: string
   nullable: boolean
+}
+
+/** Rows of one data file to delete, by position. */
+export interface FileDeletes {
+  file: string
+  positions: Array<bigint | number>
 }
 
 /** One index column with its order. */
@@ -194,6 +242,17 @@ export interface RegisterOptions {
   prefix?: string
 }
 
+/** What `registerFiles` did. */
+export interface RegisterReport {
+  files: number
+  rows: number
+  entries: number
+  bundlesWritten: number
+  /** Building unique indexes the new rows broke (now `poisoned`). */
+  poisoned: Array<string>
+  attempts: number
+}
+
 export interface Rejection {
   dataFile: string
   indexId?: bigint
@@ -231,12 +290,61 @@ export interface SkippedFile {
   message: string
 }
 
+/** Bounds of one `buildStep` (defaults 1,000,000 entries, 8 MiB). */
+export interface StepOptions {
+  maxEntries?: number
+  maxBytes?: number
+}
+
+/** What one build step did. */
+export interface StepReport {
+  index: string
+  state: string
+  done: boolean
+  step: number
+  entries: number
+  entryBytes: number
+  filesCompleted: Array<string>
+  bundlesWritten: number
+  bytesWritten: number
+  skipped: Array<SkippedFile>
+  cursor?: CursorInfo
+  rowsDone: number
+  rowsTotal: number
+}
+
 export interface TableInfo {
   name: string
   tableId: bigint
   files: number
   rows: bigint
   fields: Array<Field>
+}
+
+export interface VacuumOptions {
+  /** Published manifest versions to keep (default 1). */
+  retainVersions?: number
+}
+
+/** What vacuum (or a purging drop) removed. */
+export interface VacuumReport {
+  artifacts: number
+  bytes: number
+  manifests: number
+  claims: number
+  indexFiles: number
+  droppedIndexes: number
+}
+
+export interface VerifyReport {
+  files: number
+  filesUnindexed: number
+  stored: number
+  expected: number
+  missing: number
+  dead: number
+  mismatched: number
+  certified: boolean
 }
 
 /**

@@ -56,6 +56,56 @@ native.Overlay.prototype.fetchRows = async function (table, rows, columns) {
   return { ipc: r.ipc, rows: JSON.parse(r.json, revive) };
 };
 
+const nativeBuild = native.Overlay.prototype.build;
+const nativeDrop = native.Overlay.prototype.dropIndex;
+
+/**
+ * Builds indexes of `table` in bounded steps. With `index`, only that one; `onProgress(step)`
+ * sees every step's report (rows done/total, cursor). Steps that lost a race to another
+ * builder (`E_CONFLICT`) are retried from the cursor. Without options, one native call.
+ */
+native.Overlay.prototype.build = async function (table, options) {
+  if (!options) return nativeBuild.call(this, table);
+  const { index, onProgress, maxEntries, maxBytes } = options;
+  const names = index !== undefined
+    ? [index]
+    : (await this.listIndexes(table)).filter((i) => i.state !== 'poisoned').map((i) => i.name);
+  const report = { filesIndexed: 0, entries: 0n, bundlesWritten: 0, bytesWritten: 0n, skipped: [] };
+  const files = new Set();
+  for (const name of names) {
+    let conflicts = 0;
+    for (;;) {
+      let step;
+      try {
+        step = await this.buildStep(table, name, { maxEntries, maxBytes });
+      } catch (e) {
+        if (e.code === 'E_CONFLICT' && conflicts++ < 16) continue;
+        throw e;
+      }
+      conflicts = 0;
+      report.entries += BigInt(step.entries);
+      report.bundlesWritten += step.bundlesWritten;
+      report.bytesWritten += BigInt(step.bytesWritten);
+      for (const f of step.filesCompleted) files.add(f);
+      for (const s of step.skipped) if (!report.skipped.some((x) => x.file === s.file)) report.skipped.push(s);
+      if (onProgress) onProgress(step);
+      if (step.done) break;
+    }
+  }
+  report.filesIndexed = files.size;
+  return report;
+};
+
+/**
+ * Drops an index: one small catalog commit, returning its id. With `{ purge: true }` it is
+ * also purged (bundles rewritten without it, records and claims reclaimed, unreferenced
+ * objects deleted) and the purge report is returned with `indexId`.
+ */
+native.Overlay.prototype.dropIndex = async function (table, name, options) {
+  if (options && options.purge) return this.dropIndexPurge(table, name);
+  return nativeDrop.call(this, table, name);
+};
+
 class Overlay {
   /**
    * Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`,

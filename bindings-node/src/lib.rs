@@ -457,6 +457,138 @@ pub fn write_parquet(
     Ok(bytes.into())
 }
 
+/// What `registerFiles` did.
+#[napi(object)]
+pub struct RegisterReport {
+    pub files: i64,
+    pub rows: i64,
+    pub entries: i64,
+    pub bundles_written: i64,
+    /// Building unique indexes the new rows broke (now `poisoned`).
+    pub poisoned: Vec<String>,
+    pub attempts: i64,
+}
+
+/// Rows of one data file to delete, by position.
+#[napi(object)]
+pub struct FileDeletes {
+    pub file: String,
+    pub positions: Vec<Either<BigInt, i64>>,
+}
+
+#[napi(object)]
+pub struct DeleteReport {
+    pub rows_deleted: i64,
+    pub claims_removed: i64,
+}
+
+/// Bounds of one `buildStep` (defaults 1,000,000 entries, 8 MiB).
+#[napi(object)]
+pub struct StepOptions {
+    pub max_entries: Option<i64>,
+    pub max_bytes: Option<i64>,
+}
+
+#[napi(object)]
+pub struct CursorInfo {
+    pub file: String,
+    pub position: i64,
+}
+
+/// What one build step did.
+#[napi(object)]
+pub struct StepReport {
+    pub index: String,
+    pub state: String,
+    pub done: bool,
+    pub step: i64,
+    pub entries: i64,
+    pub entry_bytes: i64,
+    pub files_completed: Vec<String>,
+    pub bundles_written: i64,
+    pub bytes_written: i64,
+    pub skipped: Vec<SkippedFile>,
+    pub cursor: Option<CursorInfo>,
+    pub rows_done: i64,
+    pub rows_total: i64,
+}
+
+/// What vacuum (or a purging drop) removed.
+#[napi(object)]
+pub struct VacuumReport {
+    pub artifacts: i64,
+    pub bytes: i64,
+    pub manifests: i64,
+    pub claims: i64,
+    pub index_files: i64,
+    pub dropped_indexes: i64,
+}
+
+#[napi(object)]
+pub struct VacuumOptions {
+    /// Published manifest versions to keep (default 1).
+    pub retain_versions: Option<i64>,
+}
+
+#[napi(object)]
+pub struct VerifyReport {
+    pub files: i64,
+    pub files_unindexed: i64,
+    pub stored: i64,
+    pub expected: i64,
+    pub missing: i64,
+    pub dead: i64,
+    pub mismatched: i64,
+    pub certified: bool,
+}
+
+#[napi(object)]
+pub struct Certificate {
+    pub snapshot: i64,
+    pub generation: i64,
+    pub catalog_version: i64,
+    pub entries: i64,
+}
+
+fn skipped(v: Vec<ov::Skipped>) -> Vec<SkippedFile> {
+    v.into_iter()
+        .map(|s| SkippedFile {
+            file: s.file,
+            code: s.code,
+            message: s.message,
+        })
+        .collect()
+}
+
+fn u64_of(v: Either<BigInt, i64>) -> Result<u64> {
+    match v {
+        Either::A(b) => {
+            let (neg, v, lossless) = b.get_u64();
+            if neg || !lossless {
+                return Err(napi::Error::from_reason(
+                    "E_INVALID: a position is out of range",
+                ));
+            }
+            Ok(v)
+        }
+        Either::B(n) if n >= 0 => Ok(n as u64),
+        Either::B(_) => Err(napi::Error::from_reason(
+            "E_INVALID: a position is negative",
+        )),
+    }
+}
+
+fn vacuum_report(r: skerry_core::lifecycle::VacuumReport) -> VacuumReport {
+    VacuumReport {
+        artifacts: r.artifacts as i64,
+        bytes: r.bytes as i64,
+        manifests: r.manifests as i64,
+        claims: r.claims as i64,
+        index_files: r.index_files as i64,
+        dropped_indexes: r.dropped_indexes as i64,
+    }
+}
+
 #[napi]
 impl Overlay {
     /// Registers a table of plain Parquet files under `location` (a directory URL), recording
@@ -551,15 +683,7 @@ impl Overlay {
             entries: big(r.entries),
             bundles_written: r.bundles_written as u32,
             bytes_written: big(r.bytes_written),
-            skipped: r
-                .skipped
-                .into_iter()
-                .map(|s| SkippedFile {
-                    file: s.file,
-                    code: s.code,
-                    message: s.message,
-                })
-                .collect(),
+            skipped: skipped(r.skipped),
         })
     }
 
@@ -764,6 +888,172 @@ impl Overlay {
     #[napi]
     pub fn set_scan_only(&self, on: bool) {
         self.inner.set_scan_only(on);
+    }
+
+    /// Registers more Parquet files of `table` (paths relative to its location), keeping
+    /// every index whole in the same commit (see the README's lifecycle section).
+    #[napi]
+    pub async fn register_files(
+        &self,
+        table: String,
+        files: Vec<String>,
+    ) -> Result<RegisterReport> {
+        let r = self
+            .inner
+            .register_files(&table, &files)
+            .await
+            .map_err(to_js)?;
+        Ok(RegisterReport {
+            files: r.files as i64,
+            rows: r.rows as i64,
+            entries: r.entries as i64,
+            bundles_written: r.bundles_written as i64,
+            poisoned: r.poisoned,
+            attempts: r.attempts as i64,
+        })
+    }
+
+    /// Records deleted rows by position and releases the unique claims naming them.
+    #[napi]
+    pub async fn register_deletes(
+        &self,
+        table: String,
+        deletes: Vec<FileDeletes>,
+    ) -> Result<DeleteReport> {
+        let deletes = deletes
+            .into_iter()
+            .map(|d| {
+                Ok(skerry_core::lifecycle::FileDeletes {
+                    file: d.file,
+                    positions: d.positions.into_iter().map(u64_of).collect::<Result<_>>()?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let r = self
+            .inner
+            .register_deletes(&table, &deletes)
+            .await
+            .map_err(to_js)?;
+        Ok(DeleteReport {
+            rows_deleted: r.rows_deleted as i64,
+            claims_removed: r.claims_removed as i64,
+        })
+    }
+
+    /// One bounded, resumable step of building `index`.
+    #[napi]
+    pub async fn build_step(
+        &self,
+        table: String,
+        index: String,
+        options: Option<StepOptions>,
+    ) -> Result<StepReport> {
+        let mut opts = skerry_core::build::StepOptions::default();
+        if let Some(o) = options {
+            if let Some(n) = o.max_entries {
+                opts.max_entries = n.max(0) as u64;
+            }
+            if let Some(n) = o.max_bytes {
+                opts.max_bytes = n.max(0) as u64;
+            }
+        }
+        let s = self
+            .inner
+            .build_step(&table, &index, opts)
+            .await
+            .map_err(to_js)?;
+        Ok(StepReport {
+            index: s.index,
+            state: s.state.to_string(),
+            done: s.done,
+            step: s.step as i64,
+            entries: s.entries as i64,
+            entry_bytes: s.entry_bytes as i64,
+            files_completed: s.files_completed,
+            bundles_written: s.bundles_written as i64,
+            bytes_written: s.bytes_written as i64,
+            skipped: skipped(s.skipped),
+            cursor: s.cursor.map(|c| CursorInfo {
+                file: c.file,
+                position: c.position as i64,
+            }),
+            rows_done: s.rows_done as i64,
+            rows_total: s.rows_total as i64,
+        })
+    }
+
+    /// The indexes of `table`, in id order.
+    #[napi]
+    pub async fn list_indexes(&self, table: String) -> Result<Vec<IndexInfo>> {
+        let v = self.inner.list_indexes(&table).await.map_err(to_js)?;
+        Ok(v.into_iter()
+            .map(|i| IndexInfo {
+                name: i.name,
+                index_id: big(i.index_id),
+                fields: i.fields,
+                unique: i.unique,
+                state: i.state.to_string(),
+            })
+            .collect())
+    }
+
+    /// Drops `name` and purges it: bundles rewritten without its blobs, records and claims
+    /// reclaimed, unreferenced objects deleted.
+    #[napi]
+    pub async fn drop_index_purge(&self, table: String, name: String) -> Result<VacuumReport> {
+        let r = self
+            .inner
+            .drop_index_purge(&table, &name)
+            .await
+            .map_err(to_js)?;
+        Ok(vacuum_report(r))
+    }
+
+    /// Deletes manifests beyond the newest `retainVersions`, reclaims dropped indexes, and
+    /// deletes objects nothing retained references.
+    #[napi]
+    pub async fn vacuum(&self, options: Option<VacuumOptions>) -> Result<VacuumReport> {
+        let retain = options.and_then(|o| o.retain_versions).unwrap_or(1);
+        let r = self
+            .inner
+            .vacuum(skerry_core::lifecycle::VacuumOptions {
+                retain_versions: retain.max(0) as u64,
+            })
+            .await
+            .map_err(to_js)?;
+        Ok(vacuum_report(r))
+    }
+
+    /// Recomputes `index` from the live rows and compares; a clean pass records a certificate.
+    #[napi]
+    pub async fn verify(&self, table: String, index: String) -> Result<VerifyReport> {
+        let r = self.inner.verify(&table, &index).await.map_err(to_js)?;
+        Ok(VerifyReport {
+            files: r.files as i64,
+            files_unindexed: r.files_unindexed as i64,
+            stored: r.stored as i64,
+            expected: r.expected as i64,
+            missing: r.missing as i64,
+            dead: r.dead as i64,
+            mismatched: r.mismatched as i64,
+            certified: r.certified,
+        })
+    }
+
+    /// The certificate of `index`'s last clean verify, while it stands.
+    #[napi]
+    pub async fn certificate(&self, table: String, index: String) -> Result<Option<Certificate>> {
+        let c = self
+            .inner
+            .certificate(&table, &index)
+            .await
+            .map_err(to_js)?;
+        Ok(c.map(|c| Certificate {
+            snapshot: c.snapshot as i64,
+            generation: c.generation as i64,
+            catalog_version: c.catalog_version as i64,
+            entries: c.entries as i64,
+        }))
     }
 
     /// Closes the catalog (waits for durability of everything committed).

@@ -831,6 +831,13 @@ impl Overlay {
             .collect())
     }
 
+    /// The indexes of `table`, in id order.
+    pub async fn list_indexes(&self, table: &str) -> Result<Vec<IndexRecord>> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        self.catalog.indexes(&t, tr.table_id).await
+    }
+
     /// The index's definition as the catalog holds it.
     pub async fn index_record(&self, table: &str, index: &str) -> Result<IndexRecord> {
         let t = self.catalog.begin()?;

@@ -1,0 +1,103 @@
+// The catalog lifecycle from Node: registerFiles / registerDeletes with unique claims (and a
+// race), staged builds with progress, drop with purge, vacuum, verify and its certificate.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const { Overlay, writeParquet } = require('skerry');
+
+const COLUMNS = [{ name: 'id', type: 'int64' }, { name: 'email', type: 'string' }];
+
+function setup() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-lifecycle-'));
+  const data = path.join(dir, 'data');
+  fs.mkdirSync(data);
+  const write = (name, rows, group = 250) =>
+    fs.writeFileSync(path.join(data, name), writeParquet(COLUMNS, rows, group, 'zstd'));
+  const range = (first, n) =>
+    Array.from({ length: n }, (_, i) => [first + i, (first + i) % 10 === 3 ? null : `u${first + i}@x`]);
+  return { dir, data, write, range, url: `file://${path.join(dir, 'overlay')}`, dataUrl: `file://${data}` };
+}
+
+test('registerFiles keeps a unique index whole; duplicates and races fail with E_CONSTRAINT', async () => {
+  const s = setup();
+  s.write('a.parquet', s.range(0, 1000));
+  const overlay = await Overlay.open(s.url);
+  await overlay.registerParquetTable('t', s.dataUrl, { files: ['a.parquet'] });
+  await overlay.createIndex('t', 'by_email', ['email'], { unique: true });
+  const steps = [];
+  const built = await overlay.build('t', { index: 'by_email', maxEntries: 300, onProgress: (p) => steps.push(p) });
+  assert.equal(built.entries, 1000n);
+  assert.ok(steps.length >= 4, 'several bounded steps');
+  assert.deepEqual(steps.map((p) => p.step), steps.map((_, i) => i + 1), 'steps only move forward');
+  assert.ok(steps.slice(0, -1).every((p) => !p.done && p.state === 'building'));
+  assert.equal(steps.at(-1).state, 'ready');
+  assert.equal(steps.at(-1).rowsDone, 1000);
+  assert.ok(steps.some((p) => p.cursor && p.cursor.file === 'a.parquet' && p.cursor.position === 300));
+
+  s.write('dup.parquet', [[5000, 'new@x'], [5001, 'u42@x']]);
+  await assert.rejects(overlay.registerFiles('t', ['dup.parquet']), (e) => {
+    assert.equal(e.code, 'E_CONSTRAINT');
+    assert.match(e.message, /t\.by_email/);
+    assert.match(e.message, /a\.parquet@42/);
+    assert.doesNotMatch(e.message, /u42@x/);
+    return true;
+  });
+  assert.equal((await overlay.lookup('t', 'by_email', 'new@x')).rows.length, 0, 'nothing landed');
+
+  // Four writers race for one value: exactly one commits.
+  for (let i = 0; i < 4; i++) s.write(`race-${i}.parquet`, [[6000 + i, 'contested@x']]);
+  const results = await Promise.allSettled([0, 1, 2, 3].map((i) => overlay.registerFiles('t', [`race-${i}.parquet`])));
+  assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
+  for (const r of results.filter((r) => r.status === 'rejected')) assert.equal(r.reason.code, 'E_CONSTRAINT');
+  assert.equal((await overlay.lookup('t', 'by_email', 'contested@x')).rows.length, 1);
+
+  // Deleting the row releases its claim; answers leave it out; the value registers again.
+  const d = await overlay.registerDeletes('t', [{ file: 'a.parquet', positions: [42n, 44] }]);
+  assert.deepEqual(d, { rowsDeleted: 2, claimsRemoved: 2 });
+  assert.equal((await overlay.lookup('t', 'by_email', 'u42@x')).rows.length, 0);
+  const r = await overlay.registerFiles('t', ['dup.parquet']);
+  assert.equal(r.files, 1);
+  const found = await overlay.lookup('t', 'by_email', 'u42@x');
+  assert.deepEqual(found.rows.map((x) => x.file), ['dup.parquet']);
+  assert.equal(found.stats.filesScanned, 0, 'the registered file came indexed');
+  await assert.rejects(overlay.registerDeletes('t', [{ file: 'a.parquet', positions: [-1] }]), (e) => e.code === 'E_INVALID');
+  await overlay.close();
+});
+
+test('verify certifies; dropIndex purges; vacuum keeps retained manifests', async () => {
+  const s = setup();
+  for (let i = 0; i < 3; i++) s.write(`p${i}.parquet`, s.range(i * 500, 500));
+  const overlay = await Overlay.open(s.url);
+  await overlay.registerParquetTable('t', s.dataUrl, { prefix: '' });
+  await overlay.createIndex('t', 'by_id', ['id'], { unique: true });
+  await overlay.createIndex('t', 'by_email', ['email']);
+  await assert.rejects(overlay.lookup('t', 'by_id', 5), (e) => e.code === 'E_INDEX_NOT_READY');
+  const step = await overlay.buildStep('t', 'by_id', { maxEntries: 200 });
+  assert.deepEqual([step.done, step.entries, step.state], [false, 200, 'building']);
+  await overlay.build('t');
+  const v = await overlay.verify('t', 'by_id');
+  assert.deepEqual(v, { files: 3, filesUnindexed: 0, stored: 1500, expected: 1500, missing: 0, dead: 0, mismatched: 0, certified: true });
+  assert.equal((await overlay.certificate('t', 'by_id')).entries, 1500);
+  await overlay.registerDeletes('t', [{ file: 'p1.parquet', positions: [0] }]);
+  assert.equal(await overlay.certificate('t', 'by_id'), null, 'writes withdraw the certificate');
+
+  await overlay.publish();
+  const purge = await overlay.dropIndex('t', 'by_email', { purge: true });
+  assert.equal(purge.indexFiles, 3);
+  assert.equal(purge.droppedIndexes, 1);
+  await overlay.publish();
+  await overlay.publish();
+  const vac = await overlay.vacuum({ retainVersions: 2 });
+  assert.equal(vac.manifests, 1);
+  assert.ok(vac.artifacts >= 1, 'the bundles only the first manifest referenced are gone');
+  const left = fs.readdirSync(path.join(s.dir, 'overlay', 'manifests')).filter((f) => f.endsWith('.json'));
+  assert.equal(left.length, 2);
+  assert.deepEqual((await overlay.lookup('t', 'by_id', 742)).rows.map((x) => [x.file, x.position]), [['p1.parquet', 242n]]);
+  await assert.rejects(overlay.vacuum({ retainVersions: 0 }), (e) => e.code === 'E_INVALID');
+  await overlay.close();
+});
