@@ -30,6 +30,12 @@ if [ "$(wasm-pack --version 2>/dev/null | awk '{print $2}')" != "$WASM_PACK_VERS
   cargo install --root "$SKERRY_TOOLS" wasm-pack --version "$WASM_PACK_VERSION" --locked
 fi
 
+# The S3-compatible server the s3:// lifecycle test starts (moto's standalone server, PyPI).
+if ! command -v moto_server >/dev/null 2>&1; then
+  step "pip install moto[server] $MOTO_VERSION"
+  python3 -m pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
+fi
+
 if [ -f package-lock.json ]; then
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     step "npm ci"

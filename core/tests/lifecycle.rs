@@ -1060,3 +1060,150 @@ mod vacuum_property {
         }
     }
 }
+
+/// The lifecycle on `s3://` against a real S3-compatible server the test starts itself on
+/// 127.0.0.1: moto's standalone server (`moto_server`, from PyPI; `scripts/setup.sh`
+/// installs it), which implements conditional writes (`If-None-Match`, `If-Match`) as S3
+/// does — SlateDB's fencing and the HEAD pointer rely on them.
+#[cfg(feature = "s3")]
+mod s3 {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn start() -> (Server, u16) {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto_server (pip install 'moto[server]'; scripts/setup.sh does)");
+        let server = Server(child);
+        for _ in 0..200 {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                // Create the bucket.
+                write!(
+                    s,
+                    "PUT /skerry HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
+                let mut out = String::new();
+                s.read_to_string(&mut out).unwrap();
+                assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+                return (server, port);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("moto_server did not start on port {port}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lifecycle_on_s3() {
+        let (_server, port) = start();
+        let storage: Vec<(String, String)> = [
+            ("aws_endpoint", format!("http://127.0.0.1:{port}")),
+            ("aws_allow_http", "true".into()),
+            ("aws_access_key_id", "test".into()),
+            ("aws_secret_access_key", "test".into()),
+            ("aws_region", "us-east-1".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let d = Data::new();
+        three_files(&d);
+        d.write("dup.parquet", &[(42, Some("x@x"), "c")], 10);
+        for i in 0..3 {
+            d.write(
+                &format!("race-{i}.parquet"),
+                &[(70_000, Some("x@x"), "contested")],
+                10,
+            );
+        }
+        let url = "s3://skerry/overlay";
+        let mut o = Overlay::open(
+            url,
+            OpenOptions {
+                storage: storage.clone(),
+            },
+        )
+        .await
+        .unwrap();
+        o.set_block_bytes(1024);
+        table(&o, &d, &THREE).await;
+        define(&o).await;
+        let opts = StepOptions {
+            max_entries: 2000,
+            max_bytes: 1 << 20,
+        };
+        o.build_step("t", "by_id", opts).await.unwrap();
+        // Reopening fences the first handle; the new one resumes the staged build.
+        let o2 = Overlay::open(url, OpenOptions { storage }).await.unwrap();
+        drop(o);
+        let o = o2;
+        o.build_index("t", "by_id", opts, |_| {}).await.unwrap();
+        o.build("t", |_| {}).await.unwrap();
+        let e = o
+            .register_files("t", &paths(&["dup.parquet"]))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "E_CONSTRAINT");
+        let races: Vec<_> = (0..3)
+            .map(|i| {
+                let p = vec![format!("race-{i}.parquet")];
+                let o = &o;
+                async move { o.register_files("t", &p).await }
+            })
+            .collect();
+        let results = futures::future::join_all(races).await;
+        assert_eq!(
+            results.iter().filter(|r| r.is_ok()).count(),
+            1,
+            "{results:?}"
+        );
+        let rep = o
+            .register_deletes(
+                "t",
+                &[FileDeletes {
+                    file: "p0.parquet".into(),
+                    positions: vec![42],
+                }],
+            )
+            .await
+            .unwrap();
+        assert_eq!(rep.claims_removed, 1);
+        o.register_files("t", &paths(&["dup.parquet"]))
+            .await
+            .unwrap();
+        let v = o.verify("t", "by_id").await.unwrap();
+        assert!(v.certified, "{v:?}");
+        assert_eq!(v.dead, 1);
+        for _ in 0..3 {
+            o.publish().await.unwrap();
+        }
+        let purge = o.drop_index_purge("t", "by_customer").await.unwrap();
+        assert_eq!(purge.index_files, 5);
+        let vac = o
+            .vacuum(VacuumOptions { retain_versions: 2 })
+            .await
+            .unwrap();
+        assert_eq!(vac.manifests, 1);
+        let r = o.lookup("t", "by_id", &[Value::Int(42)]).await.unwrap();
+        assert_eq!(r.rows.len(), 1);
+        assert_eq!(r.rows[0].file, "dup.parquet");
+        o.close().await.unwrap();
+    }
+}
