@@ -20,7 +20,7 @@ use crate::lineage;
 use crate::manifest::{
     manifest_path, read_head, FileEntry, IndexFileEntry, IndexState, Manifest, TableRun,
 };
-use crate::overlay::{check_indexed_columns, same_columns, store_err, Overlay};
+use crate::overlay::{check_indexed_columns, same_fields, store_err, Overlay};
 
 /// Attempts of a transaction that lost a write-write race before giving up.
 const MAX_ATTEMPTS: usize = 64;
@@ -162,7 +162,7 @@ impl Overlay {
         for p in paths {
             let (e, fields, md) = self.file_facts(&tr.location, p).await?;
             check_indexed_columns(&tr, &indexes, &fields, p)?;
-            if !tr.fields.is_empty() && !same_columns(&tr.fields, &fields) {
+            if !tr.fields.is_empty() && !same_fields(&tr.fields, &fields) {
                 return Err(Error::Invalid(format!(
                     "{p} has a different schema from table {}",
                     tr.name

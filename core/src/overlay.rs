@@ -1028,6 +1028,14 @@ pub(crate) fn check_indexed_columns(
     Ok(())
 }
 
+/// The same columns by field id and type; names may differ (a rename keeps the field id).
+pub(crate) fn same_fields(a: &[datafile::FieldInfo], b: &[datafile::FieldInfo]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.field_id == y.field_id && x.key_type == y.key_type)
+}
+
 pub(crate) fn same_columns(a: &[datafile::FieldInfo], b: &[datafile::FieldInfo]) -> bool {
     a.len() == b.len()
         && a.iter()

@@ -917,6 +917,61 @@ async fn indexed_columns_cannot_be_dropped_or_retyped() {
     o.close().await.unwrap();
 }
 
+/// Index columns are held by field id: a file whose writer renamed the column (same field
+/// id) joins the table and is indexed.
+#[tokio::test]
+async fn a_renamed_column_keeps_its_field_id() {
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    let d = Data::new();
+    let write = |name: &str, email_col: &str, first: i64| {
+        let field = |n: &str, t: DataType, id: &str| {
+            Field::new(n, t, true).with_metadata(std::collections::HashMap::from([(
+                "PARQUET:field_id".to_string(),
+                id.to_string(),
+            )]))
+        };
+        let schema = std::sync::Arc::new(Schema::new(vec![
+            field("id", DataType::Int64, "7"),
+            field(email_col, DataType::Utf8, "9"),
+        ]));
+        let ids: Vec<i64> = (first..first + 5).collect();
+        let emails: Vec<String> = ids.iter().map(|i| format!("u{i}@x")).collect();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                std::sync::Arc::new(Int64Array::from(ids)) as ArrayRef,
+                std::sync::Arc::new(StringArray::from(emails)) as ArrayRef,
+            ],
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        std::fs::write(d.dir.path().join("t").join(name), out).unwrap();
+    };
+    write("a.parquet", "email", 0);
+    write("b.parquet", "mail", 100);
+    let o = open(&d.overlay_url("overlay")).await;
+    table(&o, &d, &["a.parquet"]).await;
+    let ix = o
+        .create_index("t", "by_email", &["email".into()], unique())
+        .await
+        .unwrap();
+    assert_eq!(ix.fields, vec![9]);
+    o.build("t", |_| {}).await.unwrap();
+    o.register_files("t", &paths(&["b.parquet"])).await.unwrap();
+    let r = o.lookup("t", "by_email", &s("u102@x")).await.unwrap();
+    assert_eq!(r.rows.len(), 1);
+    assert_eq!(
+        (r.rows[0].file.as_str(), r.rows[0].position),
+        ("b.parquet", 2)
+    );
+    assert_eq!(r.stats.files_scanned, 0);
+    o.close().await.unwrap();
+}
+
 /// A catalog written in another format version is refused at open.
 #[tokio::test]
 async fn catalog_format_is_checked_at_open() {
