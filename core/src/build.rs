@@ -607,7 +607,17 @@ impl Overlay {
                 let mut all = keys;
                 if cur.file_id == f.file_id {
                     for s in &cur.segments {
-                        let b = self.reader.read_all(&Location::new(&s.path)).await?;
+                        // Gone: another builder finished this file and removed them.
+                        let b =
+                            self.reader
+                                .read_all(&Location::new(&s.path))
+                                .await
+                                .map_err(|e| match e {
+                                    crate::io::IoError::NotFound { .. } => Error::Conflict(
+                                        format!("{} was merged by another build step", s.path),
+                                    ),
+                                    e => e.into(),
+                                })?;
                         ordered::read_entries(&b, |k, p| all.push((k.to_vec(), p)))?;
                     }
                     garbage.extend(cur.segments.drain(..).map(|s| s.path));
