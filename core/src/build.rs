@@ -101,6 +101,9 @@ pub(crate) fn accepted(f: &FileEntry, a: Option<&IndexFileEntry>, tr: &TableReco
     })
 }
 
+/// A registered file and its decoded delete mask (claim liveness checks).
+pub(crate) type LiveFile = (FileEntry, Option<roaring::RoaringTreemap>);
+
 fn row_name(f: &str, id: RowIdentity) -> String {
     format!("{f}@{} (row id {})", id.position, id.row_id)
 }
@@ -358,13 +361,13 @@ impl Overlay {
                 .buffered(64)
                 .collect()
                 .await;
-        let mut files: HashMap<u64, Option<FileEntry>> = HashMap::new();
+        let mut files: HashMap<u64, Option<LiveFile>> = HashMap::new();
         for (((_, id), key), old) in claims.iter().zip(&keys).zip(found) {
             if let Some(old) = old? {
                 if old != *id && self.claim_live(t, tr, old, &mut files).await? {
                     let existing_path = files
                         .get(&old.file_id)
-                        .and_then(|f| f.as_ref().map(|f| f.path.clone()))
+                        .and_then(|f| f.as_ref().map(|f| f.0.path.clone()))
                         .unwrap_or_default();
                     return Err(Error::Constraint {
                         index: format!("{}.{}", tr.name, ix.name),
@@ -385,19 +388,29 @@ impl Overlay {
         t: &Txn<'_>,
         tr: &TableRecord,
         id: RowIdentity,
-        files: &mut HashMap<u64, Option<FileEntry>>,
+        files: &mut HashMap<u64, Option<LiveFile>>,
     ) -> Result<bool> {
         if !files.contains_key(&id.file_id) {
-            let f: Option<FileEntry> = t.get(&file_key(tr.table_id, id.file_id)).await?;
+            // Each file is read and its delete mask decoded once per call.
+            let f = match t
+                .get::<FileEntry>(&file_key(tr.table_id, id.file_id))
+                .await?
+            {
+                Some(f) => {
+                    let mask = f.deleted()?;
+                    Some((f, mask))
+                }
+                None => None,
+            };
             files.insert(id.file_id, f);
         }
-        let Some(f) = files[&id.file_id].as_ref() else {
+        let Some((f, mask)) = files[&id.file_id].as_ref() else {
             return Ok(false);
         };
         if id.position >= f.record_count || f.row_id_start.unwrap_or(0) + id.position != id.row_id {
             return Ok(false);
         }
-        Ok(!f.deleted()?.is_some_and(|m| m.contains(id.position)))
+        Ok(!mask.as_ref().is_some_and(|m| m.contains(id.position)))
     }
 
     /// Marks `ix` poisoned (a duplicate under a unique index), withdraws its cursor and
