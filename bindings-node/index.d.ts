@@ -68,6 +68,15 @@ export declare class Overlay {
    */
   fetchRowsRaw(table: string, rows: Array<Row>, columns: Array<string>): Promise<FetchedRows>
   /**
+   * Answers `where` over `table` — indexes where the read gate accepts them, Parquet scans
+   * (statistics, page index) where not, delete masks applied — and fetches `columns` of
+   * the matching rows (first `limit` in file order, then position). The facade's `query`
+   * returns `{ ipc, rows, refs, stats }` and emits `warning` events for rejected indexes.
+   */
+  queryRaw(table: string, options?: { where?: Record<string, unknown>; columns?: string[]; limit?: number; verify?: boolean }): Promise<QueryRaw>
+  /** Files queued for repair because a query rejected their index of `index`. */
+  repairs(table: string, index: string): Promise<Array<Repair>>
+  /**
    * With `on`, every lookup answers every file by scanning it, ignoring indexes (the same
    * answer; for benchmarks and debugging).
    */
@@ -220,6 +229,45 @@ export interface PublishReport {
   bytes: bigint
 }
 
+/** The raw answer of `queryRaw` (the facade's `query` parses `json` into plain objects). */
+export interface QueryRaw {
+  /** Arrow IPC stream of the requested columns. */
+  ipc: Buffer
+  /** The same rows as JSON (markers for bigints, bytes, decimals, non-finite floats). */
+  json: string
+  /** Where each row is (file, position, row id). */
+  refs: Array<Row>
+  stats: QueryStats
+}
+
+/** How a `query` was answered (see `skerry_core::planner::QueryStats`). */
+export interface QueryStats {
+  /** The index chosen; absent when every file was scanned. */
+  index?: string
+  indexColumns: Array<string>
+  keys: number
+  residual: Array<string>
+  files: number
+  filesByIndex: number
+  filesScanned: number
+  filesPruned: number
+  filesRejected: number
+  rejections: Array<Rejection>
+  drifted: Array<string>
+  rowGroups: number
+  rowGroupsPruned: number
+  rowsPrunedByPages: number
+  rowsScanned: number
+  requests: number
+  bytes: number
+  cacheHits: number
+  indexRequests: number
+  indexBytes: number
+  dataRequests: number
+  dataBytes: number
+  elapsedMs: number
+}
+
 /** A range bound: `{ key, inclusive }` (inclusive by default). */
 export interface RangeBound {
   /** A value, or an array of leading column values. */
@@ -258,6 +306,15 @@ export interface Rejection {
   indexId?: bigint
   bundlePath?: string
   /** `checksum` | `record_count` | `future_snapshot` | `blob_checksum` | `missing` | `corrupt` | … */
+  reason: string
+  message: string
+}
+
+/** A file queued for repair. */
+export interface Repair {
+  /** Data file path (`*` for the index's table run). */
+  path: string
+  /** The rejection's reason code. */
   reason: string
   message: string
 }

@@ -6,8 +6,10 @@ export type {
   BuildReport, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
   Candidates, LocateResult, OpenOptions, PublishReport, RangeBound, RefreshReport, RegisterOptions, Rejection, Row,
   ScanOptions, SkippedFile, TableInfo, RegisterReport, FileDeletes, DeleteReport, StepOptions,
-  StepReport, CursorInfo, VacuumReport, VacuumOptions, VerifyReport, Certificate,
+  StepReport, CursorInfo, VacuumReport, VacuumOptions, VerifyReport, Certificate, QueryStats,
+  Repair,
 } from '../index';
+import type { QueryStats } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
 
 /** Stable error codes carried on `err.code`. */
@@ -23,7 +25,50 @@ export interface SkerryError extends Error { code: SkerryErrorCode }
 /** Rows fetched by position: the Arrow IPC stream and plain objects. */
 export interface Fetched { ipc: Buffer; rows: Array<Record<string, unknown>> }
 
+/** A key value: null, boolean, number, bigint, string or bytes. */
+export type QueryValue = null | boolean | number | bigint | string | Uint8Array;
+
+/** Conditions on one column: a bare value is `=`, `null` is IS NULL. */
+export type ColumnCondition = QueryValue | {
+  eq?: QueryValue; in?: QueryValue[]; lt?: QueryValue; lte?: QueryValue; gt?: QueryValue;
+  gte?: QueryValue; between?: [QueryValue, QueryValue]; isNull?: true;
+};
+
+/** Options of `Overlay.query` (and `OverlayReader.query` in `skerry-wasm`). */
+export interface QueryOptions {
+  /** ANDed conditions per column (omitted: every row). */
+  where?: Record<string, ColumnCondition>;
+  /** Columns to return, in order (default: every scalar column; `[]`: none, only refs). */
+  columns?: string[];
+  /** At most this many rows: the first in file order, then position. */
+  limit?: number;
+  /** HEAD every file an index answers "no rows" for, to catch out-of-band rewrites. */
+  verify?: boolean;
+}
+
+/** What `query` returns. */
+export interface QueryResult {
+  /** Arrow IPC stream of the requested columns (read it with `apache-arrow`'s `tableFromIPC`). */
+  ipc: Buffer;
+  /** The same rows as plain objects. */
+  rows: Array<Record<string, unknown>>;
+  /** Where each row is. */
+  refs: Row[];
+  stats: QueryStats;
+}
+
+/** The `warning` event: an index was rejected during a query (the file was scanned). */
+export interface IndexWarning { table: string; index?: string; file: string; reason: string; message: string }
+
 export type Overlay = NativeOverlay & {
+  /**
+   * Answers `where` over `table` with indexes where the read gate accepts them and Parquet
+   * scans where not; delete masks applied; rows fetched by page.
+   */
+  query(table: string, options?: QueryOptions): Promise<QueryResult>;
+  on(event: 'warning', listener: (w: IndexWarning) => void): Overlay;
+  once(event: 'warning', listener: (w: IndexWarning) => void): Overlay;
+  off(event: 'warning', listener: (w: IndexWarning) => void): Overlay;
   /** Fetches `columns` of `rows` (as lookups return them), in order, reading only their pages. */
   fetchRows(table: string, rows: Row[], columns: string[]): Promise<Fetched>;
   /**

@@ -56,6 +56,35 @@ native.Overlay.prototype.fetchRows = async function (table, rows, columns) {
   return { ipc: r.ipc, rows: JSON.parse(r.json, revive) };
 };
 
+// Events (`warning`: an index was rejected during a query) on a per-overlay emitter.
+const { EventEmitter } = require('node:events');
+const emitters = new WeakMap();
+function emitter(o) {
+  let e = emitters.get(o);
+  if (!e) { e = new EventEmitter(); emitters.set(o, e); }
+  return e;
+}
+native.Overlay.prototype.on = function (event, listener) { emitter(this).on(event, listener); return this; };
+native.Overlay.prototype.once = function (event, listener) { emitter(this).once(event, listener); return this; };
+native.Overlay.prototype.off = function (event, listener) { emitter(this).off(event, listener); return this; };
+
+/**
+ * Answers `where` over `table`: `{ ipc, rows, refs, stats }` — the Arrow IPC stream of the
+ * requested `columns`, the same rows as plain objects, where each row is, and how the query
+ * was answered. Every rejected index emits a `warning` event `{ table, index, file, reason,
+ * message }` (the file was scanned instead; natively it is queued for repair).
+ */
+native.Overlay.prototype.query = async function (table, options) {
+  const r = await this.queryRaw(table, options);
+  const e = emitters.get(this);
+  if (e) {
+    for (const x of r.stats.rejections) {
+      e.emit('warning', { table, index: r.stats.index, file: x.dataFile, reason: x.reason, message: x.message });
+    }
+  }
+  return { ipc: r.ipc, rows: JSON.parse(r.json, revive), refs: r.refs, stats: r.stats };
+};
+
 const nativeBuild = native.Overlay.prototype.build;
 const nativeDrop = native.Overlay.prototype.dropIndex;
 

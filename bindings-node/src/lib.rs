@@ -347,23 +347,223 @@ fn stats(s: skerry_core::query::LookupStats) -> LookupStats {
         files_by_index: s.files_by_index as u32,
         files_scanned: s.files_scanned as u32,
         files_pruned: s.files_pruned as u32,
-        rejections: s
-            .rejections
-            .into_iter()
-            .map(|r| Rejection {
-                message: r.to_string(),
-                reason: r.reason.code().to_string(),
-                data_file: r.data_file,
-                index_id: r.index_id.map(big),
-                bundle_path: r.bundle_path,
-            })
-            .collect(),
+        rejections: s.rejections.into_iter().map(rejection).collect(),
         drifted: s.drifted,
         index_requests: s.index_requests as u32,
         index_bytes: s.index_bytes as f64,
         data_requests: s.data_requests as u32,
         data_bytes: s.data_bytes as f64,
     }
+}
+
+/// How a `query` was answered (see `skerry_core::planner::QueryStats`).
+#[napi(object)]
+pub struct QueryStats {
+    /// The index chosen; absent when every file was scanned.
+    pub index: Option<String>,
+    pub index_columns: Vec<String>,
+    pub keys: f64,
+    pub residual: Vec<String>,
+    pub files: f64,
+    pub files_by_index: f64,
+    pub files_scanned: f64,
+    pub files_pruned: f64,
+    pub files_rejected: f64,
+    pub rejections: Vec<Rejection>,
+    pub drifted: Vec<String>,
+    pub row_groups: f64,
+    pub row_groups_pruned: f64,
+    pub rows_pruned_by_pages: f64,
+    pub rows_scanned: f64,
+    pub requests: f64,
+    pub bytes: f64,
+    pub cache_hits: f64,
+    pub index_requests: f64,
+    pub index_bytes: f64,
+    pub data_requests: f64,
+    pub data_bytes: f64,
+    pub elapsed_ms: f64,
+}
+
+/// The raw answer of `queryRaw` (the facade's `query` parses `json` into plain objects).
+#[napi(object)]
+pub struct QueryRaw {
+    /// Arrow IPC stream of the requested columns.
+    pub ipc: Buffer,
+    /// The same rows as JSON (markers for bigints, bytes, decimals, non-finite floats).
+    pub json: String,
+    /// Where each row is (file, position, row id).
+    pub refs: Vec<Row>,
+    pub stats: QueryStats,
+}
+
+fn rejection(r: skerry_core::lineage::Rejection) -> Rejection {
+    Rejection {
+        message: r.to_string(),
+        reason: r.reason.code().to_string(),
+        data_file: r.data_file,
+        index_id: r.index_id.map(big),
+        bundle_path: r.bundle_path,
+    }
+}
+
+fn query_stats(s: skerry_core::planner::QueryStats) -> QueryStats {
+    QueryStats {
+        index: s.index,
+        index_columns: s.index_columns,
+        keys: s.keys as f64,
+        residual: s.residual,
+        files: s.files as f64,
+        files_by_index: s.files_by_index as f64,
+        files_scanned: s.files_scanned as f64,
+        files_pruned: s.files_pruned as f64,
+        files_rejected: s.files_rejected as f64,
+        rejections: s.rejections.into_iter().map(rejection).collect(),
+        drifted: s.drifted,
+        row_groups: s.row_groups as f64,
+        row_groups_pruned: s.row_groups_pruned as f64,
+        rows_pruned_by_pages: s.rows_pruned_by_pages as f64,
+        rows_scanned: s.rows_scanned as f64,
+        requests: s.requests as f64,
+        bytes: s.bytes as f64,
+        cache_hits: s.cache_hits as f64,
+        index_requests: s.index_requests as f64,
+        index_bytes: s.index_bytes as f64,
+        data_requests: s.data_requests as f64,
+        data_bytes: s.data_bytes as f64,
+        elapsed_ms: s.elapsed_ms,
+    }
+}
+
+fn invalid(msg: impl std::fmt::Display) -> napi::Error {
+    napi::Error::new(Status::InvalidArg, format!("E_INVALID: {msg}"))
+}
+
+/// `where`: `{ column: value | null | { eq, in, lt, lte, gt, gte, between, isNull } }` —
+/// a bare value is `=`, `null` is IS NULL.
+fn js_where(env: &Env, w: Unknown<'_>) -> Result<Vec<skerry_core::predicate::Condition>> {
+    use skerry_core::predicate::{Condition, Op};
+    match w.get_type()? {
+        ValueType::Null | ValueType::Undefined => return Ok(vec![]),
+        ValueType::Object if !w.is_array()? => {}
+        _ => return Err(invalid("`where` must be an object of column conditions")),
+    }
+    let o: Object = unsafe { Object::from_napi_value(env.raw(), w.raw())? };
+    let mut out = Vec::new();
+    for column in Object::keys(&o)? {
+        let v: Unknown = o.get_named_property(&column)?;
+        let plain_object = v.get_type()? == ValueType::Object
+            && !v.is_array()?
+            && !v.is_buffer()?
+            && !v.is_typedarray()?;
+        if v.get_type()? == ValueType::Null {
+            out.push(Condition::new(&column, Op::IsNull));
+            continue;
+        }
+        if !plain_object {
+            out.push(Condition::new(&column, Op::Eq(js_value(v)?)));
+            continue;
+        }
+        let ops: Object = unsafe { Object::from_napi_value(env.raw(), v.raw())? };
+        let names = Object::keys(&ops)?;
+        if names.is_empty() {
+            return Err(invalid(format!("no condition given for column {column}")));
+        }
+        for name in names {
+            let x: Unknown = ops.get_named_property(&name)?;
+            let op = match name.as_str() {
+                "eq" => Op::Eq(js_value(x)?),
+                "lt" => Op::Lt(js_value(x)?),
+                "lte" => Op::Le(js_value(x)?),
+                "gt" => Op::Gt(js_value(x)?),
+                "gte" => Op::Ge(js_value(x)?),
+                "in" => Op::In(
+                    js_dense_items(env, x, "an IN list")?
+                        .into_iter()
+                        .map(js_value)
+                        .collect::<Result<_>>()?,
+                ),
+                "between" => {
+                    let b = js_dense_items(env, x, "between")?;
+                    if b.len() != 2 {
+                        return Err(invalid("between is [low, high]"));
+                    }
+                    let mut b = b.into_iter();
+                    let lo = js_value(b.next().expect("two"))?;
+                    Op::Between(lo, js_value(b.next().expect("two"))?)
+                }
+                "isNull" => match x.get_type()? {
+                    ValueType::Boolean if x.coerce_to_bool()? => Op::IsNull,
+                    _ => return Err(invalid("isNull takes `true` (IS NOT NULL is not supported)")),
+                },
+                other => {
+                    return Err(invalid(format!(
+                        "unknown operator {other} on {column} (eq, in, lt, lte, gt, gte, between, isNull)"
+                    )))
+                }
+            };
+            out.push(Condition::new(&column, op));
+        }
+    }
+    Ok(out)
+}
+
+/// Options of `query`.
+fn js_query(env: &Env, options: Option<Unknown<'_>>) -> Result<skerry_core::planner::Query> {
+    let mut q = skerry_core::planner::Query::default();
+    let Some(options) = options else {
+        return Ok(q);
+    };
+    match options.get_type()? {
+        ValueType::Null | ValueType::Undefined => return Ok(q),
+        ValueType::Object => {}
+        _ => return Err(invalid("query options must be an object")),
+    }
+    let o: Object = unsafe { Object::from_napi_value(env.raw(), options.raw())? };
+    if let Some(w) = o.get::<Unknown>("where")? {
+        q.conditions = js_where(env, w)?;
+    }
+    if let Some(c) = o.get::<Unknown>("columns")? {
+        if !matches!(c.get_type()?, ValueType::Undefined | ValueType::Null) {
+            let cols = js_dense_items(env, c, "columns")?
+                .into_iter()
+                .map(|x| match x.get_type()? {
+                    ValueType::String => {
+                        Ok(x.coerce_to_string()?.into_utf8()?.as_str()?.to_string())
+                    }
+                    _ => Err(invalid("columns are names (strings)")),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            q.columns = Some(cols);
+        }
+    }
+    if let Some(l) = o.get::<Unknown>("limit")? {
+        match l.get_type()? {
+            ValueType::Undefined | ValueType::Null => {}
+            ValueType::Number => {
+                let n = l.coerce_to_number()?.get_double()?;
+                if !(n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0) {
+                    return Err(invalid("limit is a non-negative integer"));
+                }
+                q.limit = Some(n as u64);
+            }
+            _ => return Err(invalid("limit is a non-negative integer")),
+        }
+    }
+    if let Some(v) = o.get::<bool>("verify")? {
+        q.verify_files = v;
+    }
+    Ok(q)
+}
+
+/// A file queued for repair.
+#[napi(object)]
+pub struct Repair {
+    /// Data file path (`*` for the index's table run).
+    pub path: String,
+    /// The rejection's reason code.
+    pub reason: String,
+    pub message: String,
 }
 
 /// An overlay: catalog, bundles and manifests under one object-store prefix.
@@ -881,6 +1081,57 @@ impl Overlay {
             ipc: ipc.into(),
             json,
         })
+    }
+
+    /// Answers `where` over `table` — indexes where the read gate accepts them, Parquet scans
+    /// (statistics, page index) where not, delete masks applied — and fetches `columns` of
+    /// the matching rows (first `limit` in file order, then position). The facade's `query`
+    /// returns `{ ipc, rows, refs, stats }` and emits `warning` events for rejected indexes.
+    #[napi(
+        ts_args_type = "table: string, options?: { where?: Record<string, unknown>; columns?: string[]; limit?: number; verify?: boolean }"
+    )]
+    pub fn query_raw<'env>(
+        &self,
+        env: &'env Env,
+        table: String,
+        options: Option<Unknown<'_>>,
+    ) -> Result<PromiseRaw<'env, QueryRaw>> {
+        let q = js_query(env, options)?;
+        let inner = self.inner.clone();
+        env.spawn_future(async move {
+            let r = inner.query(&table, &q).await.map_err(to_js)?;
+            let ipc = skerry_core::query::to_ipc(&r.batch).map_err(to_js)?;
+            let json = skerry_core::query::to_json_rows(&r.batch)
+                .map_err(to_js)?
+                .to_string();
+            Ok(QueryRaw {
+                ipc: ipc.into(),
+                json,
+                refs: r
+                    .rows
+                    .into_iter()
+                    .map(|x| Row {
+                        file: x.file,
+                        position: big(x.position),
+                        row_id: x.row_id.map(big),
+                    })
+                    .collect(),
+                stats: query_stats(r.stats),
+            })
+        })
+    }
+
+    /// Files queued for repair because a query rejected their index of `index`.
+    #[napi]
+    pub async fn repairs(&self, table: String, index: String) -> Result<Vec<Repair>> {
+        let r = self.inner.repairs(&table, &index).await.map_err(to_js)?;
+        Ok(r.into_iter()
+            .map(|e| Repair {
+                path: e.path,
+                reason: e.reason,
+                message: e.message,
+            })
+            .collect())
     }
 
     /// With `on`, every lookup answers every file by scanning it, ignoring indexes (the same

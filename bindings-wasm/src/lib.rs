@@ -16,6 +16,8 @@ mod api {
     use skerry_core::encoding::{Value, ValueBound};
     use skerry_core::io::RangeReader;
     use skerry_core::manifest::{self, Manifest};
+    use skerry_core::planner::Query;
+    use skerry_core::predicate::{Condition, Op};
     use skerry_core::query::{DirectoryCache, Lookup};
     use wasm_bindgen::prelude::*;
     use wasm_bindgen::JsCast;
@@ -211,7 +213,181 @@ mod api {
         stats: JsStats,
     }
 
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct JsQueryStats {
+        index: Option<String>,
+        index_columns: Vec<String>,
+        keys: f64,
+        residual: Vec<String>,
+        files: f64,
+        files_by_index: f64,
+        files_scanned: f64,
+        files_pruned: f64,
+        files_rejected: f64,
+        rejections: Vec<JsRejection>,
+        drifted: Vec<String>,
+        row_groups: f64,
+        row_groups_pruned: f64,
+        rows_pruned_by_pages: f64,
+        rows_scanned: f64,
+        requests: f64,
+        bytes: f64,
+        cache_hits: f64,
+        index_requests: f64,
+        index_bytes: f64,
+        data_requests: f64,
+        data_bytes: f64,
+        elapsed_ms: f64,
+    }
+
+    fn js_rejection(r: skerry_core::lineage::Rejection) -> JsRejection {
+        JsRejection {
+            message: r.to_string(),
+            reason: r.reason.code(),
+            data_file: r.data_file,
+            index_id: r.index_id,
+            bundle_path: r.bundle_path,
+        }
+    }
+
+    fn js_query_stats(s: skerry_core::planner::QueryStats) -> JsQueryStats {
+        JsQueryStats {
+            index: s.index,
+            index_columns: s.index_columns,
+            keys: s.keys as f64,
+            residual: s.residual,
+            files: s.files as f64,
+            files_by_index: s.files_by_index as f64,
+            files_scanned: s.files_scanned as f64,
+            files_pruned: s.files_pruned as f64,
+            files_rejected: s.files_rejected as f64,
+            rejections: s.rejections.into_iter().map(js_rejection).collect(),
+            drifted: s.drifted,
+            row_groups: s.row_groups as f64,
+            row_groups_pruned: s.row_groups_pruned as f64,
+            rows_pruned_by_pages: s.rows_pruned_by_pages as f64,
+            rows_scanned: s.rows_scanned as f64,
+            requests: s.requests as f64,
+            bytes: s.bytes as f64,
+            cache_hits: s.cache_hits as f64,
+            index_requests: s.index_requests as f64,
+            index_bytes: s.index_bytes as f64,
+            data_requests: s.data_requests as f64,
+            data_bytes: s.data_bytes as f64,
+            elapsed_ms: s.elapsed_ms,
+        }
+    }
+
+    fn invalid(msg: impl Into<String>) -> JsValue {
+        js_err(skerry_core::Error::Invalid(msg.into()))
+    }
+
+    /// `where`: `{ column: value | null | { eq, in, lt, lte, gt, gte, between, isNull } }`,
+    /// as the addon's `query`.
+    fn where_conditions(w: &JsValue) -> Result<Vec<Condition>, JsValue> {
+        if w.is_null() || w.is_undefined() {
+            return Ok(vec![]);
+        }
+        if !w.is_object() || Array::is_array(w) {
+            return Err(invalid("`where` must be an object of column conditions"));
+        }
+        let mut out = Vec::new();
+        for k in Object::keys(w.unchecked_ref::<Object>()).iter() {
+            let column = k.as_string().unwrap_or_default();
+            let v = get(w, &column);
+            if v.is_null() {
+                out.push(Condition::new(&column, Op::IsNull));
+                continue;
+            }
+            if !v.is_object() || Array::is_array(&v) || v.dyn_ref::<Uint8Array>().is_some() {
+                out.push(Condition::new(&column, Op::Eq(key_value(&v)?)));
+                continue;
+            }
+            let names = Object::keys(v.unchecked_ref::<Object>());
+            if names.length() == 0 {
+                return Err(invalid(format!("no condition given for column {column}")));
+            }
+            for n in names.iter() {
+                let name = n.as_string().unwrap_or_default();
+                let x = get(&v, &name);
+                let list = |x: &JsValue, what: &str| -> Result<Vec<Value>, JsValue> {
+                    if !Array::is_array(x) {
+                        return Err(invalid(format!("{what} must be an array")));
+                    }
+                    Array::from(x).iter().map(|e| key_value(&e)).collect()
+                };
+                let op = match name.as_str() {
+                    "eq" => Op::Eq(key_value(&x)?),
+                    "lt" => Op::Lt(key_value(&x)?),
+                    "lte" => Op::Le(key_value(&x)?),
+                    "gt" => Op::Gt(key_value(&x)?),
+                    "gte" => Op::Ge(key_value(&x)?),
+                    "in" => Op::In(list(&x, "an IN list")?),
+                    "between" => {
+                        let mut b = list(&x, "between")?;
+                        if b.len() != 2 {
+                            return Err(invalid("between is [low, high]"));
+                        }
+                        let hi = b.pop().expect("two");
+                        Op::Between(b.pop().expect("two"), hi)
+                    }
+                    "isNull" if x.as_bool() == Some(true) => Op::IsNull,
+                    "isNull" => {
+                        return Err(invalid("isNull takes `true` (IS NOT NULL is not supported)"))
+                    }
+                    other => {
+                        return Err(invalid(format!(
+                            "unknown operator {other} on {column} (eq, in, lt, lte, gt, gte, between, isNull)"
+                        )))
+                    }
+                };
+                out.push(Condition::new(&column, op));
+            }
+        }
+        Ok(out)
+    }
+
+    fn js_query(options: &JsValue) -> Result<Query, JsValue> {
+        let mut q = Query::default();
+        if options.is_null() || options.is_undefined() {
+            return Ok(q);
+        }
+        if !options.is_object() {
+            return Err(invalid("query options must be an object"));
+        }
+        q.conditions = where_conditions(&get(options, "where"))?;
+        let cols = get(options, "columns");
+        if !(cols.is_null() || cols.is_undefined()) {
+            if !Array::is_array(&cols) {
+                return Err(invalid("columns must be an array of names"));
+            }
+            q.columns = Some(
+                Array::from(&cols)
+                    .iter()
+                    .map(|c| {
+                        c.as_string()
+                            .ok_or_else(|| invalid("columns are names (strings)"))
+                    })
+                    .collect::<Result<_, _>>()?,
+            );
+        }
+        let limit = get(options, "limit");
+        if !(limit.is_null() || limit.is_undefined()) {
+            match limit.as_f64() {
+                Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 => {
+                    q.limit = Some(n as u64)
+                }
+                _ => return Err(invalid("limit is a non-negative integer")),
+            }
+        }
+        q.verify_files = get(options, "verify").as_bool().unwrap_or(false);
+        Ok(q)
+    }
+
     struct Inner {
+        /// `warning` listeners (rejected indexes during queries).
+        listeners: RefCell<Vec<Function>>,
         overlay: Rc<dyn RangeReader>,
         data: Rc<dyn RangeReader>,
         manifest: RefCell<Rc<Manifest>>,
@@ -302,6 +478,7 @@ mod api {
                 }
             }
             let inner = Rc::new(Inner {
+                listeners: RefCell::new(Vec::new()),
                 overlay,
                 data,
                 manifest: RefCell::new(Rc::new(Manifest {
@@ -550,6 +727,87 @@ mod api {
         ) -> js_sys::Promise {
             let inner = self.inner.clone();
             wasm_bindgen_futures::future_to_promise(async move { to_js_result(f(inner).await?) })
+        }
+
+        /// Answers `where` over `table`, as the addon's `query`: `{ ipc: Uint8Array (Arrow IPC
+        /// stream), rows: object[], refs: [{ file, position, rowId? }], stats }`. Data files
+        /// are checked by size and record count (their ETags come from another server). Every
+        /// rejected index calls the `warning` listeners with `{ table, index, file, reason,
+        /// message }`.
+        pub fn query(&self, table: String, options: JsValue) -> js_sys::Promise {
+            let inner = self.inner.clone();
+            wasm_bindgen_futures::future_to_promise(async move {
+                let t0 = js_sys::Date::now();
+                let q = js_query(&options)?;
+                let m = inner.manifest.borrow().clone();
+                let mut r = inner.lookup(&m).query(&table, &q).await.map_err(js_err)?;
+                r.stats.elapsed_ms = js_sys::Date::now() - t0;
+                let listeners = inner.listeners.borrow().clone();
+                for x in &r.stats.rejections {
+                    let w = Object::new();
+                    Reflect::set(&w, &"table".into(), &table.as_str().into())?;
+                    if let Some(i) = &r.stats.index {
+                        Reflect::set(&w, &"index".into(), &i.as_str().into())?;
+                    }
+                    Reflect::set(&w, &"file".into(), &x.data_file.as_str().into())?;
+                    Reflect::set(&w, &"reason".into(), &x.reason.code().into())?;
+                    Reflect::set(&w, &"message".into(), &x.to_string().into())?;
+                    for f in &listeners {
+                        let _ = f.call1(&JsValue::NULL, &w);
+                    }
+                }
+                let ipc = skerry_core::query::to_ipc(&r.batch).map_err(js_err)?;
+                let json = skerry_core::query::to_json_rows(&r.batch).map_err(js_err)?;
+                let out = Object::new();
+                Reflect::set(
+                    &out,
+                    &"ipc".into(),
+                    &Uint8Array::from(ipc.as_slice()).into(),
+                )?;
+                Reflect::set(&out, &"rows".into(), &json_to_js(&json))?;
+                let big = serde_wasm_bindgen::Serializer::new()
+                    .serialize_large_number_types_as_bigints(true);
+                let refs: Vec<JsRow> = r
+                    .rows
+                    .into_iter()
+                    .map(|x| JsRow {
+                        file: x.file,
+                        position: x.position,
+                        row_id: x.row_id,
+                    })
+                    .collect();
+                let to_js = |e: serde_wasm_bindgen::Error| {
+                    JsValue::from(js_sys::Error::new(&e.to_string()))
+                };
+                Reflect::set(&out, &"refs".into(), &refs.serialize(&big).map_err(to_js)?)?;
+                let plain = serde_wasm_bindgen::Serializer::new();
+                Reflect::set(
+                    &out,
+                    &"stats".into(),
+                    &js_query_stats(r.stats).serialize(&plain).map_err(to_js)?,
+                )?;
+                Ok(out.into())
+            })
+        }
+
+        /// Adds a listener: `warning` (an index was rejected during a query; the file was
+        /// scanned instead).
+        pub fn on(&self, event: String, listener: Function) -> Result<(), JsValue> {
+            if event != "warning" {
+                return Err(invalid(format!("unknown event {event} (warning)")));
+            }
+            self.inner.listeners.borrow_mut().push(listener);
+            Ok(())
+        }
+
+        /// Removes a listener added with `on`.
+        pub fn off(&self, event: String, listener: Function) {
+            if event == "warning" {
+                self.inner
+                    .listeners
+                    .borrow_mut()
+                    .retain(|f| !JsValue::from(f.clone()).eq(&JsValue::from(listener.clone())));
+            }
         }
 
         /// Requests and bytes this reader has made: `{ overlay: {requests, bytes}, data: {…} }`.

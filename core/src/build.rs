@@ -432,6 +432,7 @@ impl Overlay {
         t.commit().await?;
         self.reclaim_prefix(&claim_prefix(ix.index_id)).await?;
         self.reclaim_prefix(&artifact_prefix(ix.index_id)).await?;
+        self.reclaim_prefix(&repair_prefix(ix.index_id)).await?;
         self.invalidate();
         Ok(())
     }
@@ -486,6 +487,8 @@ impl Overlay {
                 remedy: "use a smaller maxBytes",
             });
         }
+        // Files queries found wanting go first (`crate::repair`).
+        let repaired = self.drain_repairs(table, index).await?;
         let _writing = self.writing.read().await;
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
@@ -518,6 +521,7 @@ impl Overlay {
                     && !cur.skipped.iter().any(|(id, _)| *id == f.file_id)
             })
             .collect();
+        order.sort_by_key(|f| !repaired.contains(&f.file_id));
         let mut garbage: Vec<String> = Vec::new();
         // The file in progress first; a cursor on a file no longer pending (or changed)
         // starts over and its segments become garbage.

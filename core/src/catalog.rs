@@ -20,6 +20,7 @@
 //! | `c/{index:020}/{hex key}` | unique claim: the [`RowIdentity`] holding the key |
 //! | `k/{index:020}` | [`BuildCursor`] of a staged build |
 //! | `v/{index:020}` | [`Certificate`] of the last clean `verify` |
+//! | `q/{index:020}/{file:020}` | [`crate::repair::RepairEntry`]: a file whose index a query rejected |
 //!
 //! Every multi-key change is one serializable SlateDB transaction, durable (WAL flushed to
 //! the object store) before the call returns.
@@ -180,6 +181,12 @@ pub fn cursor_key(i: u64) -> String {
 }
 pub fn certificate_key(i: u64) -> String {
     format!("v/{i:020}")
+}
+pub fn repair_key(i: u64, f: u64) -> String {
+    format!("q/{i:020}/{f:020}")
+}
+pub fn repair_prefix(i: u64) -> String {
+    format!("q/{i:020}/")
 }
 pub fn bundle_key(t: u64, f: u64) -> String {
     format!("b/{t:020}/{f:020}")

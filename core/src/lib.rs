@@ -10,10 +10,12 @@
 //! - [`blob`]: index blob formats (`docs/ordered-index.md`);
 //! - [`datafile`]: Parquet data files through range reads (push decoders);
 //! - [`manifest`]: the published read model (`docs/manifest.md`);
-//! - [`query`]: lookups over a pinned manifest with read gate and fallback scans.
+//! - [`query`]: lookups over a pinned manifest with read gate and fallback scans;
+//! - [`predicate`] and [`planner`]: `query({ where, columns, limit })` over a table — index
+//!   choice, hybrid index/scan per file, statistics pruning, rows by page (`docs/query.md`).
 //!
-//! Native only (feature `native`): [`catalog`] (SlateDB) and [`overlay`] (the administration
-//! verbs). The crate compiles for `wasm32-unknown-unknown` with default features off.
+//! Native only (feature `native`): [`catalog`] (SlateDB), [`overlay`] (the administration
+//! verbs) and [`repair`] (the queue of files whose index a query rejected). The crate compiles for `wasm32-unknown-unknown` with default features off.
 
 pub mod blob;
 pub mod codec;
@@ -23,6 +25,8 @@ pub mod error;
 pub mod io;
 pub mod lineage;
 pub mod manifest;
+pub mod planner;
+pub mod predicate;
 pub mod puffin;
 pub mod query;
 pub mod rowset;
@@ -35,6 +39,8 @@ pub mod catalog;
 pub mod lifecycle;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub mod overlay;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod repair;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub mod sample;
 

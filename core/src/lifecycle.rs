@@ -550,6 +550,7 @@ impl Overlay {
     async fn reclaim_dropped(&self, tomb: &Tombstone, report: &mut VacuumReport) -> Result<()> {
         report.claims += self.reclaim_prefix(&claim_prefix(tomb.index_id)).await?;
         report.index_files += self.reclaim_prefix(&artifact_prefix(tomb.index_id)).await?;
+        self.reclaim_prefix(&repair_prefix(tomb.index_id)).await?;
         let t = self.catalog.begin()?;
         t.delete(&cursor_key(tomb.index_id))?;
         t.delete(&certificate_key(tomb.index_id))?;

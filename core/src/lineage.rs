@@ -126,6 +126,9 @@ pub enum RejectReason {
     UnsupportedFormat { version: u32, max: u32 },
     /// The blob's bytes are structurally invalid (a truncated or damaged index).
     Corrupt { message: String },
+    /// The data file in the store is not the one the catalog recorded (rewritten in place
+    /// since registration: size, version or record count differ), seen while reading it.
+    Drifted { detail: String },
 }
 
 impl RejectReason {
@@ -140,6 +143,7 @@ impl RejectReason {
             RejectReason::WrongFile { .. } => "wrong_file",
             RejectReason::UnsupportedFormat { .. } => "unsupported_format",
             RejectReason::Corrupt { .. } => "corrupt",
+            RejectReason::Drifted { .. } => "drifted",
         }
     }
 }
@@ -192,6 +196,9 @@ impl fmt::Display for Rejection {
                 write!(f, "format version {version} is newer than supported {max}")
             }
             RejectReason::Corrupt { message } => write!(f, "corrupt index ({message})"),
+            RejectReason::Drifted { detail } => {
+                write!(f, "data file changed since it was recorded ({detail})")
+            }
         }
     }
 }

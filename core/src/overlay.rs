@@ -170,6 +170,8 @@ pub struct Overlay {
     /// Verbs that write overlay objects before committing references to them hold it shared;
     /// vacuum holds it exclusively, so it never deletes an object about to be referenced.
     pub(crate) writing: tokio::sync::RwLock<()>,
+    /// (index id, file id) pairs this process has queued for repair (one catalog write each).
+    pub(crate) queued: std::sync::Mutex<std::collections::HashSet<(u64, u64)>>,
 }
 
 pub(crate) fn store_err(e: object_store::Error) -> Error {
@@ -229,6 +231,7 @@ impl Overlay {
             scan_only: std::sync::atomic::AtomicBool::new(false),
             block_bytes: ordered::DEFAULT_BLOCK_BYTES,
             writing: tokio::sync::RwLock::new(()),
+            queued: Default::default(),
         })
     }
 
@@ -887,6 +890,31 @@ impl Overlay {
         self.reader_over(&m).fetch(table, rows, columns, true).await
     }
 
+    /// Answers `q` over `table` against the catalog head (see [`crate::planner`]), with data
+    /// files read at the versions the catalog recorded and the wall time in the stats. Files
+    /// whose index was rejected are queued for repair ([`crate::repair`]); a failure to queue
+    /// never fails the query (it is logged).
+    pub async fn query(
+        &self,
+        table: &str,
+        q: &crate::planner::Query,
+    ) -> Result<crate::planner::QueryResult> {
+        let t0 = std::time::Instant::now();
+        let m = self.head_model().await?;
+        let q = crate::planner::Query {
+            pin_versions: true,
+            ..q.clone()
+        };
+        let mut r = self.reader_over(&m).query(table, &q).await?;
+        r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
+        if !r.stats.rejections.is_empty() {
+            if let Err(e) = self.enqueue_repairs(&m, table, &r.stats.rejections).await {
+                tracing::warn!(target: "skerry::repair", "could not queue repairs: {e}");
+            }
+        }
+        Ok(r)
+    }
+
     /// With `on`, every accessor answers every file by scanning it and ignores indexes (the
     /// same answer, the baseline benchmarks compare against).
     pub fn set_scan_only(&self, on: bool) {
@@ -930,9 +958,21 @@ impl Overlay {
     /// confirmed by SHA-256; changed files get new facts (their indexes are then rejected by
     /// the read gate until rebuilt), missing files are dropped.
     pub async fn refresh(&self, table: &str) -> Result<RefreshReport> {
+        self.refresh_files(table, None).await
+    }
+
+    /// [`Overlay::refresh`] of the files `only` (file ids) of `table`, or of all of them.
+    pub(crate) async fn refresh_files(
+        &self,
+        table: &str,
+        only: Option<&[u64]>,
+    ) -> Result<RefreshReport> {
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
-        let files = self.catalog.files(&t, tr.table_id).await?;
+        let mut files = self.catalog.files(&t, tr.table_id).await?;
+        if let Some(ids) = only {
+            files.retain(|f| ids.contains(&f.file_id));
+        }
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
         drop(t);
         let mut report = RefreshReport::default();

@@ -116,9 +116,9 @@ pub struct Lookup<'a> {
 
 /// What one accessor asks of every file: byte ranges of the index (sorted, disjoint or not)
 /// and, for ranges, the exact predicate on decoded keys.
-struct Probe {
-    ranges: Vec<ByteRange>,
-    filter: Option<RangeFilter>,
+pub(crate) struct Probe {
+    pub(crate) ranges: Vec<ByteRange>,
+    pub(crate) filter: Option<RangeFilter>,
 }
 
 /// How many files an accessor works on at once (each costs at most a directory read and one
@@ -567,7 +567,7 @@ impl Lookup<'_> {
 
     /// Entries of one file's blob within the probe; `None` when the blob's key bounds
     /// exclude every range (no read).
-    async fn probe(
+    pub(crate) async fn probe(
         &self,
         ix: &IndexManifest,
         e: &IndexFileEntry,
@@ -709,7 +709,7 @@ impl Lookup<'_> {
     /// Answers the files a table run covers with one probe of the run. Returns which files
     /// (indexes into `t.files`) it covered and their entries as (key, file index, position);
     /// an unusable run covers nothing (its files go the per-file way) and is reported.
-    async fn probe_run(
+    pub(crate) async fn probe_run(
         &self,
         t: &TableManifest,
         ix: &IndexManifest,

@@ -1,0 +1,824 @@
+//! `query({ where, columns, limit })`: questions asked of a table, not of an index, answered
+//! completely on both targets from one pinned manifest (`docs/query.md`).
+//!
+//! 1. **Index choice** ([`choose`]): among the table's ready indexes, the one with the longest
+//!    usable leading prefix — columns fixed by `=` / IN / IS NULL, then at most one range
+//!    column. Independent IN lists expand into full key prefixes up to
+//!    [`MAX_KEY_COMBINATIONS`]; every condition on an index column is then evaluated exactly
+//!    on the decoded key, and conditions on other columns are *residual*, evaluated on the
+//!    rows fetched by position.
+//! 2. **Per data file** (in manifest order, [`FILE_WINDOW`] at a time): the read gate
+//!    accepts the file's index (or the table run covers it) → the index answers; it rejects,
+//!    the blob fails its checksums, or there is no index → the file is scanned with the same
+//!    predicate: row groups and pages whose statistics exclude it are skipped, only the
+//!    predicate's columns are decoded, and rows are evaluated one by one. Delete masks apply
+//!    to every answer.
+//! 3. **Rows** are fetched by position through the page index (only the pages holding
+//!    them), in file order then position, up to `limit`.
+//!
+//! An index answer that names rows is always confirmed against the data file (its footer is
+//! read anyway to fetch them): a file whose size, version (natively) or record count differs
+//! from the manifest *drifted*, its index is rejected and the file is scanned as it is now. An
+//! index answer of "no rows" is trusted on the manifest's facts unless
+//! [`Query::verify_files`] asks for one HEAD per such file.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use parquet::file::metadata::ParquetMetaData;
+use serde::{Deserialize, Serialize};
+
+use crate::datafile;
+use crate::encoding::{prefix_end, ByteRange, Direction, KeyError, Value};
+use crate::error::{Error, Result};
+use crate::io::{IoStats, Location, ObjectMeta};
+use crate::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
+use crate::manifest::{FileEntry, IndexFileEntry, IndexManifest, IndexState, TableManifest};
+use crate::predicate::{Condition, Predicate};
+use crate::query::{Lookup, LookupStats, Probe, RowRef, FILE_WINDOW};
+
+/// Most full key prefixes one query expands its IN lists into.
+pub const MAX_KEY_COMBINATIONS: usize = 4096;
+
+/// A question asked of a table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Query {
+    /// ANDed conditions (empty: every row).
+    pub conditions: Vec<Condition>,
+    /// Columns to return, in this order. `None`: every column of a scalar type.
+    pub columns: Option<Vec<String>>,
+    /// At most this many rows (the first in file order, then position).
+    pub limit: Option<u64>,
+    /// Confirm every file the index answers "no rows" for with a HEAD request (size and
+    /// version) before trusting it; without, such files are trusted on the manifest's facts.
+    pub verify_files: bool,
+    /// Compare data-file versions (ETags) with the recorded ones: natively, where data files
+    /// are read from the store that recorded them. Readers behind another server (wasm over a
+    /// CDN) compare size and record count only.
+    pub pin_versions: bool,
+}
+
+/// How a query was answered.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryStats {
+    /// The index chosen (`None`: no index could serve the predicate; every file was scanned).
+    pub index: Option<String>,
+    /// The index columns that narrowed the probe (its usable leading prefix).
+    pub index_columns: Vec<String>,
+    /// Key prefixes probed (IN lists expanded).
+    pub keys: u64,
+    /// Columns evaluated on rows fetched by position (not in the index).
+    pub residual: Vec<String>,
+    /// Files considered (a `limit` may stop before the last).
+    pub files: u64,
+    pub files_by_index: u64,
+    pub files_scanned: u64,
+    /// Files skipped whole: the index's key bounds or the file's statistics exclude the
+    /// predicate.
+    pub files_pruned: u64,
+    /// Files whose index was rejected (they were scanned); why is in `rejections`.
+    pub files_rejected: u64,
+    pub rejections: Vec<Rejection>,
+    /// Files whose bytes differ from the manifest's facts (seen while reading them).
+    pub drifted: Vec<String>,
+    /// Row groups of scanned files, and those skipped by statistics or the page index.
+    pub row_groups: u64,
+    pub row_groups_pruned: u64,
+    /// Rows skipped inside the row groups read, by the page index.
+    pub rows_pruned_by_pages: u64,
+    /// Rows decoded and evaluated by scans.
+    pub rows_scanned: u64,
+    /// Range requests and bytes, overlay and data together, and cache hits.
+    pub requests: u64,
+    pub bytes: u64,
+    pub cache_hits: u64,
+    pub index_requests: u64,
+    pub index_bytes: u64,
+    pub data_requests: u64,
+    pub data_bytes: u64,
+    /// Wall time, filled in by the caller that owns a clock (0 when none did).
+    pub elapsed_ms: f64,
+}
+
+impl QueryStats {
+    fn add(&mut self, s: QueryStats) {
+        self.files += s.files;
+        self.files_by_index += s.files_by_index;
+        self.files_scanned += s.files_scanned;
+        self.files_pruned += s.files_pruned;
+        self.files_rejected += s.files_rejected;
+        self.rejections.extend(s.rejections);
+        self.drifted.extend(s.drifted);
+        self.row_groups += s.row_groups;
+        self.row_groups_pruned += s.row_groups_pruned;
+        self.rows_pruned_by_pages += s.rows_pruned_by_pages;
+        self.rows_scanned += s.rows_scanned;
+    }
+}
+
+/// The rows that match: where they are, their columns, and how they were found.
+#[derive(Clone, Debug)]
+pub struct QueryResult {
+    pub rows: Vec<RowRef>,
+    /// The requested columns of `rows`, in the same order.
+    pub batch: RecordBatch,
+    pub stats: QueryStats,
+}
+
+/// How an index serves a predicate.
+#[derive(Clone, Debug)]
+pub struct IndexPlan<'m> {
+    pub index: &'m IndexManifest,
+    /// Leading index columns fixed by equality.
+    pub eq_columns: usize,
+    /// Whether the next index column is ranged.
+    pub range_column: bool,
+    /// Byte ranges of the index holding every match (a superset; keys are then evaluated).
+    pub ranges: Vec<ByteRange>,
+    /// For each index column, the predicate column constraining it.
+    pub key_columns: Vec<Option<usize>>,
+    /// Predicate columns the index does not hold.
+    pub residual: Vec<usize>,
+}
+
+impl IndexPlan<'_> {
+    fn usable(&self) -> usize {
+        self.eq_columns + usize::from(self.range_column)
+    }
+}
+
+/// Picks the ready index with the longest usable leading prefix for `pred` (ties: more
+/// equality columns, then fewer key prefixes, then the name), or `None` when no index can
+/// narrow it.
+pub fn choose<'m>(t: &'m TableManifest, pred: &Predicate) -> Result<Option<IndexPlan<'m>>> {
+    let mut best: Option<IndexPlan<'m>> = None;
+    for ix in t.indexes.iter().filter(|i| i.state == IndexState::Ready) {
+        let Some(plan) = plan_index(ix, pred)? else {
+            continue;
+        };
+        let better = match &best {
+            None => true,
+            Some(b) => {
+                let k =
+                    |p: &IndexPlan| (p.usable(), p.eq_columns, std::cmp::Reverse(p.ranges.len()));
+                k(&plan) > k(b) || (k(&plan) == k(b) && plan.index.name < b.index.name)
+            }
+        };
+        if better {
+            best = Some(plan);
+        }
+    }
+    Ok(best)
+}
+
+fn plan_index<'m>(ix: &'m IndexManifest, pred: &Predicate) -> Result<Option<IndexPlan<'m>>> {
+    if ix.fields.len() != ix.key.columns.len() {
+        return Ok(None);
+    }
+    let key_columns: Vec<Option<usize>> = ix
+        .fields
+        .iter()
+        .map(|id| pred.columns.iter().position(|c| c.field_id == *id))
+        .collect();
+    let residual: Vec<usize> = (0..pred.columns.len())
+        .filter(|i| !key_columns.contains(&Some(*i)))
+        .collect();
+    let mut combos: Vec<Vec<Value>> = vec![vec![]];
+    let mut eq = 0;
+    let mut range = None;
+    for (j, c) in key_columns.iter().enumerate() {
+        let Some(c) = c.map(|c| &pred.columns[c]) else {
+            break;
+        };
+        if let Some(set) = c.fixed() {
+            let n = combos.len().saturating_mul(set.len());
+            if j > 0 && n > MAX_KEY_COMBINATIONS {
+                break;
+            }
+            let coerced: Vec<Value> = set
+                .into_iter()
+                .map(|v| {
+                    if v.is_null() {
+                        Ok(v)
+                    } else {
+                        Ok(crate::encoding::KeySchema::new(vec![ix.key.columns[j]])?
+                            .coerce(vec![v])?
+                            .remove(0))
+                    }
+                })
+                .collect::<Result<_>>()?;
+            combos = combos
+                .into_iter()
+                .flat_map(|p| {
+                    coerced.iter().map(move |v| {
+                        let mut p = p.clone();
+                        p.push(v.clone());
+                        p
+                    })
+                })
+                .collect();
+            eq += 1;
+            continue;
+        }
+        if let Some(b) = c.bounds() {
+            range = Some((j, b));
+        }
+        break;
+    }
+    if eq == 0 && range.is_none() {
+        return Ok(None);
+    }
+    // A value too large to encode equals no indexed key (such rows are never indexed).
+    let encode = |vals: &[Value]| -> Result<Option<Vec<u8>>> {
+        match ix.key.encode_prefix(vals) {
+            Ok(b) => Ok(Some(b)),
+            Err(KeyError::ValueTooLarge { .. } | KeyError::KeyTooLarge { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    };
+    let mut ranges = Vec::with_capacity(combos.len());
+    for p in &combos {
+        let Some(prefix) = encode(p)? else { continue };
+        let Some((j, (lo, hi))) = &range else {
+            ranges.push(ByteRange::prefix(prefix));
+            continue;
+        };
+        let desc = ix.key.columns[*j].direction == Direction::Desc;
+        let (first, last) = if desc { (hi, lo) } else { (lo, hi) };
+        let with = |b: &Bound<Value>| -> Result<Option<Option<Vec<u8>>>> {
+            match b {
+                Bound::Included(v) | Bound::Excluded(v) if !v.is_null() => {
+                    let mut vals = p.clone();
+                    vals.push(v.clone());
+                    Ok(encode(&vals)?.map(Some))
+                }
+                _ => Ok(Some(None)),
+            }
+        };
+        // Exclusive bounds are widened to inclusive (keys are evaluated afterwards).
+        let start = match with(first)? {
+            Some(Some(b)) => b,
+            Some(None) => prefix.clone(),
+            None => prefix.clone(), // an oversized bound: widen to the prefix
+        };
+        let end = match with(last)? {
+            Some(Some(b)) => prefix_end(&b),
+            _ => prefix_end(&prefix),
+        };
+        if end.as_ref().is_some_and(|e| start >= *e) {
+            continue;
+        }
+        ranges.push(ByteRange { start, end });
+    }
+    ranges.sort_by(|a, b| a.start.cmp(&b.start));
+    Ok(Some(IndexPlan {
+        index: ix,
+        eq_columns: eq,
+        range_column: range.is_some(),
+        ranges,
+        key_columns,
+        residual,
+    }))
+}
+
+/// One file's contribution.
+struct FileHits {
+    positions: Vec<u64>,
+    /// The file's metadata and pinned location, when the query read them.
+    read: Option<(Arc<ParquetMetaData>, Location)>,
+    stats: QueryStats,
+}
+
+impl Lookup<'_> {
+    /// Answers `q` over `table` (see the module docs). Errors: unknown table or column
+    /// (`E_NOT_FOUND`), values of the wrong type (`E_KEY`), uncomparable columns
+    /// (`E_UNSUPPORTED`), data files that cannot be read (`E_IO`, `E_PARQUET`). A rejected or
+    /// missing index never fails a query.
+    pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {
+        let (o0, d0) = (self.overlay.stats(), self.data.stats());
+        let t = self.manifest.table(table)?;
+        let pred = Predicate::bind(t, &q.conditions)?;
+        let out_fields: Vec<&datafile::FieldInfo> = match &q.columns {
+            Some(cols) => cols
+                .iter()
+                .map(|c| {
+                    t.fields
+                        .iter()
+                        .find(|f| f.name == *c)
+                        .ok_or_else(|| Error::NotFound {
+                            kind: "column",
+                            name: format!("{}.{c}", t.name),
+                        })
+                })
+                .collect::<Result<_>>()?,
+            None => t.fields.iter().filter(|f| f.key_type.is_some()).collect(),
+        };
+        let plan = if self.scan_only {
+            None
+        } else {
+            choose(t, &pred)?
+        };
+        let mut stats = QueryStats::default();
+        if let Some(p) = &plan {
+            stats.index = Some(p.index.name.clone());
+            stats.index_columns = p
+                .key_columns
+                .iter()
+                .take(p.usable())
+                .flatten()
+                .map(|c| pred.columns[*c].name.clone())
+                .collect();
+            stats.keys = p.ranges.len() as u64;
+            stats.residual = p
+                .residual
+                .iter()
+                .map(|c| pred.columns[*c].name.clone())
+                .collect();
+        }
+        let probe = plan.as_ref().map(|p| Probe {
+            ranges: p.ranges.clone(),
+            filter: None,
+        });
+        // The table run answers the files it covers with one probe.
+        let mut run_hits: HashMap<usize, Vec<(Vec<u8>, u64)>> = HashMap::new();
+        let mut covered = vec![false; t.files.len()];
+        if let (Some(p), Some(probe)) = (&plan, &probe) {
+            if !p.ranges.is_empty() {
+                let mut ls = LookupStats::default();
+                let (c, entries) = self.probe_run(t, p.index, probe, &mut ls).await;
+                covered = c;
+                stats.rejections.extend(ls.rejections);
+                for (k, i, pos) in entries {
+                    run_hits.entry(i).or_default().push((k, pos));
+                }
+            }
+        }
+        let by_file: HashMap<u64, &IndexFileEntry> = plan
+            .as_ref()
+            .map(|p| p.index.files.iter().map(|e| (e.file_id, e)).collect())
+            .unwrap_or_default();
+        let limit = q.limit.unwrap_or(u64::MAX);
+        let mut hits: Vec<(usize, FileHits)> = Vec::new();
+        let mut found = 0u64;
+        let order: Vec<usize> = (0..t.files.len()).collect();
+        for window in order.chunks(FILE_WINDOW) {
+            if found >= limit {
+                break;
+            }
+            let futs = window.iter().map(|&i| {
+                let f = &t.files[i];
+                let answer = if covered[i] {
+                    Answer::Run(run_hits.remove(&i).unwrap_or_default())
+                } else if let Some(e) = by_file.get(&f.file_id) {
+                    Answer::Entry(e)
+                } else {
+                    Answer::Scan
+                };
+                self.query_file(t, &pred, plan.as_ref(), probe.as_ref(), f, answer, q)
+            });
+            let answers = futures::future::join_all(futs).await;
+            for (&i, a) in window.iter().zip(answers) {
+                let a = a?;
+                found += a.positions.len() as u64;
+                hits.push((i, a));
+                if found >= limit {
+                    break;
+                }
+            }
+        }
+        // Rows in file order then position, up to the limit.
+        let mut rows = Vec::new();
+        let mut left = limit;
+        let mut parts = Vec::new();
+        let mut reads = Vec::new();
+        for (i, mut h) in hits {
+            stats.add(std::mem::take(&mut h.stats));
+            if left == 0 || h.positions.is_empty() {
+                continue;
+            }
+            h.positions.truncate(left.min(usize::MAX as u64) as usize);
+            left -= h.positions.len() as u64;
+            let f = &t.files[i];
+            rows.extend(h.positions.iter().map(|&position| RowRef {
+                file: f.path.clone(),
+                position,
+                row_id: f.row_id_start.map(|s| s + position),
+            }));
+            reads.push((f, h.positions, h.read));
+        }
+        let fetched = futures::future::join_all(reads.into_iter().map(|(f, positions, read)| {
+            self.fetch_positions(t, f, positions, read, &out_fields, q)
+        }))
+        .await;
+        for b in fetched {
+            parts.push(b?);
+        }
+        let batch = assemble(&out_fields, parts)?;
+        for r in &stats.rejections {
+            tracing::warn!(target: "skerry::gate", "{r}");
+        }
+        let (o1, d1) = (self.overlay.stats(), self.data.stats());
+        let (o, d): (IoStats, IoStats) = (o1.since(&o0), d1.since(&d0));
+        stats.index_requests = o.requests;
+        stats.index_bytes = o.bytes;
+        stats.data_requests = d.requests;
+        stats.data_bytes = d.bytes;
+        stats.requests = o.requests + d.requests;
+        stats.bytes = o.bytes + d.bytes;
+        stats.cache_hits = o.cache_hits + d.cache_hits;
+        Ok(QueryResult { rows, batch, stats })
+    }
+
+    /// What differs between the store's view of a data file and the manifest's facts.
+    fn drift(f: &FileEntry, meta: &ObjectMeta, rows: Option<u64>, q: &Query) -> Option<String> {
+        if meta.size != f.size {
+            return Some(format!("size {} is not the recorded {}", meta.size, f.size));
+        }
+        if let Some(n) = rows.filter(|n| *n != f.record_count) {
+            return Some(format!("{n} rows, not the recorded {}", f.record_count));
+        }
+        if q.pin_versions {
+            if let (Some(now), Some(was)) = (&meta.version, &f.etag) {
+                if now != was {
+                    return Some(format!("version {now} is not the recorded {was}"));
+                }
+            }
+        }
+        None
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn query_file(
+        &self,
+        t: &TableManifest,
+        pred: &Predicate,
+        plan: Option<&IndexPlan<'_>>,
+        probe: Option<&Probe>,
+        f: &FileEntry,
+        answer: Answer<'_>,
+        q: &Query,
+    ) -> Result<FileHits> {
+        let mut st = QueryStats {
+            files: 1,
+            ..Default::default()
+        };
+        let loc = Location::new(t.data_location(f));
+        let deleted = f.deleted()?;
+        let live = |p: &u64| !deleted.as_ref().is_some_and(|m| m.contains(*p));
+        let reject = |st: &mut QueryStats, r: Rejection| {
+            st.files_rejected += 1;
+            st.rejections.push(r);
+        };
+        let rejection = |ix: &IndexManifest, e: Option<&IndexFileEntry>, reason| Rejection {
+            data_file: f.path.clone(),
+            index_id: Some(ix.index_id),
+            bundle_path: e.map(|e| e.lineage.bundle_path.clone()),
+            reason,
+        };
+        // 1. The index's entries for this file, when it may answer.
+        let mut entries: Option<(Vec<(Vec<u8>, u64)>, bool)> = None; // (entries, pruned)
+        if let (Some(plan), Some(probe)) = (plan, probe) {
+            match answer {
+                Answer::Run(e) => entries = Some((e, false)),
+                Answer::Entry(e) => {
+                    match ReadGate::check(&f.path, Some(&e.lineage), Some(&f.facts()), t.snapshot) {
+                        GateDecision::Accept => match self.probe(plan.index, e, probe).await {
+                            Ok(Some(v)) => entries = Some((v, false)),
+                            Ok(None) => entries = Some((vec![], true)),
+                            Err(r) => reject(&mut st, r),
+                        },
+                        GateDecision::Reject(r) => reject(&mut st, r),
+                    }
+                }
+                Answer::Scan => {}
+            }
+        }
+        let mut read: Option<(Arc<ParquetMetaData>, ObjectMeta)> = None;
+        if let (Some((entries, pruned)), Some(plan)) = (entries, plan) {
+            let ix = plan.index;
+            let mut positions = Vec::new();
+            let mut bad = None;
+            for (k, pos) in &entries {
+                match ix.key.decode(k) {
+                    Ok(vals) => {
+                        let ok = plan
+                            .key_columns
+                            .iter()
+                            .enumerate()
+                            .all(|(j, c)| c.is_none_or(|c| pred.columns[c].matches(&vals[j])));
+                        if ok && live(pos) {
+                            positions.push(*pos);
+                        }
+                    }
+                    Err(e) => bad = Some(e),
+                }
+            }
+            positions.sort_unstable();
+            positions.dedup();
+            let by_index = |st: &mut QueryStats| {
+                if pruned {
+                    st.files_pruned = 1
+                } else {
+                    st.files_by_index = 1
+                }
+            };
+            let entry = answer_entry(plan, f);
+            if let Some(e) = bad {
+                reject(
+                    &mut st,
+                    rejection(
+                        ix,
+                        entry,
+                        RejectReason::Corrupt {
+                            message: format!("undecodable key: {e}"),
+                        },
+                    ),
+                );
+            } else if positions.is_empty() && !q.verify_files {
+                by_index(&mut st);
+                return Ok(FileHits {
+                    positions,
+                    read: None,
+                    stats: st,
+                });
+            } else if positions.is_empty() {
+                let meta = self.data.head(&loc).await?;
+                match Self::drift(f, &meta, None, q) {
+                    None => {
+                        by_index(&mut st);
+                        return Ok(FileHits {
+                            positions,
+                            read: None,
+                            stats: st,
+                        });
+                    }
+                    Some(detail) => {
+                        st.drifted.push(f.path.clone());
+                        reject(
+                            &mut st,
+                            rejection(ix, entry, RejectReason::Drifted { detail }),
+                        );
+                    }
+                }
+            } else {
+                let (md, meta) = datafile::read_metadata_with_page_index(self.data, &loc).await?;
+                let rows = md.file_metadata().num_rows().max(0) as u64;
+                match Self::drift(f, &meta, Some(rows), q) {
+                    None => {
+                        let loc = pinned(loc, &meta, q);
+                        if !plan.residual.is_empty() {
+                            positions = self
+                                .residual(&md, &loc, pred, &plan.residual, positions)
+                                .await?;
+                        }
+                        st.files_by_index = 1;
+                        return Ok(FileHits {
+                            positions,
+                            read: Some((md, loc)),
+                            stats: st,
+                        });
+                    }
+                    Some(detail) => {
+                        st.drifted.push(f.path.clone());
+                        reject(
+                            &mut st,
+                            rejection(ix, entry, RejectReason::Drifted { detail }),
+                        );
+                        read = Some((md, meta));
+                    }
+                }
+            }
+        }
+        // 2. A scan of the file as it is now.
+        let (md, meta) = match read {
+            Some(r) => r,
+            None => {
+                let (md, meta) = datafile::read_metadata_with_page_index(self.data, &loc).await?;
+                let rows = md.file_metadata().num_rows().max(0) as u64;
+                if Self::drift(f, &meta, Some(rows), q).is_some() {
+                    st.drifted.push(f.path.clone());
+                }
+                (md, meta)
+            }
+        };
+        let loc = pinned(loc, &meta, q);
+        let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
+        let roots: Vec<Option<usize>> = pred
+            .columns
+            .iter()
+            .map(|c| datafile::root_of(&file_fields, c.field_id).ok())
+            .collect();
+        let pairs: Vec<_> = roots.iter().copied().zip(pred.columns.iter()).collect();
+        let pruned = datafile::prune(&md, &pairs);
+        st.row_groups = pruned.groups_total;
+        st.row_groups_pruned = pruned.groups_pruned + pruned.groups_pruned_by_pages;
+        st.rows_pruned_by_pages = pruned.rows_pruned_by_pages;
+        if pruned.groups.is_empty() {
+            st.files_pruned = 1;
+            return Ok(FileHits {
+                positions: vec![],
+                read: Some((md, loc)),
+                stats: st,
+            });
+        }
+        st.files_scanned = 1;
+        st.rows_scanned = pruned.ranges.iter().map(|r| r.end - r.start).sum();
+        let mut present: Vec<usize> = roots.iter().flatten().copied().collect();
+        present.sort_unstable();
+        present.dedup();
+        let cols: Vec<Option<usize>> = roots
+            .iter()
+            .map(|r| r.map(|r| present.binary_search(&r).expect("present")))
+            .collect();
+        let mut positions = Vec::new();
+        if present.is_empty() {
+            // No predicate column is in the file: every row sees NULLs (or there is no
+            // predicate at all).
+            if pred.matches(&vec![Value::Null; pred.columns.len()]) {
+                for r in &pruned.ranges {
+                    positions.extend((r.start..r.end).filter(|p| live(p)));
+                }
+            }
+        } else {
+            let mut vals = Vec::with_capacity(cols.len());
+            datafile::scan_selected(
+                self.data,
+                &loc,
+                &md,
+                &present,
+                &pruned.groups,
+                &pruned.ranges,
+                |batch, pos| {
+                    for (row, p) in pos.iter().enumerate() {
+                        vals.clear();
+                        for c in &cols {
+                            vals.push(match c {
+                                Some(c) => datafile::value_at(batch.column(*c).as_ref(), row)?,
+                                None => Value::Null,
+                            });
+                        }
+                        if pred.matches(&vals) && live(p) {
+                            positions.push(*p);
+                        }
+                    }
+                    Ok(())
+                },
+            )
+            .await?;
+        }
+        Ok(FileHits {
+            positions,
+            read: Some((md, loc)),
+            stats: st,
+        })
+    }
+
+    /// Keeps the `positions` whose residual columns match, reading those columns' pages.
+    async fn residual(
+        &self,
+        md: &Arc<ParquetMetaData>,
+        loc: &Location,
+        pred: &Predicate,
+        residual: &[usize],
+        positions: Vec<u64>,
+    ) -> Result<Vec<u64>> {
+        let file_fields = datafile::fields(&datafile::arrow_schema(md)?);
+        let roots: Vec<Option<usize>> = residual
+            .iter()
+            .map(|&c| datafile::root_of(&file_fields, pred.columns[c].field_id).ok())
+            .collect();
+        let present: Vec<usize> = roots.iter().flatten().copied().collect();
+        let batch = if present.is_empty() {
+            None
+        } else {
+            Some(datafile::read_rows(self.data, loc, md, &positions, &present).await?)
+        };
+        let mut out = Vec::with_capacity(positions.len());
+        for (row, p) in positions.into_iter().enumerate() {
+            let mut k = 0;
+            let ok = residual.iter().zip(&roots).all(|(&c, r)| {
+                let v = match (r, &batch) {
+                    (Some(_), Some(b)) => {
+                        k += 1;
+                        datafile::value_at(b.column(k - 1).as_ref(), row).unwrap_or(Value::Null)
+                    }
+                    _ => Value::Null,
+                };
+                pred.columns[c].matches(&v)
+            });
+            if ok {
+                out.push(p);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `fields` of `positions` of one file, reusing the metadata the query read.
+    async fn fetch_positions(
+        &self,
+        t: &TableManifest,
+        f: &FileEntry,
+        positions: Vec<u64>,
+        read: Option<(Arc<ParquetMetaData>, Location)>,
+        fields: &[&datafile::FieldInfo],
+        q: &Query,
+    ) -> Result<RecordBatch> {
+        let (md, loc) = match read {
+            Some(r) => r,
+            None => {
+                let loc = Location::new(t.data_location(f));
+                let (md, meta) = datafile::read_metadata_with_page_index(self.data, &loc).await?;
+                (md, pinned(loc, &meta, q))
+            }
+        };
+        let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
+        let roots = fields
+            .iter()
+            .map(|x| datafile::root_of(&file_fields, x.field_id))
+            .collect::<Result<Vec<_>>>()?;
+        if roots.is_empty() {
+            return Ok(RecordBatch::try_new_with_options(
+                Arc::new(arrow_schema::Schema::empty()),
+                vec![],
+                &arrow_array::RecordBatchOptions::new().with_row_count(Some(positions.len())),
+            )?);
+        }
+        datafile::read_rows(self.data, &loc, &md, &positions, &roots).await
+    }
+}
+
+/// How a file may be answered.
+enum Answer<'a> {
+    /// The table run covers it: these are its entries within the probe.
+    Run(Vec<(Vec<u8>, u64)>),
+    /// Its own index file.
+    Entry(&'a IndexFileEntry),
+    Scan,
+}
+
+fn answer_entry<'m>(plan: &IndexPlan<'m>, f: &FileEntry) -> Option<&'m IndexFileEntry> {
+    plan.index.files.iter().find(|e| e.file_id == f.file_id)
+}
+
+/// Natively, reads after the footer are pinned to the version the footer came from.
+fn pinned(loc: Location, meta: &ObjectMeta, q: &Query) -> Location {
+    match (&meta.version, q.pin_versions) {
+        (Some(v), true) => loc.with_version(v),
+        _ => loc,
+    }
+}
+
+/// One batch of the answer: the parts (one per file, in order) under one schema whose
+/// fields are nullable (files may differ in nullability).
+fn assemble(fields: &[&datafile::FieldInfo], parts: Vec<RecordBatch>) -> Result<RecordBatch> {
+    use arrow_schema::{DataType, Field, Schema};
+    let schema = match parts.first() {
+        Some(b) => Schema::new(
+            b.schema()
+                .fields()
+                .iter()
+                .map(|f| Field::new(f.name(), f.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        ),
+        None => Schema::new(
+            fields
+                .iter()
+                .map(|f| {
+                    Field::new(
+                        &f.name,
+                        f.data_type.parse::<DataType>().unwrap_or(DataType::Null),
+                        true,
+                    )
+                })
+                .collect::<Vec<_>>(),
+        ),
+    };
+    let schema = Arc::new(schema);
+    if fields.is_empty() {
+        let n = parts.iter().map(|p| p.num_rows()).sum();
+        return Ok(RecordBatch::try_new_with_options(
+            schema,
+            vec![],
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(n)),
+        )?);
+    }
+    let mut columns = Vec::with_capacity(fields.len());
+    for c in 0..fields.len() {
+        let arrays: Vec<&dyn arrow_array::Array> =
+            parts.iter().map(|p| p.column(c).as_ref()).collect();
+        if arrays.is_empty() {
+            columns.push(arrow_array::new_empty_array(schema.field(c).data_type()));
+            continue;
+        }
+        columns.push(arrow_select::concat::concat(&arrays).map_err(|e| {
+            Error::Unsupported(format!(
+                "column {} has different types in different files: {e}",
+                fields[c].name
+            ))
+        })?);
+    }
+    Ok(RecordBatch::try_new(schema, columns)?)
+}

@@ -1,0 +1,162 @@
+//! The repair queue (native): files whose index a query rejected, kept in the catalog under
+//! `q/{index}/{file}` until the next build of that index drains them first.
+//!
+//! A query never fails because an index was rejected — it scans the file — but the rejection
+//! means the index no longer accelerates that file. [`Overlay::query`] queues it (once per
+//! process per file and index; a failure to queue is logged, never raised), and
+//! [`Overlay::build_step`] (hence `build()`) drains the queue before choosing work:
+//!
+//! - `drifted` (the file's bytes differ from the recorded facts): the file is re-checked as
+//!   `refresh()` would (SHA-256 confirms the change; new facts, fresh row ids), so the read
+//!   gate rejects the old index and the step rebuilds it;
+//! - `blob_checksum`, `corrupt`, `missing`, `wrong_file`, `unsupported_format` (the catalog's
+//!   index record is unusable): the record is withdrawn, so the file is unindexed and the
+//!   step rebuilds it;
+//! - `checksum`, `record_count` (the catalog already has new facts; the index is merely not
+//!   rebuilt yet): nothing to undo — the step rebuilds it anyway.
+//!
+//! A rejected table run (file `*`, id 0) is withdrawn, and rebuilt at the end of the build.
+//! Repaired files go first in the step's order. `future_snapshot` rejections are not queued:
+//! they mean the reader is behind the index, not that the index is wrong.
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::*;
+use crate::error::Result;
+use crate::lineage::{RejectReason, Rejection};
+use crate::manifest::Manifest;
+use crate::overlay::Overlay;
+
+/// One queued repair.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairEntry {
+    pub index_id: u64,
+    pub file_id: u64,
+    pub path: String,
+    /// The rejection's reason code (`drifted`, `blob_checksum`, …).
+    pub reason: String,
+    /// The rejection, as the warning event said it.
+    pub message: String,
+}
+
+impl Overlay {
+    /// Queues the files of `table` behind `rejections` (see the module docs).
+    pub(crate) async fn enqueue_repairs(
+        &self,
+        m: &Manifest,
+        table: &str,
+        rejections: &[Rejection],
+    ) -> Result<()> {
+        let t = m.table(table)?;
+        let mut todo = Vec::new();
+        for r in rejections {
+            if matches!(r.reason, RejectReason::FutureSnapshot { .. }) {
+                continue;
+            }
+            let Some(index_id) = r.index_id else {
+                continue;
+            };
+            // The table run (`*`) is file 0: its repair is a rebuild of the run.
+            let (file_id, path) = if r.data_file == "*" {
+                (0, "*".to_string())
+            } else {
+                match t.files.iter().find(|f| f.path == r.data_file) {
+                    Some(f) => (f.file_id, f.path.clone()),
+                    None => continue,
+                }
+            };
+            if self
+                .queued
+                .lock()
+                .expect("repair set")
+                .insert((index_id, file_id))
+            {
+                todo.push(RepairEntry {
+                    index_id,
+                    file_id,
+                    path,
+                    reason: r.reason.code().to_string(),
+                    message: r.to_string(),
+                });
+            }
+        }
+        if todo.is_empty() {
+            return Ok(());
+        }
+        let txn = self.catalog.begin()?;
+        for e in &todo {
+            txn.put(&repair_key(e.index_id, e.file_id), e)?;
+        }
+        if let Err(err) = txn.commit().await {
+            let mut q = self.queued.lock().expect("repair set");
+            for e in &todo {
+                q.remove(&(e.index_id, e.file_id));
+            }
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// The queued repairs of `index` of `table`.
+    pub async fn repairs(&self, table: &str, index: &str) -> Result<Vec<RepairEntry>> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let ix = self.catalog.index(&t, &tr, index).await?;
+        t.scan(&repair_prefix(ix.index_id)).await
+    }
+
+    /// Carries out and removes the queued repairs of `index`; returns the files repaired
+    /// (their builds go first).
+    pub(crate) async fn drain_repairs(&self, table: &str, index: &str) -> Result<Vec<u64>> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let ix = self.catalog.index(&t, &tr, index).await?;
+        let entries: Vec<RepairEntry> = t.scan(&repair_prefix(ix.index_id)).await?;
+        drop(t);
+        if entries.is_empty() {
+            return Ok(vec![]);
+        }
+        let drifted: Vec<u64> = entries
+            .iter()
+            .filter(|e| e.reason == "drifted")
+            .map(|e| e.file_id)
+            .collect();
+        if !drifted.is_empty() {
+            // A file that can no longer join the table (a dropped indexed column) stays as it
+            // is: the gate keeps rejecting it and `refresh()` reports why.
+            if let Err(e) = self.refresh_files(table, Some(&drifted)).await {
+                tracing::warn!(target: "skerry::repair", "re-checking drifted files: {e}");
+            }
+        }
+        let t = self.catalog.begin()?;
+        let mut withdrawn = false;
+        for e in &entries {
+            if e.file_id == 0 {
+                t.delete(&run_key(ix.index_id))?;
+                withdrawn = true;
+            } else if matches!(
+                e.reason.as_str(),
+                "blob_checksum" | "corrupt" | "missing" | "wrong_file" | "unsupported_format"
+            ) {
+                t.delete(&artifact_key(ix.index_id, e.file_id))?;
+                withdrawn = true;
+            }
+            t.delete(&repair_key(ix.index_id, e.file_id))?;
+        }
+        if withdrawn {
+            t.delete(&certificate_key(ix.index_id))?;
+            t.bump_version().await?;
+        }
+        t.commit().await?;
+        {
+            let mut q = self.queued.lock().expect("repair set");
+            for e in &entries {
+                q.remove(&(e.index_id, e.file_id));
+            }
+        }
+        self.invalidate();
+        tracing::info!(target: "skerry::repair", index = %ix.name, files = entries.len(), "repairs drained");
+        Ok(entries.into_iter().map(|e| e.file_id).collect())
+    }
+}
