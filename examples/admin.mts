@@ -1,7 +1,7 @@
 // Index administration scripted in TypeScript (ESM): register a table, define indexes, build,
 // publish, and check answers — type-checked against the `skerry` package's declarations
 // by the test suite (`tsc --noEmit`), and runnable after compiling with `tsc`.
-import { Overlay, type LookupResult, type SkerryError, sampleOrdersParquet } from 'skerry';
+import { Overlay, type LookupResult, type QueryResult, type SkerryError, sampleOrdersParquet } from 'skerry';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -29,6 +29,11 @@ export async function administer(dir: string): Promise<LookupResult> {
       const err = e as SkerryError;
       if (err.code !== 'E_NOT_FOUND') throw err;
     }
+    const q: QueryResult = await overlay.query('orders', {
+      where: { order_id: { between: [4_240n, 4_244n] } },
+      columns: ['order_id', 'amount'],
+    });
+    console.log(`query: ${q.refs.length} rows via ${q.stats.index}, first order ${q.rows[0].order_id}`);
     return await overlay.lookup('orders', 'by_id', 4_242n);
   } finally {
     await overlay.close();

@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 bash scripts/build.sh all
 node bench/lookups.mjs
+node bench/query.mjs
 cargo bench -p skerry-core

@@ -13,6 +13,8 @@ test('examples/quickstart.mjs indexes, publishes, and the addon and wasm agree',
     assert.match(out, /150000 rows/);
     assert.match(out, /published\s+manifest v1/);
     assert.equal((out.match(/\[same;/g) || []).length, 3, out);
+    assert.match(out, /index by_customer on \[customer\], residual \[amount\]/);
+    assert.match(out, /\(same rows;/);
     assert.match(out, /The addon and wasm agree/);
     assert.ok(fs.existsSync(path.join(dir, 'overlay/manifests/HEAD')));
   } finally {
@@ -30,4 +32,5 @@ test('examples/admin.ts type-checks against the published declarations and runs'
   assert.match(out, /index by_id is building/);
   assert.match(out, /published v1/);
   assert.match(out, /p0\.parquet@4242/);
+  assert.match(out, /query: 5 rows via by_id, first order 4240/);
 });

@@ -105,7 +105,8 @@ test('query: addon and wasm match brute force over indexed, stale, drifted and d
         const conds = [];
         for (let k = 1 + rnd(3); k > 0; k--) {
           const col = NAMES[rnd(4)];
-          const v = () => { let x; do x = value(col); while (x === null && rnd(6)); return x; };
+          // Integers go over as numbers or bigints alike.
+          const v = () => { let x; do x = value(col); while (x === null && rnd(6)); return x !== null && (col === 'a' || col === 'd') && rnd(3) === 0 ? BigInt(x) : x; };
           const op = ['eq', 'eq', 'in', 'lt', 'lte', 'gt', 'gte', 'between', 'isNull'][rnd(9)];
           const arg = op === 'in' ? Array.from({ length: 1 + rnd(4) }, v) : op === 'between' ? [v(), v()] : op === 'isNull' ? true : v();
           conds.push({ col, op, arg });
@@ -123,7 +124,7 @@ test('query: addon and wasm match brute force over indexed, stale, drifted and d
         const limit = rnd(3) === 0 ? rnd(6) : undefined;
         const expect = limit === undefined ? want : want.slice(0, limit);
         for (const [who, side] of [['addon', overlay], ['wasm', reader]]) {
-          const label = `seed ${seed} #${i} ${who} ${JSON.stringify(where)} limit ${limit}`;
+          const label = `seed ${seed} #${i} ${who} ${json(where)} limit ${limit}`;
           const before = warnings[who].length;
           const r = await side.query('t', { where, columns: ['d', 'b'], limit, verify: true });
           assert.deepEqual(r.refs.map((x) => [x.file, Number(x.position)]), expect.map((x) => [x.file, x.pos]), `${label} ${json(r.stats)}`);
@@ -183,6 +184,11 @@ test('query: options are checked and errors are typed', async () => {
     assert.equal(r.stats.filesScanned, 1);
     assert.ok(r.stats.elapsedMs > 0 && r.stats.requests > 0 && r.stats.bytes > 0, JSON.stringify(r.stats));
     assert.deepEqual((await overlay.query('t', { where: { a: 1, d: { in: [10, 20] } } })).refs.map((x) => Number(x.position)), [0]);
+    // bigints compare with int64 and int32 columns alike.
+    assert.deepEqual((await overlay.query('t', { where: { d: { between: [15n, 25n] }, a: 2n } })).refs.map((x) => Number(x.position)), [1]);
+    assert.deepEqual((await overlay.query('t', { where: { a: { gt: -5n, lt: 2n } } })).refs.map((x) => Number(x.position)), [0]);
+    assert.deepEqual((await overlay.query('t', { where: { d: { gte: -(2n ** 63n) } } })).refs.length, 2);
+    await assert.rejects(overlay.query('t', { where: { d: 2n ** 64n } }), (e) => e.code === 'E_KEY');
     assert.deepEqual((await overlay.query('t')).refs.length, 2);
   } finally {
     await overlay.close();

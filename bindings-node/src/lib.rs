@@ -299,33 +299,24 @@ fn js_value(v: Unknown<'_>) -> Result<Value> {
         }
         ValueType::BigInt => {
             let b: BigInt = unsafe { BigInt::from_napi_value(v.env(), v.raw())? };
-            let (signed, n, lossless) = b.get_u64();
-            if !lossless {
-                return Err(napi::Error::new(
+            // Magnitude words (least significant first) and a sign bit.
+            let out_of_range = || {
+                napi::Error::new(
                     Status::InvalidArg,
                     "E_KEY: bigint key out of 64-bit range".to_string(),
-                ));
-            }
-            if signed {
-                Value::Int(
-                    i64::try_from(n)
-                        .map(|x| -x)
-                        .or_else(|_| {
-                            if n == 1u64 << 63 {
-                                Ok(i64::MIN)
-                            } else {
-                                Err(())
-                            }
-                        })
-                        .map_err(|_| {
-                            napi::Error::new(
-                                Status::InvalidArg,
-                                "E_KEY: bigint key out of 64-bit range".to_string(),
-                            )
-                        })?,
                 )
+            };
+            if b.words.iter().skip(1).any(|w| *w != 0) {
+                return Err(out_of_range());
+            }
+            let magnitude = b.words.first().copied().unwrap_or(0);
+            if b.sign_bit && magnitude != 0 {
+                if magnitude > 1u64 << 63 {
+                    return Err(out_of_range());
+                }
+                Value::Int((magnitude as i64).wrapping_neg())
             } else {
-                Value::UInt(n)
+                Value::UInt(magnitude)
             }
         }
         ValueType::Object if v.is_buffer()? || v.is_typedarray()? => {

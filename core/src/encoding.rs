@@ -493,7 +493,39 @@ impl KeySchema {
     }
 }
 
+/// [`coerce_loose`], with integers moved to the variant the column's type decodes to
+/// (`Int` for signed and temporal types, `UInt` for unsigned ones) and floats to the
+/// column's width, so coerced values compare with decoded ones (`value_cmp`).
 fn coerce(column: usize, ty: KeyType, v: Value) -> Result<Value, KeyError> {
+    let unsigned = matches!(
+        ty,
+        KeyType::UInt8 | KeyType::UInt16 | KeyType::UInt32 | KeyType::UInt64
+    );
+    let v = match v {
+        Value::UInt(u) if !unsigned => match i64::try_from(u) {
+            Ok(i) => Value::Int(i),
+            Err(_) => return Err(KeyError::OutOfRange { column, ty }),
+        },
+        Value::Int(n) if unsigned => match u64::try_from(n) {
+            Ok(u) => Value::UInt(u),
+            Err(_) => return Err(KeyError::OutOfRange { column, ty }),
+        },
+        v => v,
+    };
+    Ok(match (ty, coerce_loose(column, ty, v)?) {
+        (KeyType::Float32, Value::Float64(f)) => {
+            let g = f as f32;
+            if !f.is_nan() && g as f64 != f {
+                return Err(KeyError::OutOfRange { column, ty });
+            }
+            Value::Float32(g)
+        }
+        (KeyType::Float64, Value::Float32(f)) => Value::Float64(f as f64),
+        (_, v) => v,
+    })
+}
+
+fn coerce_loose(column: usize, ty: KeyType, v: Value) -> Result<Value, KeyError> {
     let mismatch = |v: &Value| KeyError::TypeMismatch {
         column,
         expected: ty,

@@ -308,6 +308,38 @@ mod tests {
     }
 
     #[test]
+    fn coerced_values_take_the_decoded_variant() {
+        let one = |ty, v| {
+            KeySchema::new(vec![KeyColumn::new(ty)])
+                .unwrap()
+                .coerce(vec![v])
+        };
+        // JavaScript bigints arrive as UInt (positive) or Int: a signed column decodes Int.
+        assert_eq!(
+            one(KeyType::Int64, Value::UInt(5)).unwrap(),
+            vec![Value::Int(5)]
+        );
+        assert_eq!(
+            one(KeyType::UInt64, Value::Int(5)).unwrap(),
+            vec![Value::UInt(5)]
+        );
+        assert!(one(KeyType::UInt64, Value::Int(-5)).is_err());
+        assert!(one(KeyType::Int64, Value::UInt(u64::MAX)).is_err());
+        assert_eq!(
+            one(KeyType::Timestamp, Value::UInt(7)).unwrap(),
+            vec![Value::Timestamp(7)]
+        );
+        assert_eq!(
+            one(KeyType::Float32, Value::Int(3)).unwrap(),
+            vec![Value::Float32(3.0)]
+        );
+        let c = col(vec![Op::Eq(
+            one(KeyType::Int64, Value::UInt(9)).unwrap().remove(0),
+        )]);
+        assert!(c.matches(&Value::Int(9)));
+    }
+
+    #[test]
     fn null_never_compares() {
         for op in [
             Op::Eq(Value::Int(1)),
