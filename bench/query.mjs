@@ -45,6 +45,7 @@ const shapes = {
   in10: { where: { order_id: { in: Array.from({ length: 10 }, (_, i) => (31_337 + i * 99_991) % ROWS) } } },
   range1000: { where: { order_id: { gte: id(0.25), lt: id(0.25) + 1000 } } },
   customer: { where: { customer: 'customer-01234' } },
+  'customer refs only': { where: { customer: 'customer-01234' }, columns: [] },
   'customer+day+residual': { where: { customer: 'customer-01234', day: { between: [19100, 19200] }, amount: { gt: 500 } } },
   'is_null limit 100': { where: { customer: null }, limit: 100 },
   'unindexed limit 10': { where: { amount: 1.25 }, limit: 10 },

@@ -42,6 +42,10 @@ use crate::query::{Lookup, LookupStats, Probe, RowRef, FILE_WINDOW};
 /// Most full key prefixes one query expands its IN lists into.
 pub const MAX_KEY_COMBINATIONS: usize = 4096;
 
+/// Most rows one answer holds (a query matching more fails `E_LIMIT` unless it has a
+/// `limit`, which may not exceed this either): bounds what a query allocates.
+pub const MAX_QUERY_ROWS: u64 = 1_000_000;
+
 /// A question asked of a table.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Query {
@@ -49,7 +53,8 @@ pub struct Query {
     pub conditions: Vec<Condition>,
     /// Columns to return, in this order. `None`: every column of a scalar type.
     pub columns: Option<Vec<String>>,
-    /// At most this many rows (the first in file order, then position).
+    /// At most this many rows (the first in file order, then position); at most
+    /// [`MAX_QUERY_ROWS`].
     pub limit: Option<u64>,
     /// Confirm every file the index answers "no rows" for with a HEAD request (size and
     /// version) before trusting it; without, such files are trusted on the manifest's facts.
@@ -298,9 +303,17 @@ impl Lookup<'_> {
     /// (`E_UNSUPPORTED`), data files that cannot be read (`E_IO`, `E_PARQUET`). A rejected or
     /// missing index never fails a query.
     pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {
-        let (o0, d0) = (self.overlay.stats(), self.data.stats());
+        let (o0, d0, h0) = (self.overlay.stats(), self.data.stats(), self.dirs.hits());
         let t = self.manifest.table(table)?;
         let pred = Predicate::bind(t, &q.conditions)?;
+        if q.limit.is_some_and(|l| l > MAX_QUERY_ROWS) {
+            return Err(Error::Limit {
+                what: "query limit",
+                count: q.limit.unwrap_or_default(),
+                limit: MAX_QUERY_ROWS,
+                remedy: "ask for fewer rows per query",
+            });
+        }
         let out_fields: Vec<&datafile::FieldInfo> = match &q.columns {
             Some(cols) => cols
                 .iter()
@@ -388,6 +401,14 @@ impl Lookup<'_> {
                     break;
                 }
             }
+            if q.limit.is_none() && found > MAX_QUERY_ROWS {
+                return Err(Error::Limit {
+                    what: "rows matching a query without a limit",
+                    count: found,
+                    limit: MAX_QUERY_ROWS,
+                    remedy: "pass a limit, or narrow `where`",
+                });
+            }
         }
         // Rows in file order then position, up to the limit.
         let mut rows = Vec::new();
@@ -428,7 +449,7 @@ impl Lookup<'_> {
         stats.data_bytes = d.bytes;
         stats.requests = o.requests + d.requests;
         stats.bytes = o.bytes + d.bytes;
-        stats.cache_hits = o.cache_hits + d.cache_hits;
+        stats.cache_hits = o.cache_hits + d.cache_hits + (self.dirs.hits() - h0);
         Ok(QueryResult { rows, batch, stats })
     }
 

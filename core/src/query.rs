@@ -87,14 +87,23 @@ pub struct Candidates {
 #[derive(Default)]
 pub struct DirectoryCache {
     dirs: Mutex<HashMap<(String, u64), Arc<OrderedDirectory>>>,
+    hits: std::sync::atomic::AtomicU64,
 }
 
 impl DirectoryCache {
     pub fn clear(&self) {
         self.dirs.lock().expect("directory cache").clear();
     }
+    /// Directories served from the cache since it was created.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(std::sync::atomic::Ordering::Relaxed)
+    }
     fn get(&self, k: &(String, u64)) -> Option<Arc<OrderedDirectory>> {
-        self.dirs.lock().expect("directory cache").get(k).cloned()
+        let d = self.dirs.lock().expect("directory cache").get(k).cloned();
+        if d.is_some() {
+            self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        d
     }
     fn put(&self, k: (String, u64), d: Arc<OrderedDirectory>) {
         self.dirs.lock().expect("directory cache").insert(k, d);

@@ -14,7 +14,7 @@ use skerry_core::datafile::value_at;
 use skerry_core::encoding::{value_cmp, Value};
 use skerry_core::lifecycle::FileDeletes;
 use skerry_core::overlay::{FileSelection, IndexColumn, IndexOptions, OpenOptions, Overlay};
-use skerry_core::planner::{Query, QueryResult, MAX_KEY_COMBINATIONS};
+use skerry_core::planner::{Query, QueryResult, MAX_KEY_COMBINATIONS, MAX_QUERY_ROWS};
 use skerry_core::predicate::{Condition, Op};
 
 struct Rng(u64);
@@ -779,8 +779,9 @@ async fn scans_prune_by_statistics_and_pages() {
 
 /// A point lookup on an indexed 1M-row file reads only the pages holding the row.
 #[tokio::test]
-async fn a_point_query_on_a_million_rows_reads_only_its_pages() {
-    const ROWS: i64 = 1_000_000;
+async fn a_point_query_on_a_million_rows_reads_only_its_pages_and_answers_are_bounded() {
+    // Just over MAX_QUERY_ROWS, so an unlimited query over every row is refused.
+    const ROWS: i64 = 1_000_100;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("t")).unwrap();
     let schema = Arc::new(Schema::new(vec![
@@ -852,6 +853,11 @@ async fn a_point_query_on_a_million_rows_reads_only_its_pages() {
     assert_eq!(r.rows.len(), 1);
     assert_eq!(r.rows[0].position, 612_345);
     assert_eq!(r.stats.files_by_index, 1);
+    assert!(
+        r.stats.cache_hits >= 1,
+        "the block directory comes from the cache: {:?}",
+        r.stats
+    );
     let name = r
         .batch
         .column(1)
@@ -878,5 +884,39 @@ async fn a_point_query_on_a_million_rows_reads_only_its_pages() {
         "{:?}",
         s.stats
     );
+    // Answers are bounded: more than MAX_QUERY_ROWS rows need a limit, and a limit above it
+    // is refused.
+    let every = Query {
+        conditions: vec![Condition::new("id", Op::Ge(Value::Int(0)))],
+        columns: Some(vec![]),
+        ..Default::default()
+    };
+    let err = o.query("t", &every).await.unwrap_err();
+    assert_eq!(err.code(), "E_LIMIT", "{err}");
+    let ten = o
+        .query(
+            "t",
+            &Query {
+                limit: Some(10),
+                ..every.clone()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ten.rows.iter().map(|r| r.position).collect::<Vec<_>>(),
+        (0..10).collect::<Vec<_>>()
+    );
+    let err = o
+        .query(
+            "t",
+            &Query {
+                limit: Some(MAX_QUERY_ROWS + 1),
+                ..every
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "E_LIMIT");
     o.close().await.unwrap();
 }
