@@ -2,10 +2,18 @@
 // publish, and check answers — type-checked against the `skerry` package's declarations
 // by the test suite (`tsc --noEmit`), and runnable after compiling with `tsc`.
 import { Overlay, type LookupResult, type QueryResult, type SkerryError, sampleOrdersParquet } from 'skerry';
+import type { OverlayReader, QueryResult as ReaderResult } from 'skerry-wasm';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
+
+/** The same question from the read-only wasm reader (type-checked against `skerry-wasm`). */
+export async function ask(reader: OverlayReader): Promise<ReaderResult> {
+  const r = await reader.query('orders', { where: { order_id: { in: [1n, 2n] } }, limit: 5 });
+  reader.on('warning', (w) => console.warn(`${w.file}: ${w.reason}`));
+  return r;
+}
 
 export async function administer(dir: string): Promise<LookupResult> {
   const data = path.join(dir, 'data');

@@ -423,6 +423,50 @@ mod api {
         }
     }
 
+    #[wasm_bindgen(typescript_custom_section)]
+    const QUERY_TYPES: &'static str = r#"
+/** A key value: null, boolean, number, bigint, string or bytes. */
+export type QueryValue = null | boolean | number | bigint | string | Uint8Array;
+/** Conditions on one column: a bare value is `=`, `null` is IS NULL. */
+export type ColumnCondition = QueryValue | {
+  eq?: QueryValue; in?: QueryValue[]; lt?: QueryValue; lte?: QueryValue; gt?: QueryValue;
+  gte?: QueryValue; between?: [QueryValue, QueryValue]; isNull?: true;
+};
+/** Options of `query` (see docs/query.md). */
+export interface QueryOptions {
+  where?: Record<string, ColumnCondition>;
+  columns?: string[];
+  limit?: number;
+  verify?: boolean;
+}
+export interface QueryRejection { dataFile: string; indexId?: bigint; bundlePath?: string; reason: string; message: string }
+export interface QueryStats {
+  index?: string; indexColumns: string[]; keys: number; residual: string[];
+  files: number; filesByIndex: number; filesScanned: number; filesPruned: number; filesRejected: number;
+  rejections: QueryRejection[]; drifted: string[];
+  rowGroups: number; rowGroupsPruned: number; rowsPrunedByPages: number; rowsScanned: number;
+  requests: number; bytes: number; cacheHits: number;
+  indexRequests: number; indexBytes: number; dataRequests: number; dataBytes: number; elapsedMs: number;
+}
+export interface QueryResult {
+  /** Arrow IPC stream of the requested columns. */
+  ipc: Uint8Array;
+  rows: Array<Record<string, unknown>>;
+  refs: Array<{ file: string; position: bigint; rowId?: bigint }>;
+  stats: QueryStats;
+}
+/** The `warning` event: an index was rejected during a query (the file was scanned). */
+export interface IndexWarning { table: string; index?: string; file: string; reason: string; message: string }
+export interface OverlayReader {
+  /**
+   * Answers `where` over `table` as the addon's `query`: indexes where the read gate accepts
+   * them, Parquet scans (statistics, page index) where not, delete masks applied, rows
+   * fetched by page. Data files are checked by size and record count.
+   */
+  query(table: string, options?: QueryOptions): Promise<QueryResult>;
+}
+"#;
+
     /// A read-only view of a published overlay.
     #[wasm_bindgen]
     pub struct OverlayReader {
@@ -734,7 +778,10 @@ mod api {
         /// are checked by size and record count (their ETags come from another server). Every
         /// rejected index calls the `warning` listeners with `{ table, index, file, reason,
         /// message }`.
-        pub fn query(&self, table: String, options: JsValue) -> js_sys::Promise {
+        // Typed by the interface merged into `OverlayReader` in QUERY_TYPES (optional options).
+        #[wasm_bindgen(skip_typescript)]
+        pub fn query(&self, table: String, options: Option<JsValue>) -> js_sys::Promise {
+            let options = options.unwrap_or(JsValue::UNDEFINED);
             let inner = self.inner.clone();
             wasm_bindgen_futures::future_to_promise(async move {
                 let t0 = js_sys::Date::now();
@@ -780,11 +827,11 @@ mod api {
                     JsValue::from(js_sys::Error::new(&e.to_string()))
                 };
                 Reflect::set(&out, &"refs".into(), &refs.serialize(&big).map_err(to_js)?)?;
-                let plain = serde_wasm_bindgen::Serializer::new();
+                // Counters are f64 (numbers); ids are u64 (bigints), as in lookups.
                 Reflect::set(
                     &out,
                     &"stats".into(),
-                    &js_query_stats(r.stats).serialize(&plain).map_err(to_js)?,
+                    &js_query_stats(r.stats).serialize(&big).map_err(to_js)?,
                 )?;
                 Ok(out.into())
             })
@@ -792,7 +839,11 @@ mod api {
 
         /// Adds a listener: `warning` (an index was rejected during a query; the file was
         /// scanned instead).
-        pub fn on(&self, event: String, listener: Function) -> Result<(), JsValue> {
+        pub fn on(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "'warning'")] event: String,
+            #[wasm_bindgen(unchecked_param_type = "(w: IndexWarning) => void")] listener: Function,
+        ) -> Result<(), JsValue> {
             if event != "warning" {
                 return Err(invalid(format!("unknown event {event} (warning)")));
             }
