@@ -821,7 +821,8 @@ impl Overlay {
     /// wasm reader runs against a published manifest).
     pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
         let m = self.head_model().await?;
-        self.reader_over(&m).lookup(table, index, key).await
+        let r = self.reader_over(&m).lookup(table, index, key).await?;
+        Ok(self.queue_rejected(&m, table, r).await)
     }
 
     /// `index IN (keys)` (see [`Lookup::lookup_many`]).
@@ -832,7 +833,8 @@ impl Overlay {
         keys: &[Vec<Value>],
     ) -> Result<LookupResult> {
         let m = self.head_model().await?;
-        self.reader_over(&m).lookup_many(table, index, keys).await
+        let r = self.reader_over(&m).lookup_many(table, index, keys).await?;
+        Ok(self.queue_rejected(&m, table, r).await)
     }
 
     /// `lower ≤ index ≤ upper` (see [`Lookup::range`]).
@@ -845,9 +847,11 @@ impl Overlay {
         reverse: bool,
     ) -> Result<LookupResult> {
         let m = self.head_model().await?;
-        self.reader_over(&m)
+        let r = self
+            .reader_over(&m)
             .range(table, index, lower, upper, reverse)
-            .await
+            .await?;
+        Ok(self.queue_rejected(&m, table, r).await)
     }
 
     /// See [`Lookup::check_range_column`].
@@ -873,9 +877,21 @@ impl Overlay {
         reverse: bool,
     ) -> Result<LookupResult> {
         let m = self.head_model().await?;
-        self.reader_over(&m)
+        let r = self
+            .reader_over(&m)
             .nulls(table, index, prefix, reverse)
-            .await
+            .await?;
+        Ok(self.queue_rejected(&m, table, r).await)
+    }
+
+    /// Queues the files behind a lookup's rejections for repair (never failing the lookup).
+    async fn queue_rejected(&self, m: &Manifest, table: &str, r: LookupResult) -> LookupResult {
+        if !r.stats.rejections.is_empty() {
+            if let Err(e) = self.enqueue_repairs(m, table, &r.stats.rejections).await {
+                tracing::warn!(target: "skerry::repair", "could not queue repairs: {e}");
+            }
+        }
+        r
     }
 
     /// Fetches `columns` of `rows` (see [`Lookup::fetch`]), reading data files at the

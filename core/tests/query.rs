@@ -494,6 +494,19 @@ async fn a_drifted_file_is_scanned_and_repaired() {
     assert_eq!(got(&fixed), vec![("f1.parquet".to_string(), 7)]);
     assert_eq!(fixed.stats.files_by_index, 1, "{:?}", fixed.stats);
     assert!(fixed.stats.rejections.is_empty());
+
+    // The accessors queue what they reject too: f0 rewritten and refreshed (stale index).
+    fx.write("f0.parquet", id_rows(&(0..150).collect::<Vec<_>>()));
+    o.refresh("t").await.unwrap();
+    let l = o.lookup("t", "by_d", &[Value::Int(5)]).await.unwrap();
+    assert_eq!(l.stats.rejections.len(), 1);
+    let queued = o.repairs("t", "by_d").await.unwrap();
+    assert_eq!((queued.len(), queued[0].reason.as_str()), (1, "checksum"));
+    o.build("t", |_| {}).await.unwrap();
+    assert!(o.repairs("t", "by_d").await.unwrap().is_empty());
+    let l = o.lookup("t", "by_d", &[Value::Int(5)]).await.unwrap();
+    assert!(l.stats.rejections.is_empty());
+    assert_eq!(l.rows.len(), 1);
     o.close().await.unwrap();
 }
 
