@@ -11,67 +11,27 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use skerry_core::encoding::Value;
 use skerry_core::io::{ObjectStoreReader, UrlReader};
 use skerry_core::manifest::{self, Manifest};
-use skerry_core::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
 use skerry_core::planner::{Query, QueryResult};
 use skerry_core::predicate::{Condition, Op};
 use skerry_core::query::{DirectoryCache, Lookup};
-use skerry_core::sample::{orders_parquet, SampleCodec};
 
-const FILES: usize = 20;
+#[path = "support/mod.rs"]
+mod support;
 
 fn setup(rt: &tokio::runtime::Runtime) -> (tempfile::TempDir, ObjectStoreReader, Manifest, i64) {
-    let rows: usize = std::env::var("SKERRY_BENCH_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2_000_000);
-    let per_file = rows / FILES;
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let t = Instant::now();
-    for i in 0..FILES {
-        let bytes = orders_parquet(
-            (i * per_file) as i64,
-            per_file,
-            100_000,
-            SampleCodec::Snappy,
-        )
-        .unwrap();
-        std::fs::write(data.join(format!("p{i:02}.parquet")), bytes).unwrap();
-    }
-    let overlay_url = format!("file://{}", dir.path().join("overlay").display());
-    rt.block_on(async {
-        let o = Overlay::open(&overlay_url, OpenOptions::default())
-            .await
-            .unwrap();
-        o.register_parquet_table(
-            "orders",
-            &format!("file://{}", data.display()),
-            FileSelection::Prefix(String::new()),
-        )
-        .await
-        .unwrap();
-        for (name, cols) in [
-            ("by_id", vec!["order_id".into()]),
-            ("by_customer", vec!["customer".into()]),
-            ("by_customer_day", vec!["customer".into(), "day".into()]),
-        ] {
-            o.create_index("orders", name, &cols, IndexOptions::default())
-                .await
-                .unwrap();
-        }
-        let b = o.build("orders", |_| {}).await.unwrap();
-        o.publish().await.unwrap();
-        println!(
-            "setup: {rows} rows in {FILES} files, {} index entries, {:.1} s",
-            b.entries,
-            t.elapsed().as_secs_f64()
-        );
-        o.close().await.unwrap();
-    });
-    let reader = ObjectStoreReader::from_url(&overlay_url, &[]).unwrap();
+    let (url, rows) = support::orders_overlay(
+        rt,
+        dir.path(),
+        &[
+            ("by_id", &["order_id"], true),
+            ("by_customer", &["customer"], false),
+            ("by_customer_day", &["customer", "day"], false),
+        ],
+    );
+    let reader = ObjectStoreReader::from_url(&url, &[]).unwrap();
     let m = rt.block_on(manifest::read_latest(&reader)).unwrap();
-    (dir, reader, m, (per_file * FILES) as i64)
+    (dir, reader, m, rows as i64)
 }
 
 fn q(conditions: Vec<Condition>, limit: Option<u64>) -> Query {
