@@ -129,6 +129,7 @@ test('query: addon and wasm match brute force over indexed, stale, drifted and d
           const r = await side.query('t', { where, columns: ['d', 'b'], limit, verify: true });
           assert.deepEqual(r.refs.map((x) => [x.file, Number(x.position)]), expect.map((x) => [x.file, x.pos]), `${label} ${json(r.stats)}`);
           assert.deepEqual(r.rows.map((x) => [x.d, x.b]), expect.map((x) => [x.row[3], x.row[1]]), label);
+          for (const x of r.rows) assert.deepEqual(Object.keys(x), ['d', 'b'], `${label}: columns in the order asked`);
           const table = tableFromIPC(r.ipc);
           assert.equal(table.numRows, expect.length, label);
           assert.deepEqual(table.schema.fields.map((f) => f.name), ['d', 'b'], label);
