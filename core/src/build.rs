@@ -651,13 +651,17 @@ impl Overlay {
                 for (k, p) in &keys {
                     bw.push(k, *p)?;
                 }
+                // A name no other attempt uses: a step killed after writing its segment
+                // and before committing leaves an orphan no later step collides with (the
+                // cursor never names it; vacuum deletes it).
                 let path = format!(
-                    "staging/{}/{}/{}-{}-s{}.seg",
+                    "staging/{}/{}/{}-{}-s{}-{}.seg",
                     tr.table_id,
                     ix.index_id,
                     f.file_id,
                     start,
-                    cur.steps + 1
+                    cur.steps + 1,
+                    attempt_token()
                 );
                 self.put_new(&path, bw.finish().bytes).await?;
                 if cur.file_id != f.file_id {
@@ -846,4 +850,19 @@ impl Overlay {
         self.dirs.clear();
         *self.model.lock().expect("model cache") = None;
     }
+}
+
+/// A token unique to one build-step attempt on this machine: wall-clock nanoseconds, the
+/// process id and a per-process counter.
+fn attempt_token() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!(
+        "{nanos:x}{:x}{:x}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }

@@ -141,7 +141,7 @@ pub fn table_key(t: u64) -> String {
     format!("t/{t:020}")
 }
 pub fn table_name_key(name: &str) -> String {
-    format!("tn/{}", name.to_lowercase())
+    format!("tn/{}", crate::names::fold(name))
 }
 pub fn file_key(t: u64, f: u64) -> String {
     format!("f/{t:020}/{f:020}")
@@ -156,7 +156,7 @@ pub fn index_prefix(t: u64) -> String {
     format!("i/{t:020}/")
 }
 pub fn index_name_key(t: u64, name: &str) -> String {
-    format!("in/{t:020}/{}", name.to_lowercase())
+    format!("in/{t:020}/{}", crate::names::fold(name))
 }
 pub fn artifact_key(i: u64, f: u64) -> String {
     format!("a/{i:020}/{f:020}")

@@ -68,6 +68,8 @@ impl Error {
             Error::Io(IoError::NotFound { .. }) => "E_NOT_FOUND",
             Error::Io(IoError::Changed { .. }) => "E_CHANGED",
             Error::Io(IoError::InvalidUrl { .. }) => "E_INVALID_URL",
+            Error::Io(IoError::Timeout { .. }) => "E_TIMEOUT",
+            Error::Io(IoError::Aborted { .. }) => "E_ABORTED",
             Error::Io(_) => "E_IO",
             Error::Puffin(_) | Error::Blob(_) => "E_CORRUPT",
             Error::Key(KeyError::ValueTooLarge { .. })

@@ -25,6 +25,7 @@ pub mod error;
 pub mod io;
 pub mod lineage;
 pub mod manifest;
+pub mod names;
 pub mod planner;
 pub mod predicate;
 pub mod puffin;
@@ -39,6 +40,8 @@ pub mod catalog;
 pub mod lifecycle;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub mod overlay;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod reader;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub mod repair;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]

@@ -105,6 +105,10 @@ pub struct VerifyReport {
     pub mismatched: u64,
     /// A clean pass (nothing missing or mismatched, every file indexed) recorded a certificate.
     pub certified: bool,
+    /// Files queued for repair because their entries were missing or mismatched, their
+    /// blob failed its checksum, or the file no longer matches its facts (the next build of
+    /// the index drains them: see [`crate::repair`]).
+    pub repairs_queued: u64,
 }
 
 fn retry_conflicts(e: &Error) -> bool {
@@ -125,11 +129,7 @@ impl Overlay {
     /// value exactly one commits.
     pub async fn register_files(&self, table: &str, paths: &[String]) -> Result<RegisterReport> {
         for p in paths {
-            if p.is_empty() || p.contains("..") || p.starts_with('/') {
-                return Err(Error::Invalid(format!(
-                    "data file path {p:?} must be relative to the location"
-                )));
-            }
+            crate::overlay::check_data_path(p)?;
         }
         let unique_paths: BTreeSet<&String> = paths.iter().collect();
         if unique_paths.len() != paths.len() {
@@ -716,6 +716,14 @@ impl Overlay {
             files: files.len() as u64,
             ..Default::default()
         };
+        let mut repairs: Vec<crate::repair::RepairEntry> = Vec::new();
+        let repair = |f: &FileEntry, reason: &str, message: String| crate::repair::RepairEntry {
+            index_id: ix.index_id,
+            file_id: f.file_id,
+            path: f.path.clone(),
+            reason: reason.to_string(),
+            message,
+        };
         for f in &files {
             let deleted = f.deleted()?.unwrap_or_default();
             let (expected, _, _) = match self
@@ -726,6 +734,7 @@ impl Overlay {
                 Err(e) if is_data_error(&e) => {
                     // The file is not what was registered: nothing to compare against.
                     r.files_unindexed += 1;
+                    repairs.push(repair(f, "drifted", format!("verify: {e}")));
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -753,6 +762,11 @@ impl Overlay {
             if lineage::sha256_hex(&blob) != a.lineage.blob_sha256 {
                 r.mismatched += a.ordered.entries;
                 r.missing += expected.len() as u64;
+                repairs.push(repair(
+                    f,
+                    "blob_checksum",
+                    "verify: the blob's SHA-256 differs from its lineage".into(),
+                ));
                 continue;
             }
             let mut seen = HashSet::new();
@@ -767,10 +781,30 @@ impl Overlay {
                     mismatched += 1;
                 }
             })?;
+            let missing = expected.keys().filter(|p| !seen.contains(p)).count() as u64;
             r.stored += stored;
             r.dead += dead;
             r.mismatched += mismatched;
-            r.missing += expected.keys().filter(|p| !seen.contains(p)).count() as u64;
+            r.missing += missing;
+            // Dead entries alone are harmless (masks leave them out) and a rebuild keeps them
+            // (builds index every position): queuing them would rebuild on every verify.
+            if missing + mismatched > 0 {
+                repairs.push(repair(
+                    f,
+                    "verify",
+                    format!(
+                        "verify: {missing} missing, {dead} dead, {mismatched} mismatched entries"
+                    ),
+                ));
+            }
+        }
+        if !repairs.is_empty() {
+            let t = self.catalog.begin()?;
+            for e in &repairs {
+                t.put(&repair_key(e.index_id, e.file_id), e)?;
+            }
+            t.commit().await?;
+            r.repairs_queued = repairs.len() as u64;
         }
         pause.await;
         if r.missing == 0 && r.mismatched == 0 && r.files_unindexed == 0 {

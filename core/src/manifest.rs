@@ -14,8 +14,13 @@ use crate::lineage::{ActiveSnapshot, DataFileFacts, IndexFile};
 pub const MANIFEST_FORMAT_VERSION: u32 = 1;
 /// Path of the pointer to the newest manifest, relative to the overlay root.
 pub const HEAD_PATH: &str = "manifests/HEAD";
-/// Largest manifest or HEAD object a reader accepts.
+/// Largest manifest object a reader accepts.
 pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+/// Largest `HEAD` object a reader accepts.
+pub const MAX_HEAD_BYTES: u64 = 64 << 10;
+/// Largest size, offset, length or count a manifest may state (2^53, JavaScript's exact
+/// integer range — far beyond any real object): sums of a few such values never overflow.
+pub const MAX_MANIFEST_NUMBER: u64 = 1 << 53;
 
 /// Path of manifest `version`, relative to the overlay root.
 pub fn manifest_path(version: u64) -> String {
@@ -214,7 +219,7 @@ impl Manifest {
     pub fn table(&self, name: &str) -> Result<&TableManifest> {
         self.tables
             .iter()
-            .find(|t| t.name.eq_ignore_ascii_case(name))
+            .find(|t| crate::names::same(&t.name, name))
             .ok_or_else(|| Error::NotFound {
                 kind: "table",
                 name: name.to_string(),
@@ -231,7 +236,80 @@ impl Manifest {
                 m.format_version
             )));
         }
+        m.validate()?;
         Ok(m)
+    }
+
+    /// Checks what a reader would otherwise trust blindly: every path is a safe relative path
+    /// ([`crate::io::path::check_relative`]: no scheme, no `..` in any encoding, …) and every
+    /// size, offset, length and count is at most [`MAX_MANIFEST_NUMBER`] and consistent
+    /// (ranges inside their blobs, row ids without overflow). Errors: `E_MANIFEST` naming the
+    /// field.
+    pub fn validate(&self) -> Result<()> {
+        fn bad(what: String) -> Error {
+            Error::Manifest(what)
+        }
+        let path = |p: &str, what: &str| -> Result<()> {
+            crate::io::path::check_relative(p)
+                .map(|_| ())
+                .map_err(|e| bad(format!("{what}: {e}")))
+        };
+        let num = |n: u64, what: &str| -> Result<()> {
+            if n > MAX_MANIFEST_NUMBER {
+                return Err(bad(format!("{what} {n} is out of range")));
+            }
+            Ok(())
+        };
+        let ordered = |o: &OrderedMeta, blob_len: u64, what: &str| -> Result<()> {
+            num(o.directory_offset, what)?;
+            num(o.directory_length, what)?;
+            num(o.entries, what)?;
+            if o.directory_offset + o.directory_length > blob_len {
+                return Err(bad(format!("{what}: directory outside the blob")));
+            }
+            Ok(())
+        };
+        for t in &self.tables {
+            let tn = &t.name;
+            for f in &t.files {
+                path(&f.path, &format!("table {tn}: data file path"))?;
+                num(f.size, "data file size")?;
+                num(f.record_count, "data file record count")?;
+                if let Some(s) = f.row_id_start {
+                    if s.checked_add(f.record_count)
+                        .is_none_or(|end| end > i64::MAX as u64)
+                    {
+                        return Err(bad(format!("{}: row ids overflow", f.path)));
+                    }
+                }
+            }
+            for ix in &t.indexes {
+                let what = format!("index {tn}.{}", ix.name);
+                for e in &ix.files {
+                    let l = &e.lineage;
+                    path(&l.bundle_path, &what)?;
+                    num(l.blob_offset, &what)?;
+                    num(l.blob_length, &what)?;
+                    num(l.source_record_count, &what)?;
+                    ordered(&e.ordered, l.blob_length, &what)?;
+                }
+                if let Some(r) = &ix.run {
+                    path(&r.bundle_path, &what)?;
+                    num(r.blob_offset, &what)?;
+                    num(r.blob_length, &what)?;
+                    ordered(&r.ordered, r.blob_length, &what)?;
+                    if r.files.len() as u64 > 1 << (64 - RUN_POSITION_BITS) {
+                        return Err(bad(format!("{what}: run covers too many files")));
+                    }
+                    for rf in &r.files {
+                        if rf.record_count > 1 << RUN_POSITION_BITS {
+                            return Err(bad(format!("{what}: run file record count")));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn to_json(&self) -> Vec<u8> {
@@ -243,7 +321,7 @@ impl TableManifest {
     pub fn index(&self, name: &str) -> Result<&IndexManifest> {
         self.indexes
             .iter()
-            .find(|i| i.name.eq_ignore_ascii_case(name))
+            .find(|i| crate::names::same(&i.name, name))
             .ok_or_else(|| Error::NotFound {
                 kind: "index",
                 name: format!("{}.{}", self.name, name),
@@ -258,20 +336,24 @@ impl TableManifest {
 
 /// Reads `HEAD` and the manifest it points to (two reads).
 pub async fn read_head<R: RangeReader + ?Sized>(r: &R) -> Result<Head> {
-    let bytes = read_small(r, HEAD_PATH).await?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::Manifest(format!("HEAD: {e}")))
-}
-
-/// Reads the manifest `HEAD` points to.
-pub async fn read_latest<R: RangeReader + ?Sized>(r: &R) -> Result<Manifest> {
-    let head = read_head(r).await?;
-    if head.path.contains("..") || !head.path.starts_with("manifests/") {
+    let bytes = read_small(r, HEAD_PATH, MAX_HEAD_BYTES).await?;
+    let head: Head =
+        serde_json::from_slice(&bytes).map_err(|e| Error::Manifest(format!("HEAD: {e}")))?;
+    if crate::io::path::check_relative(&head.path).is_err() || !head.path.starts_with("manifests/")
+    {
         return Err(Error::Manifest(format!(
-            "HEAD points outside manifests/: {}",
-            head.path
+            "HEAD points outside manifests/: {:?}",
+            head.path.chars().take(200).collect::<String>()
         )));
     }
-    let m = Manifest::from_json(&read_small(r, &head.path).await?)?;
+    Ok(head)
+}
+
+/// Reads the manifest `HEAD` points to; both bounded while read, the manifest validated
+/// ([`Manifest::validate`]).
+pub async fn read_latest<R: RangeReader + ?Sized>(r: &R) -> Result<Manifest> {
+    let head = read_head(r).await?;
+    let m = Manifest::from_json(&read_small(r, &head.path, MAX_MANIFEST_BYTES).await?)?;
     if m.version != head.version {
         return Err(Error::Manifest(format!(
             "HEAD names version {} but the manifest is {}",
@@ -281,12 +363,13 @@ pub async fn read_latest<R: RangeReader + ?Sized>(r: &R) -> Result<Manifest> {
     Ok(m)
 }
 
-async fn read_small<R: RangeReader + ?Sized>(r: &R, path: &str) -> Result<bytes::Bytes> {
-    let b = r.read_all(&Location::new(path)).await?;
-    if b.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(Error::Manifest(format!(
-            "{path} is larger than {MAX_MANIFEST_BYTES} bytes"
-        )));
+/// Reads `HEAD` or a manifest, bounded by [`MAX_MANIFEST_BYTES`] while reading.
+async fn read_small<R: RangeReader + ?Sized>(r: &R, path: &str, max: u64) -> Result<bytes::Bytes> {
+    match r.read_all_max(&Location::new(path), max).await {
+        Ok(b) => Ok(b),
+        Err(crate::io::IoError::TooLarge { .. }) => Err(Error::Manifest(format!(
+            "{path} is larger than {max} bytes"
+        ))),
+        Err(e) => Err(e.into()),
     }
-    Ok(b)
 }

@@ -30,6 +30,10 @@ pub struct OpenOptions {
     /// object_store configuration (S3 endpoint, credentials, …) for the overlay and for data
     /// files.
     pub storage: Vec<(String, String)>,
+    /// Limit on each read Skerry makes of overlay objects and data files (`E_TIMEOUT` past
+    /// it); `None` waits as long as the store does. Catalog (SlateDB) traffic is not
+    /// covered: configure the store's own client timeouts for that.
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// Which files of a table location to register.
@@ -143,6 +147,11 @@ pub struct RefreshReport {
     pub touched: Vec<String>,
     /// Files that no longer exist (dropped from the table).
     pub missing: Vec<String>,
+    /// Changed files that had deleted rows: their delete masks named rows of the old content
+    /// and were dropped (register the deletes again for the new content if they still apply).
+    pub deletes_dropped: Vec<String>,
+    /// Files that could not be read or can no longer join the table; left as they were.
+    pub unreadable: Vec<Skipped>,
 }
 
 /// Progress of a long operation.
@@ -182,7 +191,11 @@ pub(crate) fn store_err(e: object_store::Error) -> Error {
 }
 
 /// The overlay's object store rooted at its prefix.
-fn open_store(url: &str, options: &[(String, String)]) -> Result<Arc<dyn ObjectStore>> {
+pub(crate) fn open_store(
+    url: &str,
+    options: &[(String, String)],
+    create: bool,
+) -> Result<Arc<dyn ObjectStore>> {
     let parsed = url::Url::parse(url).map_err(|e| crate::io::IoError::InvalidUrl {
         url: url.into(),
         reason: e.to_string(),
@@ -194,10 +207,17 @@ fn open_store(url: &str, options: &[(String, String)]) -> Result<Arc<dyn ObjectS
                 url: url.into(),
                 reason: "not a local path".into(),
             })?;
-        std::fs::create_dir_all(&dir).map_err(|e| crate::io::IoError::Other {
-            path: dir.display().to_string(),
-            message: e.to_string(),
-        })?;
+        if create {
+            std::fs::create_dir_all(&dir).map_err(|e| crate::io::IoError::Other {
+                path: dir.display().to_string(),
+                message: e.to_string(),
+            })?;
+        } else if !dir.is_dir() {
+            return Err(crate::io::IoError::NotFound {
+                path: dir.display().to_string(),
+            }
+            .into());
+        }
         let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
             .map_err(store_err)?
             .with_fsync(true);
@@ -218,13 +238,15 @@ impl Overlay {
     /// Opens the overlay at `url` (`file:///dir`, `memory://`, `s3://bucket/prefix`), creating
     /// its catalog when absent. Every catalog commit is durable when the call making it returns.
     pub async fn open(url: &str, options: OpenOptions) -> Result<Overlay> {
-        let store = open_store(url, &options.storage)?;
+        let store = open_store(url, &options.storage, true)?;
         let catalog = Catalog::open(store.clone()).await?;
-        let reader = Arc::new(ObjectStoreReader::new(store.clone(), Path::from("")));
+        let reader = Arc::new(
+            ObjectStoreReader::new(store.clone(), Path::from("")).with_timeout(options.timeout),
+        );
         Ok(Overlay {
             store,
             reader,
-            data: Arc::new(UrlReader::new(options.storage)),
+            data: Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout)),
             catalog,
             dirs: DirectoryCache::default(),
             model: std::sync::Mutex::new(None),
@@ -328,21 +350,18 @@ impl Overlay {
         location: &str,
         files: FileSelection,
     ) -> Result<TableInfo> {
-        if name.is_empty() || name.len() > 255 {
-            return Err(Error::Invalid("table names are 1 to 255 bytes".into()));
-        }
+        crate::names::check("table", name)?;
         let paths = match files {
             FileSelection::List(l) => l,
-            FileSelection::Prefix(p) => self.list_parquet(location, &p).await?,
+            FileSelection::Prefix(p) => {
+                check_location_exists(location)?;
+                self.list_parquet(location, &p).await?
+            }
         };
         let mut entries = Vec::with_capacity(paths.len());
         let mut schema: Option<Vec<datafile::FieldInfo>> = None;
         for p in &paths {
-            if p.contains("..") || p.starts_with('/') {
-                return Err(Error::Invalid(format!(
-                    "data file path {p:?} must be relative to the location"
-                )));
-            }
+            check_data_path(p)?;
             let (e, fields, _) = self.file_facts(location, p).await?;
             match &schema {
                 None => schema = Some(fields),
@@ -405,6 +424,7 @@ impl Overlay {
         columns: &[IndexColumn],
         opts: IndexOptions,
     ) -> Result<IndexInfo> {
+        crate::names::check("index", name)?;
         if columns.is_empty() {
             return Err(Error::Invalid("an index needs at least one column".into()));
         }
@@ -972,16 +992,28 @@ impl Overlay {
 
     /// Re-checks every data file of `table` against the store: a changed size or version is
     /// confirmed by SHA-256; changed files get new facts (their indexes are then rejected by
-    /// the read gate until rebuilt), missing files are dropped.
+    /// the read gate until rebuilt), missing files are dropped. Delete masks survive every
+    /// refresh of a file whose content did not change; a changed file's mask no longer names
+    /// its rows and is dropped, which the report says (`deletes_dropped`). A file that cannot
+    /// be read is reported (`unreadable`) and left as it was; the rest are refreshed.
     pub async fn refresh(&self, table: &str) -> Result<RefreshReport> {
-        self.refresh_files(table, None).await
+        self.refresh_files(table, None, false).await
     }
 
-    /// [`Overlay::refresh`] of the files `only` (file ids) of `table`, or of all of them.
+    /// [`Overlay::refresh`] that re-hashes every file (SHA-256 of all its bytes), so a
+    /// rewrite the store's size and version do not show (an in-place rewrite of the same size
+    /// with its modification time restored keeps a local file's ETag) is found too.
+    pub async fn refresh_deep(&self, table: &str) -> Result<RefreshReport> {
+        self.refresh_files(table, None, true).await
+    }
+
+    /// [`Overlay::refresh`] of the files `only` (file ids) of `table`, or of all of them;
+    /// `deep` re-hashes files whose size and version look unchanged.
     pub(crate) async fn refresh_files(
         &self,
         table: &str,
         only: Option<&[u64]>,
+        deep: bool,
     ) -> Result<RefreshReport> {
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
@@ -996,16 +1028,40 @@ impl Overlay {
         for f in &files {
             report.checked += 1;
             let url = format!("{}/{}", tr.location, f.path);
+            let unreadable = |report: &mut RefreshReport, e: Error| {
+                report.unreadable.push(Skipped {
+                    file: f.path.clone(),
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                });
+            };
             match self.data.head(&Location::new(&url)).await {
-                Ok(m) if m.size == f.size && m.version == f.etag => {}
+                Ok(m) if m.size == f.size && m.version == f.etag && !deep => {}
                 Ok(_) => {
-                    let (mut e, fields, _) = self.file_facts(&tr.location, &f.path).await?;
-                    check_indexed_columns(&tr, &indexes, &fields, &f.path)?;
+                    let (mut e, fields, _) = match self.file_facts(&tr.location, &f.path).await {
+                        Ok(x) => x,
+                        Err(e) => {
+                            unreadable(&mut report, e);
+                            continue;
+                        }
+                    };
+                    if let Err(e) = check_indexed_columns(&tr, &indexes, &fields, &f.path) {
+                        unreadable(&mut report, e);
+                        continue;
+                    }
                     e.file_id = f.file_id;
                     e.row_id_start = f.row_id_start;
                     if e.sha256 == f.sha256 && e.record_count == f.record_count {
+                        if e.size == f.size && e.etag == f.etag {
+                            continue; // deep: nothing changed at all
+                        }
+                        // The same bytes: the same rows, so the same deleted rows.
+                        e.deletes = f.deletes.clone();
                         report.touched.push(f.path.clone());
                     } else {
+                        if f.deletes.is_some() {
+                            report.deletes_dropped.push(f.path.clone());
+                        }
                         report.changed.push(f.path.clone());
                     }
                     updates.push((e, false));
@@ -1014,7 +1070,7 @@ impl Overlay {
                     report.missing.push(f.path.clone());
                     updates.push((f.clone(), true));
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => unreadable(&mut report, e.into()),
             }
         }
         if updates.is_empty() {
@@ -1046,6 +1102,38 @@ impl Overlay {
         self.dirs.clear();
         Ok(report)
     }
+}
+
+/// A `file://` table location must be an existing directory (`E_NOT_FOUND`): listing a
+/// missing one would register an empty table by mistake. Object stores have no directories,
+/// so other schemes are not checked.
+fn check_location_exists(location: &str) -> Result<()> {
+    if let Ok(u) = url::Url::parse(location) {
+        if u.scheme() == "file" {
+            if let Ok(dir) = u.to_file_path() {
+                if !dir.is_dir() {
+                    return Err(Error::NotFound {
+                        kind: "table location",
+                        name: location.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A data file path must be a safe relative path below its table's location
+/// ([`crate::io::path::check_relative`]: `..`, `%2e%2e`, absolute URLs … are refused with
+/// `E_INVALID`).
+pub(crate) fn check_data_path(p: &str) -> Result<()> {
+    crate::io::path::check_relative(p).map_err(|e| {
+        Error::Invalid(format!(
+            "data file path {:?} must be relative to the location ({e})",
+            p.chars().take(200).collect::<String>()
+        ))
+    })?;
+    Ok(())
 }
 
 /// A file whose schema lacks a column some index uses, or has it with another type, cannot

@@ -294,6 +294,8 @@ struct FileHits {
     positions: Vec<u64>,
     /// The file's metadata and pinned location, when the query read them.
     read: Option<(Arc<ParquetMetaData>, Location)>,
+    /// The requested columns of `positions`, when the re-check already read them.
+    rows: Option<RecordBatch>,
     stats: QueryStats,
 }
 
@@ -390,7 +392,16 @@ impl Lookup<'_> {
                 } else {
                     Answer::Scan
                 };
-                self.query_file(t, &pred, plan.as_ref(), probe.as_ref(), f, answer, q)
+                self.query_file(
+                    t,
+                    &pred,
+                    plan.as_ref(),
+                    probe.as_ref(),
+                    f,
+                    answer,
+                    q,
+                    &out_fields,
+                )
             });
             let answers = futures::future::join_all(futs).await;
             for (&i, a) in window.iter().zip(answers) {
@@ -426,14 +437,22 @@ impl Lookup<'_> {
             rows.extend(h.positions.iter().map(|&position| RowRef {
                 file: f.path.clone(),
                 position,
-                row_id: f.row_id_start.map(|s| s + position),
+                row_id: f.row_id_start.and_then(|s| s.checked_add(position)),
             }));
-            reads.push((f, h.positions, h.read));
+            reads.push((f, h.positions, h.read, h.rows));
         }
-        let fetched = futures::future::join_all(reads.into_iter().map(|(f, positions, read)| {
-            self.fetch_positions(t, f, positions, read, &out_fields, q)
-        }))
-        .await;
+        let fetched =
+            futures::future::join_all(reads.into_iter().map(|(f, positions, read, rows)| async {
+                match rows {
+                    // Already read by the re-check: the first `positions.len()` rows.
+                    Some(b) => Ok(b.slice(0, positions.len())),
+                    None => {
+                        self.fetch_positions(t, f, positions, read, &out_fields, q)
+                            .await
+                    }
+                }
+            }))
+            .await;
         for b in fetched {
             parts.push(b?);
         }
@@ -481,6 +500,7 @@ impl Lookup<'_> {
         f: &FileEntry,
         answer: Answer<'_>,
         q: &Query,
+        out_fields: &[&datafile::FieldInfo],
     ) -> Result<FileHits> {
         let mut st = QueryStats {
             files: 1,
@@ -563,6 +583,7 @@ impl Lookup<'_> {
                 return Ok(FileHits {
                     positions,
                     read: None,
+                    rows: None,
                     stats: st,
                 });
             } else if positions.is_empty() {
@@ -573,6 +594,7 @@ impl Lookup<'_> {
                         return Ok(FileHits {
                             positions,
                             read: None,
+                            rows: None,
                             stats: st,
                         });
                     }
@@ -589,18 +611,32 @@ impl Lookup<'_> {
                 let rows = md.file_metadata().num_rows().max(0) as u64;
                 match Self::drift(f, &meta, Some(rows), q) {
                     None => {
-                        let loc = pinned(loc, &meta, q);
-                        if !plan.residual.is_empty() {
-                            positions = self
-                                .residual(&md, &loc, pred, &plan.residual, positions)
-                                .await?;
+                        let pinned_loc = pinned(loc.clone(), &meta, q);
+                        // Every row the index named is re-checked against the whole
+                        // predicate: a row that does not hold its indexed value means the
+                        // file changed in a way its size and version did not show.
+                        match self
+                            .recheck(&md, &pinned_loc, pred, plan, positions, out_fields)
+                            .await?
+                        {
+                            Ok((positions, rows)) => {
+                                st.files_by_index = 1;
+                                return Ok(FileHits {
+                                    positions,
+                                    read: Some((md, pinned_loc)),
+                                    rows,
+                                    stats: st,
+                                });
+                            }
+                            Err(detail) => {
+                                st.drifted.push(f.path.clone());
+                                reject(
+                                    &mut st,
+                                    rejection(ix, entry, RejectReason::Drifted { detail }),
+                                );
+                                read = Some((md, meta));
+                            }
                         }
-                        st.files_by_index = 1;
-                        return Ok(FileHits {
-                            positions,
-                            read: Some((md, loc)),
-                            stats: st,
-                        });
                     }
                     Some(detail) => {
                         st.drifted.push(f.path.clone());
@@ -642,6 +678,7 @@ impl Lookup<'_> {
             return Ok(FileHits {
                 positions: vec![],
                 read: Some((md, loc)),
+                rows: None,
                 stats: st,
             });
         }
@@ -693,48 +730,99 @@ impl Lookup<'_> {
         Ok(FileHits {
             positions,
             read: Some((md, loc)),
+            rows: None,
             stats: st,
         })
     }
 
-    /// Keeps the `positions` whose residual columns match, reading those columns' pages.
-    async fn residual(
+    /// Reads every predicate column of `positions` (only the pages holding them) — and the
+    /// requested `out` columns in the same pass, when the file has them all — and keeps the
+    /// rows that match, with their `out` columns. `Err(detail)` when a row fails a condition
+    /// on an index column: the index named a row that does not hold the indexed value, so the
+    /// file drifted.
+    #[allow(clippy::type_complexity)]
+    async fn recheck(
         &self,
         md: &Arc<ParquetMetaData>,
         loc: &Location,
         pred: &Predicate,
-        residual: &[usize],
+        plan: &IndexPlan<'_>,
         positions: Vec<u64>,
-    ) -> Result<Vec<u64>> {
+        out: &[&datafile::FieldInfo],
+    ) -> Result<std::result::Result<(Vec<u64>, Option<RecordBatch>), String>> {
         let file_fields = datafile::fields(&datafile::arrow_schema(md)?);
-        let roots: Vec<Option<usize>> = residual
+        let roots: Vec<Option<usize>> = pred
+            .columns
             .iter()
-            .map(|&c| datafile::root_of(&file_fields, pred.columns[c].field_id).ok())
+            .map(|c| datafile::root_of(&file_fields, c.field_id).ok())
             .collect();
-        let present: Vec<usize> = roots.iter().flatten().copied().collect();
+        let out_roots: Option<Vec<usize>> = out
+            .iter()
+            .map(|x| datafile::root_of(&file_fields, x.field_id).ok())
+            .collect();
+        let mut present: Vec<usize> = roots.iter().flatten().copied().collect();
+        if let Some(o) = &out_roots {
+            present.extend(o);
+        }
+        present.sort_unstable();
+        present.dedup();
         let batch = if present.is_empty() {
             None
         } else {
             Some(datafile::read_rows(self.data, loc, md, &positions, &present).await?)
         };
-        let mut out = Vec::with_capacity(positions.len());
+        let keyed: Vec<bool> = (0..pred.columns.len())
+            .map(|c| plan.key_columns.contains(&Some(c)))
+            .collect();
+        let mut kept = Vec::with_capacity(positions.len());
+        let mut out_positions = Vec::with_capacity(positions.len());
         for (row, p) in positions.into_iter().enumerate() {
-            let mut k = 0;
-            let ok = residual.iter().zip(&roots).all(|(&c, r)| {
+            let mut ok = true;
+            for (c, r) in roots.iter().enumerate() {
                 let v = match (r, &batch) {
-                    (Some(_), Some(b)) => {
-                        k += 1;
-                        datafile::value_at(b.column(k - 1).as_ref(), row).unwrap_or(Value::Null)
+                    (Some(r), Some(b)) => {
+                        let k = present.binary_search(r).expect("present");
+                        datafile::value_at(b.column(k).as_ref(), row)?
                     }
                     _ => Value::Null,
                 };
-                pred.columns[c].matches(&v)
-            });
+                if !pred.columns[c].matches(&v) {
+                    if keyed[c] {
+                        return Ok(Err(format!(
+                            "row {p} does not hold the value its index entry names (column {})",
+                            pred.columns[c].name
+                        )));
+                    }
+                    ok = false;
+                }
+            }
             if ok {
-                out.push(p);
+                kept.push(row as u32);
+                out_positions.push(p);
             }
         }
-        Ok(out)
+        let rows = match (out_roots, &batch) {
+            (Some(o), Some(b)) if !o.is_empty() => {
+                let index = arrow_array::UInt32Array::from(kept);
+                let mut fields = Vec::with_capacity(o.len());
+                let mut columns = Vec::with_capacity(o.len());
+                for r in &o {
+                    let k = present.binary_search(r).expect("present");
+                    fields.push(b.schema().field(k).clone());
+                    columns.push(arrow_select::take::take(
+                        b.column(k).as_ref(),
+                        &index,
+                        None,
+                    )?);
+                }
+                Some(RecordBatch::try_new(
+                    Arc::new(arrow_schema::Schema::new(fields)),
+                    columns,
+                )?)
+            }
+            _ => None,
+        };
+        Ok(Ok((out_positions, rows)))
     }
 
     /// The `fields` of `positions` of one file, reusing the metadata the query read.

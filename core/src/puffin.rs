@@ -66,7 +66,7 @@ pub struct BlobMetadata {
 impl BlobMetadata {
     /// The blob's byte range in the file.
     pub fn range(&self) -> Range<u64> {
-        self.offset..self.offset + self.length
+        self.offset..self.offset.saturating_add(self.length)
     }
     pub fn codec(&self) -> Result<Codec, PuffinError> {
         Ok(Codec::from_spec_name(self.compression_codec.as_deref())?)
@@ -151,7 +151,7 @@ pub struct FooterLocation {
 impl FooterLocation {
     /// Size of the file whose footer this is (the footer ends the file).
     pub fn file_size(&self) -> u64 {
-        self.offset + self.length
+        self.offset.saturating_add(self.length)
     }
 }
 

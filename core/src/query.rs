@@ -511,7 +511,7 @@ impl Lookup<'_> {
                 RowRef {
                     file: f.path.clone(),
                     position,
-                    row_id: f.row_id_start.map(|s| s + position),
+                    row_id: f.row_id_start.and_then(|s| s.checked_add(position)),
                 }
             })
             .collect();
@@ -588,6 +588,7 @@ impl Lookup<'_> {
             offset: l.blob_offset,
             length: l.blob_length,
             ordered: &e.ordered,
+            rows: Some(l.source_record_count),
         };
         self.probe_blob(ix, blob, probe)
             .await
@@ -646,13 +647,22 @@ impl Lookup<'_> {
         }
         let bundle = Location::new(b.bundle_path);
         let cache_key = (b.bundle_path.to_string(), b.offset);
+        let out_of_range = || RejectReason::Corrupt {
+            message: "blob range overflows".into(),
+        };
         let dir = match self.dirs.get(&cache_key) {
             Some(d) => d,
             None => {
-                let start = b.offset + b.ordered.directory_offset;
+                let start = b
+                    .offset
+                    .checked_add(b.ordered.directory_offset)
+                    .ok_or_else(out_of_range)?;
+                let end = start
+                    .checked_add(b.ordered.directory_length)
+                    .ok_or_else(out_of_range)?;
                 let bytes = self
                     .overlay
-                    .read_range(&bundle, start..start + b.ordered.directory_length)
+                    .read_range(&bundle, start..end)
                     .await
                     .map_err(index_io)?;
                 let d = OrderedDirectory::parse(
@@ -682,8 +692,12 @@ impl Lookup<'_> {
         let spans: Vec<_> = wanted
             .iter()
             .map(|&i| &dir.blocks[i])
-            .map(|k| b.offset + k.offset..b.offset + k.offset + k.length)
-            .collect();
+            .map(|k| {
+                let start = b.offset.checked_add(k.offset)?;
+                Some(start..start.checked_add(k.length)?)
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(out_of_range)?;
         let fetched = self
             .overlay
             .read_ranges(&bundle, &spans)
@@ -691,8 +705,13 @@ impl Lookup<'_> {
             .map_err(index_io)?;
         let mut entries = Vec::new();
         let mut bad_key = None;
+        let mut bad_position = false;
         for (&i, bytes) in wanted.iter().zip(&fetched) {
             scan_block(bytes, &dir.blocks[i], |k, p| {
+                if b.rows.is_some_and(|n| p >= n) {
+                    bad_position = true;
+                    return false;
+                }
                 if live.iter().any(|r| r.contains(k)) {
                     match &probe.filter {
                         None => entries.push((k.to_vec(), p)),
@@ -710,6 +729,11 @@ impl Lookup<'_> {
         if let Some(e) = bad_key {
             return Err(RejectReason::Corrupt {
                 message: format!("undecodable key: {e}"),
+            });
+        }
+        if bad_position {
+            return Err(RejectReason::Corrupt {
+                message: "an entry names a position past the file's rows".into(),
             });
         }
         Ok(Some(entries))
@@ -757,6 +781,7 @@ impl Lookup<'_> {
             offset: run.blob_offset,
             length: run.blob_length,
             ordered: &run.ordered,
+            rows: None,
         };
         let entries = match self.probe_blob(ix, blob, probe).await {
             Ok(e) => e.unwrap_or_default(),
@@ -772,20 +797,38 @@ impl Lookup<'_> {
                 return (covered, vec![]);
             }
         };
-        for i in ordinal_to_file.iter().flatten() {
-            covered[*i] = true;
-            stats.files += 1;
-            stats.files_by_index += 1;
-        }
         let mask = (1u64 << RUN_POSITION_BITS) - 1;
+        let mut past_end = false;
         let out = entries
             .into_iter()
             .filter_map(|(k, tagged)| {
                 let ordinal = (tagged >> RUN_POSITION_BITS) as usize;
                 let i = (*ordinal_to_file.get(ordinal)?)?;
-                Some((k, i, tagged & mask))
+                let position = tagged & mask;
+                if position >= t.files[i].record_count {
+                    past_end = true;
+                }
+                Some((k, i, position))
             })
             .collect();
+        if past_end {
+            let r = Rejection {
+                data_file: "*".into(),
+                index_id: Some(ix.index_id),
+                bundle_path: Some(run.bundle_path.clone()),
+                reason: RejectReason::Corrupt {
+                    message: "an entry names a position past its file's rows".into(),
+                },
+            };
+            tracing::warn!(target: "skerry::gate", "{r}");
+            stats.rejections.push(r);
+            return (covered, vec![]);
+        }
+        for i in ordinal_to_file.iter().flatten() {
+            covered[*i] = true;
+            stats.files += 1;
+            stats.files_by_index += 1;
+        }
         (covered, out)
     }
 }
@@ -796,6 +839,9 @@ struct BlobRef<'a> {
     offset: u64,
     length: u64,
     ordered: &'a OrderedMeta,
+    /// Rows of the data file: every position must be below it (`None` for a table run,
+    /// whose positions are checked per covered file).
+    rows: Option<u64>,
 }
 
 fn range_err(e: RangeError) -> Error {

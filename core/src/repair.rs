@@ -13,7 +13,14 @@
 //!   index record is unusable): the record is withdrawn, so the file is unindexed and the
 //!   step rebuilds it;
 //! - `checksum`, `record_count` (the catalog already has new facts; the index is merely not
-//!   rebuilt yet): nothing to undo — the step rebuilds it anyway.
+//!   rebuilt yet): nothing to undo — the step rebuilds it anyway;
+//! - `verify` ([`Overlay::verify`] found entries missing or mismatched): the file is
+//!   re-hashed (a rewrite its size and version hide gets new facts) and the record withdrawn,
+//!   so the step rebuilds it from the rows as they are.
+//!
+//! Drifted files are re-checked *deeply* (every byte hashed): a query finds drift by reading
+//! rows that no longer hold the indexed values, which a same-size in-place rewrite with its
+//! modification time restored shows no other way.
 //!
 //! A rejected table run (file `*`, id 0) is withdrawn, and rebuilt at the end of the build.
 //! Repaired files go first in the step's order. `future_snapshot` rejections are not queued:
@@ -119,13 +126,13 @@ impl Overlay {
         }
         let drifted: Vec<u64> = entries
             .iter()
-            .filter(|e| e.reason == "drifted")
+            .filter(|e| e.reason == "drifted" || e.reason == "verify")
             .map(|e| e.file_id)
             .collect();
         if !drifted.is_empty() {
             // A file that can no longer join the table (a dropped indexed column) stays as it
             // is: the gate keeps rejecting it and `refresh()` reports why.
-            if let Err(e) = self.refresh_files(table, Some(&drifted)).await {
+            if let Err(e) = self.refresh_files(table, Some(&drifted), true).await {
                 tracing::warn!(target: "skerry::repair", "re-checking drifted files: {e}");
             }
         }
@@ -137,7 +144,12 @@ impl Overlay {
                 withdrawn = true;
             } else if matches!(
                 e.reason.as_str(),
-                "blob_checksum" | "corrupt" | "missing" | "wrong_file" | "unsupported_format"
+                "blob_checksum"
+                    | "corrupt"
+                    | "missing"
+                    | "wrong_file"
+                    | "unsupported_format"
+                    | "verify"
             ) {
                 t.delete(&artifact_key(ix.index_id, e.file_id))?;
                 withdrawn = true;

@@ -137,6 +137,7 @@ pub fn parquet_from_rows(
                     col.map(|v| match v {
                         Value::Null => Ok(None),
                         Value::Int(x) => i32::try_from(x).map(Some).map_err(|_| bad(&v)),
+                        Value::UInt(x) => i32::try_from(x).map(Some).map_err(|_| bad(&v)),
                         Value::Float64(f) if f.fract() == 0.0 && f.abs() < 2f64.powi(31) => {
                             Ok(Some(f as i32))
                         }
@@ -151,6 +152,8 @@ pub fn parquet_from_rows(
                     col.map(|v| match v {
                         Value::Null => Ok(None),
                         Value::Int(x) => Ok(Some(x)),
+                        // A non-negative JavaScript bigint arrives unsigned.
+                        Value::UInt(x) => i64::try_from(x).map(Some).map_err(|_| bad(&v)),
                         Value::Float64(f) if f.fract() == 0.0 && f.abs() < 2f64.powi(53) => {
                             Ok(Some(f as i64))
                         }

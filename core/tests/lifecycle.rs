@@ -905,14 +905,18 @@ async fn indexed_columns_cannot_be_dropped_or_retyped() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), "E_REFUSED", "{e}");
-    // A registered file rewritten without the column: refresh refuses it.
+    // A registered file rewritten without the column: refresh refuses it (reported, left as
+    // it was; the other files are still refreshed).
     std::fs::copy(
         d.dir.path().join("t/dropped.parquet"),
         d.dir.path().join("t/a.parquet"),
     )
     .unwrap();
-    let e = o.refresh("t").await.unwrap_err();
-    assert_eq!(e.code(), "E_REFUSED");
+    let r = o.refresh("t").await.unwrap();
+    assert_eq!(r.unreadable.len(), 1);
+    assert_eq!(r.unreadable[0].file, "a.parquet");
+    assert_eq!(r.unreadable[0].code, "E_REFUSED");
+    assert!(r.changed.is_empty() && r.touched.is_empty());
     o.close().await.unwrap();
 }
 
@@ -1192,6 +1196,7 @@ mod s3 {
             url,
             OpenOptions {
                 storage: storage.clone(),
+                ..Default::default()
             },
         )
         .await
@@ -1205,7 +1210,15 @@ mod s3 {
         };
         o.build_step("t", "by_id", opts).await.unwrap();
         // Reopening fences the first handle; the new one resumes the staged build.
-        let o2 = Overlay::open(url, OpenOptions { storage }).await.unwrap();
+        let o2 = Overlay::open(
+            url,
+            OpenOptions {
+                storage,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
         drop(o);
         let o = o2;
         o.build_index("t", "by_id", opts, |_| {}).await.unwrap();

@@ -84,7 +84,7 @@ pub struct BlockRef {
 
 impl BlockRef {
     pub fn range(&self) -> Range<u64> {
-        self.offset..self.offset + self.length
+        self.offset..self.offset.saturating_add(self.length)
     }
 }
 
@@ -264,7 +264,8 @@ impl Trailer {
         let entries = u64::from_le_bytes(t[16..24].try_into().expect("8 bytes"));
         if off
             .checked_add(len)
-            .is_none_or(|e| e + TRAILER_LEN != blob_len)
+            .and_then(|e| e.checked_add(TRAILER_LEN))
+            .is_none_or(|e| e != blob_len)
         {
             return Err(BlobError::Corrupt("directory range"));
         }
@@ -394,7 +395,7 @@ pub fn scan_block(
         let slen = get_varint(block, &mut pos)?;
         if shared > key.len() as u64
             || (i == 0 && shared != 0)
-            || shared + slen > MAX_KEY_BYTES as u64
+            || shared.saturating_add(slen) > MAX_KEY_BYTES as u64
         {
             return Err(BlobError::Corrupt("entry key"));
         }

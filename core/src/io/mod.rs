@@ -17,6 +17,7 @@ mod cache;
 mod memory;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 mod object_store;
+pub mod path;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 mod url;
 
@@ -130,6 +131,16 @@ pub enum IoError {
     InvalidUrl { url: String, reason: String },
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A whole-object read found the object larger than the caller's bound (checked while
+    /// reading, before the bytes are buffered).
+    #[error("{path} is larger than {max} bytes")]
+    TooLarge { path: String, max: u64 },
+    /// A request got no complete answer within the reader's time limit.
+    #[error("{path}: no answer within {ms} ms")]
+    Timeout { path: String, ms: u64 },
+    /// The caller's abort signal fired.
+    #[error("{path}: aborted")]
+    Aborted { path: String },
     #[error("I/O error on {path}: {message}")]
     Other { path: String, message: String },
 }
@@ -208,6 +219,26 @@ pub trait RangeReader: MaybeSend + MaybeSync {
         len: u64,
     ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>>;
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>>;
+    /// Reads a whole object of at most `max` bytes, or fails [`IoError::TooLarge`].
+    /// Implementations enforce the bound while reading (declared size first, then a running
+    /// count), never after buffering more; this default is for readers whose objects are
+    /// already in memory.
+    fn read_all_max<'a>(
+        &'a self,
+        loc: &'a Location,
+        max: u64,
+    ) -> BoxFut<'a, Result<Bytes, IoError>> {
+        Box::pin(async move {
+            let b = self.read_all(loc).await?;
+            if b.len() as u64 > max {
+                return Err(IoError::TooLarge {
+                    path: loc.path.to_string(),
+                    max,
+                });
+            }
+            Ok(b)
+        })
+    }
     fn counters(&self) -> &IoCounters;
 
     /// Largest gap between two ranges that [`RangeReader::read_ranges`] bridges.

@@ -17,6 +17,8 @@ pub struct ObjectStoreReader {
     store: Arc<dyn ObjectStore>,
     root: Path,
     counters: Arc<IoCounters>,
+    /// Limit on each request, body included ([`IoError::Timeout`] past it).
+    timeout: Option<std::time::Duration>,
 }
 
 impl ObjectStoreReader {
@@ -26,6 +28,30 @@ impl ObjectStoreReader {
             store,
             root,
             counters: Arc::new(IoCounters::default()),
+            timeout: None,
+        }
+    }
+
+    /// Fails every request that has not completed (body included) within `timeout` with
+    /// [`IoError::Timeout`] instead of waiting for ever. Needs a tokio runtime with timers.
+    pub fn with_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    async fn timed<T>(
+        &self,
+        loc: &Location,
+        f: impl std::future::Future<Output = Result<T, IoError>>,
+    ) -> Result<T, IoError> {
+        match self.timeout {
+            None => f.await,
+            Some(d) => tokio::time::timeout(d, f).await.unwrap_or_else(|_| {
+                Err(IoError::Timeout {
+                    path: loc.path.to_string(),
+                    ms: d.as_millis() as u64,
+                })
+            }),
         }
     }
 
@@ -133,7 +159,7 @@ fn meta(m: &::object_store::ObjectMeta) -> ObjectMeta {
 
 impl RangeReader for ObjectStoreReader {
     fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
-        Box::pin(async move {
+        Box::pin(self.timed(loc, async move {
             let path = self.resolve(&loc.path)?;
             let opts = GetOptions {
                 head: true,
@@ -146,7 +172,7 @@ impl RangeReader for ObjectStoreReader {
                 .map_err(|e| map_err(loc, e))?;
             self.counters.record_request(0);
             Ok(meta(&r.meta))
-        })
+        }))
     }
 
     fn read_range<'a>(
@@ -154,7 +180,7 @@ impl RangeReader for ObjectStoreReader {
         loc: &'a Location,
         range: Range<u64>,
     ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
+        Box::pin(self.timed(loc, async move {
             check_range(loc, &range)?;
             let path = self.resolve(&loc.path)?;
             let opts = Self::opts(loc, Some(GetRange::Bounded(range.clone())));
@@ -196,7 +222,7 @@ impl RangeReader for ObjectStoreReader {
                 });
             }
             Ok(bytes)
-        })
+        }))
     }
 
     fn read_suffix<'a>(
@@ -204,7 +230,7 @@ impl RangeReader for ObjectStoreReader {
         loc: &'a Location,
         len: u64,
     ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(async move {
+        Box::pin(self.timed(loc, async move {
             let path = self.resolve(&loc.path)?;
             let opts = Self::opts(loc, Some(GetRange::Suffix(len)));
             let r = self
@@ -216,11 +242,11 @@ impl RangeReader for ObjectStoreReader {
             let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
             self.counters.record_request(bytes.len() as u64);
             Ok((bytes, m))
-        })
+        }))
     }
 
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
+        Box::pin(self.timed(loc, async move {
             let path = self.resolve(&loc.path)?;
             let r = self
                 .store
@@ -230,7 +256,38 @@ impl RangeReader for ObjectStoreReader {
             let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
             self.counters.record_request(bytes.len() as u64);
             Ok(bytes)
-        })
+        }))
+    }
+
+    fn read_all_max<'a>(
+        &'a self,
+        loc: &'a Location,
+        max: u64,
+    ) -> BoxFut<'a, Result<Bytes, IoError>> {
+        Box::pin(self.timed(loc, async move {
+            let path = self.resolve(&loc.path)?;
+            let r = self
+                .store
+                .get_opts(&path, Self::opts(loc, None))
+                .await
+                .map_err(|e| map_err(loc, e))?;
+            // The store declares the size before the body is read.
+            if r.meta.size > max {
+                return Err(IoError::TooLarge {
+                    path: loc.path.to_string(),
+                    max,
+                });
+            }
+            let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
+            self.counters.record_request(bytes.len() as u64);
+            if bytes.len() as u64 > max {
+                return Err(IoError::TooLarge {
+                    path: loc.path.to_string(),
+                    max,
+                });
+            }
+            Ok(bytes)
+        }))
     }
 
     fn counters(&self) -> &IoCounters {

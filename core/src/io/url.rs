@@ -12,6 +12,7 @@ use super::{BoxFut, IoCounters, IoError, Location, ObjectMeta, ObjectStoreReader
 /// Reads objects by full URL, one [`ObjectStoreReader`] per scheme + authority.
 pub struct UrlReader {
     options: Vec<(String, String)>,
+    timeout: Option<std::time::Duration>,
     stores: Mutex<HashMap<String, Arc<ObjectStoreReader>>>,
     counters: IoCounters,
 }
@@ -21,9 +22,16 @@ impl UrlReader {
     pub fn new(options: Vec<(String, String)>) -> Self {
         UrlReader {
             options,
+            timeout: None,
             stores: Mutex::new(HashMap::new()),
             counters: IoCounters::default(),
         }
+    }
+
+    /// Every request of every store opened later fails [`IoError::Timeout`] past `timeout`.
+    pub fn with_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// The store for `url` and the location of the object inside it.
@@ -38,7 +46,10 @@ impl UrlReader {
             match stores.get(&base) {
                 Some(s) => s.clone(),
                 None => {
-                    let s = Arc::new(ObjectStoreReader::from_url(&base, &self.options)?);
+                    let s = Arc::new(
+                        ObjectStoreReader::from_url(&base, &self.options)?
+                            .with_timeout(self.timeout),
+                    );
                     stores.insert(base.clone(), s.clone());
                     s
                 }
@@ -94,6 +105,18 @@ impl RangeReader for UrlReader {
         Box::pin(async move {
             let (s, l) = self.resolve(loc)?;
             let b = s.read_all(&l).await?;
+            self.counters.record_request(b.len() as u64);
+            Ok(b)
+        })
+    }
+    fn read_all_max<'a>(
+        &'a self,
+        loc: &'a Location,
+        max: u64,
+    ) -> BoxFut<'a, Result<Bytes, IoError>> {
+        Box::pin(async move {
+            let (s, l) = self.resolve(loc)?;
+            let b = s.read_all_max(&l, max).await?;
             self.counters.record_request(b.len() as u64);
             Ok(b)
         })

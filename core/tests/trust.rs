@@ -1,0 +1,664 @@
+//! Trust holes (issue 11), natively: rewrites that keep a file's size and version, delete
+//! masks across refreshes, paths that leave their base, hostile manifest numbers, bounded
+//! reads, orphaned staging segments, names, partial refreshes, read-only readers that never
+//! fence the writer, and timeouts. Each test failed before its fix.
+
+use std::path::{Path, PathBuf};
+
+use arrow_array::{Array, Int64Array};
+use object_store::{ObjectStore, ObjectStoreExt};
+use skerry_core::encoding::Value;
+use skerry_core::io::{Location, ObjectStoreReader, RangeReader};
+use skerry_core::lifecycle::FileDeletes;
+use skerry_core::manifest::{self, Manifest};
+use skerry_core::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::planner::Query;
+use skerry_core::predicate::{Condition, Op};
+use skerry_core::query::{DirectoryCache, Lookup};
+use skerry_core::reader::OverlayReader;
+use skerry_core::sample::{orders_parquet, SampleCodec};
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// Two uncompressed sample files: orders 25000..30000 and 30000..35000.
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let f = Fixture { dir };
+        std::fs::create_dir_all(f.data()).unwrap();
+        for (i, first) in [25000, 30000].into_iter().enumerate() {
+            let b = orders_parquet(first, 5000, 1000, SampleCodec::None).unwrap();
+            std::fs::write(f.file(i), b).unwrap();
+        }
+        f
+    }
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data/orders")
+    }
+    fn file(&self, i: usize) -> PathBuf {
+        self.data().join(format!("part-{i}.parquet"))
+    }
+    fn data_url(&self) -> String {
+        format!("file://{}", self.data().display())
+    }
+    fn overlay_url(&self) -> String {
+        format!("file://{}", self.dir.path().join("overlay").display())
+    }
+    async fn overlay(&self) -> Overlay {
+        let o = Overlay::open(&self.overlay_url(), OpenOptions::default())
+            .await
+            .unwrap();
+        o.register_parquet_table("orders", &self.data_url(), FileSelection::Prefix("".into()))
+            .await
+            .unwrap();
+        o.create_index(
+            "orders",
+            "by_id",
+            &["order_id".into()],
+            IndexOptions { unique: true },
+        )
+        .await
+        .unwrap();
+        o.build("orders", |_| {}).await.unwrap();
+        o
+    }
+}
+
+fn id_eq(v: i64) -> Query {
+    Query {
+        conditions: vec![Condition::new("order_id", Op::Eq(Value::Int(v)))],
+        columns: Some(vec!["order_id".into()]),
+        ..Default::default()
+    }
+}
+
+fn ids(r: &skerry_core::planner::QueryResult) -> Vec<i64> {
+    let c = r.batch.column(0);
+    let c = c.as_any().downcast_ref::<Int64Array>().unwrap();
+    (0..c.len()).map(|i| c.value(i)).collect()
+}
+
+/// Swaps the first occurrences of two little-endian int64 values in a file, in place (same
+/// inode, same size), and restores its modification time: the local store's ETag
+/// (inode-mtime-size) does not change.
+fn swap_in_place(path: &Path, a: i64, b: i64) {
+    let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(path).unwrap();
+    let find = |bytes: &[u8], v: i64| {
+        let needle = v.to_le_bytes();
+        bytes.windows(8).position(|w| w == needle).unwrap()
+    };
+    let (i, j) = (find(&bytes, a), find(&bytes, b));
+    for k in 0..8 {
+        bytes.swap(i + k, j + k);
+    }
+    std::fs::write(path, &bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+}
+
+async fn etag(o: &Overlay, f: &Fixture, i: usize) -> Option<String> {
+    let url = format!("{}/part-{i}.parquet", f.data_url());
+    o.data_reader()
+        .head(&Location::new(url))
+        .await
+        .unwrap()
+        .version
+}
+
+/// Defect 1: a same-size in-place rewrite with its mtime restored keeps the ETag; the index
+/// then names rows holding other values. Queries re-check the predicate on every row an index
+/// names: the file is rejected as drifted, scanned, queued for repair; verify queues it too;
+/// the next build re-hashes it and heals the index; `refresh_deep` finds such rewrites.
+#[tokio::test]
+async fn same_size_rewrite_is_caught_by_the_recheck() {
+    let f = Fixture::new();
+    let o = f.overlay().await;
+    let before = o.query("orders", &id_eq(25001)).await.unwrap();
+    assert_eq!(ids(&before), vec![25001]);
+    assert_eq!(before.rows[0].position, 1);
+
+    let tag = etag(&o, &f, 0).await;
+    swap_in_place(&f.file(0), 25001, 25002);
+    assert_eq!(etag(&o, &f, 0).await, tag, "the rewrite must keep the ETag");
+
+    for v in [25001, 25002] {
+        let r = o.query("orders", &id_eq(v)).await.unwrap();
+        assert_eq!(ids(&r), vec![v], "query for {v} returned another row");
+        assert_eq!(r.stats.files_rejected, 1);
+        assert_eq!(r.stats.rejections[0].reason.code(), "drifted");
+        assert_eq!(r.stats.drifted, vec!["part-0.parquet".to_string()]);
+    }
+    // A residual-free composite predicate on an unindexed column is unaffected.
+    let repairs = o.repairs("orders", "by_id").await.unwrap();
+    assert_eq!(repairs.len(), 1);
+    assert_eq!(repairs[0].reason, "drifted");
+
+    // A shallow refresh cannot see it; verify does, and queues the file.
+    let shallow = o.refresh("orders").await.unwrap();
+    assert!(shallow.changed.is_empty() && shallow.touched.is_empty());
+    let v = o.verify("orders", "by_id").await.unwrap();
+    assert_eq!(v.mismatched, 2);
+    assert_eq!(v.repairs_queued, 1);
+    assert!(!v.certified);
+
+    // The build drains the queue: deep re-check, new facts, rebuilt index.
+    o.build("orders", |_| {}).await.unwrap();
+    assert!(o.repairs("orders", "by_id").await.unwrap().is_empty());
+    for (v, pos) in [(25001, 2), (25002, 1)] {
+        let r = o.query("orders", &id_eq(v)).await.unwrap();
+        assert_eq!(ids(&r), vec![v]);
+        assert_eq!(r.rows[0].position, pos);
+        assert!(r.stats.rejections.is_empty(), "{:?}", r.stats.rejections);
+        assert_eq!(r.stats.files_by_index + r.stats.files_pruned, 2);
+    }
+    let v = o.verify("orders", "by_id").await.unwrap();
+    assert_eq!((v.mismatched, v.missing, v.repairs_queued), (0, 0, 0));
+    assert!(v.certified);
+
+    // refresh_deep re-hashes files whose size and version look unchanged.
+    swap_in_place(&f.file(0), 25001, 25002);
+    assert!(o.refresh("orders").await.unwrap().changed.is_empty());
+    let deep = o.refresh_deep("orders").await.unwrap();
+    assert_eq!(deep.changed, vec!["part-0.parquet".to_string()]);
+    assert_eq!(deep.checked, 2);
+}
+
+/// Row 25017 (position 17 of part-0, deleted) is in no answer.
+async fn gone(o: &Overlay) {
+    let q = id_eq(25017);
+    assert!(o.query("orders", &q).await.unwrap().rows.is_empty());
+    let l = o
+        .lookup("orders", "by_id", &[Value::Int(25017)])
+        .await
+        .unwrap();
+    assert!(l.rows.is_empty());
+    o.set_scan_only(true);
+    assert!(o.query("orders", &q).await.unwrap().rows.is_empty());
+    o.set_scan_only(false);
+}
+
+/// Defect 2: a touched file (same bytes, new version) keeps its delete mask through refresh;
+/// a changed file's mask is reported as dropped, never dropped silently.
+#[tokio::test]
+async fn refresh_keeps_delete_masks_of_unchanged_files() {
+    let f = Fixture::new();
+    let o = f.overlay().await;
+    o.register_deletes(
+        "orders",
+        &[FileDeletes {
+            file: "part-0.parquet".into(),
+            positions: vec![17],
+        }],
+    )
+    .await
+    .unwrap();
+    gone(&o).await;
+
+    // touch: a new mtime, the same bytes.
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(f.file(0))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let r = o.refresh("orders").await.unwrap();
+    assert_eq!(r.touched, vec!["part-0.parquet".to_string()]);
+    assert!(r.deletes_dropped.is_empty());
+    gone(&o).await;
+    o.publish().await.unwrap();
+
+    // New content with the same row count: the mask named rows of the old content.
+    std::fs::write(
+        f.file(0),
+        orders_parquet(90000, 5000, 1000, SampleCodec::Snappy).unwrap(),
+    )
+    .unwrap();
+    let r = o.refresh("orders").await.unwrap();
+    assert_eq!(r.changed, vec!["part-0.parquet".to_string()]);
+    assert_eq!(r.deletes_dropped, vec!["part-0.parquet".to_string()]);
+    let r = o.query("orders", &id_eq(90017)).await.unwrap();
+    assert_eq!(ids(&r), vec![90017]);
+}
+
+/// Defect 9 and 11: data paths are safe relative paths in every encoding; a missing table
+/// location is not an empty table; index names are validated; names fold one way.
+#[tokio::test]
+async fn paths_names_and_locations() {
+    let f = Fixture::new();
+    let o = f.overlay().await;
+    std::fs::create_dir_all(f.dir.path().join("data/outside")).unwrap();
+    std::fs::write(
+        f.dir.path().join("data/outside/secret.parquet"),
+        orders_parquet(0, 10, 10, SampleCodec::None).unwrap(),
+    )
+    .unwrap();
+    for p in [
+        "%2e%2e/outside/secret.parquet",
+        "%2E%2E/outside/secret.parquet",
+        "../outside/secret.parquet",
+        ".%2e/outside/secret.parquet",
+        "%252e%252e/outside/secret.parquet",
+        "/etc/passwd",
+        "file:///etc/passwd",
+        "a\\..\\..\\outside\\secret.parquet",
+    ] {
+        let e = o
+            .register_files("orders", &[p.to_string()])
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "E_INVALID", "{p}: {e}");
+        let e = o
+            .register_parquet_table("t2", &f.data_url(), FileSelection::List(vec![p.into()]))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "E_INVALID", "{p}: {e}");
+    }
+    let missing = format!("file://{}", f.dir.path().join("nowhere").display());
+    let e = o
+        .register_parquet_table("t3", &missing, FileSelection::Prefix("".into()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_NOT_FOUND");
+
+    for bad in ["", "../x", "a/b", ".."] {
+        let e = o
+            .create_index("orders", bad, &["customer".into()], Default::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "E_INVALID", "{bad:?}");
+    }
+    let e = o
+        .create_index(
+            "orders",
+            &"x".repeat(1 << 20),
+            &["customer".into()],
+            Default::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_INVALID");
+
+    o.create_index("orders", "Ärger", &["customer".into()], Default::default())
+        .await
+        .unwrap();
+    o.build("orders", |_| {}).await.unwrap();
+    for name in ["ärger", "Ärger", "ÄRGER"] {
+        o.lookup("orders", name, &[Value::String("customer-00001".into())])
+            .await
+            .unwrap();
+    }
+    let e = o
+        .create_index("orders", "ärger", &["day".into()], Default::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_EXISTS");
+}
+
+/// Defect 11: one unreadable file does not fail a refresh; it is reported, the rest refreshed.
+#[tokio::test]
+async fn refresh_reports_unreadable_files_and_refreshes_the_rest() {
+    let f = Fixture::new();
+    let o = f.overlay().await;
+    let len = std::fs::metadata(f.file(1)).unwrap().len();
+    std::fs::File::options()
+        .write(true)
+        .open(f.file(1))
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(f.file(0))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let r = o.refresh("orders").await.unwrap();
+    assert_eq!(r.touched, vec!["part-0.parquet".to_string()]);
+    assert_eq!(r.unreadable.len(), 1);
+    assert_eq!(r.unreadable[0].file, "part-1.parquet");
+    assert_eq!(r.unreadable[0].code, "E_PARQUET");
+}
+
+/// Defect 6: a step killed after writing its staging segment and before committing left an
+/// object no later step may collide with. The orphan below sits at the name a killed first
+/// step used to write; every later build resumes.
+#[tokio::test]
+async fn orphaned_staging_segment_does_not_block_resume() {
+    let f = Fixture::new();
+    let o = Overlay::open(&f.overlay_url(), OpenOptions::default())
+        .await
+        .unwrap();
+    let t = o
+        .register_parquet_table("orders", &f.data_url(), FileSelection::Prefix("".into()))
+        .await
+        .unwrap();
+    let ix = o
+        .create_index(
+            "orders",
+            "by_id",
+            &["order_id".into()],
+            IndexOptions { unique: true },
+        )
+        .await
+        .unwrap();
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let file_id = m.tables[0].files[0].file_id;
+    for name in [
+        format!("{file_id}-0-s1.seg"),
+        format!("{file_id}-0-s1-0.seg"),
+    ] {
+        let p = format!("staging/{}/{}/{name}", t.table_id, ix.index_id);
+        o.store()
+            .put(&object_store::path::Path::from(p), vec![1u8, 2, 3].into())
+            .await
+            .unwrap();
+    }
+    let opts = skerry_core::build::StepOptions {
+        max_entries: 1500,
+        max_bytes: 1 << 20,
+    };
+    loop {
+        let s = o.build_step("orders", "by_id", opts).await.unwrap();
+        if s.done {
+            break;
+        }
+    }
+    let v = o.verify("orders", "by_id").await.unwrap();
+    assert!(v.certified && v.missing == 0 && v.mismatched == 0);
+    // Orphans are unreferenced objects: vacuum deletes them.
+    o.vacuum(skerry_core::lifecycle::VacuumOptions { retain_versions: 1 })
+        .await
+        .unwrap();
+    let left: Vec<_> = futures::StreamExt::collect::<Vec<_>>(
+        o.store()
+            .list(Some(&object_store::path::Path::from("staging"))),
+    )
+    .await;
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Numbers every manifest field may be set to by an attacker.
+const EXTREMES: [u64; 7] = [
+    0,
+    1,
+    u32::MAX as u64,
+    1 << 53,
+    (1 << 53) + 1,
+    i64::MAX as u64,
+    u64::MAX,
+];
+
+/// Every numeric leaf of a JSON document, as a path of keys/indices.
+fn numeric_paths(v: &serde_json::Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match v {
+        serde_json::Value::Number(_) => out.push(at.clone()),
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                at.push(i.to_string());
+                numeric_paths(x, at, out);
+                at.pop();
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                at.push(k.clone());
+                numeric_paths(x, at, out);
+                at.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn set_path(v: &mut serde_json::Value, path: &[String], n: u64) {
+    let mut cur = v;
+    for k in path {
+        cur = match cur {
+            serde_json::Value::Array(a) => &mut a[k.parse::<usize>().unwrap()],
+            serde_json::Value::Object(o) => o.get_mut(k).unwrap(),
+            _ => unreachable!(),
+        };
+    }
+    *cur = serde_json::Value::from(n);
+}
+
+/// Defect 4: every numeric field of a real manifest set to each extreme value: parsing fails
+/// `E_MANIFEST`, or every lookup and query over it answers or fails with a typed error — no
+/// overflow panic (tests run with overflow checks). The same manifest unvalidated (as a
+/// careless embedder might build one) goes through the read path too.
+#[tokio::test]
+async fn extreme_manifest_numbers_never_panic() {
+    let f = Fixture::new();
+    let o = f.overlay().await;
+    o.publish().await.unwrap();
+    let reader = ObjectStoreReader::from_url(&f.overlay_url(), &[]).unwrap();
+    let good = manifest::read_latest(&reader).await.unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&good.to_json()).unwrap();
+    let mut paths = vec![];
+    numeric_paths(&json, &mut vec![], &mut paths);
+    assert!(paths.len() > 20, "{}", paths.len());
+    let (mut parsed, mut refused) = (0, 0);
+    for p in &paths {
+        for n in EXTREMES {
+            let mut m = json.clone();
+            set_path(&mut m, p, n);
+            let bytes = serde_json::to_vec(&m).unwrap();
+            let checked = Manifest::from_json(&bytes);
+            match &checked {
+                Ok(_) => parsed += 1,
+                Err(e) => {
+                    assert!(
+                        matches!(e.code(), "E_MANIFEST"),
+                        "{p:?}={n}: {e} ({})",
+                        e.code()
+                    );
+                    refused += 1;
+                }
+            }
+            // Unvalidated too: serde alone.
+            let Ok(raw) = serde_json::from_slice::<Manifest>(&bytes) else {
+                continue;
+            };
+            let dirs = DirectoryCache::default();
+            let l = Lookup {
+                overlay: &reader,
+                data: o.data_reader().as_ref(),
+                manifest: &raw,
+                dirs: &dirs,
+                scan_only: false,
+            };
+            for r in [
+                l.lookup("orders", "by_id", &[Value::Int(25001)]).await,
+                l.query("orders", &id_eq(30001))
+                    .await
+                    .map(|r| skerry_core::query::LookupResult {
+                        rows: r.rows,
+                        stats: Default::default(),
+                    }),
+            ] {
+                if let Err(e) = r {
+                    assert!(e.code().starts_with("E_"), "{p:?}={n}: {e}");
+                }
+            }
+        }
+    }
+    assert!(parsed > 0 && refused > 0, "{parsed} {refused}");
+}
+
+/// Defects 3 and 5 natively: hostile paths in a published manifest or HEAD are refused at
+/// parse time; HEAD and manifests are bounded while read (the store's declared size first).
+#[tokio::test]
+async fn manifests_are_validated_and_bounded() {
+    let f = Fixture::new();
+    let o = f.overlay().await;
+    o.publish().await.unwrap();
+    let reader = ObjectStoreReader::from_url(&f.overlay_url(), &[]).unwrap();
+    let good = manifest::read_latest(&reader).await.unwrap();
+    for bad in [
+        "http://127.0.0.1:9/evil.puffin",
+        "../../other-tenant/x.puffin",
+        "%2e%2e/x.puffin",
+        "%252e%252e/x.puffin",
+        "/abs/x.puffin",
+        "a//b.puffin",
+    ] {
+        let mut m = good.clone();
+        m.tables[0].indexes[0].files[0].lineage.bundle_path = bad.into();
+        assert_eq!(
+            Manifest::from_json(&m.to_json()).unwrap_err().code(),
+            "E_MANIFEST"
+        );
+        let mut m = good.clone();
+        m.tables[0].files[0].path = bad.into();
+        assert_eq!(
+            Manifest::from_json(&m.to_json()).unwrap_err().code(),
+            "E_MANIFEST"
+        );
+    }
+    // HEAD pointing anywhere but manifests/ is refused.
+    let head_path = f.dir.path().join("overlay/manifests/HEAD");
+    for bad in [
+        "../catalog/x",
+        "manifests/../x",
+        "manifests/%2e%2e/x",
+        "http://x/y",
+    ] {
+        std::fs::write(
+            &head_path,
+            serde_json::json!({"version": 1, "path": bad}).to_string(),
+        )
+        .unwrap();
+        let e = manifest::read_latest(&reader).await.unwrap_err();
+        assert_eq!(e.code(), "E_MANIFEST", "{bad}");
+    }
+    // Oversized HEAD: refused from the declared size, before its body is read.
+    std::fs::write(
+        &head_path,
+        vec![b' '; (manifest::MAX_HEAD_BYTES + 1) as usize],
+    )
+    .unwrap();
+    let e = manifest::read_latest(&reader).await.unwrap_err();
+    assert_eq!(e.code(), "E_MANIFEST");
+    assert!(e.to_string().contains("larger than"), "{e}");
+    let e = reader
+        .read_all_max(&Location::new("manifests/HEAD"), 10)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        skerry_core::io::IoError::TooLarge { max: 10, .. }
+    ));
+}
+
+/// Hardening: read-only readers never fence the writer; they see what is published and move
+/// to newer versions on refresh.
+#[tokio::test]
+async fn read_only_readers_do_not_fence_the_writer() {
+    let f = Fixture::new();
+    let o = f.overlay().await;
+    o.publish().await.unwrap();
+    let r1 = OverlayReader::open(&f.overlay_url(), OpenOptions::default())
+        .await
+        .unwrap();
+    let r2 = OverlayReader::open(&f.overlay_url(), OpenOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r1.version(), 1);
+    assert_eq!(
+        ids(&r1.query("orders", &id_eq(30002)).await.unwrap()),
+        vec![30002]
+    );
+    // The writer goes on: a new file, built and published.
+    std::fs::write(
+        f.data().join("part-2.parquet"),
+        orders_parquet(40000, 100, 50, SampleCodec::Zstd).unwrap(),
+    )
+    .unwrap();
+    o.register_files("orders", &["part-2.parquet".into()])
+        .await
+        .unwrap();
+    o.publish().await.unwrap();
+    assert!(r2
+        .query("orders", &id_eq(40001))
+        .await
+        .unwrap()
+        .rows
+        .is_empty());
+    assert_eq!(r2.refresh().await.unwrap(), 2);
+    assert_eq!(
+        ids(&r2.query("orders", &id_eq(40001)).await.unwrap()),
+        vec![40001]
+    );
+    let l = r2
+        .lookup("orders", "by_id", &[Value::Int(40002)])
+        .await
+        .unwrap();
+    assert_eq!(l.rows.len(), 1);
+    // The writer was never fenced.
+    o.create_index("orders", "by_day", &["day".into()], Default::default())
+        .await
+        .unwrap();
+    o.build("orders", |_| {}).await.unwrap();
+    o.publish().await.unwrap();
+    assert_eq!(r1.refresh().await.unwrap(), 3);
+    // Nothing published yet: E_NOT_FOUND.
+    let empty = format!("file://{}", f.dir.path().join("empty").display());
+    std::fs::create_dir_all(f.dir.path().join("empty")).unwrap();
+    let e = OverlayReader::open(&empty, OpenOptions::default())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), "E_NOT_FOUND");
+}
+
+/// Hardening: a store that accepts connections and never answers fails `E_TIMEOUT` within
+/// the limit instead of hanging.
+#[cfg(feature = "s3")]
+#[tokio::test]
+async fn reads_time_out_against_a_server_that_never_answers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let h = held.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming().take(64).flatten() {
+            h.lock().unwrap().push(s); // accepted, never answered
+        }
+    });
+    let storage = vec![
+        (
+            "aws_endpoint".to_string(),
+            format!("http://127.0.0.1:{port}"),
+        ),
+        ("aws_allow_http".to_string(), "true".to_string()),
+        ("aws_access_key_id".to_string(), "x".to_string()),
+        ("aws_secret_access_key".to_string(), "y".to_string()),
+        ("aws_region".to_string(), "us-east-1".to_string()),
+    ];
+    let t0 = std::time::Instant::now();
+    let e = OverlayReader::open(
+        "s3://bucket/overlay",
+        OpenOptions {
+            storage,
+            timeout: Some(std::time::Duration::from_millis(300)),
+        },
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(e.code(), "E_TIMEOUT", "{e}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+    assert!(
+        !held.lock().unwrap().is_empty(),
+        "the server saw no connection"
+    );
+}
