@@ -31,8 +31,11 @@ export declare class Overlay {
   build(table: string): Promise<BuildReport>
   /** Writes the catalog head as a new immutable manifest version and moves `HEAD` to it. */
   publish(): Promise<PublishReport>
-  /** Re-checks every data file of `table` against the store (SHA-256 confirms changes). */
-  refresh(table: string): Promise<RefreshReport>
+  /**
+   * Writer: re-checks every data file of `table` against the store (SHA-256 confirms
+   * changes; `deep` re-hashes every file). Read-only: pins the newest published version.
+   */
+  refresh(table?: string | undefined | null, options?: RefreshOptions | undefined | null): Promise<RefreshReport>
   /**
    * Rows whose indexed columns equal `key` (one value per index column, or a single value
    * for a one-column index), in the index's order.
@@ -81,6 +84,8 @@ export declare class Overlay {
    * answer; for benchmarks and debugging).
    */
   setScanOnly(on: boolean): void
+  /** Whether this overlay was opened read-only. */
+  get readOnly(): boolean
   /**
    * Registers more Parquet files of `table` (paths relative to its location), keeping
    * every index whole in the same commit (see the README's lifecycle section).
@@ -211,6 +216,14 @@ export interface LookupStats {
 export interface OpenOptions {
   /** object_store settings, e.g. `{ aws_endpoint: "http://127.0.0.1:9000", aws_allow_http: "true" }`. */
   storage?: Record<string, string>
+  /**
+   * Open read-only: answer from the newest *published* manifest without opening the
+   * catalog, so any number of reader processes serve beside one writer without fencing it.
+   * Writer verbs fail `E_READ_ONLY`; `refresh()` moves to the newest published version.
+   */
+  readOnly?: boolean
+  /** Limit on each read of overlay objects and data files (`E_TIMEOUT` past it). */
+  timeoutMs?: number
 }
 
 /** Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`. */
@@ -275,11 +288,23 @@ export interface RangeBound {
   inclusive?: boolean
 }
 
+/** Options of `refresh`. */
+export interface RefreshOptions {
+  /** Re-hash every file (finds rewrites that keep size and version). */
+  deep?: boolean
+}
+
 export interface RefreshReport {
   checked: number
   changed: Array<string>
   touched: Array<string>
   missing: Array<string>
+  /** Changed files whose delete masks no longer apply (dropped; register them again). */
+  deletesDropped: Array<string>
+  /** Files that could not be read (left as they were), with why. */
+  unreadable: Array<SkippedFile>
+  /** For a read-only overlay: the published version now pinned. */
+  version?: bigint
 }
 
 /** Which files `registerParquetTable` records. */
@@ -402,6 +427,8 @@ export interface VerifyReport {
   dead: number
   mismatched: number
   certified: boolean
+  /** Files queued for repair (drained by the next build of the index). */
+  repairsQueued: number
 }
 
 /**

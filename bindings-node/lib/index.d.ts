@@ -7,7 +7,7 @@ export type {
   Candidates, LocateResult, OpenOptions, PublishReport, RangeBound, RefreshReport, RegisterOptions, Rejection, Row,
   ScanOptions, SkippedFile, TableInfo, RegisterReport, FileDeletes, DeleteReport, StepOptions,
   StepReport, CursorInfo, VacuumReport, VacuumOptions, VerifyReport, Certificate, QueryStats,
-  Repair,
+  Repair, RefreshOptions,
 } from '../index';
 import type { QueryStats } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
@@ -17,7 +17,7 @@ export type SkerryErrorCode =
   | 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_IO' | 'E_CORRUPT' | 'E_KEY_TOO_LARGE'
   | 'E_KEY' | 'E_PARQUET' | 'E_EXISTS' | 'E_INVALID' | 'E_UNSUPPORTED' | 'E_CATALOG'
   | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT'
-  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT';
+  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_TIMEOUT' | 'E_ABORTED' | 'E_READ_ONLY';
 
 /** Every rejection from Skerry is an `Error` with a stable `code`. */
 export interface SkerryError extends Error { code: SkerryErrorCode }
@@ -89,7 +89,13 @@ export interface BuildOptions {
   maxBytes?: number;
 }
 export declare const Overlay: {
-  /** Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`. */
+  /**
+   * Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`,
+   * `s3://bucket/prefix`. With `{ readOnly: true }`: a read-only view of the newest published
+   * version that never opens the catalog, so it never fences the writer (writer verbs fail
+   * `E_READ_ONLY`; `refresh()` moves to the newest published version). `timeoutMs` bounds
+   * every read of overlay objects and data files (`E_TIMEOUT`).
+   */
   open(url: string, options?: OpenOptions): Promise<Overlay>;
 };
 

@@ -7,6 +7,10 @@
 const native = require('../index.js');
 
 const CODE = /^(E_[A-Z_]+): /;
+// napi-rs statuses of a JavaScript value the addon could not convert: a wrong argument type.
+const NAPI_INVALID = new Set(['InvalidArg', 'ObjectExpected', 'StringExpected', 'NameExpected',
+  'FunctionExpected', 'NumberExpected', 'BooleanExpected', 'ArrayExpected',
+  'BigintExpected', 'DateExpected', 'ArrayBufferExpected', 'DetachableArraybufferExpected']);
 
 function withCode(e) {
   if (e instanceof Error) {
@@ -14,9 +18,107 @@ function withCode(e) {
     if (m) {
       e.code = m[1];
       e.message = e.message.slice(m[0].length);
+    } else if (NAPI_INVALID.has(e.code)) {
+      e.message = `invalid argument (${e.code}): ${e.message}`;
+      e.code = 'E_INVALID';
     }
   }
   return e;
+}
+
+function invalid(message) {
+  const e = new Error(message);
+  e.code = 'E_INVALID';
+  return e;
+}
+
+// Argument checks, per public method: every wrong type is `E_INVALID` naming the argument,
+// before the addon sees it. A spec is a type name, `?` for optional, or an object of
+// option specs.
+const is = {
+  string: (v) => typeof v === 'string',
+  number: (v) => typeof v === 'number',
+  boolean: (v) => typeof v === 'boolean',
+  bigint: (v) => typeof v === 'bigint',
+  count: (v) => typeof v === 'number' && Number.isInteger(v) && v >= 0,
+  function: (v) => typeof v === 'function',
+  array: (v) => Array.isArray(v),
+  object: (v) => v !== null && typeof v === 'object' && !Array.isArray(v),
+  any: () => true,
+  'string[]': (v) => Array.isArray(v) && v.every((x) => typeof x === 'string'),
+  'bigint[]': (v) => Array.isArray(v) && v.every((x) => typeof x === 'bigint'),
+  'string|column': (v) => typeof v === 'string' || (v !== null && typeof v === 'object'),
+  bound: (v) => v === null || v === undefined || (typeof v === 'object' && !Array.isArray(v)
+    && 'key' in v && (v.inclusive === undefined || typeof v.inclusive === 'boolean')),
+  rows: (v) => Array.isArray(v) && v.every((r) => r !== null && typeof r === 'object'
+    && typeof r.file === 'string' && typeof r.position === 'bigint'
+    && (r.rowId === undefined || r.rowId === null || typeof r.rowId === 'bigint')),
+  deletes: (v) => Array.isArray(v) && v.every((d) => d !== null && typeof d === 'object'
+    && typeof d.file === 'string' && Array.isArray(d.positions)),
+};
+const WHAT = {
+  'string[]': 'an array of strings', 'bigint[]': 'an array of bigints', bound: '{ key, inclusive?: boolean } or null',
+  rows: 'an array of { file: string, position: bigint, rowId?: bigint }', count: 'a non-negative integer',
+  deletes: 'an array of { file: string, positions: bigint[] }', 'string|column': 'a name or { name, direction, nulls }',
+};
+function check(method, name, spec, v) {
+  const optional = typeof spec === 'string' && spec.endsWith('?');
+  if (v === undefined && (optional || typeof spec === 'object')) return;
+  if (typeof spec === 'object') {
+    if (!is.object(v)) throw invalid(`${method}: ${name} must be an object`);
+    for (const [k, sub] of Object.entries(spec)) check(method, `${name}.${k}`, `${sub.replace('?', '')}?`, v[k]);
+    return;
+  }
+  const type = spec.replace('?', '');
+  if (!is[type](v)) throw invalid(`${method}: ${name} must be ${WHAT[type] || `a ${type}`}`);
+}
+const SIGNATURES = {
+  registerParquetTable: [['name', 'string'], ['location', 'string'], ['options', { files: 'string[]', prefix: 'string' }]],
+  createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean' }]],
+  dropIndex: [['table', 'string'], ['name', 'string'], ['options', { purge: 'boolean' }]],
+  build: [['table', 'string'], ['options', { index: 'string', onProgress: 'function', maxEntries: 'count', maxBytes: 'count' }]],
+  publish: [],
+  refresh: [['table', 'string?'], ['options', { deep: 'boolean' }]],
+  lookup: [['table', 'string'], ['index', 'string'], ['key', 'any']],
+  lookupMany: [['table', 'string'], ['index', 'string'], ['keys', 'array']],
+  range: [['table', 'string'], ['index', 'string'], ['lower', 'bound'], ['upper', 'bound'], ['options', { reverse: 'boolean', column: 'string' }]],
+  nulls: [['table', 'string'], ['index', 'string'], ['prefix', 'array'], ['options', { reverse: 'boolean' }]],
+  locate: [['table', 'string'], ['rowIds', 'bigint[]']],
+  fetchRows: [['table', 'string'], ['rows', 'rows'], ['columns', 'string[]']],
+  query: [['table', 'string'], ['options', { where: 'object', columns: 'string[]', limit: 'count', verify: 'boolean' }]],
+  repairs: [['table', 'string'], ['index', 'string']],
+  setScanOnly: [['on', 'boolean']],
+  registerFiles: [['table', 'string'], ['files', 'string[]']],
+  registerDeletes: [['table', 'string'], ['deletes', 'deletes']],
+  buildStep: [['table', 'string'], ['index', 'string'], ['options', { maxEntries: 'count', maxBytes: 'count' }]],
+  listIndexes: [['table', 'string']],
+  vacuum: [['options', { retainVersions: 'count' }]],
+  verify: [['table', 'string'], ['index', 'string']],
+  certificate: [['table', 'string'], ['index', 'string']],
+  close: [],
+};
+const SYNC = new Set(['setScanOnly']);
+function checkArgs(method, args) {
+  const sig = SIGNATURES[method];
+  if (!sig) return;
+  sig.forEach(([name, spec], i) => check(method, name, spec, args[i]));
+  if (method === 'createIndex' && !args[2].every(is['string|column'])) {
+    throw invalid(`createIndex: columns must be an array of ${WHAT['string|column']}`);
+  }
+}
+
+// Wraps a public method: arguments checked (a wrong one rejects the promise, or throws for
+// the synchronous methods), errors get their code.
+function guard(method, fn) {
+  return function (...args) {
+    try {
+      checkArgs(method, args);
+    } catch (e) {
+      if (SYNC.has(method)) throw e;
+      return Promise.reject(e);
+    }
+    return call(fn, this, args);
+  };
 }
 
 function call(fn, self, args) {
@@ -30,7 +132,8 @@ function call(fn, self, args) {
 }
 
 for (const name of Object.getOwnPropertyNames(native.Overlay.prototype)) {
-  const fn = native.Overlay.prototype[name];
+  const desc = Object.getOwnPropertyDescriptor(native.Overlay.prototype, name);
+  const fn = desc.value;
   if (name === 'constructor' || typeof fn !== 'function') continue;
   native.Overlay.prototype[name] = function (...args) { return call(fn, this, args); };
 }
@@ -135,21 +238,47 @@ native.Overlay.prototype.dropIndex = async function (table, name, options) {
   return nativeDrop.call(this, table, name);
 };
 
+// Argument checks in front of every public method (the facade's own included).
+for (const method of Object.keys(SIGNATURES)) {
+  const fn = native.Overlay.prototype[method];
+  if (typeof fn === 'function') native.Overlay.prototype[method] = guard(method, fn);
+}
+
+const OPEN = { storage: 'object', readOnly: 'boolean', timeoutMs: 'count' };
+
 class Overlay {
   /**
    * Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`,
-   * `s3://bucket/prefix`.
+   * `s3://bucket/prefix`. With `{ readOnly: true }`, a read-only view of the newest
+   * published version that never fences the writer; `timeoutMs` bounds every read.
    */
   static open(url, options) {
+    try {
+      check('Overlay.open', 'url', 'string', url);
+      check('Overlay.open', 'options', OPEN, options);
+      if (options && options.timeoutMs !== undefined && (options.timeoutMs < 1 || options.timeoutMs > 2 ** 32 - 1)) {
+        throw invalid('Overlay.open: options.timeoutMs must be from 1 to 2^32-1');
+      }
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return call(native.openOverlay, undefined, [url, options]);
   }
 }
 
 function sampleOrdersParquet(firstId, rows, rowGroupRows = 1000, codec = 'snappy') {
+  check('sampleOrdersParquet', 'firstId', 'number', firstId);
+  check('sampleOrdersParquet', 'rows', 'number', rows);
+  check('sampleOrdersParquet', 'rowGroupRows', 'number', rowGroupRows);
+  check('sampleOrdersParquet', 'codec', 'string', codec);
   return call(native.sampleOrdersParquet, undefined, [firstId, rows, rowGroupRows, codec]);
 }
 
 function writeParquet(columns, rows, rowGroupRows, codec) {
+  check('writeParquet', 'columns', 'array', columns);
+  check('writeParquet', 'rows', 'array', rows);
+  check('writeParquet', 'rowGroupRows', 'count?', rowGroupRows);
+  check('writeParquet', 'codec', 'string?', codec);
   return call(native.writeParquet, undefined, [columns, rows, rowGroupRows, codec]);
 }
 

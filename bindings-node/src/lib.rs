@@ -24,6 +24,12 @@ fn big(v: u64) -> BigInt {
 pub struct OpenOptions {
     /// object_store settings, e.g. `{ aws_endpoint: "http://127.0.0.1:9000", aws_allow_http: "true" }`.
     pub storage: Option<std::collections::HashMap<String, String>>,
+    /// Open read-only: answer from the newest *published* manifest without opening the
+    /// catalog, so any number of reader processes serve beside one writer without fencing it.
+    /// Writer verbs fail `E_READ_ONLY`; `refresh()` moves to the newest published version.
+    pub read_only: Option<bool>,
+    /// Limit on each read of overlay objects and data files (`E_TIMEOUT` past it).
+    pub timeout_ms: Option<u32>,
 }
 
 /// Which files `registerParquetTable` records.
@@ -131,6 +137,19 @@ pub struct RefreshReport {
     pub changed: Vec<String>,
     pub touched: Vec<String>,
     pub missing: Vec<String>,
+    /// Changed files whose delete masks no longer apply (dropped; register them again).
+    pub deletes_dropped: Vec<String>,
+    /// Files that could not be read (left as they were), with why.
+    pub unreadable: Vec<SkippedFile>,
+    /// For a read-only overlay: the published version now pinned.
+    pub version: Option<BigInt>,
+}
+
+/// Options of `refresh`.
+#[napi(object)]
+pub struct RefreshOptions {
+    /// Re-hash every file (finds rewrites that keep size and version).
+    pub deep: Option<bool>,
 }
 
 #[napi(object)]
@@ -560,33 +579,98 @@ pub struct Repair {
 /// An overlay: catalog, bundles and manifests under one object-store prefix.
 #[napi]
 pub struct Overlay {
-    inner: Arc<ov::Overlay>,
+    handle: Handle,
+}
+
+/// A writer (catalog + publish) or a read-only view of the published overlay.
+#[derive(Clone)]
+enum Handle {
+    Writer(Arc<ov::Overlay>),
+    Reader(Arc<skerry_core::reader::OverlayReader>),
+}
+
+/// Runs the same read verb on either kind of handle.
+macro_rules! read_verb {
+    ($h:expr, |$o:ident| $e:expr) => {
+        match $h {
+            Handle::Writer($o) => $e,
+            Handle::Reader($o) => $e,
+        }
+    };
+}
+
+impl Overlay {
+    /// The writer, or `E_READ_ONLY` for a read-only overlay.
+    fn writer(&self) -> Result<Arc<ov::Overlay>> {
+        match &self.handle {
+            Handle::Writer(o) => Ok(o.clone()),
+            Handle::Reader(_) => Err(napi::Error::new(
+                Status::GenericFailure,
+                "E_READ_ONLY: this overlay was opened with readOnly: true".to_string(),
+            )),
+        }
+    }
+}
+
+/// A JavaScript bigint as a u64, losslessly: negative or wider values are `E_INVALID`
+/// naming `what`.
+fn u64_arg(b: &BigInt, what: &str) -> Result<u64> {
+    let (negative, v, lossless) = b.get_u64();
+    if (negative && v != 0) || !lossless {
+        return Err(napi::Error::new(
+            Status::InvalidArg,
+            format!("E_INVALID: {what} must be a bigint from 0 to 2^64-1"),
+        ));
+    }
+    Ok(v)
 }
 
 /// Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`.
 #[napi]
 pub async fn open_overlay(url: String, options: Option<OpenOptions>) -> Result<Overlay> {
-    let storage = options
-        .and_then(|o| o.storage)
-        .map(|m| m.into_iter().collect())
-        .unwrap_or_default();
-    let inner = ov::Overlay::open(&url, ov::OpenOptions { storage })
-        .await
-        .map_err(to_js)?;
-    Ok(Overlay {
-        inner: Arc::new(inner),
-    })
+    let (storage, read_only, timeout_ms) = match options {
+        Some(o) => (o.storage, o.read_only.unwrap_or(false), o.timeout_ms),
+        None => (None, false, None),
+    };
+    let opts = ov::OpenOptions {
+        storage: storage.map(|m| m.into_iter().collect()).unwrap_or_default(),
+        timeout: timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64)),
+    };
+    let handle = if read_only {
+        Handle::Reader(Arc::new(
+            skerry_core::reader::OverlayReader::open(&url, opts)
+                .await
+                .map_err(to_js)?,
+        ))
+    } else {
+        Handle::Writer(Arc::new(
+            ov::Overlay::open(&url, opts).await.map_err(to_js)?,
+        ))
+    };
+    Ok(Overlay { handle })
 }
 
 /// Writes a deterministic sample `orders` Parquet file (columns `order_id`, `customer`,
 /// `amount`, `day`) with orders `firstId .. firstId + rows`. `codec`: snappy | lz4 | zstd | none.
 #[napi]
 pub fn sample_orders_parquet(
-    first_id: i64,
-    rows: u32,
-    row_group_rows: u32,
+    first_id: f64,
+    rows: f64,
+    row_group_rows: f64,
     codec: String,
 ) -> Result<Buffer> {
+    let int = |v: f64, what: &str, lo: f64, hi: f64| -> Result<f64> {
+        if v.fract() != 0.0 || !(lo..=hi).contains(&v) {
+            return Err(napi::Error::new(
+                Status::InvalidArg,
+                format!("E_INVALID: {what} must be an integer from {lo} to {hi}"),
+            ));
+        }
+        Ok(v)
+    };
+    let rows = int(rows, "rows", 0.0, 10_000_000.0)? as usize;
+    let row_group_rows = int(row_group_rows, "rowGroupRows", 1.0, 10_000_000.0)? as usize;
+    let first_id = int(first_id, "firstId", -(2f64.powi(53)), 2f64.powi(53))? as i64;
     let c = skerry_core::sample::SampleCodec::parse(&codec).ok_or_else(|| {
         napi::Error::new(
             Status::InvalidArg,
@@ -594,8 +678,7 @@ pub fn sample_orders_parquet(
         )
     })?;
     let bytes =
-        skerry_core::sample::orders_parquet(first_id, rows as usize, row_group_rows as usize, c)
-            .map_err(to_js)?;
+        skerry_core::sample::orders_parquet(first_id, rows, row_group_rows, c).map_err(to_js)?;
     Ok(bytes.into())
 }
 
@@ -731,6 +814,8 @@ pub struct VerifyReport {
     pub dead: i64,
     pub mismatched: i64,
     pub certified: bool,
+    /// Files queued for repair (drained by the next build of the index).
+    pub repairs_queued: i64,
 }
 
 #[napi(object)]
@@ -753,15 +838,7 @@ fn skipped(v: Vec<ov::Skipped>) -> Vec<SkippedFile> {
 
 fn u64_of(v: Either<BigInt, i64>) -> Result<u64> {
     match v {
-        Either::A(b) => {
-            let (neg, v, lossless) = b.get_u64();
-            if neg || !lossless {
-                return Err(napi::Error::from_reason(
-                    "E_INVALID: a position is out of range",
-                ));
-            }
-            Ok(v)
-        }
+        Either::A(b) => u64_arg(&b, "a position"),
         Either::B(n) if n >= 0 => Ok(n as u64),
         Either::B(_) => Err(napi::Error::from_reason(
             "E_INVALID: a position is negative",
@@ -799,7 +876,7 @@ impl Overlay {
             _ => ov::FileSelection::Prefix(String::new()),
         };
         let t = self
-            .inner
+            .writer()?
             .register_parquet_table(&name, &location, sel)
             .await
             .map_err(to_js)?;
@@ -840,7 +917,7 @@ impl Overlay {
             .map(index_column)
             .collect::<Result<Vec<_>>>()?;
         let i = self
-            .inner
+            .writer()?
             .create_index(&table, &name, &columns, opts)
             .await
             .map_err(to_js)?;
@@ -859,7 +936,7 @@ impl Overlay {
     #[napi]
     pub async fn drop_index(&self, table: String, name: String) -> Result<BigInt> {
         Ok(big(self
-            .inner
+            .writer()?
             .drop_index(&table, &name)
             .await
             .map_err(to_js)?))
@@ -868,7 +945,7 @@ impl Overlay {
     /// Builds every missing or stale index blob of `table` and flips built indexes to ready.
     #[napi]
     pub async fn build(&self, table: String) -> Result<BuildReport> {
-        let r = self.inner.build(&table, |_| {}).await.map_err(to_js)?;
+        let r = self.writer()?.build(&table, |_| {}).await.map_err(to_js)?;
         Ok(BuildReport {
             files_indexed: r.files_indexed as u32,
             entries: big(r.entries),
@@ -881,7 +958,7 @@ impl Overlay {
     /// Writes the catalog head as a new immutable manifest version and moves `HEAD` to it.
     #[napi]
     pub async fn publish(&self) -> Result<PublishReport> {
-        let p = self.inner.publish().await.map_err(to_js)?;
+        let p = self.writer()?.publish().await.map_err(to_js)?;
         Ok(PublishReport {
             version: big(p.version),
             path: p.path,
@@ -889,15 +966,50 @@ impl Overlay {
         })
     }
 
-    /// Re-checks every data file of `table` against the store (SHA-256 confirms changes).
+    /// Writer: re-checks every data file of `table` against the store (SHA-256 confirms
+    /// changes; `deep` re-hashes every file). Read-only: pins the newest published version.
     #[napi]
-    pub async fn refresh(&self, table: String) -> Result<RefreshReport> {
-        let r = self.inner.refresh(&table).await.map_err(to_js)?;
+    pub async fn refresh(
+        &self,
+        table: Option<String>,
+        options: Option<RefreshOptions>,
+    ) -> Result<RefreshReport> {
+        let o = match &self.handle {
+            Handle::Reader(r) => {
+                let v = r.refresh().await.map_err(to_js)?;
+                return Ok(RefreshReport {
+                    checked: 0,
+                    changed: vec![],
+                    touched: vec![],
+                    missing: vec![],
+                    deletes_dropped: vec![],
+                    unreadable: vec![],
+                    version: Some(big(v)),
+                });
+            }
+            Handle::Writer(o) => o.clone(),
+        };
+        let table = table.ok_or_else(|| {
+            napi::Error::new(
+                Status::InvalidArg,
+                "E_INVALID: table must be a string".to_string(),
+            )
+        })?;
+        let deep = options.and_then(|o| o.deep).unwrap_or(false);
+        let r = if deep {
+            o.refresh_deep(&table).await
+        } else {
+            o.refresh(&table).await
+        }
+        .map_err(to_js)?;
         Ok(RefreshReport {
             checked: r.checked as u32,
             changed: r.changed,
             touched: r.touched,
             missing: r.missing,
+            deletes_dropped: r.deletes_dropped,
+            unreadable: skipped(r.unreadable),
+            version: None,
         })
     }
 
@@ -912,10 +1024,10 @@ impl Overlay {
         key: Unknown<'_>,
     ) -> Result<PromiseRaw<'env, LookupResult>> {
         let values = key_values(env, key)?;
-        let inner = self.inner.clone();
+        let h = self.handle.clone();
         env.spawn_future(async move {
             Ok(result(
-                inner.lookup(&table, &index, &values).await.map_err(to_js)?,
+                read_verb!(&h, |o| o.lookup(&table, &index, &values).await).map_err(to_js)?,
             ))
         })
     }
@@ -934,13 +1046,10 @@ impl Overlay {
             .into_iter()
             .map(|k| key_values(env, k))
             .collect::<Result<Vec<_>>>()?;
-        let inner = self.inner.clone();
+        let h = self.handle.clone();
         env.spawn_future(async move {
             Ok(result(
-                inner
-                    .lookup_many(&table, &index, &keys)
-                    .await
-                    .map_err(to_js)?,
+                read_verb!(&h, |o| o.lookup_many(&table, &index, &keys).await).map_err(to_js)?,
             ))
         })
     }
@@ -964,19 +1073,19 @@ impl Overlay {
         let (lower, upper) = (value_bound(env, lower)?, value_bound(env, upper)?);
         let column = options.as_ref().and_then(|o| o.column.clone());
         let reverse = options.and_then(|o| o.reverse).unwrap_or(false);
-        let inner = self.inner.clone();
+        let h = self.handle.clone();
         env.spawn_future(async move {
             if let Some(c) = &column {
-                inner
+                read_verb!(&h, |o| o
                     .check_range_column(&table, &index, &lower, &upper, c)
-                    .await
-                    .map_err(to_js)?;
+                    .await)
+                .map_err(to_js)?;
             }
             Ok(result(
-                inner
-                    .range(&table, &index, lower, upper, reverse)
-                    .await
-                    .map_err(to_js)?,
+                read_verb!(&h, |o| o
+                    .range(&table, &index, lower.clone(), upper.clone(), reverse)
+                    .await)
+                .map_err(to_js)?,
             ))
         })
     }
@@ -1002,12 +1111,10 @@ impl Overlay {
             });
         }
         let reverse = options.and_then(|o| o.reverse).unwrap_or(false);
-        let inner = self.inner.clone();
+        let h = self.handle.clone();
         env.spawn_future(async move {
             Ok(result(
-                inner
-                    .nulls(&table, &index, &items, reverse)
-                    .await
+                read_verb!(&h, |o| o.nulls(&table, &index, &items, reverse).await)
                     .map_err(to_js)?,
             ))
         })
@@ -1017,8 +1124,12 @@ impl Overlay {
     /// the ids that may be in them as candidates.
     #[napi]
     pub async fn locate(&self, table: String, row_ids: Vec<BigInt>) -> Result<LocateResult> {
-        let ids = row_ids.iter().map(|b| b.get_u64().1).collect::<Vec<_>>();
-        let r = self.inner.locate(&table, &ids).await.map_err(to_js)?;
+        let ids = row_ids
+            .iter()
+            .map(|b| u64_arg(b, "a row id"))
+            .collect::<Result<Vec<_>>>()?;
+        let h = self.handle.clone();
+        let r = read_verb!(&h, |o| o.locate(&table, &ids).await).map_err(to_js)?;
         Ok(LocateResult {
             rows: r
                 .rows
@@ -1053,17 +1164,20 @@ impl Overlay {
     ) -> Result<FetchedRows> {
         let rows: Vec<skerry_core::query::RowRef> = rows
             .into_iter()
-            .map(|r| skerry_core::query::RowRef {
-                file: r.file,
-                position: r.position.get_u64().1,
-                row_id: r.row_id.map(|b| b.get_u64().1),
+            .map(|r| {
+                Ok(skerry_core::query::RowRef {
+                    position: u64_arg(&r.position, "a row's position")?,
+                    row_id: r
+                        .row_id
+                        .as_ref()
+                        .map(|b| u64_arg(b, "a row's rowId"))
+                        .transpose()?,
+                    file: r.file,
+                })
             })
-            .collect();
-        let batch = self
-            .inner
-            .fetch(&table, &rows, &columns)
-            .await
-            .map_err(to_js)?;
+            .collect::<Result<_>>()?;
+        let h = self.handle.clone();
+        let batch = read_verb!(&h, |o| o.fetch(&table, &rows, &columns).await).map_err(to_js)?;
         let ipc = skerry_core::query::to_ipc(&batch).map_err(to_js)?;
         let json = skerry_core::query::to_json_rows(&batch)
             .map_err(to_js)?
@@ -1088,9 +1202,9 @@ impl Overlay {
         options: Option<Unknown<'_>>,
     ) -> Result<PromiseRaw<'env, QueryRaw>> {
         let q = js_query(env, options)?;
-        let inner = self.inner.clone();
+        let h = self.handle.clone();
         env.spawn_future(async move {
-            let r = inner.query(&table, &q).await.map_err(to_js)?;
+            let r = read_verb!(&h, |o| o.query(&table, &q).await).map_err(to_js)?;
             let ipc = skerry_core::query::to_ipc(&r.batch).map_err(to_js)?;
             let json = skerry_core::query::to_json_rows(&r.batch)
                 .map_err(to_js)?
@@ -1115,7 +1229,11 @@ impl Overlay {
     /// Files queued for repair because a query rejected their index of `index`.
     #[napi]
     pub async fn repairs(&self, table: String, index: String) -> Result<Vec<Repair>> {
-        let r = self.inner.repairs(&table, &index).await.map_err(to_js)?;
+        let r = self
+            .writer()?
+            .repairs(&table, &index)
+            .await
+            .map_err(to_js)?;
         Ok(r.into_iter()
             .map(|e| Repair {
                 path: e.path,
@@ -1129,7 +1247,13 @@ impl Overlay {
     /// answer; for benchmarks and debugging).
     #[napi]
     pub fn set_scan_only(&self, on: bool) {
-        self.inner.set_scan_only(on);
+        read_verb!(&self.handle, |o| o.set_scan_only(on));
+    }
+
+    /// Whether this overlay was opened read-only.
+    #[napi(getter)]
+    pub fn read_only(&self) -> bool {
+        matches!(self.handle, Handle::Reader(_))
     }
 
     /// Registers more Parquet files of `table` (paths relative to its location), keeping
@@ -1141,7 +1265,7 @@ impl Overlay {
         files: Vec<String>,
     ) -> Result<RegisterReport> {
         let r = self
-            .inner
+            .writer()?
             .register_files(&table, &files)
             .await
             .map_err(to_js)?;
@@ -1172,7 +1296,7 @@ impl Overlay {
             })
             .collect::<Result<Vec<_>>>()?;
         let r = self
-            .inner
+            .writer()?
             .register_deletes(&table, &deletes)
             .await
             .map_err(to_js)?;
@@ -1200,7 +1324,7 @@ impl Overlay {
             }
         }
         let s = self
-            .inner
+            .writer()?
             .build_step(&table, &index, opts)
             .await
             .map_err(to_js)?;
@@ -1227,7 +1351,7 @@ impl Overlay {
     /// The indexes of `table`, in id order.
     #[napi]
     pub async fn list_indexes(&self, table: String) -> Result<Vec<IndexInfo>> {
-        let v = self.inner.list_indexes(&table).await.map_err(to_js)?;
+        let v = self.writer()?.list_indexes(&table).await.map_err(to_js)?;
         Ok(v.into_iter()
             .map(|i| IndexInfo {
                 name: i.name,
@@ -1244,7 +1368,7 @@ impl Overlay {
     #[napi]
     pub async fn drop_index_purge(&self, table: String, name: String) -> Result<VacuumReport> {
         let r = self
-            .inner
+            .writer()?
             .drop_index_purge(&table, &name)
             .await
             .map_err(to_js)?;
@@ -1257,7 +1381,7 @@ impl Overlay {
     pub async fn vacuum(&self, options: Option<VacuumOptions>) -> Result<VacuumReport> {
         let retain = options.and_then(|o| o.retain_versions).unwrap_or(1);
         let r = self
-            .inner
+            .writer()?
             .vacuum(skerry_core::lifecycle::VacuumOptions {
                 retain_versions: retain.max(0) as u64,
             })
@@ -1269,7 +1393,7 @@ impl Overlay {
     /// Recomputes `index` from the live rows and compares; a clean pass records a certificate.
     #[napi]
     pub async fn verify(&self, table: String, index: String) -> Result<VerifyReport> {
-        let r = self.inner.verify(&table, &index).await.map_err(to_js)?;
+        let r = self.writer()?.verify(&table, &index).await.map_err(to_js)?;
         Ok(VerifyReport {
             files: r.files as i64,
             files_unindexed: r.files_unindexed as i64,
@@ -1279,6 +1403,7 @@ impl Overlay {
             dead: r.dead as i64,
             mismatched: r.mismatched as i64,
             certified: r.certified,
+            repairs_queued: r.repairs_queued as i64,
         })
     }
 
@@ -1286,7 +1411,7 @@ impl Overlay {
     #[napi]
     pub async fn certificate(&self, table: String, index: String) -> Result<Option<Certificate>> {
         let c = self
-            .inner
+            .writer()?
             .certificate(&table, &index)
             .await
             .map_err(to_js)?;
@@ -1301,6 +1426,6 @@ impl Overlay {
     /// Closes the catalog (waits for durability of everything committed).
     #[napi]
     pub async fn close(&self) -> Result<()> {
-        self.inner.close().await.map_err(to_js)
+        self.writer()?.close().await.map_err(to_js)
     }
 }

@@ -14,7 +14,7 @@ mod api {
     use js_sys::{Array, Function, Object, Reflect, Uint8Array};
     use serde::Serialize;
     use skerry_core::encoding::{Value, ValueBound};
-    use skerry_core::io::RangeReader;
+    use skerry_core::io::{BoxFut, IoError, Location, ObjectMeta, RangeReader};
     use skerry_core::manifest::{self, Manifest};
     use skerry_core::planner::Query;
     use skerry_core::predicate::{Condition, Op};
@@ -22,12 +22,77 @@ mod api {
     use wasm_bindgen::prelude::*;
     use wasm_bindgen::JsCast;
 
-    use crate::readers::{CallbackReader, FetchReader};
+    use crate::readers::{CallbackReader, FetchReader, Limits};
 
+    /// Default limit on each request of a reader (`options.timeoutMs`).
+    const DEFAULT_TIMEOUT_MS: f64 = 30_000.0;
+
+    /// A Skerry error as a JS `Error` with `code` (the message carries no `E_X: ` prefix,
+    /// as in the addon).
     fn js_err(e: skerry_core::Error) -> JsValue {
-        let err = js_sys::Error::new(&format!("{}: {e}", e.code()));
+        let err = js_sys::Error::new(&e.to_string());
         let _ = Reflect::set(&err, &"code".into(), &e.code().into());
         err.into()
+    }
+
+    /// A string argument, or `E_INVALID` naming it.
+    fn text(v: &JsValue, method: &str, name: &str) -> Result<String, JsValue> {
+        v.as_string()
+            .ok_or_else(|| invalid(format!("{method}: {name} must be a string")))
+    }
+
+    /// An optional options object, or `E_INVALID`.
+    fn options_object(v: &JsValue, method: &str) -> Result<(), JsValue> {
+        if v.is_undefined() || v.is_null() || (v.is_object() && !Array::is_array(v)) {
+            Ok(())
+        } else {
+            Err(invalid(format!("{method}: options must be an object")))
+        }
+    }
+
+    /// An optional boolean option, or `E_INVALID`.
+    fn flag(o: &JsValue, method: &str, name: &str) -> Result<bool, JsValue> {
+        let v = get(o, name);
+        if v.is_undefined() {
+            return Ok(false);
+        }
+        v.as_bool()
+            .ok_or_else(|| invalid(format!("{method}: options.{name} must be a boolean")))
+    }
+
+    /// A non-negative integer argument (a bigint, or a number up to 2^53) as a u64, or
+    /// `E_INVALID` naming it: no sign or high bits are dropped.
+    fn u64_arg(v: &JsValue, method: &str, name: &str) -> Result<u64, JsValue> {
+        let bad = || {
+            invalid(format!(
+                "{method}: {name} must be an integer from 0 to 2^64-1"
+            ))
+        };
+        if v.is_bigint() {
+            let s: String = js_sys::BigInt::from(v.clone())
+                .to_string(10)
+                .map_err(|_| bad())?
+                .into();
+            return s.parse::<u64>().map_err(|_| bad());
+        }
+        match v.as_f64() {
+            Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= 9_007_199_254_740_992.0 => Ok(f as u64),
+            _ => Err(bad()),
+        }
+    }
+
+    /// The `table` and `index` arguments of `method`.
+    fn table_index(
+        table: &JsValue,
+        index: &JsValue,
+        method: &str,
+    ) -> Result<(String, String), JsValue> {
+        Ok((text(table, method, "table")?, text(index, method, "index")?))
+    }
+
+    /// A promise rejected with `e` (argument errors of promise-returning methods reject).
+    fn rejected(e: JsValue) -> js_sys::Promise {
+        js_sys::Promise::reject(&e)
     }
 
     fn key_value(v: &JsValue) -> Result<Value, JsValue> {
@@ -51,8 +116,10 @@ mod api {
             return match s.parse::<i64>() {
                 Ok(i) => Ok(Value::Int(i)),
                 Err(_) => s.parse::<u64>().map(Value::UInt).map_err(|_| {
-                    js_err(skerry_core::Error::Invalid(
-                        "bigint key out of 64-bit range".into(),
+                    js_err(skerry_core::Error::Key(
+                        skerry_core::encoding::KeyError::InvalidType {
+                            reason: "bigint key out of 64-bit range".into(),
+                        },
                     ))
                 }),
             };
@@ -279,8 +346,12 @@ mod api {
         }
     }
 
+    /// `E_INVALID` for an argument the binding refuses, worded as the addon words it (no
+    /// `invalid argument:` prefix).
     fn invalid(msg: impl Into<String>) -> JsValue {
-        js_err(skerry_core::Error::Invalid(msg.into()))
+        let err = js_sys::Error::new(&msg.into());
+        let _ = Reflect::set(&err, &"code".into(), &"E_INVALID".into());
+        err.into()
     }
 
     /// `where`: `{ column: value | null | { eq, in, lt, lte, gt, gte, between, isNull } }`,
@@ -385,11 +456,82 @@ mod api {
         Ok(q)
     }
 
+    /// Reads data files only below the table locations this reader may use: the caller's
+    /// (`options.tables`), or a manifest's when same-origin with the overlay or listed in
+    /// `options.allowOrigins`. Anything else fails `E_INVALID_URL` without a request.
+    struct ScopedReader {
+        inner: Rc<dyn RangeReader>,
+        /// Allowed prefixes, each ending in `/`.
+        prefixes: RefCell<Vec<String>>,
+    }
+
+    impl ScopedReader {
+        fn check(&self, loc: &Location) -> Result<(), IoError> {
+            if self
+                .prefixes
+                .borrow()
+                .iter()
+                .any(|p| loc.path.starts_with(p.as_str()))
+            {
+                return Ok(());
+            }
+            Err(IoError::InvalidUrl {
+                url: loc.path.chars().take(200).collect(),
+                reason: "outside the table locations this reader may read (pass \
+                         options.tables, or list the origin in options.allowOrigins)"
+                    .into(),
+            })
+        }
+    }
+
+    impl RangeReader for ScopedReader {
+        fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
+            Box::pin(async move {
+                self.check(loc)?;
+                self.inner.head(loc).await
+            })
+        }
+        fn read_range<'a>(
+            &'a self,
+            loc: &'a Location,
+            range: std::ops::Range<u64>,
+        ) -> BoxFut<'a, Result<bytes::Bytes, IoError>> {
+            Box::pin(async move {
+                self.check(loc)?;
+                self.inner.read_range(loc, range).await
+            })
+        }
+        fn read_suffix<'a>(
+            &'a self,
+            loc: &'a Location,
+            len: u64,
+        ) -> BoxFut<'a, Result<(bytes::Bytes, ObjectMeta), IoError>> {
+            Box::pin(async move {
+                self.check(loc)?;
+                self.inner.read_suffix(loc, len).await
+            })
+        }
+        fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<bytes::Bytes, IoError>> {
+            Box::pin(async move {
+                self.check(loc)?;
+                self.inner.read_all(loc).await
+            })
+        }
+        fn counters(&self) -> &skerry_core::io::IoCounters {
+            self.inner.counters()
+        }
+    }
+
     struct Inner {
         /// `warning` listeners (rejected indexes during queries).
         listeners: RefCell<Vec<Function>>,
         overlay: Rc<dyn RangeReader>,
-        data: Rc<dyn RangeReader>,
+        data: Rc<ScopedReader>,
+        /// Origin of the overlay's base URL (`None` for a callback source).
+        origin: Option<String>,
+        /// Origins (`scheme://host[:port]`, lowercase) whose table locations a manifest may
+        /// name.
+        allow_origins: Vec<String>,
         manifest: RefCell<Rc<Manifest>>,
         dirs: DirectoryCache,
         scan_only: std::cell::Cell<bool>,
@@ -401,7 +543,7 @@ mod api {
         fn lookup<'a>(&'a self, m: &'a Manifest) -> Lookup<'a> {
             Lookup {
                 overlay: self.overlay.as_ref(),
-                data: self.data.as_ref(),
+                data: self.data.as_ref() as &dyn RangeReader,
                 manifest: m,
                 dirs: &self.dirs,
                 scan_only: self.scan_only.get(),
@@ -412,11 +554,32 @@ mod api {
             let mut m = manifest::read_latest(self.overlay.as_ref())
                 .await
                 .map_err(js_err)?;
+            let mut prefixes = Vec::new();
             for t in &mut m.tables {
-                if let Some(loc) = self.tables.get(&t.name.to_lowercase()) {
+                if let Some(loc) = self.tables.get(&skerry_core::names::fold(&t.name)) {
                     t.location = loc.clone();
+                } else {
+                    // A location named by the manifest is data: used only when it is
+                    // same-origin with the overlay or its origin is allowed.
+                    let o = skerry_core::io::path::origin(&t.location);
+                    let allowed = match &o {
+                        Some(o) => {
+                            self.origin.as_ref() == Some(o) || self.allow_origins.contains(o)
+                        }
+                        // A relative location names paths of a callback source's own
+                        // namespace (never of a fetch source, whose base is a URL).
+                        None => {
+                            self.origin.is_none()
+                                && skerry_core::io::path::check_relative(&t.location).is_ok()
+                        }
+                    };
+                    if !allowed {
+                        continue;
+                    }
                 }
+                prefixes.push(format!("{}/", t.location.trim_end_matches('/')));
             }
+            *self.data.prefixes.borrow_mut() = prefixes;
             *self.manifest.borrow_mut() = Rc::new(m);
             self.dirs.clear();
             Ok(())
@@ -455,6 +618,25 @@ export interface QueryResult {
   refs: Array<{ file: string; position: bigint; rowId?: bigint }>;
   stats: QueryStats;
 }
+/** A source of overlay bytes other than a URL: an R2 binding, signed URLs, custom auth. */
+export interface ReadSource {
+  readRange(path: string, offset: number, length: number): Promise<Uint8Array | null | undefined>;
+  size?(path: string): Promise<number | null | undefined>;
+}
+/** Options of `OverlayReader.open`. */
+export interface ReaderOptions {
+  /** Table name → base URL (or callback path prefix) of its data files. */
+  tables?: Record<string, string>;
+  /**
+   * Origins (`scheme://host[:port]`) whose table locations a manifest may name. A location
+   * from the manifest is otherwise used only when same-origin with the overlay URL.
+   */
+  allowOrigins?: string[];
+  /** Limit on each request, body included (default 30000; 0 = none): `E_TIMEOUT`. */
+  timeoutMs?: number;
+  /** Aborts every request in flight and to come: `E_ABORTED`. */
+  signal?: AbortSignal;
+}
 /** The `warning` event: an index was rejected during a query (the file was scanned). */
 export interface IndexWarning { table: string; index?: string; file: string; reason: string; message: string }
 export interface OverlayReader {
@@ -486,45 +668,115 @@ export interface OverlayReader {
         /// (an R2 binding, signed URLs, custom auth). `options.tables` maps table names to the
         /// base URL (or callback path prefix) of their data files when the manifest's location
         /// is not reachable from here.
-        pub async fn open(source: JsValue, options: JsValue) -> Result<OverlayReader, JsValue> {
-            let overlay: Rc<dyn RangeReader> = if let Some(url) = source.as_string() {
-                Rc::new(FetchReader::new(url))
-            } else if source.is_object() {
-                let read: Function = get(&source, "readRange").dyn_into().map_err(|_| {
-                    js_err(skerry_core::Error::Invalid(
-                        "source.readRange must be a function".into(),
-                    ))
-                })?;
-                let size: Option<Function> = get(&source, "size").dyn_into().ok();
-                Rc::new(CallbackReader::new(read, size))
+        pub async fn open(
+            #[wasm_bindgen(unchecked_param_type = "string | ReadSource")] source: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "ReaderOptions | undefined")] options: JsValue,
+        ) -> Result<OverlayReader, JsValue> {
+            options_object(&options, "OverlayReader.open")?;
+            let timeout = get(&options, "timeoutMs");
+            let timeout_ms = if timeout.is_undefined() {
+                DEFAULT_TIMEOUT_MS
             } else {
-                return Err(js_err(skerry_core::Error::Invalid(
-                    "source must be a base URL or { readRange, size }".into(),
-                )));
+                timeout
+                    .as_f64()
+                    .filter(|n| *n >= 0.0 && n.fract() == 0.0 && *n <= 2_147_483_647.0)
+                    .ok_or_else(|| {
+                        invalid("OverlayReader.open: options.timeoutMs must be an integer from 0 (no limit) to 2^31-1")
+                    })?
             };
-            let data: Rc<dyn RangeReader> = if source.is_object() {
-                let read: Function = get(&source, "readRange").dyn_into()?;
-                let size: Option<Function> = get(&source, "size").dyn_into().ok();
-                Rc::new(CallbackReader::new(read, size))
-            } else {
-                Rc::new(FetchReader::new(String::new()))
-            };
+            let signal = get(&options, "signal");
+            if !signal.is_undefined()
+                && !(signal.is_object()
+                    && Reflect::has(&signal, &"aborted".into()).unwrap_or(false))
+            {
+                return Err(invalid(
+                    "OverlayReader.open: options.signal must be an AbortSignal",
+                ));
+            }
+            let limits = Limits { timeout_ms, signal };
+            let (overlay, data, origin): (Rc<dyn RangeReader>, Rc<dyn RangeReader>, _) =
+                if let Some(url) = source.as_string() {
+                    let origin = skerry_core::io::path::origin(&url).ok_or_else(|| {
+                        js_err(skerry_core::Error::Io(IoError::InvalidUrl {
+                            url: url.chars().take(200).collect(),
+                            reason: "the overlay's base must be an absolute URL".into(),
+                        }))
+                    })?;
+                    (
+                        Rc::new(FetchReader::new(url, limits.clone())),
+                        Rc::new(FetchReader::new(String::new(), limits)),
+                        Some(origin),
+                    )
+                } else if source.is_object() {
+                    let read: Function = get(&source, "readRange").dyn_into().map_err(|_| {
+                        invalid("OverlayReader.open: source.readRange must be a function")
+                    })?;
+                    let size = get(&source, "size");
+                    let size: Option<Function> = if size.is_undefined() {
+                        None
+                    } else {
+                        Some(size.dyn_into().map_err(|_| {
+                            invalid("OverlayReader.open: source.size must be a function")
+                        })?)
+                    };
+                    (
+                        Rc::new(CallbackReader::new(
+                            read.clone(),
+                            size.clone(),
+                            limits.clone(),
+                        )),
+                        Rc::new(CallbackReader::new(read, size, limits)),
+                        None,
+                    )
+                } else {
+                    return Err(invalid(
+                        "OverlayReader.open: source must be a base URL or { readRange, size }",
+                    ));
+                };
             let mut tables = HashMap::new();
             let t = get(&options, "tables");
-            if t.is_object() {
+            if !t.is_undefined() {
+                if !t.is_object() || Array::is_array(&t) {
+                    return Err(invalid(
+                        "OverlayReader.open: options.tables must be an object",
+                    ));
+                }
                 for k in Object::keys(t.unchecked_ref::<Object>()).iter() {
-                    if let (Some(name), Some(url)) = (
-                        k.as_string(),
-                        get(&t, &k.as_string().unwrap_or_default()).as_string(),
-                    ) {
-                        tables.insert(name.to_lowercase(), url);
-                    }
+                    let name = k.as_string().unwrap_or_default();
+                    let url = get(&t, &name).as_string().ok_or_else(|| {
+                        invalid(format!(
+                            "OverlayReader.open: options.tables.{name} must be a string"
+                        ))
+                    })?;
+                    tables.insert(skerry_core::names::fold(&name), url);
+                }
+            }
+            let mut allow_origins = Vec::new();
+            let a = get(&options, "allowOrigins");
+            if !a.is_undefined() {
+                let bad = || {
+                    invalid("OverlayReader.open: options.allowOrigins must be an array of origins (scheme://host[:port])")
+                };
+                if !Array::is_array(&a) {
+                    return Err(bad());
+                }
+                for v in Array::from(&a).iter() {
+                    let o = v
+                        .as_string()
+                        .and_then(|s| skerry_core::io::path::origin(&s))
+                        .ok_or_else(bad)?;
+                    allow_origins.push(o);
                 }
             }
             let inner = Rc::new(Inner {
                 listeners: RefCell::new(Vec::new()),
                 overlay,
-                data,
+                data: Rc::new(ScopedReader {
+                    inner: data,
+                    prefixes: RefCell::new(Vec::new()),
+                }),
+                origin,
+                allow_origins,
                 manifest: RefCell::new(Rc::new(Manifest {
                     format_version: 1,
                     version: 0,
@@ -548,8 +800,15 @@ export interface OverlayReader {
         /// With `true`, lookups answer every file by scanning it, ignoring indexes (the same
         /// answer; for benchmarks and debugging).
         #[wasm_bindgen(js_name = setScanOnly)]
-        pub fn set_scan_only(&self, on: bool) {
+        pub fn set_scan_only(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "boolean")] on: JsValue,
+        ) -> Result<(), JsValue> {
+            let on = on
+                .as_bool()
+                .ok_or_else(|| invalid("setScanOnly: on must be a boolean"))?;
             self.inner.scan_only.set(on);
+            Ok(())
         }
 
         /// Re-reads `HEAD` and pins the newest published version.
@@ -563,7 +822,16 @@ export interface OverlayReader {
 
         /// Rows whose indexed columns equal `key` (a value, or an array for composite keys):
         /// `{ rows: [{ file, position: bigint, rowId?: bigint }], stats }`.
-        pub fn lookup(&self, table: String, index: String, key: JsValue) -> js_sys::Promise {
+        pub fn lookup(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "unknown")] key: JsValue,
+        ) -> js_sys::Promise {
+            let (table, index) = match table_index(&table, &index, "lookup") {
+                Ok(x) => x,
+                Err(e) => return rejected(e),
+            };
             self.run(move |inner| {
                 Box::pin(async move {
                     let values = key_values(&key)?;
@@ -579,7 +847,16 @@ export interface OverlayReader {
 
         /// `index IN (keys)`: complete keys, deduplicated, in key order.
         #[wasm_bindgen(js_name = lookupMany)]
-        pub fn lookup_many(&self, table: String, index: String, keys: JsValue) -> js_sys::Promise {
+        pub fn lookup_many(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "unknown[]")] keys: JsValue,
+        ) -> js_sys::Promise {
+            let (table, index) = match table_index(&table, &index, "lookupMany") {
+                Ok(x) => x,
+                Err(e) => return rejected(e),
+            };
             self.run(move |inner| {
                 Box::pin(async move {
                     if !Array::is_array(&keys) {
@@ -605,18 +882,41 @@ export interface OverlayReader {
         /// addon's `range`.
         pub fn range(
             &self,
-            table: String,
-            index: String,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
+            #[wasm_bindgen(
+                unchecked_param_type = "{ key: unknown; inclusive?: boolean } | null | undefined"
+            )]
             lower: JsValue,
+            #[wasm_bindgen(
+                unchecked_param_type = "{ key: unknown; inclusive?: boolean } | null | undefined"
+            )]
             upper: JsValue,
+            #[wasm_bindgen(
+                unchecked_param_type = "{ reverse?: boolean; column?: string } | undefined"
+            )]
             options: JsValue,
         ) -> js_sys::Promise {
+            let checked = table_index(&table, &index, "range").and_then(|ti| {
+                options_object(&options, "range")?;
+                let reverse = flag(&options, "range", "reverse")?;
+                let c = get(&options, "column");
+                let column = if c.is_undefined() {
+                    None
+                } else {
+                    Some(text(&c, "range", "options.column")?)
+                };
+                Ok((ti, reverse, column))
+            });
+            let ((table, index), reverse, column) = match checked {
+                Ok(x) => x,
+                Err(e) => return rejected(e),
+            };
             self.run(move |inner| {
                 Box::pin(async move {
                     let (lo, hi) = (value_bound(&lower)?, value_bound(&upper)?);
-                    let reverse = get(&options, "reverse").as_bool().unwrap_or(false);
                     let m = inner.manifest.borrow().clone();
-                    if let Some(c) = get(&options, "column").as_string() {
+                    if let Some(c) = column {
                         inner
                             .lookup(&m)
                             .check_range_column(&table, &index, &lo, &hi, &c)
@@ -635,11 +935,20 @@ export interface OverlayReader {
         /// unconstrained, as the addon's `nulls`.
         pub fn nulls(
             &self,
-            table: String,
-            index: String,
-            prefix: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "unknown[]")] prefix: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "{ reverse?: boolean } | undefined")]
             options: JsValue,
         ) -> js_sys::Promise {
+            let checked = table_index(&table, &index, "nulls").and_then(|ti| {
+                options_object(&options, "nulls")?;
+                Ok((ti, flag(&options, "nulls", "reverse")?))
+            });
+            let ((table, index), reverse) = match checked {
+                Ok(x) => x,
+                Err(e) => return rejected(e),
+            };
             self.run(move |inner| {
                 Box::pin(async move {
                     if !Array::is_array(&prefix) {
@@ -657,7 +966,6 @@ export interface OverlayReader {
                             }
                         })
                         .collect::<Result<Vec<_>, _>>()?;
-                    let reverse = get(&options, "reverse").as_bool().unwrap_or(false);
                     let m = inner.manifest.borrow().clone();
                     inner
                         .lookup(&m)
@@ -669,7 +977,12 @@ export interface OverlayReader {
         }
 
         /// Where rows with stable ids `rowIds` (bigints or numbers) are: `{ rows, candidates }`.
-        pub fn locate(&self, table: String, row_ids: JsValue) -> Result<JsValue, JsValue> {
+        pub fn locate(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "Array<bigint | number>")] row_ids: JsValue,
+        ) -> Result<JsValue, JsValue> {
+            let table = text(&table, "locate", "table")?;
             if !Array::is_array(&row_ids) {
                 return Err(js_err(skerry_core::Error::Invalid(
                     "rowIds must be an array".into(),
@@ -677,16 +990,7 @@ export interface OverlayReader {
             }
             let mut ids = Vec::new();
             for v in Array::from(&row_ids).iter() {
-                match key_value(&v)? {
-                    Value::Int(i) if i >= 0 => ids.push(i as u64),
-                    Value::UInt(u) => ids.push(u),
-                    Value::Float64(f) if f >= 0.0 && f.fract() == 0.0 => ids.push(f as u64),
-                    _ => {
-                        return Err(js_err(skerry_core::Error::Invalid(
-                            "row ids are non-negative integers".into(),
-                        )))
-                    }
-                }
+                ids.push(u64_arg(&v, "locate", "a row id")?);
             }
             let m = self.inner.manifest.borrow().clone();
             let r = self.inner.lookup(&m).locate(&table, &ids).map_err(js_err)?;
@@ -702,10 +1006,17 @@ export interface OverlayReader {
         #[wasm_bindgen(js_name = fetchRows)]
         pub fn fetch_rows(
             &self,
-            table: String,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(
+                unchecked_param_type = "Array<{ file: string; position: bigint | number }>"
+            )]
             rows: JsValue,
-            columns: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string[]")] columns: JsValue,
         ) -> js_sys::Promise {
+            let table = match text(&table, "fetchRows", "table") {
+                Ok(t) => t,
+                Err(e) => return rejected(e),
+            };
             let inner = self.inner.clone();
             wasm_bindgen_futures::future_to_promise(async move {
                 if !Array::is_array(&rows) || !Array::is_array(&columns) {
@@ -718,16 +1029,7 @@ export interface OverlayReader {
                     let file = get(&r, "file").as_string().ok_or_else(|| {
                         js_err(skerry_core::Error::Invalid("a row needs a file".into()))
                     })?;
-                    let position = match key_value(&get(&r, "position"))? {
-                        Value::Int(i) if i >= 0 => i as u64,
-                        Value::UInt(u) => u,
-                        Value::Float64(f) if f >= 0.0 && f.fract() == 0.0 => f as u64,
-                        _ => {
-                            return Err(js_err(skerry_core::Error::Invalid(
-                                "a row needs a position".into(),
-                            )))
-                        }
-                    };
+                    let position = u64_arg(&get(&r, "position"), "fetchRows", "a row's position")?;
                     refs.push(skerry_core::query::RowRef {
                         file,
                         position,
@@ -736,8 +1038,8 @@ export interface OverlayReader {
                 }
                 let cols: Vec<String> = Array::from(&columns)
                     .iter()
-                    .filter_map(|c| c.as_string())
-                    .collect();
+                    .map(|c| text(&c, "fetchRows", "columns[]"))
+                    .collect::<Result<_, _>>()?;
                 let m = inner.manifest.borrow().clone();
                 let batch = inner
                     .lookup(&m)
@@ -780,8 +1082,14 @@ export interface OverlayReader {
         /// message }`.
         // Typed by the interface merged into `OverlayReader` in QUERY_TYPES (optional options).
         #[wasm_bindgen(skip_typescript)]
-        pub fn query(&self, table: String, options: Option<JsValue>) -> js_sys::Promise {
+        pub fn query(&self, table: JsValue, options: Option<JsValue>) -> js_sys::Promise {
             let options = options.unwrap_or(JsValue::UNDEFINED);
+            let table = match text(&table, "query", "table")
+                .and_then(|t| options_object(&options, "query").map(|_| t))
+            {
+                Ok(t) => t,
+                Err(e) => return rejected(e),
+            };
             let inner = self.inner.clone();
             wasm_bindgen_futures::future_to_promise(async move {
                 let t0 = js_sys::Date::now();
@@ -841,9 +1149,13 @@ export interface OverlayReader {
         /// scanned instead).
         pub fn on(
             &self,
-            #[wasm_bindgen(unchecked_param_type = "'warning'")] event: String,
-            #[wasm_bindgen(unchecked_param_type = "(w: IndexWarning) => void")] listener: Function,
+            #[wasm_bindgen(unchecked_param_type = "'warning'")] event: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "(w: IndexWarning) => void")] listener: JsValue,
         ) -> Result<(), JsValue> {
+            let event = text(&event, "on", "event")?;
+            let listener: Function = listener
+                .dyn_into()
+                .map_err(|_| invalid("on: listener must be a function"))?;
             if event != "warning" {
                 return Err(invalid(format!("unknown event {event} (warning)")));
             }
@@ -852,13 +1164,22 @@ export interface OverlayReader {
         }
 
         /// Removes a listener added with `on`.
-        pub fn off(&self, event: String, listener: Function) {
+        pub fn off(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "'warning'")] event: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "(w: IndexWarning) => void")] listener: JsValue,
+        ) -> Result<(), JsValue> {
+            let event = text(&event, "off", "event")?;
+            let listener: Function = listener
+                .dyn_into()
+                .map_err(|_| invalid("off: listener must be a function"))?;
             if event == "warning" {
                 self.inner
                     .listeners
                     .borrow_mut()
                     .retain(|f| !JsValue::from(f.clone()).eq(&JsValue::from(listener.clone())));
             }
+            Ok(())
         }
 
         /// Requests and bytes this reader has made: `{ overlay: {requests, bytes}, data: {…} }`.

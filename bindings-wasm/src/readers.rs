@@ -1,16 +1,98 @@
 //! [`RangeReader`]s for wasm: `fetch` with `Range` headers, and a JavaScript callback.
+//!
+//! Both bound what they buffer while reading (declared length first, then a running count),
+//! never after, and give every request a deadline and the caller's `AbortSignal`
+//! ([`Limits`]): a server that accepts and never answers fails `E_TIMEOUT`, an aborted
+//! signal `E_ABORTED`, instead of a promise that never settles.
 
 use std::ops::Range;
 
 use bytes::Bytes;
 use js_sys::{Function, Promise, Uint8Array};
 use skerry_core::io::{
-    check_range, BoxFut, IoCounters, IoError, Location, ObjectMeta, RangeReader,
+    check_range, path::check_relative, BoxFut, IoCounters, IoError, Location, ObjectMeta,
+    RangeReader,
 };
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Request, RequestInit, Response};
+
+#[wasm_bindgen(inline_js = r#"
+export function deadline(ms, user) {
+  const c = new AbortController();
+  let timer = null;
+  let timedOut = false;
+  if (ms > 0) timer = setTimeout(() => { timedOut = true; c.abort(); }, ms);
+  let onAbort = null;
+  if (user) {
+    if (user.aborted) c.abort();
+    else { onAbort = () => c.abort(); user.addEventListener('abort', onAbort, { once: true }); }
+  }
+  return {
+    signal: c.signal,
+    timedOut: () => timedOut,
+    done: () => { if (timer !== null) clearTimeout(timer); if (onAbort) user.removeEventListener('abort', onAbort); },
+  };
+}
+export function raceSignal(p, signal) {
+  if (signal.aborted) return Promise.reject(Object.assign(new Error('aborted'), { name: 'AbortError' }));
+  return new Promise((resolve, reject) => {
+    const on = () => reject(Object.assign(new Error('aborted'), { name: 'AbortError' }));
+    signal.addEventListener('abort', on, { once: true });
+    Promise.resolve(p).then(
+      (v) => { signal.removeEventListener('abort', on); resolve(v); },
+      (e) => { signal.removeEventListener('abort', on); reject(e); });
+  });
+}
+// Reads at most `limit` bytes of a response body. Past it: with `truncate`, the first
+// `limit` bytes (the rest is cancelled); otherwise an error named TooLarge.
+export async function readBody(resp, limit, truncate) {
+  const declared = Number(resp.headers.get('content-length'));
+  if (!truncate && Number.isFinite(declared) && declared > limit) {
+    try { await resp.body?.cancel(); } catch {}
+    throw Object.assign(new Error('too large'), { name: 'TooLarge' });
+  }
+  if (!resp.body) return new Uint8Array(0);
+  const reader = resp.body.getReader();
+  const chunks = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (total + value.length > limit) {
+      if (!truncate) {
+        try { await reader.cancel(); } catch {}
+        throw Object.assign(new Error('too large'), { name: 'TooLarge' });
+      }
+      chunks.push(value.subarray(0, limit - total));
+      total = limit;
+      try { await reader.cancel(); } catch {}
+      break;
+    }
+    chunks.push(value);
+    total += value.length;
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) { out.set(c, at); at += c.length; }
+  return out;
+}
+"#)]
+extern "C" {
+    type Deadline;
+    fn deadline(ms: f64, user: &JsValue) -> Deadline;
+    #[wasm_bindgen(method, getter)]
+    fn signal(this: &Deadline) -> JsValue;
+    #[wasm_bindgen(method, js_name = timedOut)]
+    fn timed_out(this: &Deadline) -> bool;
+    #[wasm_bindgen(method)]
+    fn done(this: &Deadline);
+    #[wasm_bindgen(js_name = raceSignal)]
+    fn race_signal(p: &Promise, signal: &JsValue) -> Promise;
+    #[wasm_bindgen(js_name = readBody)]
+    fn read_body(resp: &Response, limit: f64, truncate: bool) -> Promise;
+}
 
 #[wasm_bindgen]
 extern "C" {
@@ -19,6 +101,18 @@ extern "C" {
     #[wasm_bindgen(js_name = fetch)]
     fn global_fetch(req: &Request) -> Promise;
 }
+
+/// Deadline and cancellation of every request a reader makes.
+#[derive(Clone)]
+pub struct Limits {
+    /// Milliseconds a request (body included) may take; 0 = no limit.
+    pub timeout_ms: f64,
+    /// The caller's `AbortSignal` (or undefined).
+    pub signal: JsValue,
+}
+
+/// Largest body a suffix read accepts from a server that ignored its `Range` header.
+const MAX_IGNORED_RANGE_BODY: u64 = 64 << 20;
 
 fn io_err(path: &str, e: JsValue) -> IoError {
     let message = e
@@ -32,58 +126,145 @@ fn io_err(path: &str, e: JsValue) -> IoError {
     }
 }
 
-/// Reads `base/path` (or `path` itself when it is an absolute URL) with `fetch`.
+fn error_name(e: &JsValue) -> String {
+    js_sys::Reflect::get(e, &"name".into())
+        .ok()
+        .and_then(|n| n.as_string())
+        .unwrap_or_default()
+}
+
+impl Limits {
+    /// Runs `op` (which must pass `signal` to what it awaits) under this deadline.
+    async fn run<T, F, Fut>(&self, path: &str, op: F) -> Result<T, IoError>
+    where
+        F: FnOnce(JsValue) -> Fut,
+        Fut: std::future::Future<Output = Result<T, JsValue>>,
+    {
+        let d = deadline(self.timeout_ms, &self.signal);
+        let r = op(d.signal()).await;
+        d.done();
+        r.map_err(|e| match error_name(&e).as_str() {
+            "AbortError" | "TimeoutError" if d.timed_out() => IoError::Timeout {
+                path: path.to_string(),
+                ms: self.timeout_ms as u64,
+            },
+            "AbortError" | "TimeoutError" => IoError::Aborted {
+                path: path.to_string(),
+            },
+            "TooLarge" => IoError::TooLarge {
+                path: path.to_string(),
+                max: 0,
+            },
+            _ => io_err(path, e),
+        })
+    }
+}
+
+async fn await_signal(p: Promise, signal: &JsValue) -> Result<JsValue, JsValue> {
+    JsFuture::from(race_signal(&p, signal)).await
+}
+
+/// Reads `base/path` with `fetch`, `path` being a safe relative path (checked again here),
+/// or — with an empty base — a full URL the reader built itself.
 pub struct FetchReader {
     base: String,
+    limits: Limits,
     counters: IoCounters,
 }
 
+/// A response and what was read of it.
+struct Fetched {
+    status: u16,
+    meta_size: Option<u64>,
+    etag: Option<String>,
+    body: Bytes,
+}
+
 impl FetchReader {
-    pub fn new(base: String) -> Self {
+    pub fn new(base: String, limits: Limits) -> Self {
         FetchReader {
             base: base.trim_end_matches('/').to_string(),
+            limits,
             counters: IoCounters::default(),
         }
     }
 
-    fn url(&self, path: &str) -> String {
-        if path.contains("://") || self.base.is_empty() {
-            path.to_string()
-        } else {
-            format!("{}/{}", self.base, path)
+    fn url(&self, path: &str) -> Result<String, IoError> {
+        if self.base.is_empty() {
+            return Ok(path.to_string());
         }
+        check_relative(path)?;
+        Ok(format!("{}/{}", self.base, path))
     }
 
-    async fn send(
+    /// One request: `body_limit` bounds the body (`truncate`: keep its first bytes).
+    async fn request(
         &self,
         loc: &Location,
         method: &str,
         range: Option<String>,
-    ) -> Result<Response, IoError> {
-        let url = self.url(&loc.path);
-        let init = RequestInit::new();
-        init.set_method(method);
-        let req = Request::new_with_str_and_init(&url, &init).map_err(|e| io_err(&url, e))?;
-        if let Some(r) = range {
-            req.headers()
-                .set("Range", &r)
-                .map_err(|e| io_err(&url, e))?;
-        }
-        let resp: Response = JsFuture::from(global_fetch(&req))
-            .await
-            .map_err(|e| io_err(&url, e))?
-            .dyn_into()
-            .map_err(|e| io_err(&url, e))?;
-        match resp.status() {
-            200 | 206 => {}
-            404 => {
-                return Err(IoError::NotFound {
-                    path: loc.path.to_string(),
+        body_limit: Option<(u64, bool)>,
+    ) -> Result<Fetched, IoError> {
+        let url = self.url(&loc.path)?;
+        let version = loc.version.clone();
+        let path = loc.path.to_string();
+        let r = self
+            .limits
+            .run(&loc.path, |signal| async move {
+                let init = RequestInit::new();
+                init.set_method(method);
+                js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
+                let req = Request::new_with_str_and_init(&url, &init)?;
+                if let Some(r) = &range {
+                    req.headers().set("Range", r)?;
+                }
+                let resp: Response = JsFuture::from(global_fetch(&req)).await?.dyn_into()?;
+                let status = resp.status();
+                let h = resp.headers();
+                let etag = h.get("ETag").ok().flatten();
+                let meta_size = h
+                    .get("Content-Range")
+                    .ok()
+                    .flatten()
+                    .and_then(|cr| cr.rsplit('/').next().and_then(|s| s.parse().ok()))
+                    .or_else(|| {
+                        h.get("Content-Length")
+                            .ok()
+                            .flatten()
+                            .and_then(|s| s.parse().ok())
+                            .filter(|_| status == 200)
+                    });
+                let body = match body_limit {
+                    Some((limit, truncate)) if (200..300).contains(&status) => {
+                        let b =
+                            await_signal(read_body(&resp, limit as f64, truncate), &signal).await?;
+                        Bytes::from(Uint8Array::new(&b).to_vec())
+                    }
+                    _ => Bytes::new(),
+                };
+                Ok(Fetched {
+                    status,
+                    meta_size,
+                    etag,
+                    body,
+                })
+            })
+            .await;
+        let f = match r {
+            Err(IoError::TooLarge { path, .. }) => {
+                return Err(IoError::TooLarge {
+                    path,
+                    max: body_limit.map_or(0, |b| b.0),
                 })
             }
+            r => r?,
+        };
+        match f.status {
+            200 | 206 => {}
+            404 => return Err(IoError::NotFound { path }),
             416 => {
                 return Err(IoError::OutOfRange {
-                    path: loc.path.to_string(),
+                    path,
                     start: 0,
                     end: 0,
                     size: 0,
@@ -91,66 +272,31 @@ impl FetchReader {
             }
             s => {
                 return Err(IoError::Other {
-                    path: loc.path.to_string(),
+                    path,
                     message: format!("HTTP {s}"),
                 })
             }
         }
-        if let (Some(want), Ok(Some(got))) = (&loc.version, resp.headers().get("ETag")) {
+        if let (Some(want), Some(got)) = (&version, &f.etag) {
             if **want != *got {
                 return Err(IoError::Changed {
-                    path: loc.path.to_string(),
+                    path,
                     expected: want.to_string(),
                 });
             }
         }
-        Ok(resp)
-    }
-
-    async fn body(resp: &Response, path: &str) -> Result<Bytes, IoError> {
-        let buf = JsFuture::from(resp.array_buffer().map_err(|e| io_err(path, e))?)
-            .await
-            .map_err(|e| io_err(path, e))?;
-        Ok(Bytes::from(Uint8Array::new(&buf).to_vec()))
-    }
-
-    fn meta(resp: &Response, len: u64) -> ObjectMeta {
-        let h = resp.headers();
-        let size = h
-            .get("Content-Range")
-            .ok()
-            .flatten()
-            .and_then(|cr| cr.rsplit('/').next().and_then(|s| s.parse().ok()))
-            .or_else(|| {
-                if resp.status() == 200 {
-                    Some(len)
-                } else {
-                    None
-                }
-            })
-            .unwrap_or(len);
-        ObjectMeta {
-            size,
-            version: h.get("ETag").ok().flatten(),
-        }
+        Ok(f)
     }
 }
 
 impl RangeReader for FetchReader {
     fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
         Box::pin(async move {
-            let resp = self.send(loc, "HEAD", None).await?;
+            let f = self.request(loc, "HEAD", None, None).await?;
             self.counters.record_request(0);
-            let len = resp
-                .headers()
-                .get("Content-Length")
-                .ok()
-                .flatten()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
             Ok(ObjectMeta {
-                size: len,
-                version: resp.headers().get("ETag").ok().flatten(),
+                size: f.meta_size.unwrap_or(0),
+                version: f.etag,
             })
         })
     }
@@ -162,31 +308,32 @@ impl RangeReader for FetchReader {
     ) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
             check_range(loc, &range)?;
-            let resp = self
-                .send(
+            let len = range.end - range.start;
+            // A server that ignores Range answers 200 with the whole object: keep only what
+            // reaches the range's end.
+            let f = self
+                .request(
                     loc,
                     "GET",
                     Some(format!("bytes={}-{}", range.start, range.end - 1)),
+                    Some((range.end, true)),
                 )
                 .await?;
-            let status = resp.status();
-            let body = Self::body(&resp, &loc.path).await?;
-            self.counters.record_request(body.len() as u64);
-            // 200: the server ignored Range and sent everything.
-            let bytes = if status == 200 {
-                if range.end > body.len() as u64 {
+            self.counters.record_request(f.body.len() as u64);
+            let bytes = if f.status == 200 {
+                if range.end > f.body.len() as u64 {
                     return Err(IoError::OutOfRange {
                         path: loc.path.to_string(),
                         start: range.start,
                         end: range.end,
-                        size: body.len() as u64,
+                        size: f.body.len() as u64,
                     });
                 }
-                body.slice(range.start as usize..range.end as usize)
+                f.body.slice(range.start as usize..range.end as usize)
             } else {
-                body
+                f.body
             };
-            if bytes.len() as u64 != range.end - range.start {
+            if bytes.len() as u64 != len {
                 return Err(IoError::OutOfRange {
                     path: loc.path.to_string(),
                     start: range.start,
@@ -204,26 +351,51 @@ impl RangeReader for FetchReader {
         len: u64,
     ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
         Box::pin(async move {
-            let resp = self.send(loc, "GET", Some(format!("bytes=-{len}"))).await?;
-            let status = resp.status();
-            let body = Self::body(&resp, &loc.path).await?;
-            self.counters.record_request(body.len() as u64);
-            let meta = Self::meta(&resp, body.len() as u64);
-            let bytes = if status == 200 && body.len() as u64 > len {
-                body.slice(body.len() - len as usize..)
+            let f = self
+                .request(
+                    loc,
+                    "GET",
+                    Some(format!("bytes=-{len}")),
+                    Some((len.max(MAX_IGNORED_RANGE_BODY), false)),
+                )
+                .await?;
+            self.counters.record_request(f.body.len() as u64);
+            let size = f.meta_size.unwrap_or(f.body.len() as u64);
+            let body = if f.status == 200 && f.body.len() as u64 > len {
+                f.body.slice(f.body.len() - len as usize..)
+            } else if f.body.len() as u64 > len {
+                return Err(IoError::OutOfRange {
+                    path: loc.path.to_string(),
+                    start: 0,
+                    end: len,
+                    size,
+                });
             } else {
-                body
+                f.body
             };
-            Ok((bytes, meta))
+            Ok((
+                body,
+                ObjectMeta {
+                    size,
+                    version: f.etag,
+                },
+            ))
         })
     }
 
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
+        self.read_all_max(loc, skerry_core::manifest::MAX_MANIFEST_NUMBER)
+    }
+
+    fn read_all_max<'a>(
+        &'a self,
+        loc: &'a Location,
+        max: u64,
+    ) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
-            let resp = self.send(loc, "GET", None).await?;
-            let body = Self::body(&resp, &loc.path).await?;
-            self.counters.record_request(body.len() as u64);
-            Ok(body)
+            let f = self.request(loc, "GET", None, Some((max, false))).await?;
+            self.counters.record_request(f.body.len() as u64);
+            Ok(f.body)
         })
     }
 
@@ -237,31 +409,35 @@ impl RangeReader for FetchReader {
 pub struct CallbackReader {
     read: Function,
     size: Option<Function>,
+    limits: Limits,
     counters: IoCounters,
 }
 
 impl CallbackReader {
-    pub fn new(read: Function, size: Option<Function>) -> Self {
+    pub fn new(read: Function, size: Option<Function>, limits: Limits) -> Self {
         CallbackReader {
             read,
             size,
+            limits,
             counters: IoCounters::default(),
         }
     }
 
     async fn call_read(&self, path: &str, start: u64, len: u64) -> Result<Bytes, IoError> {
-        let p = self
-            .read
-            .call3(
-                &JsValue::NULL,
-                &path.into(),
-                &JsValue::from_f64(start as f64),
-                &JsValue::from_f64(len as f64),
-            )
-            .map_err(|e| io_err(path, e))?;
-        let v = JsFuture::from(Promise::resolve(&p))
-            .await
-            .map_err(|e| io_err(path, e))?;
+        let read = self.read.clone();
+        let p = path.to_string();
+        let v = self
+            .limits
+            .run(path, |signal| async move {
+                let ret = read.call3(
+                    &JsValue::NULL,
+                    &p.as_str().into(),
+                    &JsValue::from_f64(start as f64),
+                    &JsValue::from_f64(len as f64),
+                )?;
+                await_signal(Promise::resolve(&ret), &signal).await
+            })
+            .await?;
         if v.is_null() || v.is_undefined() {
             return Err(IoError::NotFound {
                 path: path.to_string(),
@@ -271,6 +447,15 @@ impl CallbackReader {
             path: path.to_string(),
             message: "readRange must resolve to a Uint8Array".into(),
         })?;
+        // Checked before the bytes are copied into wasm memory.
+        if a.length() as u64 != len {
+            return Err(IoError::OutOfRange {
+                path: path.to_string(),
+                start,
+                end: start.saturating_add(len),
+                size: a.length() as u64,
+            });
+        }
         self.counters.record_request(a.length() as u64);
         Ok(Bytes::from(a.to_vec()))
     }
@@ -278,25 +463,27 @@ impl CallbackReader {
     async fn call_size(&self, path: &str) -> Result<u64, IoError> {
         let f = self
             .size
-            .as_ref()
+            .clone()
             .ok_or_else(|| IoError::Unsupported("this operation needs source.size(path)".into()))?;
-        let p = f
-            .call1(&JsValue::NULL, &path.into())
-            .map_err(|e| io_err(path, e))?;
-        let v = JsFuture::from(Promise::resolve(&p))
-            .await
-            .map_err(|e| io_err(path, e))?;
+        let p = path.to_string();
+        let v = self
+            .limits
+            .run(path, |signal| async move {
+                let ret = f.call1(&JsValue::NULL, &p.as_str().into())?;
+                await_signal(Promise::resolve(&ret), &signal).await
+            })
+            .await?;
         if v.is_null() || v.is_undefined() {
             return Err(IoError::NotFound {
                 path: path.to_string(),
             });
         }
         v.as_f64()
-            .filter(|n| *n >= 0.0)
+            .filter(|n| *n >= 0.0 && n.fract() == 0.0 && *n <= 9_007_199_254_740_992.0)
             .map(|n| n as u64)
             .ok_or_else(|| IoError::Other {
                 path: path.to_string(),
-                message: "size must resolve to a number".into(),
+                message: "size must resolve to a non-negative integer".into(),
             })
     }
 }
@@ -318,18 +505,8 @@ impl RangeReader for CallbackReader {
     ) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
             check_range(loc, &range)?;
-            let b = self
-                .call_read(&loc.path, range.start, range.end - range.start)
-                .await?;
-            if b.len() as u64 != range.end - range.start {
-                return Err(IoError::OutOfRange {
-                    path: loc.path.to_string(),
-                    start: range.start,
-                    end: range.end,
-                    size: 0,
-                });
-            }
-            Ok(b)
+            self.call_read(&loc.path, range.start, range.end - range.start)
+                .await
         })
     }
 
@@ -357,8 +534,22 @@ impl RangeReader for CallbackReader {
     }
 
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
+        self.read_all_max(loc, skerry_core::manifest::MAX_MANIFEST_NUMBER)
+    }
+
+    fn read_all_max<'a>(
+        &'a self,
+        loc: &'a Location,
+        max: u64,
+    ) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
             let size = self.call_size(&loc.path).await?;
+            if size > max {
+                return Err(IoError::TooLarge {
+                    path: loc.path.to_string(),
+                    max,
+                });
+            }
             if size == 0 {
                 return Ok(Bytes::new());
             }
