@@ -81,7 +81,7 @@ test('verify certifies; dropIndex purges; vacuum keeps retained manifests', asyn
   assert.deepEqual([step.done, step.entries, step.state], [false, 200, 'building']);
   await overlay.build('t');
   const v = await overlay.verify('t', 'by_id');
-  assert.deepEqual(v, { files: 3, filesUnindexed: 0, stored: 1500, expected: 1500, missing: 0, dead: 0, mismatched: 0, certified: true });
+  assert.deepEqual(v, { files: 3, filesUnindexed: 0, stored: 1500, expected: 1500, missing: 0, dead: 0, mismatched: 0, certified: true, repairsQueued: 0 });
   assert.equal((await overlay.certificate('t', 'by_id')).entries, 1500);
   await overlay.registerDeletes('t', [{ file: 'p1.parquet', positions: [0] }]);
   assert.equal(await overlay.certificate('t', 'by_id'), null, 'writes withdraw the certificate');
