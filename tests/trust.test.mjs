@@ -280,6 +280,9 @@ test('hostile manifests against the wasm build: no request leaves the base, no t
   }
   mutations.push([(m) => { m.tables[0].location = `${canary.url}/data/orders`; }, {}]);
   mutations.push([(m) => { m.tables[0].location = `${canary.url}/data/orders`; }, { allowOrigins: [`${server.url}`] }]);
+  // Same-origin with the overlay: the manifest's location is used (and answers).
+  let sameOrigin = 0;
+  mutations.push([(m) => { m.tables[0].location = `${server.url}/data/orders`; sameOrigin++; }, {}]);
   // Extreme numbers in every numeric field (raw JSON text, so u64::MAX stays exact).
   const EXTREMES = ['18446744073709551615', '9223372036854775807', '9007199254740993', '4294967295', '0', '-1', '1e400'];
   const nums = numericPaths(good);
@@ -339,6 +342,13 @@ test('hostile manifests against the wasm build: no request leaves the base, no t
   assert.deepEqual(outside, [], 'a request left the overlay base');
   assert.ok(results.typed > 100 && results.answered > 100, JSON.stringify(results));
   assert.ok(server.stats.log.some((x) => x.path.startsWith('/data/orders/')), 'data files were read');
+  assert.equal(sameOrigin, 1);
+  fs.writeFileSync(mpath, JSON.stringify({ ...good, tables: [{ ...good.tables[0], location: `${server.url}/data/orders` }] }));
+  const same = await OverlayReader.open(`${server.url}/overlay`, {});
+  assert.deepEqual((await same.query('orders', { where: { order_id: 30001 }, columns: ['order_id'] })).rows.map((x) => Number(x.order_id)), [30001]);
+  fs.writeFileSync(mpath, original);
+  const blocked = await OverlayReader.open(`${server.url}/overlay`, {});
+  await assert.rejects(blocked.query('orders', { where: { order_id: 30001 } }), code('E_INVALID_URL'));
   await canary.close();
 });
 

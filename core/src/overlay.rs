@@ -935,14 +935,8 @@ impl Overlay {
         table: &str,
         q: &crate::planner::Query,
     ) -> Result<crate::planner::QueryResult> {
-        let t0 = std::time::Instant::now();
         let m = self.head_model().await?;
-        let q = crate::planner::Query {
-            pin_versions: true,
-            ..q.clone()
-        };
-        let mut r = self.reader_over(&m).query(table, &q).await?;
-        r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let r = self.reader_over(&m).query_native(table, q).await?;
         if !r.stats.rejections.is_empty() {
             if let Err(e) = self.enqueue_repairs(&m, table, &r.stats.rejections).await {
                 tracing::warn!(target: "skerry::repair", "could not queue repairs: {e}");

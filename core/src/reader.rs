@@ -158,15 +158,8 @@ impl OverlayReader {
         table: &str,
         q: &crate::planner::Query,
     ) -> Result<crate::planner::QueryResult> {
-        let t0 = std::time::Instant::now();
         let m = self.pinned();
-        let q = crate::planner::Query {
-            pin_versions: true,
-            ..q.clone()
-        };
-        let mut r = self.over(&m).query(table, &q).await?;
-        r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
-        Ok(r)
+        self.over(&m).query_native(table, q).await
     }
 
     pub async fn locate(&self, table: &str, ids: &[u64]) -> Result<crate::query::LocateResult> {

@@ -246,17 +246,7 @@ impl RangeReader for ObjectStoreReader {
     }
 
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(self.timed(loc, async move {
-            let path = self.resolve(&loc.path)?;
-            let r = self
-                .store
-                .get_opts(&path, Self::opts(loc, None))
-                .await
-                .map_err(|e| map_err(loc, e))?;
-            let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
-            self.counters.record_request(bytes.len() as u64);
-            Ok(bytes)
-        }))
+        self.read_all_max(loc, u64::MAX)
     }
 
     fn read_all_max<'a>(
