@@ -297,6 +297,9 @@ struct FileHits {
     /// The requested columns of `positions`, when the re-check already read them.
     rows: Option<RecordBatch>,
     stats: QueryStats,
+    /// `positions` came from the index and are not re-checked yet ([`Lookup::confirm`]);
+    /// `read` holds the file's metadata and pinned location.
+    pending: bool,
 }
 
 impl Lookup<'_> {
@@ -392,25 +395,45 @@ impl Lookup<'_> {
                 } else {
                     Answer::Scan
                 };
-                self.query_file(
-                    t,
-                    &pred,
-                    plan.as_ref(),
-                    probe.as_ref(),
-                    f,
-                    answer,
-                    q,
-                    &out_fields,
-                )
+                self.query_file(t, &pred, plan.as_ref(), probe.as_ref(), f, answer, q)
             });
             let answers = futures::future::join_all(futs).await;
+            let mut slots = Vec::with_capacity(window.len());
             for (&i, a) in window.iter().zip(answers) {
-                let a = a?;
-                found += a.positions.len() as u64;
-                hits.push((i, a));
-                if found >= limit {
-                    break;
+                slots.push((i, Some(a?)));
+            }
+            // Index answers are confirmed (their rows re-checked) only for the files the
+            // limit still needs: in file order, in parallel batches whose index counts reach
+            // it.
+            let mut k = 0;
+            while k < slots.len() && found < limit {
+                let need = limit - found;
+                let (mut j, mut optimistic) = (k, 0u64);
+                while j < slots.len() && optimistic < need {
+                    optimistic += slots[j].1.as_ref().map_or(0, |h| h.positions.len() as u64);
+                    j += 1;
                 }
+                let (plan, pred, out_fields) = (plan.as_ref(), &pred, &out_fields[..]);
+                let batch = (k..j).map(|x| {
+                    let h = slots[x].1.take().expect("each slot is confirmed once");
+                    let f = &t.files[slots[x].0];
+                    async move {
+                        match plan {
+                            Some(p) => self.confirm(pred, p, f, h, out_fields, need).await,
+                            None => Ok(h),
+                        }
+                    }
+                });
+                let done = futures::future::join_all(batch.collect::<Vec<_>>()).await;
+                for (x, h) in (k..j).zip(done) {
+                    let h = h?;
+                    found += h.positions.len() as u64;
+                    hits.push((slots[x].0, h));
+                    if found >= limit {
+                        break;
+                    }
+                }
+                k = j;
             }
             if q.limit.is_none() && found > MAX_QUERY_ROWS {
                 return Err(Error::Limit {
@@ -514,7 +537,6 @@ impl Lookup<'_> {
         f: &FileEntry,
         answer: Answer<'_>,
         q: &Query,
-        out_fields: &[&datafile::FieldInfo],
     ) -> Result<FileHits> {
         let mut st = QueryStats {
             files: 1,
@@ -599,6 +621,7 @@ impl Lookup<'_> {
                     read: None,
                     rows: None,
                     stats: st,
+                    pending: false,
                 });
             } else if positions.is_empty() {
                 let meta = self.data.head(&loc).await?;
@@ -610,6 +633,7 @@ impl Lookup<'_> {
                             read: None,
                             rows: None,
                             stats: st,
+                            pending: false,
                         });
                     }
                     Some(detail) => {
@@ -625,32 +649,16 @@ impl Lookup<'_> {
                 let rows = md.file_metadata().num_rows().max(0) as u64;
                 match Self::drift(f, &meta, Some(rows), q) {
                     None => {
-                        let pinned_loc = pinned(loc.clone(), &meta, q);
-                        // Every row the index named is re-checked against the whole
-                        // predicate: a row that does not hold its indexed value means the
-                        // file changed in a way its size and version did not show.
-                        match self
-                            .recheck(&md, &pinned_loc, pred, plan, positions, out_fields)
-                            .await?
-                        {
-                            Ok((positions, rows)) => {
-                                st.files_by_index = 1;
-                                return Ok(FileHits {
-                                    positions,
-                                    read: Some((md, pinned_loc)),
-                                    rows,
-                                    stats: st,
-                                });
-                            }
-                            Err(detail) => {
-                                st.drifted.push(f.path.clone());
-                                reject(
-                                    &mut st,
-                                    rejection(ix, entry, RejectReason::Drifted { detail }),
-                                );
-                                read = Some((md, meta));
-                            }
-                        }
+                        // The rows are re-checked by `confirm`, for as many files as the
+                        // limit needs.
+                        st.files_by_index = 1;
+                        return Ok(FileHits {
+                            positions,
+                            read: Some((md, pinned(loc, &meta, q))),
+                            rows: None,
+                            stats: st,
+                            pending: true,
+                        });
                     }
                     Some(detail) => {
                         st.drifted.push(f.path.clone());
@@ -676,6 +684,68 @@ impl Lookup<'_> {
             }
         };
         let loc = pinned(loc, &meta, q);
+        self.scan_file(pred, f, md, loc, st).await
+    }
+
+    /// Re-checks a pending index answer ([`Lookup::recheck`]); a file whose rows no longer
+    /// hold their indexed values is rejected as drifted and scanned. Without residual
+    /// conditions every named row must match, so only the first `need` are read.
+    #[allow(clippy::too_many_arguments)]
+    async fn confirm(
+        &self,
+        pred: &Predicate,
+        plan: &IndexPlan<'_>,
+        f: &FileEntry,
+        mut h: FileHits,
+        out_fields: &[&datafile::FieldInfo],
+        need: u64,
+    ) -> Result<FileHits> {
+        if !h.pending {
+            return Ok(h);
+        }
+        let (md, loc) = h.read.clone().expect("a pending answer carries its read");
+        let mut positions = std::mem::take(&mut h.positions);
+        if plan.residual.is_empty() && positions.len() as u64 > need {
+            positions.truncate(need.min(usize::MAX as u64) as usize);
+        }
+        match self
+            .recheck(&md, &loc, pred, plan, positions, out_fields)
+            .await?
+        {
+            Ok((positions, rows)) => Ok(FileHits {
+                positions,
+                rows,
+                pending: false,
+                ..h
+            }),
+            Err(detail) => {
+                let mut st = std::mem::take(&mut h.stats);
+                st.files_by_index = 0;
+                st.drifted.push(f.path.clone());
+                st.files_rejected += 1;
+                st.rejections.push(Rejection {
+                    data_file: f.path.clone(),
+                    index_id: Some(plan.index.index_id),
+                    bundle_path: answer_entry(plan, f).map(|e| e.lineage.bundle_path.clone()),
+                    reason: RejectReason::Drifted { detail },
+                });
+                self.scan_file(pred, f, md, loc, st).await
+            }
+        }
+    }
+
+    /// Scans one file (its metadata read, its location pinned) with the predicate: row
+    /// groups and pages pruned by statistics, predicate columns decoded, rows evaluated.
+    async fn scan_file(
+        &self,
+        pred: &Predicate,
+        f: &FileEntry,
+        md: Arc<ParquetMetaData>,
+        loc: Location,
+        mut st: QueryStats,
+    ) -> Result<FileHits> {
+        let deleted = f.deleted()?;
+        let live = |p: &u64| !deleted.as_ref().is_some_and(|m| m.contains(*p));
         let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
         let roots: Vec<Option<usize>> = pred
             .columns
@@ -694,6 +764,7 @@ impl Lookup<'_> {
                 read: Some((md, loc)),
                 rows: None,
                 stats: st,
+                pending: false,
             });
         }
         st.files_scanned = 1;
@@ -746,6 +817,7 @@ impl Lookup<'_> {
             read: Some((md, loc)),
             rows: None,
             stats: st,
+            pending: false,
         })
     }
 

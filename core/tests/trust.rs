@@ -135,7 +135,23 @@ async fn same_size_rewrite_is_caught_by_the_recheck() {
         assert_eq!(r.stats.rejections[0].reason.code(), "drifted");
         assert_eq!(r.stats.drifted, vec!["part-0.parquet".to_string()]);
     }
-    // A residual-free composite predicate on an unindexed column is unaffected.
+    // With a limit, the rows confirmed first are the ones returned: still only true rows,
+    // in file order then position.
+    let q = Query {
+        conditions: vec![Condition::new(
+            "order_id",
+            Op::In(vec![Value::Int(25001), Value::Int(25002), Value::Int(30001)]),
+        )],
+        columns: Some(vec!["order_id".into()]),
+        limit: Some(2),
+        ..Default::default()
+    };
+    let r = o.query("orders", &q).await.unwrap();
+    assert_eq!(ids(&r), vec![25002, 25001]);
+    assert_eq!(
+        r.rows.iter().map(|x| x.position).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
     let repairs = o.repairs("orders", "by_id").await.unwrap();
     assert_eq!(repairs.len(), 1);
     assert_eq!(repairs[0].reason, "drifted");
