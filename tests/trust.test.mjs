@@ -140,6 +140,9 @@ test('defect 10: every wrong argument type is E_INVALID naming the argument (add
     await assert.rejects(f, (e) => e.code === 'E_INVALID' && names.test(e.message) && !/^E_/.test(e.message), f.toString());
   }
   assert.throws(() => overlay.setScanOnly('yes'), code('E_INVALID'));
+  assert.throws(() => overlay.on('warning', 5), (e) => e.code === 'E_INVALID' && /listener/.test(e.message));
+  assert.throws(() => overlay.on('warn', () => {}), code('E_INVALID'));
+  assert.throws(() => overlay.off(5, () => {}), code('E_INVALID'));
 });
 
 test('defect 10: every wrong argument type is E_INVALID naming the argument (wasm)', async () => {

@@ -167,9 +167,14 @@ function emitter(o) {
   if (!e) { e = new EventEmitter(); emitters.set(o, e); }
   return e;
 }
-native.Overlay.prototype.on = function (event, listener) { emitter(this).on(event, listener); return this; };
-native.Overlay.prototype.once = function (event, listener) { emitter(this).once(event, listener); return this; };
-native.Overlay.prototype.off = function (event, listener) { emitter(this).off(event, listener); return this; };
+function checkListener(method, event, listener) {
+  check(method, 'event', 'string', event);
+  if (event !== 'warning') throw invalid(`${method}: unknown event ${event} (warning)`);
+  check(method, 'listener', 'function', listener);
+}
+native.Overlay.prototype.on = function (event, listener) { checkListener('on', event, listener); emitter(this).on(event, listener); return this; };
+native.Overlay.prototype.once = function (event, listener) { checkListener('once', event, listener); emitter(this).once(event, listener); return this; };
+native.Overlay.prototype.off = function (event, listener) { checkListener('off', event, listener); emitter(this).off(event, listener); return this; };
 
 /**
  * Answers `where` over `table`: `{ ipc, rows, refs, stats }` — the Arrow IPC stream of the
