@@ -453,7 +453,8 @@ test('read-only reader processes serve beside the writer without fencing it', as
       }
       let e;
       try { await r.publish(); } catch (x) { e = x.code; }
-      process.stdout.write(JSON.stringify({ versions: [...versions], queries, publish: e }));
+      await r.close();
+      process.stdout.write(JSON.stringify({ versions: [...versions], queries, publish: e, readOnly: r.readOnly }));
     })().catch((e) => { process.stderr.write(String(e && e.stack || e)); process.exit(1); });
   `;
   const readers = Array.from({ length: 4 }, () => {
@@ -478,6 +479,7 @@ test('read-only reader processes serve beside the writer without fencing it', as
     assert.ok(r.versions.includes(4), d.out);
     assert.ok(r.queries >= 4);
     assert.equal(r.publish, 'E_READ_ONLY');
+    assert.equal(r.readOnly, true);
   }
   // The writer was never fenced.
   await w.createIndex('orders', 'by_day', ['day']);

@@ -1423,9 +1423,13 @@ impl Overlay {
         }))
     }
 
-    /// Closes the catalog (waits for durability of everything committed).
+    /// Closes the catalog (waits for durability of everything committed); a read-only
+    /// overlay has nothing to close.
     #[napi]
     pub async fn close(&self) -> Result<()> {
-        self.writer()?.close().await.map_err(to_js)
+        match &self.handle {
+            Handle::Writer(o) => o.close().await.map_err(to_js),
+            Handle::Reader(_) => Ok(()),
+        }
     }
 }

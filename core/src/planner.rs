@@ -413,6 +413,15 @@ impl Lookup<'_> {
                     optimistic += slots[j].1.as_ref().map_or(0, |h| h.positions.len() as u64);
                     j += 1;
                 }
+                // Refused before any row is read: confirming never adds rows an index named.
+                if q.limit.is_none() && found.saturating_add(optimistic) > MAX_QUERY_ROWS {
+                    return Err(Error::Limit {
+                        what: "rows matching a query without a limit",
+                        count: found.saturating_add(optimistic),
+                        limit: MAX_QUERY_ROWS,
+                        remedy: "pass a limit, or narrow `where`",
+                    });
+                }
                 let (plan, pred, out_fields) = (plan.as_ref(), &pred, &out_fields[..]);
                 let batch = (k..j).map(|x| {
                     let h = slots[x].1.take().expect("each slot is confirmed once");

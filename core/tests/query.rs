@@ -12,6 +12,7 @@ use arrow_schema::{DataType, Field, Schema};
 use parquet::file::properties::WriterProperties;
 use skerry_core::datafile::value_at;
 use skerry_core::encoding::{value_cmp, Value};
+use skerry_core::io::RangeReader;
 use skerry_core::lifecycle::FileDeletes;
 use skerry_core::overlay::{FileSelection, IndexColumn, IndexOptions, OpenOptions, Overlay};
 use skerry_core::planner::{Query, QueryResult, MAX_KEY_COMBINATIONS, MAX_QUERY_ROWS};
@@ -904,8 +905,12 @@ async fn a_point_query_on_a_million_rows_reads_only_its_pages_and_answers_are_bo
         columns: Some(vec![]),
         ..Default::default()
     };
+    let before = o.data_reader().stats();
     let err = o.query("t", &every).await.unwrap_err();
     assert_eq!(err.code(), "E_LIMIT", "{err}");
+    // Refused from the index's count, before the rows are read back and re-checked.
+    let read = o.data_reader().stats().since(&before).bytes;
+    assert!(read < 1 << 20, "read {read} bytes before refusing");
     let ten = o
         .query(
             "t",

@@ -140,7 +140,11 @@ async fn same_size_rewrite_is_caught_by_the_recheck() {
     let q = Query {
         conditions: vec![Condition::new(
             "order_id",
-            Op::In(vec![Value::Int(25001), Value::Int(25002), Value::Int(30001)]),
+            Op::In(vec![
+                Value::Int(25001),
+                Value::Int(25002),
+                Value::Int(30001),
+            ]),
         )],
         columns: Some(vec!["order_id".into()]),
         limit: Some(2),
