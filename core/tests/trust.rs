@@ -103,6 +103,17 @@ fn swap_in_place(path: &Path, a: i64, b: i64) {
         .unwrap();
 }
 
+/// A new modification time, the same bytes: the local store's ETag changes.
+fn touch(path: &Path) {
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+}
+
 async fn etag(o: &Overlay, f: &Fixture, i: usize) -> Option<String> {
     let url = format!("{}/part-{i}.parquet", f.data_url());
     o.data_reader()
@@ -222,13 +233,7 @@ async fn refresh_keeps_delete_masks_of_unchanged_files() {
     gone(&o).await;
 
     // touch: a new mtime, the same bytes.
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
-    std::fs::File::options()
-        .write(true)
-        .open(f.file(0))
-        .unwrap()
-        .set_modified(later)
-        .unwrap();
+    touch(&f.file(0));
     let r = o.refresh("orders").await.unwrap();
     assert_eq!(r.touched, vec!["part-0.parquet".to_string()]);
     assert!(r.deletes_dropped.is_empty());
@@ -334,13 +339,7 @@ async fn refresh_reports_unreadable_files_and_refreshes_the_rest() {
         .unwrap()
         .set_len(len / 2)
         .unwrap();
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
-    std::fs::File::options()
-        .write(true)
-        .open(f.file(0))
-        .unwrap()
-        .set_modified(later)
-        .unwrap();
+    touch(&f.file(0));
     let r = o.refresh("orders").await.unwrap();
     assert_eq!(r.touched, vec!["part-0.parquet".to_string()]);
     assert_eq!(r.unreadable.len(), 1);
