@@ -13,10 +13,14 @@ if [ "$what" = all ] || [ "$what" = node ]; then
 fi
 if [ "$what" = all ] || [ "$what" = wasm ]; then
   echo "== build: wasm reader (wasm-pack)"
+  profile=--dev; [ -n "$release" ] && profile=--release
   for t in nodejs web; do
     out=node; [ "$t" = web ] && out=web
     # CARGO_BUILD_TARGET (the host triple, see env.sh) must not reach wasm-pack: it finds the
     # .wasm artifact only when cargo reports the wasm32 target it asked for.
-    (cd bindings-wasm && env -u CARGO_BUILD_TARGET wasm-pack --quiet build ${release:+--release} ${release:---dev} --target "$t" --out-dir "pkg/$out" --no-pack)
+    (cd bindings-wasm && env -u CARGO_BUILD_TARGET wasm-pack --quiet build "$profile" --target "$t" --out-dir "pkg/$out" --no-pack)
+    # wasm-pack writes a `*` .gitignore there, which npm pack honours: the tarball would be
+    # empty.
+    rm -f "bindings-wasm/pkg/$out/.gitignore"
   done
 fi
