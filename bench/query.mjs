@@ -44,6 +44,8 @@ const shapes = {
   point: { where: { order_id: id(0.61) } },
   in10: { where: { order_id: { in: Array.from({ length: 10 }, (_, i) => (31_337 + i * 99_991) % ROWS) } } },
   range1000: { where: { order_id: { gte: id(0.25), lt: id(0.25) + 1000 } } },
+  // 100,000 rows with every column: what materialising rows as JS objects costs.
+  range100k: { where: { order_id: { gte: id(0.4), lt: id(0.4) + 100_000 } } },
   customer: { where: { customer: 'customer-01234' } },
   'customer refs only': { where: { customer: 'customer-01234' }, columns: [] },
   'customer+day+residual': { where: { customer: 'customer-01234', day: { between: [19100, 19200] }, amount: { gt: 500 } } },

@@ -111,7 +111,10 @@ export declare class Overlay {
   verify(table: string, index: string): Promise<VerifyReport>
   /** The certificate of `index`'s last clean verify, while it stands. */
   certificate(table: string, index: string): Promise<Certificate | null>
-  /** Closes the catalog (waits for durability of everything committed). */
+  /**
+   * Closes the catalog (waits for durability of everything committed); a read-only
+   * overlay has nothing to close.
+   */
   close(): Promise<void>
 }
 
