@@ -40,45 +40,44 @@ export declare class Overlay {
    * Rows whose indexed columns equal `key` (one value per index column, or a single value
    * for a one-column index), in the index's order.
    */
-  lookup(table: string, index: string, key: unknown): Promise<LookupResult>
+  lookup(table: string, index: string, key: KeyValue | KeyValue[]): Promise<LookupResult>
   /**
    * `index IN (keys)`: complete keys, deduplicated, in key order; keys with NULL match
    * nothing.
    */
-  lookupMany(table: string, index: string, keys: unknown[]): Promise<LookupResult>
+  lookupMany(table: string, index: string, keys: Array<KeyValue | KeyValue[]>): Promise<LookupResult>
   /**
    * Rows between `lower` and `upper`, each `{ key, inclusive = true }` compared as a SQL
    * row (`(a, b) >= (5, 10)`) or `null` for unbounded, in the index's order (or reversed).
    * Shared leading values are an equality prefix; ranging over columns of mixed directions
    * is refused (`E_REFUSED`).
    */
-  range(table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: ScanOptions): Promise<LookupResult>
+  range(table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: RangeOptions): Promise<LookupResult>
   /**
    * IS NULL over a leading run of columns: `null` = IS NULL, a value = equality,
    * `undefined` = unconstrained (only after the last constrained column).
    */
-  nulls(table: string, index: string, prefix: unknown[], options?: { reverse?: boolean }): Promise<LookupResult>
+  nulls(table: string, index: string, prefix: Array<KeyValue | undefined>, options?: { reverse?: boolean }): Promise<LookupResult>
   /**
    * Where rows with stable ids `rowIds` are; files without a usable row-id summary list
    * the ids that may be in them as candidates.
    */
-  locate(table: string, rowIds: Array<bigint>): Promise<LocateResult>
+  locate(table: string, rowIds: Array<bigint | number>): Promise<LocateResult>
   /**
    * Fetches `columns` of `rows` (as lookups return them) in the order given, reading only
-   * the pages that hold them, at the data files' recorded versions: `{ ipc, json }` where
-   * `ipc` is an Arrow IPC stream and `json` the rows as JSON (the facade's `fetchRows`
-   * turns it into plain objects).
+   * the pages that hold them, at the data files' recorded versions: `{ ipc, rows }`, the
+   * Arrow IPC stream and the same rows as plain objects.
    */
-  fetchRowsRaw(table: string, rows: Array<Row>, columns: Array<string>): Promise<FetchedRows>
+  fetchRows(table: string, rows: RowRef[], columns: string[]): Promise<FetchedRows>
   /**
    * Answers `where` over `table` — indexes where the read gate accepts them, Parquet scans
    * (statistics, page index) where not, delete masks applied — and fetches `columns` of
-   * the matching rows (first `limit` in file order, then position). The facade's `query`
-   * returns `{ ipc, rows, refs, stats }` and emits `warning` events for rejected indexes.
+   * the matching rows (first `limit` in file order, then position). The facade emits
+   * `warning` events for rejected indexes.
    */
-  queryRaw(table: string, options?: { where?: Record<string, unknown>; columns?: string[]; limit?: number; verify?: boolean }): Promise<QueryRaw>
+  query(table: string, options?: QueryOptions): Promise<QueryResult>
   /** Files queued for repair because a query rejected their index of `index`. */
-  repairs(table: string, index: string): Promise<Array<Repair>>
+  repairs(table: string, index: string): Promise<Repair[]>
   /**
    * With `on`, every lookup answers every file by scanning it, ignoring indexes (the same
    * answer; for benchmarks and debugging).
@@ -93,10 +92,13 @@ export declare class Overlay {
   registerFiles(table: string, files: Array<string>): Promise<RegisterReport>
   /** Records deleted rows by position and releases the unique claims naming them. */
   registerDeletes(table: string, deletes: Array<FileDeletes>): Promise<DeleteReport>
-  /** One bounded, resumable step of building `index`. */
+  /**
+   * One bounded, resumable step of building `index`; a step that lost a race to another
+   * builder is retried from its cursor in core (`E_CONFLICT` only after 16 in a row).
+   */
   buildStep(table: string, index: string, options?: StepOptions | undefined | null): Promise<StepReport>
   /** The indexes of `table`, in id order. */
-  listIndexes(table: string): Promise<Array<IndexInfo>>
+  listIndexes(table: string): Promise<IndexInfo[]>
   /**
    * Drops `name` and purges it: bundles rewritten without its blobs, records and claims
    * reclaimed, unreferenced objects deleted.
@@ -126,11 +128,6 @@ export interface BuildReport {
   skipped: Array<SkippedFile>
 }
 
-export interface Candidates {
-  file: string
-  rowIds: Array<bigint>
-}
-
 export interface Certificate {
   snapshot: number
   generation: number
@@ -150,13 +147,6 @@ export interface CursorInfo {
 export interface DeleteReport {
   rowsDeleted: number
   claimsRemoved: number
-}
-
-export interface FetchedRows {
-  /** Arrow IPC stream of the rows. */
-  ipc: Buffer
-  /** The rows as JSON (see `fetchRows` in the facade for plain objects). */
-  json: string
 }
 
 export interface Field {
@@ -188,31 +178,7 @@ export interface IndexInfo {
   indexId: bigint
   fields: Array<number>
   unique: boolean
-  /** `building` | `ready` | `maintaining` | `poisoned` */
-  state: string
-}
-
-export interface LocateResult {
-  rows: Array<Row>
-  candidates: Array<Candidates>
-}
-
-export interface LookupResult {
-  rows: Array<Row>
-  stats: LookupStats
-}
-
-export interface LookupStats {
-  files: number
-  filesByIndex: number
-  filesScanned: number
-  filesPruned: number
-  rejections: Array<Rejection>
-  drifted: Array<string>
-  indexRequests: number
-  indexBytes: number
-  dataRequests: number
-  dataBytes: number
+  state: IndexState
 }
 
 /** Options of `Overlay.open`. */
@@ -243,52 +209,6 @@ export interface PublishReport {
   version: bigint
   path: string
   bytes: bigint
-}
-
-/** The raw answer of `queryRaw` (the facade's `query` parses `json` into plain objects). */
-export interface QueryRaw {
-  /** Arrow IPC stream of the requested columns. */
-  ipc: Buffer
-  /** The same rows as JSON (markers for bigints, bytes, decimals, non-finite floats). */
-  json: string
-  /** Where each row is (file, position, row id). */
-  refs: Array<Row>
-  stats: QueryStats
-}
-
-/** How a `query` was answered (see `skerry_core::planner::QueryStats`). */
-export interface QueryStats {
-  /** The index chosen; absent when every file was scanned. */
-  index?: string
-  indexColumns: Array<string>
-  keys: number
-  residual: Array<string>
-  files: number
-  filesByIndex: number
-  filesScanned: number
-  filesPruned: number
-  filesRejected: number
-  rejections: Array<Rejection>
-  drifted: Array<string>
-  rowGroups: number
-  rowGroupsPruned: number
-  rowsPrunedByPages: number
-  rowsScanned: number
-  requests: number
-  bytes: number
-  cacheHits: number
-  indexRequests: number
-  indexBytes: number
-  dataRequests: number
-  dataBytes: number
-  elapsedMs: number
-}
-
-/** A range bound: `{ key, inclusive }` (inclusive by default). */
-export interface RangeBound {
-  /** A value, or an array of leading column values. */
-  key: unknown
-  inclusive?: boolean
 }
 
 /** Options of `refresh`. */
@@ -329,29 +249,13 @@ export interface RegisterReport {
   attempts: number
 }
 
-export interface Rejection {
-  dataFile: string
-  indexId?: bigint
-  bundlePath?: string
-  /** `checksum` | `record_count` | `future_snapshot` | `blob_checksum` | `missing` | `corrupt` | … */
-  reason: string
-  message: string
-}
-
 /** A file queued for repair. */
 export interface Repair {
   /** Data file path (`*` for the index's table run). */
   path: string
   /** The rejection's reason code. */
-  reason: string
+  reason: RejectReason
   message: string
-}
-
-export interface Row {
-  /** Data file path, relative to the table location. */
-  file: string
-  position: bigint
-  rowId?: bigint
 }
 
 /**
@@ -359,15 +263,6 @@ export interface Row {
  * `amount`, `day`) with orders `firstId .. firstId + rows`. `codec`: snappy | lz4 | zstd | none.
  */
 export declare function sampleOrdersParquet(firstId: number, rows: number, rowGroupRows: number, codec: string): Buffer
-
-export interface ScanOptions {
-  reverse?: boolean
-  /**
-   * For `range`: the column the bounds range over; refused (`E_REFUSED`) unless it is the
-   * column after the bounds' equality prefix.
-   */
-  column?: string
-}
 
 export interface SkippedFile {
   file: string
@@ -384,7 +279,7 @@ export interface StepOptions {
 /** What one build step did. */
 export interface StepReport {
   index: string
-  state: string
+  state: IndexState
   done: boolean
   step: number
   entries: number
@@ -439,3 +334,77 @@ export interface VerifyReport {
  * arbitrary test data (NaN, ±0, unicode, NULLs) without another Parquet writer.
  */
 export declare function writeParquet(columns: ParquetColumn[], rows: unknown[][], rowGroupRows?: number, codec?: string): Buffer
+// Types of the host boundary (`skerry_core::host`), shared verbatim by the `skerry` addon and
+// the `skerry-wasm` reader: every read verb takes and returns exactly these shapes on both.
+
+/** A key value: null, boolean, number, bigint (within the 64-bit integer range), string or bytes. */
+export type KeyValue = null | boolean | number | bigint | string | Uint8Array;
+/** A decimal cell: the unscaled integer and the column's scale (value = unscaled × 10^-scale). */
+export interface Decimal { unscaled: bigint; scale: number }
+/** A range bound: a value, or an array of leading column values; inclusive by default. */
+export interface RangeBound { key: KeyValue | KeyValue[]; inclusive?: boolean }
+/** Options of `range`. */
+export interface RangeOptions {
+  reverse?: boolean;
+  /** The column the bounds range over; refused (`E_REFUSED`) unless it is the column after the bounds' equality prefix. */
+  column?: string;
+}
+/** Where a row is: its data file (relative to the table location), position, and stable id where the table has one. */
+export interface RowRef { file: string; position: bigint; rowId?: bigint }
+/** Why the read gate rejected an index (the file was scanned instead). */
+export type RejectReason = 'missing' | 'checksum' | 'record_count' | 'future_snapshot' | 'blob_checksum'
+  | 'wrong_file' | 'unsupported_format' | 'corrupt' | 'drifted';
+export interface Rejection { dataFile: string; indexId?: bigint; bundlePath?: string; reason: RejectReason; message: string }
+/** How a lookup was answered. */
+export interface LookupStats {
+  files: number; filesByIndex: number; filesScanned: number; filesPruned: number;
+  rejections: Rejection[]; drifted: string[];
+  indexRequests: number; indexBytes: number; dataRequests: number; dataBytes: number;
+}
+export interface LookupResult { rows: RowRef[]; stats: LookupStats }
+export interface LocateResult { rows: RowRef[]; candidates: Array<{ file: string; rowIds: bigint[] }> }
+/** A cell of a fetched row: integers beyond ±2^53 (and int64 timestamps there) are bigints. */
+export type Cell = null | boolean | number | bigint | string | Uint8Array | Decimal;
+export type Row = Record<string, Cell>;
+/** Fetched rows: the Arrow IPC stream and the same rows as plain objects. */
+export interface FetchedRows { ipc: Uint8Array; rows: Row[] }
+/** Conditions on one column: a bare value is `=`, `null` is IS NULL. */
+export type ColumnCondition = KeyValue | {
+  eq?: KeyValue; in?: KeyValue[]; lt?: KeyValue; lte?: KeyValue; gt?: KeyValue;
+  gte?: KeyValue; between?: [KeyValue, KeyValue]; isNull?: true;
+};
+/** Options of `query` (see docs/query.md). */
+export interface QueryOptions {
+  where?: Record<string, ColumnCondition>;
+  /** Columns to return, in order (default: every column of a scalar type). */
+  columns?: string[];
+  limit?: number;
+  /** Confirm files the index answers "no rows" for with a HEAD request. */
+  verify?: boolean;
+}
+export interface QueryStats {
+  index?: string; indexColumns: string[]; keys: number; residual: string[];
+  files: number; filesByIndex: number; filesScanned: number; filesPruned: number; filesRejected: number;
+  rejections: Rejection[]; drifted: string[];
+  rowGroups: number; rowGroupsPruned: number; rowsPrunedByPages: number; rowsScanned: number;
+  requests: number; bytes: number; cacheHits: number;
+  indexRequests: number; indexBytes: number; dataRequests: number; dataBytes: number; elapsedMs: number;
+}
+export interface QueryResult {
+  /** Arrow IPC stream of the requested columns. */
+  ipc: Uint8Array;
+  rows: Row[];
+  refs: RowRef[];
+  stats: QueryStats;
+}
+/** The `warning` event: an index was rejected during a query (the file was scanned). */
+export interface IndexWarning { table: string; index?: string; file: string; reason: RejectReason; message: string }
+/** Lifecycle state of an index. */
+export type IndexState = 'building' | 'ready' | 'maintaining' | 'poisoned';
+/** Every `err.code` Skerry raises. */
+export type ErrorCode = 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_TIMEOUT' | 'E_ABORTED' | 'E_IO'
+  | 'E_CORRUPT' | 'E_KEY_TOO_LARGE' | 'E_KEY' | 'E_PARQUET' | 'E_EXISTS' | 'E_INVALID' | 'E_UNSUPPORTED'
+  | 'E_CATALOG' | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT'
+  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_READ_ONLY';
+/** A Skerry error: `code` is stable; `retryable` says whether the same call may succeed when retried unchanged. */
+export interface SkerryError extends Error { code: ErrorCode; retryable: boolean }

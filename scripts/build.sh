@@ -10,6 +10,9 @@ release=""; [ "${2:-}" = "--release" ] && release=1
 if [ "$what" = all ] || [ "$what" = node ]; then
   echo "== build: Node addon (napi-rs)"
   (cd bindings-node && npx napi build --platform ${release:+--release --strip} --dts index.d.ts --js index.js)
+  # The host boundary's types (one file, shared with skerry-wasm) follow the generated ones.
+  sed -i '/^\/\/ Types of the host boundary/,$d' bindings-node/index.d.ts
+  cat core/src/host/host.d.ts >> bindings-node/index.d.ts
 fi
 if [ "$what" = all ] || [ "$what" = wasm ]; then
   echo "== build: wasm reader (wasm-pack)"

@@ -1,64 +1,19 @@
 // Public types of the `skerry` package. The shapes come from the addon's generated
 // `index.d.ts` (napi-rs); this file adds the entry points of the facade.
-import type { Overlay as NativeOverlay, OpenOptions, Row } from '../index';
+import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows } from '../index';
 
 export type {
   BuildReport, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
-  Candidates, LocateResult, OpenOptions, PublishReport, RangeBound, RefreshReport, RegisterOptions, Rejection, Row,
-  ScanOptions, SkippedFile, TableInfo, RegisterReport, FileDeletes, DeleteReport, StepOptions,
+  LocateResult, OpenOptions, PublishReport, RangeBound, RangeOptions, RefreshReport, RegisterOptions, Rejection, RowRef,
+  SkippedFile, TableInfo, RegisterReport, FileDeletes, DeleteReport, StepOptions,
   StepReport, CursorInfo, VacuumReport, VacuumOptions, VerifyReport, Certificate, QueryStats,
-  Repair, RefreshOptions,
+  Repair, RefreshOptions, KeyValue, Decimal, Cell, Row, FetchedRows, ColumnCondition, QueryOptions,
+  QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError,
 } from '../index';
-import type { QueryStats } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
 
-/** Stable error codes carried on `err.code`. */
-export type SkerryErrorCode =
-  | 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_IO' | 'E_CORRUPT' | 'E_KEY_TOO_LARGE'
-  | 'E_KEY' | 'E_PARQUET' | 'E_EXISTS' | 'E_INVALID' | 'E_UNSUPPORTED' | 'E_CATALOG'
-  | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT'
-  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_TIMEOUT' | 'E_ABORTED' | 'E_READ_ONLY';
-
-/** Every rejection from Skerry is an `Error` with a stable `code`. */
-export interface SkerryError extends Error { code: SkerryErrorCode }
-
-/** Rows fetched by position: the Arrow IPC stream and plain objects. */
-export interface Fetched { ipc: Buffer; rows: Array<Record<string, unknown>> }
-
-/** A key value: null, boolean, number, bigint, string or bytes. */
-export type QueryValue = null | boolean | number | bigint | string | Uint8Array;
-
-/** Conditions on one column: a bare value is `=`, `null` is IS NULL. */
-export type ColumnCondition = QueryValue | {
-  eq?: QueryValue; in?: QueryValue[]; lt?: QueryValue; lte?: QueryValue; gt?: QueryValue;
-  gte?: QueryValue; between?: [QueryValue, QueryValue]; isNull?: true;
-};
-
-/** Options of `Overlay.query` (and `OverlayReader.query` in `skerry-wasm`). */
-export interface QueryOptions {
-  /** ANDed conditions per column (omitted: every row). */
-  where?: Record<string, ColumnCondition>;
-  /** Columns to return, in order (default: every scalar column; `[]`: none, only refs). */
-  columns?: string[];
-  /** At most this many rows: the first in file order, then position. */
-  limit?: number;
-  /** HEAD every file an index answers "no rows" for, to catch out-of-band rewrites. */
-  verify?: boolean;
-}
-
-/** What `query` returns. */
-export interface QueryResult {
-  /** Arrow IPC stream of the requested columns (read it with `apache-arrow`'s `tableFromIPC`). */
-  ipc: Buffer;
-  /** The same rows as plain objects. */
-  rows: Array<Record<string, unknown>>;
-  /** Where each row is. */
-  refs: Row[];
-  stats: QueryStats;
-}
-
-/** The `warning` event: an index was rejected during a query (the file was scanned). */
-export interface IndexWarning { table: string; index?: string; file: string; reason: string; message: string }
+/** @deprecated use `ErrorCode`. */
+export type SkerryErrorCode = import('../index').ErrorCode;
 
 export type Overlay = NativeOverlay & {
   /**
@@ -70,7 +25,7 @@ export type Overlay = NativeOverlay & {
   once(event: 'warning', listener: (w: IndexWarning) => void): Overlay;
   off(event: 'warning', listener: (w: IndexWarning) => void): Overlay;
   /** Fetches `columns` of `rows` (as lookups return them), in order, reading only their pages. */
-  fetchRows(table: string, rows: Row[], columns: string[]): Promise<Fetched>;
+  fetchRows(table: string, rows: RowRef[], columns: string[]): Promise<FetchedRows>;
   /**
    * Builds `table`'s indexes (or only `index`) in bounded steps, calling `onProgress` after
    * each; steps that lost a race (`E_CONFLICT`) are retried from the cursor.
@@ -104,6 +59,3 @@ export declare function sampleOrdersParquet(firstId: number, rows: number, rowGr
 
 /** Writes rows (arrays of values, `null` = NULL) as a Parquet file with nullable columns. */
 export declare function writeParquet(columns: Array<{ name: string; type: 'boolean' | 'int32' | 'int64' | 'float64' | 'string' | 'date' }>, rows: unknown[][], rowGroupRows?: number, codec?: 'snappy' | 'lz4' | 'zstd' | 'none'): Buffer;
-
-/** Moves a leading `E_CODE: ` of an error message onto `err.code`. */
-export declare function withCode<E>(e: E): E;

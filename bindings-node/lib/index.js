@@ -1,27 +1,21 @@
 'use strict';
-// The public `skerry` API: the generated addon loader plus error codes.
-//
-// Every failure the addon reports starts with a stable code (`E_NOT_FOUND: ...`); this
-// facade moves it onto `err.code` (async napi functions cannot set it themselves) and
-// strips it from the message.
+// The public `skerry` API: the generated addon loader, argument checks for the writer verbs,
+// events and the stepped build. Read verbs are parsed and answered by the addon through
+// skerry-core's host boundary (the same code as skerry-wasm); every Skerry error arrives
+// with `err.code` and `err.retryable` already set by the addon.
 const native = require('../index.js');
 
-const CODE = /^(E_[A-Z_]+): /;
-// napi-rs statuses of a JavaScript value the addon could not convert: a wrong argument type.
+// napi-rs statuses of a JavaScript value the addon could not convert (a writer verb's typed
+// argument): a wrong argument type.
 const NAPI_INVALID = new Set(['InvalidArg', 'ObjectExpected', 'StringExpected', 'NameExpected',
   'FunctionExpected', 'NumberExpected', 'BooleanExpected', 'ArrayExpected',
   'BigintExpected', 'DateExpected', 'ArrayBufferExpected', 'DetachableArraybufferExpected']);
 
-function withCode(e) {
-  if (e instanceof Error) {
-    const m = CODE.exec(e.message);
-    if (m) {
-      e.code = m[1];
-      e.message = e.message.slice(m[0].length);
-    } else if (NAPI_INVALID.has(e.code)) {
-      e.message = `invalid argument (${e.code}): ${e.message}`;
-      e.code = 'E_INVALID';
-    }
+function napiInvalid(e) {
+  if (e instanceof Error && NAPI_INVALID.has(e.code)) {
+    e.message = `invalid argument (${e.code}): ${e.message}`;
+    e.code = 'E_INVALID';
+    e.retryable = false;
   }
   return e;
 }
@@ -29,6 +23,7 @@ function withCode(e) {
 function invalid(message) {
   const e = new Error(message);
   e.code = 'E_INVALID';
+  e.retryable = false;
   return e;
 }
 
@@ -79,13 +74,6 @@ const SIGNATURES = {
   build: [['table', 'string'], ['options', { index: 'string', onProgress: 'function', maxEntries: 'count', maxBytes: 'count' }]],
   publish: [],
   refresh: [['table', 'string?'], ['options', { deep: 'boolean' }]],
-  lookup: [['table', 'string'], ['index', 'string'], ['key', 'any']],
-  lookupMany: [['table', 'string'], ['index', 'string'], ['keys', 'array']],
-  range: [['table', 'string'], ['index', 'string'], ['lower', 'bound'], ['upper', 'bound'], ['options', { reverse: 'boolean', column: 'string' }]],
-  nulls: [['table', 'string'], ['index', 'string'], ['prefix', 'array'], ['options', { reverse: 'boolean' }]],
-  locate: [['table', 'string'], ['rowIds', 'bigint[]']],
-  fetchRows: [['table', 'string'], ['rows', 'rows'], ['columns', 'string[]']],
-  query: [['table', 'string'], ['options', { where: 'object', columns: 'string[]', limit: 'count', verify: 'boolean' }]],
   repairs: [['table', 'string'], ['index', 'string']],
   setScanOnly: [['on', 'boolean']],
   registerFiles: [['table', 'string'], ['files', 'string[]']],
@@ -126,9 +114,9 @@ function call(fn, self, args) {
   try {
     r = fn.apply(self, args);
   } catch (e) {
-    throw withCode(e);
+    throw napiInvalid(e);
   }
-  return r && typeof r.then === 'function' ? r.catch((e) => { throw withCode(e); }) : r;
+  return r && typeof r.then === 'function' ? r.catch((e) => { throw napiInvalid(e); }) : r;
 }
 
 for (const name of Object.getOwnPropertyNames(native.Overlay.prototype)) {
@@ -137,27 +125,6 @@ for (const name of Object.getOwnPropertyNames(native.Overlay.prototype)) {
   if (name === 'constructor' || typeof fn !== 'function') continue;
   native.Overlay.prototype[name] = function (...args) { return call(fn, this, args); };
 }
-
-// Plain objects from the addon's JSON rows: integers past ±2^53 become bigints, non-finite
-// floats numbers, binary Uint8Arrays, decimals { unscaled: bigint, scale }.
-function revive(key, v) {
-  if (v && typeof v === 'object' && !Array.isArray(v)) {
-    if ('$bigint' in v) return BigInt(v.$bigint);
-    if ('$float' in v) return Number(v.$float);
-    if ('$bytes' in v) return Uint8Array.from(Buffer.from(v.$bytes, 'hex'));
-    if ('$decimal' in v) return { unscaled: BigInt(v.$decimal), scale: v.scale };
-  }
-  return v;
-}
-
-/**
- * Fetches `columns` of `rows` (as lookups return them), in order: `{ ipc, rows }` with the
- * Arrow IPC stream and the rows as plain objects.
- */
-native.Overlay.prototype.fetchRows = async function (table, rows, columns) {
-  const r = await this.fetchRowsRaw(table, rows, columns);
-  return { ipc: r.ipc, rows: JSON.parse(r.json, revive) };
-};
 
 // Events (`warning`: an index was rejected during a query) on a per-overlay emitter.
 const { EventEmitter } = require('node:events');
@@ -176,6 +143,8 @@ native.Overlay.prototype.on = function (event, listener) { checkListener('on', e
 native.Overlay.prototype.once = function (event, listener) { checkListener('once', event, listener); emitter(this).once(event, listener); return this; };
 native.Overlay.prototype.off = function (event, listener) { checkListener('off', event, listener); emitter(this).off(event, listener); return this; };
 
+const nativeQuery = native.Overlay.prototype.query;
+
 /**
  * Answers `where` over `table`: `{ ipc, rows, refs, stats }` — the Arrow IPC stream of the
  * requested `columns`, the same rows as plain objects, where each row is, and how the query
@@ -183,14 +152,12 @@ native.Overlay.prototype.off = function (event, listener) { checkListener('off',
  * message }` (the file was scanned instead; natively it is queued for repair).
  */
 native.Overlay.prototype.query = async function (table, options) {
-  const r = await this.queryRaw(table, options);
+  const r = await nativeQuery.call(this, table, options);
+  const { warnings } = r;
+  delete r.warnings;
   const e = emitters.get(this);
-  if (e) {
-    for (const x of r.stats.rejections) {
-      e.emit('warning', { table, index: r.stats.index, file: x.dataFile, reason: x.reason, message: x.message });
-    }
-  }
-  return { ipc: r.ipc, rows: JSON.parse(r.json, revive), refs: r.refs, stats: r.stats };
+  if (e) for (const w of warnings) e.emit('warning', w);
+  return r;
 };
 
 const nativeBuild = native.Overlay.prototype.build;
@@ -199,7 +166,7 @@ const nativeDrop = native.Overlay.prototype.dropIndex;
 /**
  * Builds indexes of `table` in bounded steps. With `index`, only that one; `onProgress(step)`
  * sees every step's report (rows done/total, cursor). Steps that lost a race to another
- * builder (`E_CONFLICT`) are retried from the cursor. Without options, one native call.
+ * builder (`E_CONFLICT`) are retried from the cursor by core. Without options, one native call.
  */
 native.Overlay.prototype.build = async function (table, options) {
   if (!options) return nativeBuild.call(this, table);
@@ -210,16 +177,9 @@ native.Overlay.prototype.build = async function (table, options) {
   const report = { filesIndexed: 0, entries: 0n, bundlesWritten: 0, bytesWritten: 0n, skipped: [] };
   const files = new Set();
   for (const name of names) {
-    let conflicts = 0;
     for (;;) {
-      let step;
-      try {
-        step = await this.buildStep(table, name, { maxEntries, maxBytes });
-      } catch (e) {
-        if (e.code === 'E_CONFLICT' && conflicts++ < 16) continue;
-        throw e;
-      }
-      conflicts = 0;
+      // Core retries a step that lost a race to another builder (from its cursor).
+      const step = await this.buildStep(table, name, { maxEntries, maxBytes });
       report.entries += BigInt(step.entries);
       report.bundlesWritten += step.bundlesWritten;
       report.bytesWritten += BigInt(step.bytesWritten);
@@ -287,4 +247,4 @@ function writeParquet(columns, rows, rowGroupRows, codec) {
   return call(native.writeParquet, undefined, [columns, rows, rowGroupRows, codec]);
 }
 
-module.exports = { Overlay, sampleOrdersParquet, writeParquet, withCode, revive };
+module.exports = { Overlay, sampleOrdersParquet, writeParquet };

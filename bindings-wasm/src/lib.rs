@@ -10,15 +10,14 @@ mod api {
     use std::cell::RefCell;
     use std::collections::HashMap;
     use std::rc::Rc;
+    use std::sync::Arc;
 
     use js_sys::{Array, Function, Object, Reflect, Uint8Array};
-    use serde::Serialize;
-    use skerry_core::encoding::{Value, ValueBound};
+    use skerry_core::host::{HostValue, ReadCall, MAX_DEPTH};
     use skerry_core::io::{BoxFut, IoError, Location, ObjectMeta, RangeReader};
     use skerry_core::manifest::{self, Manifest};
-    use skerry_core::planner::Query;
-    use skerry_core::predicate::{Condition, Op};
-    use skerry_core::query::{DirectoryCache, Lookup};
+    use skerry_core::query::DirectoryCache;
+    use skerry_core::Snapshot;
     use wasm_bindgen::prelude::*;
     use wasm_bindgen::JsCast;
 
@@ -27,12 +26,17 @@ mod api {
     /// Default limit on each request of a reader (`options.timeoutMs`).
     const DEFAULT_TIMEOUT_MS: f64 = 30_000.0;
 
-    /// A Skerry error as a JS `Error` with `code` (the message carries no `E_X: ` prefix,
-    /// as in the addon).
+    /// A Skerry error as a JS `Error` with `code` and `retryable`, as the addon raises it.
     fn js_err(e: skerry_core::Error) -> JsValue {
         let err = js_sys::Error::new(&e.to_string());
         let _ = Reflect::set(&err, &"code".into(), &e.code().into());
+        let _ = Reflect::set(&err, &"retryable".into(), &e.retryable().into());
         err.into()
+    }
+
+    /// `E_INVALID` for an argument of a reader-only option.
+    fn invalid(msg: impl Into<String>) -> JsValue {
+        js_err(skerry_core::Error::Invalid(msg.into()))
     }
 
     /// A string argument, or `E_INVALID` naming it.
@@ -50,417 +54,109 @@ mod api {
         }
     }
 
-    /// An optional boolean option, or `E_INVALID`.
-    fn flag(o: &JsValue, method: &str, name: &str) -> Result<bool, JsValue> {
-        let v = get(o, name);
+    /// A JavaScript value as the host boundary sees it (arrays and objects followed
+    /// [`MAX_DEPTH`] levels deep).
+    fn from_js(v: &JsValue, depth: usize) -> HostValue {
         if v.is_undefined() {
-            return Ok(false);
+            return HostValue::Undefined;
         }
-        v.as_bool()
-            .ok_or_else(|| invalid(format!("{method}: options.{name} must be a boolean")))
-    }
-
-    /// A non-negative integer argument (a bigint, or a number up to 2^53) as a u64, or
-    /// `E_INVALID` naming it: no sign or high bits are dropped.
-    fn u64_arg(v: &JsValue, method: &str, name: &str) -> Result<u64, JsValue> {
-        let bad = || {
-            invalid(format!(
-                "{method}: {name} must be an integer from 0 to 2^64-1"
-            ))
-        };
-        if v.is_bigint() {
-            let s: String = js_sys::BigInt::from(v.clone())
-                .to_string(10)
-                .map_err(|_| bad())?
-                .into();
-            return s.parse::<u64>().map_err(|_| bad());
-        }
-        match v.as_f64() {
-            Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= 9_007_199_254_740_992.0 => Ok(f as u64),
-            _ => Err(bad()),
-        }
-    }
-
-    /// The `table` and `index` arguments of `method`.
-    fn table_index(
-        table: &JsValue,
-        index: &JsValue,
-        method: &str,
-    ) -> Result<(String, String), JsValue> {
-        Ok((text(table, method, "table")?, text(index, method, "index")?))
-    }
-
-    /// A promise rejected with `e` (argument errors of promise-returning methods reject).
-    fn rejected(e: JsValue) -> js_sys::Promise {
-        js_sys::Promise::reject(&e)
-    }
-
-    fn key_value(v: &JsValue) -> Result<Value, JsValue> {
-        if v.is_null() || v.is_undefined() {
-            return Ok(Value::Null);
+        if v.is_null() {
+            return HostValue::Null;
         }
         if let Some(b) = v.as_bool() {
-            return Ok(Value::Bool(b));
+            return HostValue::Bool(b);
         }
         if let Some(n) = v.as_f64() {
-            return Ok(Value::Float64(n));
+            return HostValue::Number(n);
         }
         if let Some(s) = v.as_string() {
-            return Ok(Value::String(s));
+            return HostValue::String(s);
         }
         if v.is_bigint() {
-            let s: String = js_sys::BigInt::from(v.clone())
+            let text: Option<String> = js_sys::BigInt::from(v.clone())
                 .to_string(10)
-                .map_err(|e| JsValue::from(e))?
-                .into();
-            return match s.parse::<i64>() {
-                Ok(i) => Ok(Value::Int(i)),
-                Err(_) => s.parse::<u64>().map(Value::UInt).map_err(|_| {
-                    js_err(skerry_core::Error::Key(
-                        skerry_core::encoding::KeyError::InvalidType {
-                            reason: "bigint key out of 64-bit range".into(),
-                        },
-                    ))
-                }),
-            };
+                .ok()
+                .map(Into::into);
+            return HostValue::BigInt(text.and_then(|t| t.parse::<i128>().ok()));
+        }
+        if v.is_function() {
+            return HostValue::Other("function");
+        }
+        if v.is_symbol() {
+            return HostValue::Other("symbol");
+        }
+        if !v.is_object() {
+            return HostValue::Other("an unsupported value");
+        }
+        if depth >= MAX_DEPTH {
+            return HostValue::Other("a value nested too deeply");
+        }
+        if Array::is_array(v) {
+            return HostValue::Array(
+                Array::from(v)
+                    .iter()
+                    .map(|x| from_js(&x, depth + 1))
+                    .collect(),
+            );
         }
         if let Some(a) = v.dyn_ref::<Uint8Array>() {
-            return Ok(Value::Binary(a.to_vec()));
+            return HostValue::Bytes(a.to_vec());
         }
-        Err(js_err(skerry_core::Error::Invalid(
-            "a key value must be null, boolean, number, bigint, string or Uint8Array".into(),
-        )))
+        if js_sys::ArrayBuffer::is_view(v) {
+            return HostValue::Other("a typed array other than Uint8Array");
+        }
+        let o = v.unchecked_ref::<Object>();
+        HostValue::Object(
+            Object::keys(o)
+                .iter()
+                .map(|k| {
+                    let x = Reflect::get(v, &k).unwrap_or(JsValue::UNDEFINED);
+                    (k.as_string().unwrap_or_default(), from_js(&x, depth + 1))
+                })
+                .collect(),
+        )
     }
 
-    /// JSON rows (see `skerry_core::query::to_json_rows`) as JS values, markers revived.
-    fn json_to_js(v: &serde_json::Value) -> JsValue {
-        use serde_json::Value as J;
+    /// A shaped answer as JavaScript values.
+    fn to_js(v: HostValue) -> JsValue {
         match v {
-            J::Null => JsValue::NULL,
-            J::Bool(b) => JsValue::from_bool(*b),
-            J::Number(n) => JsValue::from_f64(n.as_f64().unwrap_or(f64::NAN)),
-            J::String(s) => JsValue::from_str(s),
-            J::Array(a) => a.iter().map(json_to_js).collect::<Array>().into(),
-            J::Object(o) => {
-                if let Some(J::String(b)) = o.get("$bigint") {
-                    return js_sys::BigInt::new(&JsValue::from_str(b))
-                        .map(JsValue::from)
-                        .unwrap_or(JsValue::NULL);
-                }
-                if let Some(J::String(f)) = o.get("$float") {
-                    return JsValue::from_f64(f.parse().unwrap_or(f64::NAN));
-                }
-                if let Some(J::String(h)) = o.get("$bytes") {
-                    let bytes: Vec<u8> = (0..h.len() / 2)
-                        .filter_map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).ok())
-                        .collect();
-                    return Uint8Array::from(bytes.as_slice()).into();
-                }
+            HostValue::Undefined | HostValue::Other(_) => JsValue::UNDEFINED,
+            HostValue::Null => JsValue::NULL,
+            HostValue::Bool(b) => JsValue::from_bool(b),
+            HostValue::Number(n) => JsValue::from_f64(n),
+            HostValue::BigInt(i) => js_sys::BigInt::from(i.unwrap_or(0)).into(),
+            HostValue::String(s) => JsValue::from_str(&s),
+            HostValue::Bytes(b) => Uint8Array::from(b.as_slice()).into(),
+            HostValue::Array(items) => items.into_iter().map(to_js).collect::<Array>().into(),
+            HostValue::Object(props) => {
                 let out = Object::new();
-                for (k, x) in o {
-                    let _ = Reflect::set(&out, &k.into(), &json_to_js(x));
+                for (k, x) in props {
+                    if !matches!(x, HostValue::Undefined) {
+                        let _ = Reflect::set(&out, &JsValue::from_str(&k), &to_js(x));
+                    }
+                }
+                out.into()
+            }
+            HostValue::Rows { columns, rows } => {
+                let keys: Vec<JsValue> = columns.iter().map(|c| JsValue::from_str(c)).collect();
+                let out = Array::new_with_length(rows.len() as u32);
+                for (i, row) in rows.into_iter().enumerate() {
+                    let obj = Object::new();
+                    for (k, x) in keys.iter().zip(row) {
+                        let _ = Reflect::set(&obj, k, &to_js(x));
+                    }
+                    out.set(i as u32, obj.into());
                 }
                 out.into()
             }
         }
     }
 
-    fn key_values(v: &JsValue) -> Result<Vec<Value>, JsValue> {
-        if Array::is_array(v) {
-            Array::from(v).iter().map(|x| key_value(&x)).collect()
-        } else {
-            Ok(vec![key_value(v)?])
-        }
-    }
-
-    fn value_bound(b: &JsValue) -> Result<ValueBound, JsValue> {
-        if b.is_null() || b.is_undefined() {
-            return Ok(ValueBound::Unbounded);
-        }
-        if !b.is_object() {
-            return Err(js_err(skerry_core::Error::Invalid(
-                "a bound is { key, inclusive } or null".into(),
-            )));
-        }
-        let key = get(b, "key");
-        if key.is_undefined() {
-            return Err(js_err(skerry_core::Error::Invalid(
-                "a bound needs a key".into(),
-            )));
-        }
-        let values = key_values(&key)?;
-        Ok(if get(b, "inclusive").as_bool().unwrap_or(true) {
-            ValueBound::Included(values)
-        } else {
-            ValueBound::Excluded(values)
-        })
-    }
-
-    fn to_js_result(r: skerry_core::query::LookupResult) -> Result<JsValue, JsValue> {
-        let s = r.stats;
-        let out = JsResult {
-            rows: r
-                .rows
-                .into_iter()
-                .map(|x| JsRow {
-                    file: x.file,
-                    position: x.position,
-                    row_id: x.row_id,
-                })
-                .collect(),
-            stats: JsStats {
-                files: s.files as f64,
-                files_by_index: s.files_by_index as f64,
-                files_scanned: s.files_scanned as f64,
-                files_pruned: s.files_pruned as f64,
-                rejections: s
-                    .rejections
-                    .into_iter()
-                    .map(|r| JsRejection {
-                        message: r.to_string(),
-                        reason: r.reason.code(),
-                        data_file: r.data_file,
-                        index_id: r.index_id,
-                        bundle_path: r.bundle_path,
-                    })
-                    .collect(),
-                drifted: s.drifted,
-                index_requests: s.index_requests as f64,
-                index_bytes: s.index_bytes as f64,
-                data_requests: s.data_requests as f64,
-                data_bytes: s.data_bytes as f64,
-            },
-        };
-        // Counters are f64 (numbers); positions and row ids are u64 (bigints).
-        let ser =
-            serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true);
-        out.serialize(&ser)
-            .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))
-    }
-
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct JsRow {
-        file: String,
-        position: u64,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        row_id: Option<u64>,
-    }
-
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct JsRejection {
-        data_file: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        index_id: Option<u64>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        bundle_path: Option<String>,
-        reason: &'static str,
-        message: String,
-    }
-
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct JsStats {
-        files: f64,
-        files_by_index: f64,
-        files_scanned: f64,
-        files_pruned: f64,
-        rejections: Vec<JsRejection>,
-        drifted: Vec<String>,
-        index_requests: f64,
-        index_bytes: f64,
-        data_requests: f64,
-        data_bytes: f64,
-    }
-
-    #[derive(Serialize)]
-    struct JsResult {
-        rows: Vec<JsRow>,
-        stats: JsStats,
-    }
-
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct JsQueryStats {
-        index: Option<String>,
-        index_columns: Vec<String>,
-        keys: f64,
-        residual: Vec<String>,
-        files: f64,
-        files_by_index: f64,
-        files_scanned: f64,
-        files_pruned: f64,
-        files_rejected: f64,
-        rejections: Vec<JsRejection>,
-        drifted: Vec<String>,
-        row_groups: f64,
-        row_groups_pruned: f64,
-        rows_pruned_by_pages: f64,
-        rows_scanned: f64,
-        requests: f64,
-        bytes: f64,
-        cache_hits: f64,
-        index_requests: f64,
-        index_bytes: f64,
-        data_requests: f64,
-        data_bytes: f64,
-        elapsed_ms: f64,
-    }
-
-    fn js_rejection(r: skerry_core::lineage::Rejection) -> JsRejection {
-        JsRejection {
-            message: r.to_string(),
-            reason: r.reason.code(),
-            data_file: r.data_file,
-            index_id: r.index_id,
-            bundle_path: r.bundle_path,
-        }
-    }
-
-    fn js_query_stats(s: skerry_core::planner::QueryStats) -> JsQueryStats {
-        JsQueryStats {
-            index: s.index,
-            index_columns: s.index_columns,
-            keys: s.keys as f64,
-            residual: s.residual,
-            files: s.files as f64,
-            files_by_index: s.files_by_index as f64,
-            files_scanned: s.files_scanned as f64,
-            files_pruned: s.files_pruned as f64,
-            files_rejected: s.files_rejected as f64,
-            rejections: s.rejections.into_iter().map(js_rejection).collect(),
-            drifted: s.drifted,
-            row_groups: s.row_groups as f64,
-            row_groups_pruned: s.row_groups_pruned as f64,
-            rows_pruned_by_pages: s.rows_pruned_by_pages as f64,
-            rows_scanned: s.rows_scanned as f64,
-            requests: s.requests as f64,
-            bytes: s.bytes as f64,
-            cache_hits: s.cache_hits as f64,
-            index_requests: s.index_requests as f64,
-            index_bytes: s.index_bytes as f64,
-            data_requests: s.data_requests as f64,
-            data_bytes: s.data_bytes as f64,
-            elapsed_ms: s.elapsed_ms,
-        }
-    }
-
-    /// `E_INVALID` for an argument the binding refuses, worded as the addon words it (no
-    /// `invalid argument:` prefix).
-    fn invalid(msg: impl Into<String>) -> JsValue {
-        let err = js_sys::Error::new(&msg.into());
-        let _ = Reflect::set(&err, &"code".into(), &"E_INVALID".into());
-        err.into()
-    }
-
-    /// `where`: `{ column: value | null | { eq, in, lt, lte, gt, gte, between, isNull } }`,
-    /// as the addon's `query`.
-    fn where_conditions(w: &JsValue) -> Result<Vec<Condition>, JsValue> {
-        if w.is_null() || w.is_undefined() {
-            return Ok(vec![]);
-        }
-        if !w.is_object() || Array::is_array(w) {
-            return Err(invalid("`where` must be an object of column conditions"));
-        }
-        let mut out = Vec::new();
-        for k in Object::keys(w.unchecked_ref::<Object>()).iter() {
-            let column = k.as_string().unwrap_or_default();
-            let v = get(w, &column);
-            if v.is_null() {
-                out.push(Condition::new(&column, Op::IsNull));
-                continue;
-            }
-            if !v.is_object() || Array::is_array(&v) || v.dyn_ref::<Uint8Array>().is_some() {
-                out.push(Condition::new(&column, Op::Eq(key_value(&v)?)));
-                continue;
-            }
-            let names = Object::keys(v.unchecked_ref::<Object>());
-            if names.length() == 0 {
-                return Err(invalid(format!("no condition given for column {column}")));
-            }
-            for n in names.iter() {
-                let name = n.as_string().unwrap_or_default();
-                let x = get(&v, &name);
-                let list = |x: &JsValue, what: &str| -> Result<Vec<Value>, JsValue> {
-                    if !Array::is_array(x) {
-                        return Err(invalid(format!("{what} must be an array")));
-                    }
-                    Array::from(x).iter().map(|e| key_value(&e)).collect()
-                };
-                let op = match name.as_str() {
-                    "eq" => Op::Eq(key_value(&x)?),
-                    "lt" => Op::Lt(key_value(&x)?),
-                    "lte" => Op::Le(key_value(&x)?),
-                    "gt" => Op::Gt(key_value(&x)?),
-                    "gte" => Op::Ge(key_value(&x)?),
-                    "in" => Op::In(list(&x, "an IN list")?),
-                    "between" => {
-                        let mut b = list(&x, "between")?;
-                        if b.len() != 2 {
-                            return Err(invalid("between is [low, high]"));
-                        }
-                        let hi = b.pop().expect("two");
-                        Op::Between(b.pop().expect("two"), hi)
-                    }
-                    "isNull" if x.as_bool() == Some(true) => Op::IsNull,
-                    "isNull" => {
-                        return Err(invalid("isNull takes `true` (IS NOT NULL is not supported)"))
-                    }
-                    other => {
-                        return Err(invalid(format!(
-                            "unknown operator {other} on {column} (eq, in, lt, lte, gt, gte, between, isNull)"
-                        )))
-                    }
-                };
-                out.push(Condition::new(&column, op));
-            }
-        }
-        Ok(out)
-    }
-
-    fn js_query(options: &JsValue) -> Result<Query, JsValue> {
-        let mut q = Query::default();
-        if options.is_null() || options.is_undefined() {
-            return Ok(q);
-        }
-        if !options.is_object() {
-            return Err(invalid("query options must be an object"));
-        }
-        q.conditions = where_conditions(&get(options, "where"))?;
-        let cols = get(options, "columns");
-        if !(cols.is_null() || cols.is_undefined()) {
-            if !Array::is_array(&cols) {
-                return Err(invalid("columns must be an array of names"));
-            }
-            q.columns = Some(
-                Array::from(&cols)
-                    .iter()
-                    .map(|c| {
-                        c.as_string()
-                            .ok_or_else(|| invalid("columns are names (strings)"))
-                    })
-                    .collect::<Result<_, _>>()?,
-            );
-        }
-        let limit = get(options, "limit");
-        if !(limit.is_null() || limit.is_undefined()) {
-            match limit.as_f64() {
-                Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 => {
-                    q.limit = Some(n as u64)
-                }
-                _ => return Err(invalid("limit is a non-negative integer")),
-            }
-        }
-        q.verify_files = get(options, "verify").as_bool().unwrap_or(false);
-        Ok(q)
-    }
-
     /// Reads data files only below the table locations this reader may use: the caller's
     /// (`options.tables`), or a manifest's when same-origin with the overlay or listed in
     /// `options.allowOrigins`. Anything else fails `E_INVALID_URL` without a request.
     struct ScopedReader {
-        inner: Rc<dyn RangeReader>,
+        inner: Arc<dyn RangeReader>,
         /// Allowed prefixes, each ending in `/`.
         prefixes: RefCell<Vec<String>>,
     }
@@ -525,29 +221,30 @@ mod api {
     struct Inner {
         /// `warning` listeners (rejected indexes during queries).
         listeners: RefCell<Vec<Function>>,
-        overlay: Rc<dyn RangeReader>,
-        data: Rc<ScopedReader>,
+        overlay: Arc<dyn RangeReader>,
+        data: Arc<ScopedReader>,
         /// Origin of the overlay's base URL (`None` for a callback source).
         origin: Option<String>,
         /// Origins (`scheme://host[:port]`, lowercase) whose table locations a manifest may
         /// name.
         allow_origins: Vec<String>,
-        manifest: RefCell<Rc<Manifest>>,
-        dirs: DirectoryCache,
+        manifest: RefCell<Arc<Manifest>>,
+        dirs: Arc<DirectoryCache>,
         scan_only: std::cell::Cell<bool>,
         /// Table name (lowercase) → data location override.
         tables: HashMap<String, String>,
     }
 
     impl Inner {
-        fn lookup<'a>(&'a self, m: &'a Manifest) -> Lookup<'a> {
-            Lookup {
-                overlay: self.overlay.as_ref(),
-                data: self.data.as_ref() as &dyn RangeReader,
-                manifest: m,
-                dirs: &self.dirs,
-                scan_only: self.scan_only.get(),
-            }
+        /// The read handle of the pinned version.
+        fn snapshot(&self) -> Snapshot {
+            Snapshot::new(
+                self.overlay.clone(),
+                self.data.clone(),
+                self.manifest.borrow().clone(),
+                self.dirs.clone(),
+            )
+            .with_scan_only(self.scan_only.get())
         }
 
         async fn load(&self) -> Result<(), JsValue> {
@@ -580,44 +277,17 @@ mod api {
                 prefixes.push(format!("{}/", t.location.trim_end_matches('/')));
             }
             *self.data.prefixes.borrow_mut() = prefixes;
-            *self.manifest.borrow_mut() = Rc::new(m);
+            *self.manifest.borrow_mut() = Arc::new(m);
             self.dirs.clear();
             Ok(())
         }
     }
 
     #[wasm_bindgen(typescript_custom_section)]
-    const QUERY_TYPES: &'static str = r#"
-/** A key value: null, boolean, number, bigint, string or bytes. */
-export type QueryValue = null | boolean | number | bigint | string | Uint8Array;
-/** Conditions on one column: a bare value is `=`, `null` is IS NULL. */
-export type ColumnCondition = QueryValue | {
-  eq?: QueryValue; in?: QueryValue[]; lt?: QueryValue; lte?: QueryValue; gt?: QueryValue;
-  gte?: QueryValue; between?: [QueryValue, QueryValue]; isNull?: true;
-};
-/** Options of `query` (see docs/query.md). */
-export interface QueryOptions {
-  where?: Record<string, ColumnCondition>;
-  columns?: string[];
-  limit?: number;
-  verify?: boolean;
-}
-export interface QueryRejection { dataFile: string; indexId?: bigint; bundlePath?: string; reason: string; message: string }
-export interface QueryStats {
-  index?: string; indexColumns: string[]; keys: number; residual: string[];
-  files: number; filesByIndex: number; filesScanned: number; filesPruned: number; filesRejected: number;
-  rejections: QueryRejection[]; drifted: string[];
-  rowGroups: number; rowGroupsPruned: number; rowsPrunedByPages: number; rowsScanned: number;
-  requests: number; bytes: number; cacheHits: number;
-  indexRequests: number; indexBytes: number; dataRequests: number; dataBytes: number; elapsedMs: number;
-}
-export interface QueryResult {
-  /** Arrow IPC stream of the requested columns. */
-  ipc: Uint8Array;
-  rows: Array<Record<string, unknown>>;
-  refs: Array<{ file: string; position: bigint; rowId?: bigint }>;
-  stats: QueryStats;
-}
+    const HOST_TYPES: &'static str = include_str!("../../core/src/host/host.d.ts");
+
+    #[wasm_bindgen(typescript_custom_section)]
+    const READER_TYPES: &'static str = r#"
 /** A source of overlay bytes other than a URL: an R2 binding, signed URLs, custom auth. */
 export interface ReadSource {
   readRange(path: string, offset: number, length: number): Promise<Uint8Array | null | undefined>;
@@ -636,16 +306,6 @@ export interface ReaderOptions {
   timeoutMs?: number;
   /** Aborts every request in flight and to come: `E_ABORTED`. */
   signal?: AbortSignal;
-}
-/** The `warning` event: an index was rejected during a query (the file was scanned). */
-export interface IndexWarning { table: string; index?: string; file: string; reason: string; message: string }
-export interface OverlayReader {
-  /**
-   * Answers `where` over `table` as the addon's `query`: indexes where the read gate accepts
-   * them, Parquet scans (statistics, page index) where not, delete masks applied, rows
-   * fetched by page. Data files are checked by size and record count.
-   */
-  query(table: string, options?: QueryOptions): Promise<QueryResult>;
 }
 "#;
 
@@ -694,7 +354,7 @@ export interface OverlayReader {
                 ));
             }
             let limits = Limits { timeout_ms, signal };
-            let (overlay, data, origin): (Rc<dyn RangeReader>, Rc<dyn RangeReader>, _) =
+            let (overlay, data, origin): (Arc<dyn RangeReader>, Arc<dyn RangeReader>, _) =
                 if let Some(url) = source.as_string() {
                     let origin = skerry_core::io::path::origin(&url).ok_or_else(|| {
                         js_err(skerry_core::Error::Io(IoError::InvalidUrl {
@@ -703,8 +363,8 @@ export interface OverlayReader {
                         }))
                     })?;
                     (
-                        Rc::new(FetchReader::new(url, limits.clone())),
-                        Rc::new(FetchReader::new(String::new(), limits)),
+                        Arc::new(FetchReader::new(url, limits.clone())),
+                        Arc::new(FetchReader::new(String::new(), limits)),
                         Some(origin),
                     )
                 } else if source.is_object() {
@@ -720,12 +380,12 @@ export interface OverlayReader {
                         })?)
                     };
                     (
-                        Rc::new(CallbackReader::new(
+                        Arc::new(CallbackReader::new(
                             read.clone(),
                             size.clone(),
                             limits.clone(),
                         )),
-                        Rc::new(CallbackReader::new(read, size, limits)),
+                        Arc::new(CallbackReader::new(read, size, limits)),
                         None,
                     )
                 } else {
@@ -771,19 +431,19 @@ export interface OverlayReader {
             let inner = Rc::new(Inner {
                 listeners: RefCell::new(Vec::new()),
                 overlay,
-                data: Rc::new(ScopedReader {
+                data: Arc::new(ScopedReader {
                     inner: data,
                     prefixes: RefCell::new(Vec::new()),
                 }),
                 origin,
                 allow_origins,
-                manifest: RefCell::new(Rc::new(Manifest {
+                manifest: RefCell::new(Arc::new(Manifest {
                     format_version: 1,
                     version: 0,
                     catalog_version: 0,
                     tables: vec![],
                 })),
-                dirs: DirectoryCache::default(),
+                dirs: Arc::new(DirectoryCache::default()),
                 scan_only: std::cell::Cell::new(false),
                 tables,
             });
@@ -820,329 +480,113 @@ export interface OverlayReader {
             })
         }
 
-        /// Rows whose indexed columns equal `key` (a value, or an array for composite keys):
-        /// `{ rows: [{ file, position: bigint, rowId?: bigint }], stats }`.
-        pub fn lookup(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "unknown")] key: JsValue,
-        ) -> js_sys::Promise {
-            let (table, index) = match table_index(&table, &index, "lookup") {
-                Ok(x) => x,
-                Err(e) => return rejected(e),
-            };
-            self.run(move |inner| {
-                Box::pin(async move {
-                    let values = key_values(&key)?;
-                    let m = inner.manifest.borrow().clone();
-                    inner
-                        .lookup(&m)
-                        .lookup(&table, &index, &values)
-                        .await
-                        .map_err(js_err)
-                })
-            })
-        }
-
-        /// `index IN (keys)`: complete keys, deduplicated, in key order.
-        #[wasm_bindgen(js_name = lookupMany)]
-        pub fn lookup_many(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "unknown[]")] keys: JsValue,
-        ) -> js_sys::Promise {
-            let (table, index) = match table_index(&table, &index, "lookupMany") {
-                Ok(x) => x,
-                Err(e) => return rejected(e),
-            };
-            self.run(move |inner| {
-                Box::pin(async move {
-                    if !Array::is_array(&keys) {
-                        return Err(js_err(skerry_core::Error::Invalid(
-                            "keys must be an array".into(),
-                        )));
-                    }
-                    let keys = Array::from(&keys)
-                        .iter()
-                        .map(|k| key_values(&k))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let m = inner.manifest.borrow().clone();
-                    inner
-                        .lookup(&m)
-                        .lookup_many(&table, &index, &keys)
-                        .await
-                        .map_err(js_err)
-                })
-            })
-        }
-
-        /// Rows between `lower` and `upper` (`{ key, inclusive = true }` or null), as the
-        /// addon's `range`.
-        pub fn range(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
-            #[wasm_bindgen(
-                unchecked_param_type = "{ key: unknown; inclusive?: boolean } | null | undefined"
-            )]
-            lower: JsValue,
-            #[wasm_bindgen(
-                unchecked_param_type = "{ key: unknown; inclusive?: boolean } | null | undefined"
-            )]
-            upper: JsValue,
-            #[wasm_bindgen(
-                unchecked_param_type = "{ reverse?: boolean; column?: string } | undefined"
-            )]
-            options: JsValue,
-        ) -> js_sys::Promise {
-            let checked = table_index(&table, &index, "range").and_then(|ti| {
-                options_object(&options, "range")?;
-                let reverse = flag(&options, "range", "reverse")?;
-                let c = get(&options, "column");
-                let column = if c.is_undefined() {
-                    None
-                } else {
-                    Some(text(&c, "range", "options.column")?)
-                };
-                Ok((ti, reverse, column))
-            });
-            let ((table, index), reverse, column) = match checked {
-                Ok(x) => x,
-                Err(e) => return rejected(e),
-            };
-            self.run(move |inner| {
-                Box::pin(async move {
-                    let (lo, hi) = (value_bound(&lower)?, value_bound(&upper)?);
-                    let m = inner.manifest.borrow().clone();
-                    if let Some(c) = column {
-                        inner
-                            .lookup(&m)
-                            .check_range_column(&table, &index, &lo, &hi, &c)
-                            .map_err(js_err)?;
-                    }
-                    inner
-                        .lookup(&m)
-                        .range(&table, &index, lo, hi, reverse)
-                        .await
-                        .map_err(js_err)
-                })
-            })
-        }
-
-        /// IS NULL over a leading run: `null` = IS NULL, a value = equality, `undefined` =
-        /// unconstrained, as the addon's `nulls`.
-        pub fn nulls(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "unknown[]")] prefix: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "{ reverse?: boolean } | undefined")]
-            options: JsValue,
-        ) -> js_sys::Promise {
-            let checked = table_index(&table, &index, "nulls").and_then(|ti| {
-                options_object(&options, "nulls")?;
-                Ok((ti, flag(&options, "nulls", "reverse")?))
-            });
-            let ((table, index), reverse) = match checked {
-                Ok(x) => x,
-                Err(e) => return rejected(e),
-            };
-            self.run(move |inner| {
-                Box::pin(async move {
-                    if !Array::is_array(&prefix) {
-                        return Err(js_err(skerry_core::Error::Invalid(
-                            "prefix must be an array".into(),
-                        )));
-                    }
-                    let items = Array::from(&prefix)
-                        .iter()
-                        .map(|v| {
-                            if v.is_undefined() {
-                                Ok(None)
-                            } else {
-                                key_value(&v).map(Some)
-                            }
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let m = inner.manifest.borrow().clone();
-                    inner
-                        .lookup(&m)
-                        .nulls(&table, &index, &items, reverse)
-                        .await
-                        .map_err(js_err)
-                })
-            })
-        }
-
-        /// Where rows with stable ids `rowIds` (bigints or numbers) are: `{ rows, candidates }`.
-        pub fn locate(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "Array<bigint | number>")] row_ids: JsValue,
-        ) -> Result<JsValue, JsValue> {
-            let table = text(&table, "locate", "table")?;
-            if !Array::is_array(&row_ids) {
-                return Err(js_err(skerry_core::Error::Invalid(
-                    "rowIds must be an array".into(),
-                )));
-            }
-            let mut ids = Vec::new();
-            for v in Array::from(&row_ids).iter() {
-                ids.push(u64_arg(&v, "locate", "a row id")?);
-            }
-            let m = self.inner.manifest.borrow().clone();
-            let r = self.inner.lookup(&m).locate(&table, &ids).map_err(js_err)?;
-            let ser =
-                serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true);
-            r.serialize(&ser)
-                .map_err(|e| JsValue::from(js_sys::Error::new(&e.to_string())))
-        }
-
-        /// Fetches `columns` of `rows` (as lookups return them) in order, reading only the pages
-        /// holding them: `{ ipc: Uint8Array (Arrow IPC stream), rows: object[] }`. Data files
-        /// are checked by size and record count against the manifest (`E_DRIFT`).
-        #[wasm_bindgen(js_name = fetchRows)]
-        pub fn fetch_rows(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(
-                unchecked_param_type = "Array<{ file: string; position: bigint | number }>"
-            )]
-            rows: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string[]")] columns: JsValue,
-        ) -> js_sys::Promise {
-            let table = match text(&table, "fetchRows", "table") {
-                Ok(t) => t,
-                Err(e) => return rejected(e),
-            };
+        /// A read verb: arguments adapted here; parsed, answered and shaped by the host
+        /// boundary (the same code as the addon); `warning` listeners called for a query's
+        /// rejected indexes.
+        fn read(&self, verb: &'static str, args: &[&JsValue]) -> js_sys::Promise {
+            let args: Vec<HostValue> = args.iter().map(|a| from_js(a, 0)).collect();
             let inner = self.inner.clone();
             wasm_bindgen_futures::future_to_promise(async move {
-                if !Array::is_array(&rows) || !Array::is_array(&columns) {
-                    return Err(js_err(skerry_core::Error::Invalid(
-                        "rows and columns must be arrays".into(),
-                    )));
-                }
-                let mut refs = Vec::new();
-                for r in Array::from(&rows).iter() {
-                    let file = get(&r, "file").as_string().ok_or_else(|| {
-                        js_err(skerry_core::Error::Invalid("a row needs a file".into()))
-                    })?;
-                    let position = u64_arg(&get(&r, "position"), "fetchRows", "a row's position")?;
-                    refs.push(skerry_core::query::RowRef {
-                        file,
-                        position,
-                        row_id: None,
-                    });
-                }
-                let cols: Vec<String> = Array::from(&columns)
-                    .iter()
-                    .map(|c| text(&c, "fetchRows", "columns[]"))
-                    .collect::<Result<_, _>>()?;
-                let m = inner.manifest.borrow().clone();
-                let batch = inner
-                    .lookup(&m)
-                    .fetch(&table, &refs, &cols, false)
+                let call = ReadCall::parse(verb, &args).map_err(js_err)?;
+                let snapshot = inner.snapshot();
+                let answer = call
+                    .run(&snapshot, Some(js_sys::Date::now))
                     .await
                     .map_err(js_err)?;
-                let ipc = skerry_core::query::to_ipc(&batch).map_err(js_err)?;
-                let json = skerry_core::query::to_json_rows(&batch).map_err(js_err)?;
-                let out = Object::new();
-                Reflect::set(
-                    &out,
-                    &"ipc".into(),
-                    &Uint8Array::from(ipc.as_slice()).into(),
-                )?;
-                Reflect::set(&out, &"rows".into(), &json_to_js(&json))?;
-                Ok(out.into())
-            })
-        }
-
-        fn run(
-            &self,
-            f: impl FnOnce(
-                    Rc<Inner>,
-                ) -> std::pin::Pin<
-                    Box<
-                        dyn std::future::Future<
-                            Output = Result<skerry_core::query::LookupResult, JsValue>,
-                        >,
-                    >,
-                > + 'static,
-        ) -> js_sys::Promise {
-            let inner = self.inner.clone();
-            wasm_bindgen_futures::future_to_promise(async move { to_js_result(f(inner).await?) })
-        }
-
-        /// Answers `where` over `table`, as the addon's `query`: `{ ipc: Uint8Array (Arrow IPC
-        /// stream), rows: object[], refs: [{ file, position, rowId? }], stats }`. Data files
-        /// are checked by size and record count (their ETags come from another server). Every
-        /// rejected index calls the `warning` listeners with `{ table, index, file, reason,
-        /// message }`.
-        // Typed by the interface merged into `OverlayReader` in QUERY_TYPES (optional options).
-        #[wasm_bindgen(skip_typescript)]
-        pub fn query(&self, table: JsValue, options: Option<JsValue>) -> js_sys::Promise {
-            let options = options.unwrap_or(JsValue::UNDEFINED);
-            let table = match text(&table, "query", "table")
-                .and_then(|t| options_object(&options, "query").map(|_| t))
-            {
-                Ok(t) => t,
-                Err(e) => return rejected(e),
-            };
-            let inner = self.inner.clone();
-            wasm_bindgen_futures::future_to_promise(async move {
-                let t0 = js_sys::Date::now();
-                let q = js_query(&options)?;
-                let m = inner.manifest.borrow().clone();
-                let mut r = inner.lookup(&m).query(&table, &q).await.map_err(js_err)?;
-                r.stats.elapsed_ms = js_sys::Date::now() - t0;
                 let listeners = inner.listeners.borrow().clone();
-                for x in &r.stats.rejections {
-                    let w = Object::new();
-                    Reflect::set(&w, &"table".into(), &table.as_str().into())?;
-                    if let Some(i) = &r.stats.index {
-                        Reflect::set(&w, &"index".into(), &i.as_str().into())?;
-                    }
-                    Reflect::set(&w, &"file".into(), &x.data_file.as_str().into())?;
-                    Reflect::set(&w, &"reason".into(), &x.reason.code().into())?;
-                    Reflect::set(&w, &"message".into(), &x.to_string().into())?;
+                for w in answer.warnings {
+                    let w = to_js(w);
                     for f in &listeners {
                         let _ = f.call1(&JsValue::NULL, &w);
                     }
                 }
-                let ipc = skerry_core::query::to_ipc(&r.batch).map_err(js_err)?;
-                let json = skerry_core::query::to_json_rows(&r.batch).map_err(js_err)?;
-                let out = Object::new();
-                Reflect::set(
-                    &out,
-                    &"ipc".into(),
-                    &Uint8Array::from(ipc.as_slice()).into(),
-                )?;
-                Reflect::set(&out, &"rows".into(), &json_to_js(&json))?;
-                let big = serde_wasm_bindgen::Serializer::new()
-                    .serialize_large_number_types_as_bigints(true);
-                let refs: Vec<JsRow> = r
-                    .rows
-                    .into_iter()
-                    .map(|x| JsRow {
-                        file: x.file,
-                        position: x.position,
-                        row_id: x.row_id,
-                    })
-                    .collect();
-                let to_js = |e: serde_wasm_bindgen::Error| {
-                    JsValue::from(js_sys::Error::new(&e.to_string()))
-                };
-                Reflect::set(&out, &"refs".into(), &refs.serialize(&big).map_err(to_js)?)?;
-                // Counters are f64 (numbers); ids are u64 (bigints), as in lookups.
-                Reflect::set(
-                    &out,
-                    &"stats".into(),
-                    &js_query_stats(r.stats).serialize(&big).map_err(to_js)?,
-                )?;
-                Ok(out.into())
+                Ok(to_js(answer.value))
             })
+        }
+
+        /// Rows whose indexed columns equal `key` (a value, or an array for composite keys).
+        #[wasm_bindgen(unchecked_return_type = "Promise<LookupResult>")]
+        pub fn lookup(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "KeyValue | KeyValue[]")] key: JsValue,
+        ) -> js_sys::Promise {
+            self.read("lookup", &[&table, &index, &key])
+        }
+
+        /// `index IN (keys)`: complete keys, deduplicated, in key order.
+        #[wasm_bindgen(js_name = lookupMany, unchecked_return_type = "Promise<LookupResult>")]
+        pub fn lookup_many(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "Array<KeyValue | KeyValue[]>")] keys: JsValue,
+        ) -> js_sys::Promise {
+            self.read("lookupMany", &[&table, &index, &keys])
+        }
+
+        /// Rows between `lower` and `upper` (`{ key, inclusive = true }` or null), in the
+        /// index's order (or reversed).
+        #[wasm_bindgen(unchecked_return_type = "Promise<LookupResult>")]
+        pub fn range(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "RangeBound | null | undefined")] lower: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "RangeBound | null | undefined")] upper: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "RangeOptions | undefined")] options: JsValue,
+        ) -> js_sys::Promise {
+            self.read("range", &[&table, &index, &lower, &upper, &options])
+        }
+
+        /// IS NULL over a leading run: `null` = IS NULL, a value = equality, `undefined` =
+        /// unconstrained.
+        #[wasm_bindgen(unchecked_return_type = "Promise<LookupResult>")]
+        pub fn nulls(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "Array<KeyValue | undefined>")] prefix: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "{ reverse?: boolean } | undefined")]
+            options: JsValue,
+        ) -> js_sys::Promise {
+            self.read("nulls", &[&table, &index, &prefix, &options])
+        }
+
+        /// Where rows with stable ids `rowIds` (bigints or numbers) are.
+        #[wasm_bindgen(unchecked_return_type = "Promise<LocateResult>")]
+        pub fn locate(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "Array<bigint | number>")] row_ids: JsValue,
+        ) -> js_sys::Promise {
+            self.read("locate", &[&table, &row_ids])
+        }
+
+        /// Fetches `columns` of `rows` (as lookups return them) in order, reading only the
+        /// pages holding them. Data files are checked by size and record count (`E_DRIFT`).
+        #[wasm_bindgen(js_name = fetchRows, unchecked_return_type = "Promise<FetchedRows>")]
+        pub fn fetch_rows(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "RowRef[]")] rows: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "string[]")] columns: JsValue,
+        ) -> js_sys::Promise {
+            self.read("fetchRows", &[&table, &rows, &columns])
+        }
+
+        /// Answers `where` over `table` as the addon's `query`: indexes where the read gate
+        /// accepts them, Parquet scans where not, delete masks applied, rows fetched by page.
+        /// Data files are checked by size and record count (their ETags come from another
+        /// server). Every rejected index calls the `warning` listeners.
+        #[wasm_bindgen(unchecked_return_type = "Promise<QueryResult>")]
+        pub fn query(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "QueryOptions | undefined")] options: JsValue,
+        ) -> js_sys::Promise {
+            self.read("query", &[&table, &options])
         }
 
         /// Adds a listener: `warning` (an index was rejected during a query; the file was

@@ -47,6 +47,9 @@ pub struct StepOptions {
     pub max_bytes: u64,
 }
 
+/// Conflicting steps retried in a row before `E_CONFLICT` reaches the caller.
+pub const STEP_RETRIES: u32 = 16;
+
 impl Default for StepOptions {
     fn default() -> Self {
         StepOptions {
@@ -757,6 +760,28 @@ impl Overlay {
         Ok(report)
     }
 
+    /// [`Overlay::build_step`], retried from the cursor it left while it loses races to
+    /// other builders of the same index (`E_CONFLICT`, at most [`STEP_RETRIES`] times in a
+    /// row). The one retry loop of a build: hosts that drive steps themselves (the Node
+    /// facade, for progress callbacks) call this.
+    pub async fn build_step_retrying(
+        &self,
+        table: &str,
+        index: &str,
+        opts: StepOptions,
+    ) -> Result<StepReport> {
+        let mut conflicts = 0;
+        loop {
+            match self.build_step(table, index, opts).await {
+                Err(Error::Conflict(m)) if conflicts < STEP_RETRIES => {
+                    conflicts += 1;
+                    tracing::debug!(target: "skerry::build", "retrying a step: {m}");
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Builds `index` to the end in steps of `opts`, calling `on_progress` after each step.
     /// A step that lost a race to another builder is retried from the cursor it left.
     pub async fn build_index(
@@ -767,28 +792,18 @@ impl Overlay {
         mut on_progress: impl FnMut(&StepReport),
     ) -> Result<BuildReport> {
         let mut report = BuildReport::default();
-        let mut conflicts = 0;
         let mut files = std::collections::BTreeSet::new();
         loop {
-            match self.build_step(table, index, opts).await {
-                Ok(s) => {
-                    conflicts = 0;
-                    report.entries += s.entries;
-                    report.bundles_written += s.bundles_written;
-                    report.bytes_written += s.bytes_written;
-                    files.extend(s.files_completed.iter().cloned());
-                    report.skipped.extend(s.skipped.iter().cloned());
-                    on_progress(&s);
-                    if s.done {
-                        report.files_indexed = files.len() as u64;
-                        return Ok(report);
-                    }
-                }
-                Err(Error::Conflict(m)) if conflicts < 16 => {
-                    conflicts += 1;
-                    tracing::debug!(target: "skerry::build", "retrying a step: {m}");
-                }
-                Err(e) => return Err(e),
+            let s = self.build_step_retrying(table, index, opts).await?;
+            report.entries += s.entries;
+            report.bundles_written += s.bundles_written;
+            report.bytes_written += s.bytes_written;
+            files.extend(s.files_completed.iter().cloned());
+            report.skipped.extend(s.skipped.iter().cloned());
+            on_progress(&s);
+            if s.done {
+                report.files_indexed = files.len() as u64;
+                return Ok(report);
             }
         }
     }

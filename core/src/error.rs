@@ -51,6 +51,9 @@ pub enum Error {
         /// The row that would hold it again.
         row: String,
     },
+    /// A writer verb on an overlay opened read-only.
+    #[error("this overlay was opened with readOnly: true")]
+    ReadOnly,
     /// A single commit would exceed a bound; refused before any work.
     #[error("{what}: {count} exceeds the limit of {limit}; {remedy}")]
     Limit {
@@ -89,7 +92,21 @@ impl Error {
             Error::Refused(_) => "E_REFUSED",
             Error::Constraint { .. } => "E_CONSTRAINT",
             Error::Limit { .. } => "E_LIMIT",
+            Error::ReadOnly => "E_READ_ONLY",
         }
+    }
+
+    /// Whether the same call may succeed when retried unchanged: a lost race with another
+    /// writer (`E_CONFLICT`), a request past its time limit (`E_TIMEOUT`), or an I/O failure
+    /// of the store (`E_IO`). Everything else fails the same way again until something
+    /// changes (the input, the data, the overlay's state).
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Conflict(_)
+                | Error::Io(IoError::Timeout { .. })
+                | Error::Io(IoError::Other { .. })
+        )
     }
 }
 

@@ -22,6 +22,7 @@ pub mod codec;
 pub mod datafile;
 pub mod encoding;
 pub mod error;
+pub mod host;
 pub mod io;
 pub mod lineage;
 pub mod manifest;
@@ -31,6 +32,7 @@ pub mod predicate;
 pub mod puffin;
 pub mod query;
 pub mod rowset;
+pub mod snapshot;
 
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub mod build;
@@ -48,3 +50,4 @@ pub mod repair;
 pub mod sample;
 
 pub use error::{Error, Result};
+pub use snapshot::{RejectionSink, Snapshot};

@@ -19,7 +19,8 @@ use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
 use crate::lineage::{self, ActiveSnapshot};
 use crate::manifest::*;
 use crate::puffin::{BlobSpec, PuffinWriter};
-use crate::query::{DirectoryCache, Lookup, LookupResult};
+use crate::query::{DirectoryCache, LookupResult};
+use crate::snapshot::{RejectionSink, Snapshot};
 
 /// Tables with at least this many indexed files get a table-wide sorted run per index.
 pub const RUN_MIN_FILES: usize = 4;
@@ -170,7 +171,7 @@ pub struct Overlay {
     pub(crate) reader: Arc<ObjectStoreReader>,
     pub(crate) data: Arc<UrlReader>,
     pub(crate) catalog: Catalog,
-    pub(crate) dirs: DirectoryCache,
+    pub(crate) dirs: Arc<DirectoryCache>,
     /// Answer every file by scanning (benchmarks, debugging): see [`Overlay::set_scan_only`].
     scan_only: std::sync::atomic::AtomicBool,
     /// Read model of the catalog head, keyed by catalog version.
@@ -248,7 +249,7 @@ impl Overlay {
             reader,
             data: Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout)),
             catalog,
-            dirs: DirectoryCache::default(),
+            dirs: Arc::new(DirectoryCache::default()),
             model: std::sync::Mutex::new(None),
             scan_only: std::sync::atomic::AtomicBool::new(false),
             block_bytes: ordered::DEFAULT_BLOCK_BYTES,
@@ -837,27 +838,46 @@ impl Overlay {
         }
     }
 
-    /// Looks `key` up in `index` of `table` against the catalog head (the same planner the
-    /// wasm reader runs against a published manifest).
-    pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
+    /// A [`Snapshot`] of the catalog head: the same planner the wasm reader runs against a
+    /// published manifest, with data files read at the versions the catalog recorded. It
+    /// reports nothing to the repair queue; [`Overlay::snapshot_with_repairs`] does.
+    pub async fn snapshot(&self) -> Result<Snapshot> {
         let m = self.head_model().await?;
-        let r = self.reader_over(&m).lookup(table, index, key).await?;
-        Ok(self.queue_rejected(&m, table, r).await)
+        Ok(
+            Snapshot::new(self.reader.clone(), self.data.clone(), m, self.dirs.clone())
+                .with_pinned_versions(true)
+                .with_scan_only(self.scan_only.load(std::sync::atomic::Ordering::Relaxed)),
+        )
     }
 
-    /// `index IN (keys)` (see [`Lookup::lookup_many`]).
+    /// [`Overlay::snapshot`] whose rejected indexes queue their files for repair
+    /// ([`crate::repair`]); a failure to queue never fails the read (it is logged).
+    pub async fn snapshot_with_repairs(self: &Arc<Self>) -> Result<Snapshot> {
+        Ok(self.snapshot().await?.with_sink(self.clone()))
+    }
+
+    /// Looks `key` up in `index` of `table` against the catalog head, queueing rejected
+    /// files for repair (a convenience for Rust callers: [`Overlay::snapshot`] and
+    /// [`Snapshot::lookup`]).
+    pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
+        let s = self.snapshot().await?;
+        let r = s.lookup(table, index, key).await?;
+        Ok(self.queue_rejected(s.manifest(), table, r).await)
+    }
+
+    /// `index IN (keys)` (see [`Snapshot::lookup_many`]).
     pub async fn lookup_many(
         &self,
         table: &str,
         index: &str,
         keys: &[Vec<Value>],
     ) -> Result<LookupResult> {
-        let m = self.head_model().await?;
-        let r = self.reader_over(&m).lookup_many(table, index, keys).await?;
-        Ok(self.queue_rejected(&m, table, r).await)
+        let s = self.snapshot().await?;
+        let r = s.lookup_many(table, index, keys).await?;
+        Ok(self.queue_rejected(s.manifest(), table, r).await)
     }
 
-    /// `lower ≤ index ≤ upper` (see [`Lookup::range`]).
+    /// `lower ≤ index ≤ upper` (see [`Snapshot::range`]).
     pub async fn range(
         &self,
         table: &str,
@@ -866,29 +886,12 @@ impl Overlay {
         upper: ValueBound,
         reverse: bool,
     ) -> Result<LookupResult> {
-        let m = self.head_model().await?;
-        let r = self
-            .reader_over(&m)
-            .range(table, index, lower, upper, reverse)
-            .await?;
-        Ok(self.queue_rejected(&m, table, r).await)
+        let s = self.snapshot().await?;
+        let r = s.range(table, index, lower, upper, reverse, None).await?;
+        Ok(self.queue_rejected(s.manifest(), table, r).await)
     }
 
-    /// See [`Lookup::check_range_column`].
-    pub async fn check_range_column(
-        &self,
-        table: &str,
-        index: &str,
-        lower: &ValueBound,
-        upper: &ValueBound,
-        column: &str,
-    ) -> Result<()> {
-        let m = self.head_model().await?;
-        self.reader_over(&m)
-            .check_range_column(table, index, lower, upper, column)
-    }
-
-    /// `IS NULL` over a leading run of columns (see [`Lookup::nulls`]).
+    /// `IS NULL` over a leading run of columns (see [`Snapshot::nulls`]).
     pub async fn nulls(
         &self,
         table: &str,
@@ -896,52 +899,45 @@ impl Overlay {
         prefix: &[Option<Value>],
         reverse: bool,
     ) -> Result<LookupResult> {
-        let m = self.head_model().await?;
-        let r = self
-            .reader_over(&m)
-            .nulls(table, index, prefix, reverse)
-            .await?;
-        Ok(self.queue_rejected(&m, table, r).await)
+        let s = self.snapshot().await?;
+        let r = s.nulls(table, index, prefix, reverse).await?;
+        Ok(self.queue_rejected(s.manifest(), table, r).await)
     }
 
     /// Queues the files behind a lookup's rejections for repair (never failing the lookup).
     async fn queue_rejected(&self, m: &Manifest, table: &str, r: LookupResult) -> LookupResult {
-        if !r.stats.rejections.is_empty() {
-            if let Err(e) = self.enqueue_repairs(m, table, &r.stats.rejections).await {
-                tracing::warn!(target: "skerry::repair", "could not queue repairs: {e}");
-            }
-        }
+        self.queue(m, table, &r.stats.rejections).await;
         r
     }
 
-    /// Fetches `columns` of `rows` (see [`Lookup::fetch`]), reading data files at the
-    /// versions the catalog recorded.
+    async fn queue(&self, m: &Manifest, table: &str, rejections: &[crate::lineage::Rejection]) {
+        if !rejections.is_empty() {
+            if let Err(e) = self.enqueue_repairs(m, table, rejections).await {
+                tracing::warn!(target: "skerry::repair", "could not queue repairs: {e}");
+            }
+        }
+    }
+
+    /// Fetches `columns` of `rows` (see [`Snapshot::fetch`]).
     pub async fn fetch(
         &self,
         table: &str,
         rows: &[crate::query::RowRef],
         columns: &[String],
     ) -> Result<arrow_array::RecordBatch> {
-        let m = self.head_model().await?;
-        self.reader_over(&m).fetch(table, rows, columns, true).await
+        self.snapshot().await?.fetch(table, rows, columns).await
     }
 
-    /// Answers `q` over `table` against the catalog head (see [`crate::planner`]), with data
-    /// files read at the versions the catalog recorded and the wall time in the stats. Files
-    /// whose index was rejected are queued for repair ([`crate::repair`]); a failure to queue
-    /// never fails the query (it is logged).
+    /// Answers `q` over `table` against the catalog head (see [`Snapshot::query`]), queueing
+    /// files whose index was rejected for repair.
     pub async fn query(
         &self,
         table: &str,
         q: &crate::planner::Query,
     ) -> Result<crate::planner::QueryResult> {
-        let m = self.head_model().await?;
-        let r = self.reader_over(&m).query_native(table, q).await?;
-        if !r.stats.rejections.is_empty() {
-            if let Err(e) = self.enqueue_repairs(&m, table, &r.stats.rejections).await {
-                tracing::warn!(target: "skerry::repair", "could not queue repairs: {e}");
-            }
-        }
+        let s = self.snapshot().await?;
+        let r = s.query(table, q).await?;
+        self.queue(s.manifest(), table, &r.stats.rejections).await;
         Ok(r)
     }
 
@@ -952,20 +948,9 @@ impl Overlay {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Where rows with stable ids `ids` are (see [`Lookup::locate`]).
+    /// Where rows with stable ids `ids` are (see [`Snapshot::locate`]).
     pub async fn locate(&self, table: &str, ids: &[u64]) -> Result<crate::query::LocateResult> {
-        let m = self.head_model().await?;
-        self.reader_over(&m).locate(table, ids)
-    }
-
-    fn reader_over<'a>(&'a self, m: &'a Manifest) -> Lookup<'a> {
-        Lookup {
-            overlay: self.reader.as_ref(),
-            data: self.data.as_ref(),
-            manifest: m,
-            dirs: &self.dirs,
-            scan_only: self.scan_only.load(std::sync::atomic::Ordering::Relaxed),
-        }
+        self.snapshot().await?.locate(table, ids)
     }
 
     /// The catalog head as a read model, rebuilt only when the catalog version moved (one
@@ -1179,4 +1164,15 @@ pub(crate) fn same_columns(a: &[datafile::FieldInfo], b: &[datafile::FieldInfo])
         && a.iter()
             .zip(b)
             .all(|(x, y)| x.field_id == y.field_id && x.name == y.name && x.key_type == y.key_type)
+}
+
+impl RejectionSink for Overlay {
+    fn rejected<'a>(
+        &'a self,
+        manifest: &'a Manifest,
+        table: &'a str,
+        rejections: &'a [crate::lineage::Rejection],
+    ) -> crate::io::BoxFut<'a, ()> {
+        Box::pin(self.queue(manifest, table, rejections))
+    }
 }

@@ -504,20 +504,6 @@ impl Lookup<'_> {
         Ok(QueryResult { rows, batch, stats })
     }
 
-    /// [`Lookup::query`] as the native surfaces run it: data files read at the versions the
-    /// manifest recorded, wall time in the stats.
-    #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
-    pub async fn query_native(&self, table: &str, q: &Query) -> Result<QueryResult> {
-        let t0 = std::time::Instant::now();
-        let q = Query {
-            pin_versions: true,
-            ..q.clone()
-        };
-        let mut r = self.query(table, &q).await?;
-        r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
-        Ok(r)
-    }
-
     /// What differs between the store's view of a data file and the manifest's facts.
     fn drift(f: &FileEntry, meta: &ObjectMeta, rows: Option<u64>, q: &Query) -> Option<String> {
         if meta.size != f.size {

@@ -232,6 +232,15 @@ impl Lookup<'_> {
                     kind: "data file",
                     name: file.to_string(),
                 })?;
+            // Refused before any read, naming the file as the caller did (not its location).
+            if let Some(p) = by_file[file].iter().map(|(_, p)| *p).max() {
+                if p >= f.record_count {
+                    return Err(Error::Invalid(format!(
+                        "row position {p} is past the end of {} ({} rows)",
+                        f.path, f.record_count
+                    )));
+                }
+            }
             let mut loc = Location::new(t.data_location(f));
             if pin_versions {
                 if let Some(v) = &f.etag {

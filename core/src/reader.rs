@@ -10,19 +10,19 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::encoding::{Value, ValueBound};
 use crate::error::{Error, Result};
 use crate::io::{ObjectStoreReader, UrlReader};
 use crate::manifest::{self, Manifest};
 use crate::overlay::{open_store, OpenOptions};
-use crate::query::{DirectoryCache, Lookup, LookupResult, RowRef};
+use crate::query::DirectoryCache;
+use crate::snapshot::Snapshot;
 
 /// A read-only view of the newest published version of an overlay.
 pub struct OverlayReader {
     reader: Arc<ObjectStoreReader>,
     data: Arc<UrlReader>,
     manifest: RwLock<Arc<Manifest>>,
-    dirs: DirectoryCache,
+    dirs: Arc<DirectoryCache>,
     scan_only: AtomicBool,
 }
 
@@ -43,7 +43,7 @@ impl OverlayReader {
             reader,
             data,
             manifest: RwLock::new(Arc::new(m)),
-            dirs: DirectoryCache::default(),
+            dirs: Arc::new(DirectoryCache::default()),
             scan_only: AtomicBool::new(false),
         })
     }
@@ -78,92 +78,16 @@ impl OverlayReader {
         self.scan_only.store(on, Ordering::Relaxed);
     }
 
-    fn over<'a>(&'a self, m: &'a Manifest) -> Lookup<'a> {
-        Lookup {
-            overlay: self.reader.as_ref(),
-            data: self.data.as_ref(),
-            manifest: m,
-            dirs: &self.dirs,
-            scan_only: self.scan_only.load(Ordering::Relaxed),
-        }
-    }
-
-    pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
-        let m = self.pinned();
-        self.over(&m).lookup(table, index, key).await
-    }
-
-    pub async fn lookup_many(
-        &self,
-        table: &str,
-        index: &str,
-        keys: &[Vec<Value>],
-    ) -> Result<LookupResult> {
-        let m = self.pinned();
-        self.over(&m).lookup_many(table, index, keys).await
-    }
-
-    pub async fn range(
-        &self,
-        table: &str,
-        index: &str,
-        lower: ValueBound,
-        upper: ValueBound,
-        reverse: bool,
-    ) -> Result<LookupResult> {
-        let m = self.pinned();
-        self.over(&m)
-            .range(table, index, lower, upper, reverse)
-            .await
-    }
-
-    pub async fn check_range_column(
-        &self,
-        table: &str,
-        index: &str,
-        lower: &ValueBound,
-        upper: &ValueBound,
-        column: &str,
-    ) -> Result<()> {
-        let m = self.pinned();
-        self.over(&m)
-            .check_range_column(table, index, lower, upper, column)
-    }
-
-    pub async fn nulls(
-        &self,
-        table: &str,
-        index: &str,
-        prefix: &[Option<Value>],
-        reverse: bool,
-    ) -> Result<LookupResult> {
-        let m = self.pinned();
-        self.over(&m).nulls(table, index, prefix, reverse).await
-    }
-
-    /// Rows by position, data files read at the published versions (ETags) where the store
-    /// reports them.
-    pub async fn fetch(
-        &self,
-        table: &str,
-        rows: &[RowRef],
-        columns: &[String],
-    ) -> Result<arrow_array::RecordBatch> {
-        let m = self.pinned();
-        self.over(&m).fetch(table, rows, columns, true).await
-    }
-
-    pub async fn query(
-        &self,
-        table: &str,
-        q: &crate::planner::Query,
-    ) -> Result<crate::planner::QueryResult> {
-        let m = self.pinned();
-        self.over(&m).query_native(table, q).await
-    }
-
-    pub async fn locate(&self, table: &str, ids: &[u64]) -> Result<crate::query::LocateResult> {
-        let m = self.pinned();
-        self.over(&m).locate(table, ids)
+    /// A [`Snapshot`] of the pinned version: every read verb is answered from it (data files
+    /// read at the versions the manifest recorded).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(
+            self.reader.clone(),
+            self.data.clone(),
+            self.pinned(),
+            self.dirs.clone(),
+        )
+        .with_pinned_versions(true)
+        .with_scan_only(self.scan_only.load(Ordering::Relaxed))
     }
 }

@@ -4,15 +4,15 @@
 use std::sync::Arc;
 
 use arrow_array::{
-    ArrayRef, BooleanArray, Date32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
-    StringArray,
+    Array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float64Array,
+    Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::encoding::{KeyType, Value};
+use crate::encoding::{KeyColumn, KeySchema, KeyType, Value};
 use crate::error::{Error, Result};
 
 /// Codec of a sample file.
@@ -103,8 +103,9 @@ pub fn orders_parquet(
     Ok(out)
 }
 
-/// A Parquet file from rows of values: columns of `boolean`, `int32`, `int64`, `float64`,
-/// `string` or `date`, every column nullable (tests and examples that need arbitrary data —
+/// A Parquet file from rows of values: columns of `boolean`, `int32`, `int64`, `uint64`,
+/// `float64`, `decimal(p,s)`, `string`, `binary`, `date`, `timestamp` or `timestamptz`
+/// (microseconds), every column nullable (tests and examples that need arbitrary data —
 /// NaN, ±0.0, NULLs, unicode — without another Parquet writer).
 pub fn parquet_from_rows(
     columns: &[(String, KeyType)],
@@ -200,6 +201,65 @@ pub fn parquet_from_rows(
                     .collect::<Result<Date32Array>>()?,
                 ),
             ),
+            KeyType::UInt64
+            | KeyType::Decimal { .. }
+            | KeyType::Binary
+            | KeyType::Timestamp
+            | KeyType::TimestampTz => {
+                // Values as a key column of this type takes them (decimals as strings or
+                // integers, timestamps as microseconds).
+                let key = KeySchema {
+                    columns: vec![KeyColumn::new(*ty)],
+                };
+                let vals = col
+                    .map(|v| {
+                        let shown = format!("{v:?}");
+                        key.coerce(vec![v])
+                            .map(|mut c| c.pop().unwrap_or(Value::Null))
+                            .map_err(|e| {
+                                Error::Invalid(format!("column {name} ({ty}): {shown}: {e}"))
+                            })
+                    })
+                    .collect::<Result<Vec<Value>>>()?;
+                match ty {
+                    KeyType::UInt64 => (
+                        DataType::UInt64,
+                        Arc::new(UInt64Array::from_iter(vals.iter().map(|v| match v {
+                            Value::UInt(x) => Some(*x),
+                            _ => None,
+                        }))) as ArrayRef,
+                    ),
+                    KeyType::Decimal { precision, scale } => {
+                        let dt = DataType::Decimal128(*precision, *scale as i8);
+                        let a = Decimal128Array::from_iter(vals.iter().map(|v| match v {
+                            Value::Decimal(x) => Some(*x),
+                            _ => None,
+                        }))
+                        .with_precision_and_scale(*precision, *scale as i8)?;
+                        (dt, Arc::new(a) as ArrayRef)
+                    }
+                    KeyType::Binary => (
+                        DataType::Binary,
+                        Arc::new(BinaryArray::from_iter(vals.iter().map(|v| match v {
+                            Value::Binary(b) => Some(b.as_slice()),
+                            _ => None,
+                        }))) as ArrayRef,
+                    ),
+                    _ => {
+                        let micros =
+                            TimestampMicrosecondArray::from_iter(vals.iter().map(|v| match v {
+                                Value::Timestamp(t) | Value::Int(t) => Some(*t),
+                                _ => None,
+                            }));
+                        let a = if *ty == KeyType::TimestampTz {
+                            micros.with_timezone("UTC")
+                        } else {
+                            micros
+                        };
+                        (a.data_type().clone(), Arc::new(a) as ArrayRef)
+                    }
+                }
+            }
             other => {
                 return Err(Error::Unsupported(format!(
                     "sample Parquet columns of type {other}"

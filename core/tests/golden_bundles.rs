@@ -33,7 +33,10 @@ async fn bundles_and_manifest_are_byte_stable() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
-    for (i, codec) in [SampleCodec::Snappy, SampleCodec::Zstd].into_iter().enumerate() {
+    for (i, codec) in [SampleCodec::Snappy, SampleCodec::Zstd]
+        .into_iter()
+        .enumerate()
+    {
         let bytes = orders_parquet(i as i64 * 2500, 2500, 700, codec).unwrap();
         std::fs::write(data.join(format!("part-{i}.parquet")), bytes).unwrap();
     }
@@ -81,7 +84,11 @@ async fn bundles_and_manifest_are_byte_stable() {
     let mut bundles: BTreeMap<String, String> = BTreeMap::new(); // relative path -> hash
     let mut manifest = None;
     for f in &files {
-        let rel = f.strip_prefix(&overlay_dir).unwrap().to_string_lossy().to_string();
+        let rel = f
+            .strip_prefix(&overlay_dir)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
         if rel.ends_with(".puffin") {
             bundles.insert(rel, sha(&std::fs::read(f).unwrap()));
         } else if rel == published.path {
@@ -118,7 +125,8 @@ async fn bundles_and_manifest_are_byte_stable() {
         std::fs::write(&golden, &got).unwrap();
         std::fs::write(golden.with_extension("manifest.json"), &manifest).unwrap();
     }
-    let want = std::fs::read_to_string(&golden).expect("tests/golden/bundles.txt (SKERRY_BLESS=1 writes it)");
+    let want = std::fs::read_to_string(&golden)
+        .expect("tests/golden/bundles.txt (SKERRY_BLESS=1 writes it)");
     assert_eq!(
         got, want,
         "bundle or manifest bytes changed (normalised manifest:\n{manifest})"

@@ -593,7 +593,7 @@ async fn read_only_readers_do_not_fence_the_writer() {
         .unwrap();
     assert_eq!(r1.version(), 1);
     assert_eq!(
-        ids(&r1.query("orders", &id_eq(30002)).await.unwrap()),
+        ids(&r1.snapshot().query("orders", &id_eq(30002)).await.unwrap()),
         vec![30002]
     );
     // The writer goes on: a new file, built and published.
@@ -607,6 +607,7 @@ async fn read_only_readers_do_not_fence_the_writer() {
         .unwrap();
     o.publish().await.unwrap();
     assert!(r2
+        .snapshot()
         .query("orders", &id_eq(40001))
         .await
         .unwrap()
@@ -614,10 +615,11 @@ async fn read_only_readers_do_not_fence_the_writer() {
         .is_empty());
     assert_eq!(r2.refresh().await.unwrap(), 2);
     assert_eq!(
-        ids(&r2.query("orders", &id_eq(40001)).await.unwrap()),
+        ids(&r2.snapshot().query("orders", &id_eq(40001)).await.unwrap()),
         vec![40001]
     );
     let l = r2
+        .snapshot()
         .lookup("orders", "by_id", &[Value::Int(40002)])
         .await
         .unwrap();

@@ -1,0 +1,74 @@
+// Types of the host boundary (`skerry_core::host`), shared verbatim by the `skerry` addon and
+// the `skerry-wasm` reader: every read verb takes and returns exactly these shapes on both.
+
+/** A key value: null, boolean, number, bigint (within the 64-bit integer range), string or bytes. */
+export type KeyValue = null | boolean | number | bigint | string | Uint8Array;
+/** A decimal cell: the unscaled integer and the column's scale (value = unscaled × 10^-scale). */
+export interface Decimal { unscaled: bigint; scale: number }
+/** A range bound: a value, or an array of leading column values; inclusive by default. */
+export interface RangeBound { key: KeyValue | KeyValue[]; inclusive?: boolean }
+/** Options of `range`. */
+export interface RangeOptions {
+  reverse?: boolean;
+  /** The column the bounds range over; refused (`E_REFUSED`) unless it is the column after the bounds' equality prefix. */
+  column?: string;
+}
+/** Where a row is: its data file (relative to the table location), position, and stable id where the table has one. */
+export interface RowRef { file: string; position: bigint; rowId?: bigint }
+/** Why the read gate rejected an index (the file was scanned instead). */
+export type RejectReason = 'missing' | 'checksum' | 'record_count' | 'future_snapshot' | 'blob_checksum'
+  | 'wrong_file' | 'unsupported_format' | 'corrupt' | 'drifted';
+export interface Rejection { dataFile: string; indexId?: bigint; bundlePath?: string; reason: RejectReason; message: string }
+/** How a lookup was answered. */
+export interface LookupStats {
+  files: number; filesByIndex: number; filesScanned: number; filesPruned: number;
+  rejections: Rejection[]; drifted: string[];
+  indexRequests: number; indexBytes: number; dataRequests: number; dataBytes: number;
+}
+export interface LookupResult { rows: RowRef[]; stats: LookupStats }
+export interface LocateResult { rows: RowRef[]; candidates: Array<{ file: string; rowIds: bigint[] }> }
+/** A cell of a fetched row: integers beyond ±2^53 (and int64 timestamps there) are bigints. */
+export type Cell = null | boolean | number | bigint | string | Uint8Array | Decimal;
+export type Row = Record<string, Cell>;
+/** Fetched rows: the Arrow IPC stream and the same rows as plain objects. */
+export interface FetchedRows { ipc: Uint8Array; rows: Row[] }
+/** Conditions on one column: a bare value is `=`, `null` is IS NULL. */
+export type ColumnCondition = KeyValue | {
+  eq?: KeyValue; in?: KeyValue[]; lt?: KeyValue; lte?: KeyValue; gt?: KeyValue;
+  gte?: KeyValue; between?: [KeyValue, KeyValue]; isNull?: true;
+};
+/** Options of `query` (see docs/query.md). */
+export interface QueryOptions {
+  where?: Record<string, ColumnCondition>;
+  /** Columns to return, in order (default: every column of a scalar type). */
+  columns?: string[];
+  limit?: number;
+  /** Confirm files the index answers "no rows" for with a HEAD request. */
+  verify?: boolean;
+}
+export interface QueryStats {
+  index?: string; indexColumns: string[]; keys: number; residual: string[];
+  files: number; filesByIndex: number; filesScanned: number; filesPruned: number; filesRejected: number;
+  rejections: Rejection[]; drifted: string[];
+  rowGroups: number; rowGroupsPruned: number; rowsPrunedByPages: number; rowsScanned: number;
+  requests: number; bytes: number; cacheHits: number;
+  indexRequests: number; indexBytes: number; dataRequests: number; dataBytes: number; elapsedMs: number;
+}
+export interface QueryResult {
+  /** Arrow IPC stream of the requested columns. */
+  ipc: Uint8Array;
+  rows: Row[];
+  refs: RowRef[];
+  stats: QueryStats;
+}
+/** The `warning` event: an index was rejected during a query (the file was scanned). */
+export interface IndexWarning { table: string; index?: string; file: string; reason: RejectReason; message: string }
+/** Lifecycle state of an index. */
+export type IndexState = 'building' | 'ready' | 'maintaining' | 'poisoned';
+/** Every `err.code` Skerry raises. */
+export type ErrorCode = 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_TIMEOUT' | 'E_ABORTED' | 'E_IO'
+  | 'E_CORRUPT' | 'E_KEY_TOO_LARGE' | 'E_KEY' | 'E_PARQUET' | 'E_EXISTS' | 'E_INVALID' | 'E_UNSUPPORTED'
+  | 'E_CATALOG' | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT'
+  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_READ_ONLY';
+/** A Skerry error: `code` is stable; `retryable` says whether the same call may succeed when retried unchanged. */
+export interface SkerryError extends Error { code: ErrorCode; retryable: boolean }

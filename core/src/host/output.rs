@@ -1,0 +1,215 @@
+//! Answers shaped for a JavaScript host, once for both bindings.
+
+use arrow_array::RecordBatch;
+
+use super::HostValue;
+use crate::encoding::Value;
+use crate::error::Result;
+use crate::lineage::Rejection;
+use crate::planner::{QueryResult, QueryStats};
+use crate::query::{LocateResult, LookupResult, LookupStats, RowRef};
+
+/// Integers within ±2^53 are numbers; beyond, bigints.
+fn int(v: i128) -> HostValue {
+    const SAFE: i128 = 1 << 53;
+    if v.abs() <= SAFE {
+        HostValue::Number(v as f64)
+    } else {
+        HostValue::BigInt(Some(v))
+    }
+}
+
+/// One value of a fetched row.
+fn cell(v: Value, scale: i8) -> HostValue {
+    match v {
+        Value::Null => HostValue::Null,
+        Value::Bool(b) => HostValue::Bool(b),
+        Value::Int(i) => int(i as i128),
+        Value::UInt(u) => int(u as i128),
+        Value::Float32(f) => HostValue::Number(f as f64),
+        Value::Float64(f) => HostValue::Number(f),
+        Value::Decimal(d) => HostValue::object([
+            ("unscaled", HostValue::BigInt(Some(d))),
+            ("scale", HostValue::Number(scale as f64)),
+        ]),
+        Value::String(s) => HostValue::String(s),
+        Value::Binary(b) => HostValue::Bytes(b),
+        Value::Date(d) => HostValue::Number(d as f64),
+        Value::Time(t) | Value::Timestamp(t) => int(t as i128),
+    }
+}
+
+/// The rows of `batch` as plain rows: integers beyond ±2^53 as bigints, floats as numbers
+/// (NaN and infinities included), decimals `{ unscaled: bigint, scale }`, binary as bytes,
+/// dates as days, times and timestamps in their unit.
+pub fn rows(batch: &RecordBatch) -> Result<HostValue> {
+    let schema = batch.schema();
+    let scales: Vec<i8> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            arrow_schema::DataType::Decimal128(_, s) => *s,
+            _ => 0,
+        })
+        .collect();
+    let rows = crate::query::to_values(batch)?
+        .into_iter()
+        .map(|row| {
+            row.into_iter()
+                .zip(&scales)
+                .map(|((_, v), s)| cell(v, *s))
+                .collect()
+        })
+        .collect();
+    Ok(HostValue::Rows {
+        columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
+        rows,
+    })
+}
+
+/// `{ file, position, rowId? }`.
+pub fn row_ref(r: RowRef) -> HostValue {
+    HostValue::object([
+        ("file", HostValue::String(r.file)),
+        ("position", HostValue::id(r.position)),
+        ("rowId", HostValue::opt(r.row_id, HostValue::id)),
+    ])
+}
+
+fn refs(v: Vec<RowRef>) -> HostValue {
+    HostValue::Array(v.into_iter().map(row_ref).collect())
+}
+
+/// `{ dataFile, indexId?, bundlePath?, reason, message }`.
+pub fn rejection(r: Rejection) -> HostValue {
+    HostValue::object([
+        ("dataFile", HostValue::string(r.data_file.clone())),
+        ("indexId", HostValue::opt(r.index_id, HostValue::id)),
+        (
+            "bundlePath",
+            HostValue::opt(r.bundle_path.clone(), HostValue::String),
+        ),
+        ("reason", HostValue::string(r.reason.code())),
+        ("message", HostValue::string(r.to_string())),
+    ])
+}
+
+fn rejections(v: Vec<Rejection>) -> HostValue {
+    HostValue::Array(v.into_iter().map(rejection).collect())
+}
+
+/// How a lookup was answered.
+pub fn lookup_stats(s: LookupStats) -> HostValue {
+    HostValue::object([
+        ("files", HostValue::count(s.files)),
+        ("filesByIndex", HostValue::count(s.files_by_index)),
+        ("filesScanned", HostValue::count(s.files_scanned)),
+        ("filesPruned", HostValue::count(s.files_pruned)),
+        ("rejections", rejections(s.rejections)),
+        ("drifted", HostValue::strings(s.drifted)),
+        ("indexRequests", HostValue::count(s.index_requests)),
+        ("indexBytes", HostValue::count(s.index_bytes)),
+        ("dataRequests", HostValue::count(s.data_requests)),
+        ("dataBytes", HostValue::count(s.data_bytes)),
+    ])
+}
+
+/// `{ rows: [{ file, position, rowId? }], stats }`.
+pub fn lookup_result(r: LookupResult) -> HostValue {
+    HostValue::object([("rows", refs(r.rows)), ("stats", lookup_stats(r.stats))])
+}
+
+/// `{ rows, candidates: [{ file, rowIds }] }`.
+pub fn locate_result(r: LocateResult) -> HostValue {
+    HostValue::object([
+        ("rows", refs(r.rows)),
+        (
+            "candidates",
+            HostValue::Array(
+                r.candidates
+                    .into_iter()
+                    .map(|c| {
+                        HostValue::object([
+                            ("file", HostValue::String(c.file)),
+                            (
+                                "rowIds",
+                                HostValue::Array(
+                                    c.row_ids.into_iter().map(HostValue::id).collect(),
+                                ),
+                            ),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+    ])
+}
+
+/// How a query was answered (every field of [`QueryStats`]).
+pub fn query_stats(s: QueryStats) -> HostValue {
+    HostValue::object([
+        ("index", HostValue::opt(s.index, HostValue::String)),
+        ("indexColumns", HostValue::strings(s.index_columns)),
+        ("keys", HostValue::count(s.keys)),
+        ("residual", HostValue::strings(s.residual)),
+        ("files", HostValue::count(s.files)),
+        ("filesByIndex", HostValue::count(s.files_by_index)),
+        ("filesScanned", HostValue::count(s.files_scanned)),
+        ("filesPruned", HostValue::count(s.files_pruned)),
+        ("filesRejected", HostValue::count(s.files_rejected)),
+        ("rejections", rejections(s.rejections)),
+        ("drifted", HostValue::strings(s.drifted)),
+        ("rowGroups", HostValue::count(s.row_groups)),
+        ("rowGroupsPruned", HostValue::count(s.row_groups_pruned)),
+        (
+            "rowsPrunedByPages",
+            HostValue::count(s.rows_pruned_by_pages),
+        ),
+        ("rowsScanned", HostValue::count(s.rows_scanned)),
+        ("requests", HostValue::count(s.requests)),
+        ("bytes", HostValue::count(s.bytes)),
+        ("cacheHits", HostValue::count(s.cache_hits)),
+        ("indexRequests", HostValue::count(s.index_requests)),
+        ("indexBytes", HostValue::count(s.index_bytes)),
+        ("dataRequests", HostValue::count(s.data_requests)),
+        ("dataBytes", HostValue::count(s.data_bytes)),
+        ("elapsedMs", HostValue::Number(s.elapsed_ms)),
+    ])
+}
+
+/// The `warning` events of a query: one `{ table, index?, file, reason, message }` per
+/// rejected index.
+pub fn warnings(table: &str, s: &QueryStats) -> Vec<HostValue> {
+    s.rejections
+        .iter()
+        .map(|r| {
+            HostValue::object([
+                ("table", HostValue::string(table)),
+                ("index", HostValue::opt(s.index.clone(), HostValue::String)),
+                ("file", HostValue::string(r.data_file.clone())),
+                ("reason", HostValue::string(r.reason.code())),
+                ("message", HostValue::string(r.to_string())),
+            ])
+        })
+        .collect()
+}
+
+/// `{ ipc, rows }`: the Arrow IPC stream of `batch` and its rows.
+pub fn batch(batch: &RecordBatch) -> Result<HostValue> {
+    Ok(HostValue::object([
+        ("ipc", HostValue::Bytes(crate::query::to_ipc(batch)?)),
+        ("rows", rows(batch)?),
+    ]))
+}
+
+/// `{ ipc, rows, refs, stats }`, and the `warning` events it raises.
+pub fn query_result(table: &str, r: QueryResult) -> Result<(HostValue, Vec<HostValue>)> {
+    let warnings = warnings(table, &r.stats);
+    let out = HostValue::object([
+        ("ipc", HostValue::Bytes(crate::query::to_ipc(&r.batch)?)),
+        ("rows", rows(&r.batch)?),
+        ("refs", refs(r.rows)),
+        ("stats", query_stats(r.stats)),
+    ]);
+    Ok((out, warnings))
+}

@@ -1,0 +1,186 @@
+//! The read verbs as a host calls them: a method name and its arguments in, a shaped answer
+//! out. Both bindings expose exactly these, parsed and answered here.
+
+use super::{input, output, HostValue};
+use crate::encoding::{Value, ValueBound};
+use crate::error::Result;
+use crate::planner::Query;
+use crate::query::RowRef;
+use crate::snapshot::Snapshot;
+
+/// A read verb with its arguments parsed.
+#[derive(Clone, Debug)]
+pub enum ReadCall {
+    Lookup {
+        table: String,
+        index: String,
+        key: Vec<Value>,
+    },
+    LookupMany {
+        table: String,
+        index: String,
+        keys: Vec<Vec<Value>>,
+    },
+    Range {
+        table: String,
+        index: String,
+        lower: ValueBound,
+        upper: ValueBound,
+        reverse: bool,
+        column: Option<String>,
+    },
+    Nulls {
+        table: String,
+        index: String,
+        prefix: Vec<Option<Value>>,
+        reverse: bool,
+    },
+    Locate {
+        table: String,
+        row_ids: Vec<u64>,
+    },
+    FetchRows {
+        table: String,
+        rows: Vec<RowRef>,
+        columns: Vec<String>,
+    },
+    Query {
+        table: String,
+        query: Query,
+    },
+}
+
+/// What a read verb answers, and the `warning` events it raises.
+#[derive(Debug)]
+pub struct Answer {
+    pub value: HostValue,
+    pub warnings: Vec<HostValue>,
+}
+
+/// The names of the read verbs, as hosts spell them.
+pub const READ_VERBS: [&str; 7] = [
+    "lookup",
+    "lookupMany",
+    "range",
+    "nulls",
+    "locate",
+    "fetchRows",
+    "query",
+];
+
+fn arg(args: &[HostValue], i: usize) -> &HostValue {
+    args.get(i).unwrap_or(&HostValue::Undefined)
+}
+
+impl ReadCall {
+    /// Parses `method(args…)`; `E_INVALID` for an unknown method or a malformed argument,
+    /// `E_KEY` for a value that cannot be a key.
+    pub fn parse(method: &str, args: &[HostValue]) -> Result<ReadCall> {
+        let table = || input::text(arg(args, 0), method, "table");
+        let index = || input::text(arg(args, 1), method, "index");
+        Ok(match method {
+            "lookup" => ReadCall::Lookup {
+                table: table()?,
+                index: index()?,
+                key: input::key_values(arg(args, 2))?,
+            },
+            "lookupMany" => ReadCall::LookupMany {
+                table: table()?,
+                index: index()?,
+                keys: input::keys(arg(args, 2), method)?,
+            },
+            "range" => {
+                let (table, index) = (table()?, index()?);
+                let (reverse, column) = input::range_options(arg(args, 4), method)?;
+                ReadCall::Range {
+                    lower: input::bound(arg(args, 2), method, "lower")?,
+                    upper: input::bound(arg(args, 3), method, "upper")?,
+                    table,
+                    index,
+                    reverse,
+                    column,
+                }
+            }
+            "nulls" => {
+                let (table, index) = (table()?, index()?);
+                let o = input::options(arg(args, 3), method)?;
+                ReadCall::Nulls {
+                    prefix: input::nulls_prefix(arg(args, 2), method)?,
+                    reverse: input::flag(o, method, "reverse")?,
+                    table,
+                    index,
+                }
+            }
+            "locate" => ReadCall::Locate {
+                table: table()?,
+                row_ids: input::row_ids(arg(args, 1), method)?,
+            },
+            "fetchRows" => ReadCall::FetchRows {
+                table: table()?,
+                rows: input::row_refs(arg(args, 1), method)?,
+                columns: input::columns(arg(args, 2), method, "columns")?,
+            },
+            "query" => ReadCall::Query {
+                table: table()?,
+                query: input::query(arg(args, 1))?,
+            },
+            other => return Err(input::invalid(format!("unknown read verb {other}"))),
+        })
+    }
+
+    /// Answers the call from `snapshot`. `clock` (milliseconds) times a query where the
+    /// platform has no monotonic clock of its own (wasm).
+    pub async fn run(self, snapshot: &Snapshot, clock: Option<fn() -> f64>) -> Result<Answer> {
+        let plain = |value| Answer {
+            value,
+            warnings: vec![],
+        };
+        Ok(match self {
+            ReadCall::Lookup { table, index, key } => plain(output::lookup_result(
+                snapshot.lookup(&table, &index, &key).await?,
+            )),
+            ReadCall::LookupMany { table, index, keys } => plain(output::lookup_result(
+                snapshot.lookup_many(&table, &index, &keys).await?,
+            )),
+            ReadCall::Range {
+                table,
+                index,
+                lower,
+                upper,
+                reverse,
+                column,
+            } => plain(output::lookup_result(
+                snapshot
+                    .range(&table, &index, lower, upper, reverse, column.as_deref())
+                    .await?,
+            )),
+            ReadCall::Nulls {
+                table,
+                index,
+                prefix,
+                reverse,
+            } => plain(output::lookup_result(
+                snapshot.nulls(&table, &index, &prefix, reverse).await?,
+            )),
+            ReadCall::Locate { table, row_ids } => {
+                plain(output::locate_result(snapshot.locate(&table, &row_ids)?))
+            }
+            ReadCall::FetchRows {
+                table,
+                rows,
+                columns,
+            } => plain(output::batch(
+                &snapshot.fetch(&table, &rows, &columns).await?,
+            )?),
+            ReadCall::Query { table, query } => {
+                let t0 = clock.map(|c| c());
+                let mut r = snapshot.query(&table, &query).await?;
+                if let (Some(c), Some(t0)) = (clock, t0) {
+                    r.stats.elapsed_ms = c() - t0;
+                }
+                let (value, warnings) = output::query_result(&table, r)?;
+                Answer { value, warnings }
+            }
+        })
+    }
+}

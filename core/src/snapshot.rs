@@ -1,0 +1,213 @@
+//! [`Snapshot`]: the owned read handle every read surface wraps — the Node addon (writer or
+//! read-only), the native [`crate::reader::OverlayReader`] and the wasm reader.
+//!
+//! A snapshot is one pinned manifest with the readers that reach its overlay and data files,
+//! a shared directory cache, and an optional [`RejectionSink`] told about every index the
+//! read gate rejects (the native writer queues those files for repair). It is cheap to
+//! create (a few `Arc` clones) and owns everything it reads through, so a binding can move
+//! it into a future and drop it when the answer is shaped.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+
+use crate::encoding::{Value, ValueBound};
+use crate::error::Result;
+use crate::io::{BoxFut, MaybeSend, MaybeSync, RangeReader};
+use crate::lineage::Rejection;
+use crate::manifest::Manifest;
+use crate::planner::{Query, QueryResult};
+use crate::query::{DirectoryCache, LocateResult, Lookup, LookupResult, RowRef};
+
+/// Told about the indexes a read rejected (the file was answered by scanning instead).
+/// Implementations must not fail the read: they log what they cannot do.
+pub trait RejectionSink: MaybeSend + MaybeSync {
+    fn rejected<'a>(
+        &'a self,
+        manifest: &'a Manifest,
+        table: &'a str,
+        rejections: &'a [Rejection],
+    ) -> BoxFut<'a, ()>;
+}
+
+/// One pinned manifest and what it takes to answer reads from it.
+#[derive(Clone)]
+pub struct Snapshot {
+    overlay: Arc<dyn RangeReader>,
+    data: Arc<dyn RangeReader>,
+    manifest: Arc<Manifest>,
+    dirs: Arc<DirectoryCache>,
+    scan_only: bool,
+    pin_versions: bool,
+    sink: Option<Arc<dyn RejectionSink>>,
+}
+
+impl Snapshot {
+    /// A snapshot of `manifest`, reading the overlay through `overlay` (paths relative to its
+    /// root) and data files through `data` (full locations).
+    pub fn new(
+        overlay: Arc<dyn RangeReader>,
+        data: Arc<dyn RangeReader>,
+        manifest: Arc<Manifest>,
+        dirs: Arc<DirectoryCache>,
+    ) -> Snapshot {
+        Snapshot {
+            overlay,
+            data,
+            manifest,
+            dirs,
+            scan_only: false,
+            pin_versions: false,
+            sink: None,
+        }
+    }
+
+    /// Answer every file by scanning it, ignoring indexes (the same answer; benchmarks).
+    pub fn with_scan_only(mut self, on: bool) -> Snapshot {
+        self.scan_only = on;
+        self
+    }
+
+    /// Read data files at the versions the manifest recorded (`E_DRIFT` otherwise); native
+    /// stores report versions (ETags) the manifest can be held to.
+    pub fn with_pinned_versions(mut self, on: bool) -> Snapshot {
+        self.pin_versions = on;
+        self
+    }
+
+    pub fn with_sink(mut self, sink: Arc<dyn RejectionSink>) -> Snapshot {
+        self.sink = Some(sink);
+        self
+    }
+
+    pub fn manifest(&self) -> &Arc<Manifest> {
+        &self.manifest
+    }
+
+    pub fn version(&self) -> u64 {
+        self.manifest.version
+    }
+
+    fn lookup_view(&self) -> Lookup<'_> {
+        Lookup {
+            overlay: self.overlay.as_ref(),
+            data: self.data.as_ref(),
+            manifest: &self.manifest,
+            dirs: &self.dirs,
+            scan_only: self.scan_only,
+        }
+    }
+
+    async fn tell(&self, table: &str, rejections: &[Rejection]) {
+        if let (Some(sink), false) = (&self.sink, rejections.is_empty()) {
+            sink.rejected(&self.manifest, table, rejections).await;
+        }
+    }
+
+    async fn told(&self, table: &str, r: Result<LookupResult>) -> Result<LookupResult> {
+        let r = r?;
+        self.tell(table, &r.stats.rejections).await;
+        Ok(r)
+    }
+
+    /// Rows whose indexed columns equal `key` (see [`Lookup::lookup`]).
+    pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
+        let r = self.lookup_view().lookup(table, index, key).await;
+        self.told(table, r).await
+    }
+
+    /// `index IN (keys)` (see [`Lookup::lookup_many`]).
+    pub async fn lookup_many(
+        &self,
+        table: &str,
+        index: &str,
+        keys: &[Vec<Value>],
+    ) -> Result<LookupResult> {
+        let r = self.lookup_view().lookup_many(table, index, keys).await;
+        self.told(table, r).await
+    }
+
+    /// `lower ≤ index ≤ upper` (see [`Lookup::range`]); with `column`, refused
+    /// (`E_REFUSED`) unless the bounds range over that column.
+    pub async fn range(
+        &self,
+        table: &str,
+        index: &str,
+        lower: ValueBound,
+        upper: ValueBound,
+        reverse: bool,
+        column: Option<&str>,
+    ) -> Result<LookupResult> {
+        let view = self.lookup_view();
+        if let Some(c) = column {
+            view.check_range_column(table, index, &lower, &upper, c)?;
+        }
+        let r = view.range(table, index, lower, upper, reverse).await;
+        self.told(table, r).await
+    }
+
+    /// `E_REFUSED` unless `lower`/`upper` range over `column` of `index` (see
+    /// [`Lookup::check_range_column`]).
+    pub fn check_range_column(
+        &self,
+        table: &str,
+        index: &str,
+        lower: &ValueBound,
+        upper: &ValueBound,
+        column: &str,
+    ) -> Result<()> {
+        self.lookup_view()
+            .check_range_column(table, index, lower, upper, column)
+    }
+
+    /// `IS NULL` over a leading run of columns (see [`Lookup::nulls`]).
+    pub async fn nulls(
+        &self,
+        table: &str,
+        index: &str,
+        prefix: &[Option<Value>],
+        reverse: bool,
+    ) -> Result<LookupResult> {
+        let r = self
+            .lookup_view()
+            .nulls(table, index, prefix, reverse)
+            .await;
+        self.told(table, r).await
+    }
+
+    /// Where rows with stable ids `ids` are (see [`Lookup::locate`]).
+    pub fn locate(&self, table: &str, ids: &[u64]) -> Result<LocateResult> {
+        self.lookup_view().locate(table, ids)
+    }
+
+    /// `columns` of `rows`, in order (see [`Lookup::fetch`]).
+    pub async fn fetch(
+        &self,
+        table: &str,
+        rows: &[RowRef],
+        columns: &[String],
+    ) -> Result<RecordBatch> {
+        self.lookup_view()
+            .fetch(table, rows, columns, self.pin_versions)
+            .await
+    }
+
+    /// Answers `q` over `table` (see [`crate::planner`]). Natively the wall time is in the
+    /// stats; the wasm reader measures it with the host's clock.
+    pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {
+        let q = Query {
+            pin_versions: q.pin_versions || self.pin_versions,
+            ..q.clone()
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        let t0 = std::time::Instant::now();
+        #[allow(unused_mut)]
+        let mut r = self.lookup_view().query(table, &q).await?;
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
+        }
+        self.tell(table, &r.stats.rejections).await;
+        Ok(r)
+    }
+}
