@@ -12,8 +12,8 @@ use std::sync::Arc;
 use js::{from_js, js_error, run, Js};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
+use skerry_core::admin::overlay as ov;
 use skerry_core::host::{self, HostValue, ReadCall};
-use skerry_core::overlay as ov;
 use skerry_core::Error as CoreError;
 
 fn big(v: u64) -> BigInt {
@@ -247,7 +247,7 @@ pub struct Certificate {
 }
 
 fn index_column(c: Either<String, IndexColumn>) -> skerry_core::Result<ov::IndexColumn> {
-    use skerry_core::encoding::{Direction, NullOrder};
+    use skerry_core::values::{Direction, NullOrder};
     let invalid = |what: &str, v: &str| CoreError::Invalid(format!("{what} must be {v}"));
     Ok(match c {
         Either::A(name) => ov::IndexColumn::from(name),
@@ -277,7 +277,7 @@ pub struct Overlay {
 #[derive(Clone)]
 enum Handle {
     Writer(Arc<ov::Overlay>),
-    Reader(Arc<skerry_core::reader::OverlayReader>),
+    Reader(Arc<skerry_core::read::reader::OverlayReader>),
 }
 
 impl Handle {
@@ -359,7 +359,7 @@ pub fn open_overlay<'env>(
     run(env, async move {
         let handle = if read_only {
             Handle::Reader(Arc::new(
-                skerry_core::reader::OverlayReader::open(&url, opts).await?,
+                skerry_core::read::reader::OverlayReader::open(&url, opts).await?,
             ))
         } else {
             Handle::Writer(Arc::new(ov::Overlay::open(&url, opts).await?))
@@ -390,9 +390,9 @@ pub fn sample_orders_parquet(
         let rows = int(rows, "rows", 0.0, 10_000_000.0)? as usize;
         let row_group_rows = int(row_group_rows, "rowGroupRows", 1.0, 10_000_000.0)? as usize;
         let first_id = int(first_id, "firstId", -(2f64.powi(53)), 2f64.powi(53))? as i64;
-        let c = skerry_core::sample::SampleCodec::parse(&codec)
+        let c = skerry_core::admin::sample::SampleCodec::parse(&codec)
             .ok_or_else(|| CoreError::Invalid(format!("unknown codec {codec:?}")))?;
-        skerry_core::sample::orders_parquet(first_id, rows, row_group_rows, c)
+        skerry_core::admin::sample::orders_parquet(first_id, rows, row_group_rows, c)
     })();
     made.map(Buffer::from).map_err(|e| js_error(env, &e))
 }
@@ -419,9 +419,10 @@ pub fn write_parquet(
             .iter()
             .map(host::input::key_values)
             .collect::<skerry_core::Result<Vec<_>>>()?;
-        let codec = skerry_core::sample::SampleCodec::parse(codec.as_deref().unwrap_or("snappy"))
-            .ok_or_else(|| CoreError::Invalid("unknown codec".into()))?;
-        skerry_core::sample::parquet_from_rows(
+        let codec =
+            skerry_core::admin::sample::SampleCodec::parse(codec.as_deref().unwrap_or("snappy"))
+                .ok_or_else(|| CoreError::Invalid("unknown codec".into()))?;
+        skerry_core::admin::sample::parquet_from_rows(
             &cols,
             &rows,
             row_group_rows.unwrap_or(1000) as usize,
@@ -449,7 +450,7 @@ fn u64_of(v: Either<BigInt, i64>) -> skerry_core::Result<u64> {
     }
 }
 
-fn vacuum_report(r: skerry_core::lifecycle::VacuumReport) -> VacuumReport {
+fn vacuum_report(r: skerry_core::admin::lifecycle::VacuumReport) -> VacuumReport {
     VacuumReport {
         artifacts: i(r.artifacts),
         bytes: i(r.bytes),
@@ -823,7 +824,7 @@ impl Overlay {
         let deletes = deletes
             .into_iter()
             .map(|d| {
-                Ok(skerry_core::lifecycle::FileDeletes {
+                Ok(skerry_core::admin::lifecycle::FileDeletes {
                     file: d.file,
                     positions: d
                         .positions
@@ -853,7 +854,7 @@ impl Overlay {
         index: String,
         options: Option<StepOptions>,
     ) -> Result<PromiseRaw<'env, StepReport>> {
-        let mut opts = skerry_core::build::StepOptions::default();
+        let mut opts = skerry_core::admin::build::StepOptions::default();
         if let Some(o) = options {
             if let Some(n) = o.max_entries {
                 opts.max_entries = n.max(0) as u64;
@@ -937,7 +938,7 @@ impl Overlay {
         let w = self.writer();
         run(env, async move {
             let r = w?
-                .vacuum(skerry_core::lifecycle::VacuumOptions {
+                .vacuum(skerry_core::admin::lifecycle::VacuumOptions {
                     retain_versions: retain.max(0) as u64,
                 })
                 .await?;

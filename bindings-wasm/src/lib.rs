@@ -13,10 +13,10 @@ mod api {
     use std::sync::Arc;
 
     use js_sys::{Array, Function, Object, Reflect, Uint8Array};
+    use skerry_core::formats::manifest::{self, Manifest};
     use skerry_core::host::{HostValue, ReadCall, MAX_DEPTH};
     use skerry_core::io::{BoxFut, IoError, Location, ObjectMeta, RangeReader};
-    use skerry_core::manifest::{self, Manifest};
-    use skerry_core::query::DirectoryCache;
+    use skerry_core::read::lookup::DirectoryCache;
     use skerry_core::Snapshot;
     use wasm_bindgen::prelude::*;
     use wasm_bindgen::JsCast;
@@ -253,7 +253,7 @@ mod api {
                 .map_err(js_err)?;
             let mut prefixes = Vec::new();
             for t in &mut m.tables {
-                if let Some(loc) = self.tables.get(&skerry_core::names::fold(&t.name)) {
+                if let Some(loc) = self.tables.get(&skerry_core::values::names::fold(&t.name)) {
                     t.location = loc.clone();
                 } else {
                     // A location named by the manifest is data: used only when it is
@@ -408,7 +408,7 @@ export interface ReaderOptions {
                             "OverlayReader.open: options.tables.{name} must be a string"
                         ))
                     })?;
-                    tables.insert(skerry_core::names::fold(&name), url);
+                    tables.insert(skerry_core::values::names::fold(&name), url);
                 }
             }
             let mut allow_origins = Vec::new();

@@ -384,7 +384,7 @@ impl RangeReader for FetchReader {
     }
 
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        self.read_all_max(loc, skerry_core::manifest::MAX_MANIFEST_NUMBER)
+        self.read_all_max(loc, skerry_core::formats::manifest::MAX_MANIFEST_NUMBER)
     }
 
     fn read_all_max<'a>(
@@ -534,7 +534,7 @@ impl RangeReader for CallbackReader {
     }
 
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        self.read_all_max(loc, skerry_core::manifest::MAX_MANIFEST_NUMBER)
+        self.read_all_max(loc, skerry_core::formats::manifest::MAX_MANIFEST_NUMBER)
     }
 
     fn read_all_max<'a>(

@@ -13,12 +13,12 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use skerry_core::codec::Codec;
-use skerry_core::encoding::{KeyColumn, KeySchema, KeyType, Value};
-use skerry_core::io::{block_on, Location, MemoryReader, RangeReader};
-use skerry_core::puffin::{
+use skerry_core::formats::codec::Codec;
+use skerry_core::formats::puffin::{
     BlobSpec, FooterLocation, Limits, PuffinFooter, PuffinWriter, DEFAULT_SUFFIX_LEN,
 };
+use skerry_core::io::{block_on, Location, MemoryReader, RangeReader};
+use skerry_core::values::{KeyColumn, KeySchema, KeyType, Value};
 
 const N: usize = 10_000;
 

@@ -10,9 +10,9 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use skerry_core::encoding::{KeyType, Value};
-use skerry_core::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
-use skerry_core::sample::{parquet_from_rows, SampleCodec};
+use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::sample::{parquet_from_rows, SampleCodec};
+use skerry_core::values::{KeyType, Value};
 
 struct Setup {
     _dir: tempfile::TempDir,

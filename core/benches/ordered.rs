@@ -8,10 +8,10 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use skerry_core::encoding::{Value, ValueBound};
+use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{ObjectStoreReader, UrlReader};
-use skerry_core::manifest::{self, Manifest};
-use skerry_core::query::{DirectoryCache, Lookup, LookupResult};
+use skerry_core::read::lookup::{DirectoryCache, Lookup, LookupResult};
+use skerry_core::values::{Value, ValueBound};
 
 #[path = "support/mod.rs"]
 mod support;

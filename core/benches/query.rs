@@ -8,12 +8,12 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use skerry_core::encoding::Value;
+use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{ObjectStoreReader, UrlReader};
-use skerry_core::manifest::{self, Manifest};
-use skerry_core::planner::{Query, QueryResult};
-use skerry_core::predicate::{Condition, Op};
-use skerry_core::query::{DirectoryCache, Lookup};
+use skerry_core::read::lookup::{DirectoryCache, Lookup};
+use skerry_core::read::plan::{Query, QueryResult};
+use skerry_core::read::predicate::{Condition, Op};
+use skerry_core::values::Value;
 
 #[path = "support/mod.rs"]
 mod support;

@@ -1,9 +1,9 @@
 //! The error every public Skerry operation returns, with a stable code per kind.
 
-use crate::blob::ordered::BlobError;
-use crate::encoding::KeyError;
+use crate::formats::puffin::PuffinError;
+use crate::index::ordered::BlobError;
 use crate::io::IoError;
-use crate::puffin::PuffinError;
+use crate::values::KeyError;
 
 /// Skerry's typed error. [`Error::code`] is stable and is what the bindings expose as
 /// `err.code`; messages never contain indexed values.

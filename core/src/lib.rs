@@ -1,53 +1,43 @@
 //! # skerry-core
 //!
-//! The formats and read path Skerry shares between native (Node addon) and WebAssembly:
+//! Overlay indexes beside lakehouse tables: the formats, the read path and (natively) the
+//! administration Skerry runs in the Node addon and, read-only, in WebAssembly. The folders
+//! follow the data flow (`docs/architecture.md` draws it):
 //!
-//! - [`encoding`]: canonical, order-preserving key bytes (`docs/key-encoding.md`);
-//! - [`puffin`]: spec-exact Iceberg Puffin container, writer and reader (`docs/puffin.md`);
-//! - [`lineage`]: the `IndexFile` lineage record and the read gate (`docs/lineage.md`);
-//! - [`io`]: range reads over object stores, with counters, caching and coalescing (`docs/io.md`);
-//! - [`codec`]: bounded Puffin compression codecs;
-//! - [`blob`]: index blob formats (`docs/ordered-index.md`);
-//! - [`datafile`]: Parquet data files through range reads (push decoders);
-//! - [`manifest`]: the published read model (`docs/manifest.md`);
-//! - [`query`]: lookups over a pinned manifest with read gate and fallback scans;
-//! - [`predicate`] and [`planner`]: `query({ where, columns, limit })` over a table — index
-//!   choice, hybrid index/scan per file, statistics pruning, rows by page (`docs/query.md`).
+//! - [`values`]: key types, values, comparison and coercion (the bottom layer);
+//! - [`formats`]: key encoding, Puffin, lineage, manifest, row sets — versioned byte
+//!   contracts, each documented in `docs/`;
+//! - [`index`]: index kinds and their blob layouts (`ordered`);
+//! - [`io`] and [`datafile`]: range reads over object stores and HTTP, and Parquet data files
+//!   through them;
+//! - [`read`]: [`Snapshot`], lookups, predicates, planning, pruning;
+//! - [`host`]: the boundary both bindings share — JavaScript-shaped input parsed and answers
+//!   shaped once;
+//! - [`admin`] (feature `native`): catalog, register, build, publish, vacuum, verify, repair.
 //!
-//! Native only (feature `native`): [`catalog`] (SlateDB), [`overlay`] (the administration
-//! verbs) and [`repair`] (the queue of files whose index a query rejected). The crate compiles for `wasm32-unknown-unknown` with default features off.
+//! The crate compiles for `wasm32-unknown-unknown` with default features off.
 
-pub mod blob;
-pub mod codec;
 pub mod datafile;
-pub mod encoding;
 pub mod error;
+pub mod formats;
 pub mod host;
+pub mod index;
 pub mod io;
-pub mod lineage;
-pub mod manifest;
-pub mod names;
-pub mod planner;
-pub mod predicate;
-pub mod puffin;
-pub mod query;
-pub mod rowset;
-pub mod snapshot;
+pub mod read;
+pub mod values;
 
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
-pub mod build;
-#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
-pub mod catalog;
-#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
-pub mod lifecycle;
-#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
-pub mod overlay;
-#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
-pub mod reader;
-#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
-pub mod repair;
-#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
-pub mod sample;
+pub mod admin;
 
 pub use error::{Error, Result};
-pub use snapshot::{RejectionSink, Snapshot};
+pub use formats::manifest::Manifest;
+pub use read::lookup::{LocateResult, LookupResult, LookupStats, RowRef};
+pub use read::plan::{Query, QueryResult, QueryStats};
+pub use read::predicate::{Condition, Op};
+pub use read::{RejectionSink, Snapshot};
+pub use values::{Direction, KeyColumn, KeySchema, KeyType, NullOrder, Value, ValueBound};
+
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub use admin::overlay::{IndexOptions, OpenOptions, Overlay};
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub use read::reader::OverlayReader;

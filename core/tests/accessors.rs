@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use skerry_core::encoding::{value_cmp, KeyColumn, KeySchema, KeyType, Value, ValueBound};
-use skerry_core::overlay::{FileSelection, IndexColumn, IndexOptions, OpenOptions, Overlay};
-use skerry_core::query::RowRef;
+use skerry_core::admin::overlay::{FileSelection, IndexColumn, IndexOptions, OpenOptions, Overlay};
+use skerry_core::read::lookup::RowRef;
+use skerry_core::values::{value_cmp, KeyColumn, KeySchema, KeyType, Value, ValueBound};
 
 struct Rng(u64);
 impl Rng {

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
-use skerry_core::overlay::{FileSelection, IndexColumn, IndexOptions, OpenOptions, Overlay};
-use skerry_core::sample::{orders_parquet, SampleCodec};
+use skerry_core::admin::overlay::{FileSelection, IndexColumn, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::sample::{orders_parquet, SampleCodec};
 
 fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {

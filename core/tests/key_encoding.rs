@@ -3,7 +3,8 @@
 use std::cmp::Ordering;
 
 use proptest::prelude::*;
-use skerry_core::encoding::*;
+use skerry_core::formats::key_encoding::*;
+use skerry_core::values::*;
 
 // ---------------------------------------------------------------- golden vectors
 

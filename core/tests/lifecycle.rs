@@ -5,14 +5,14 @@
 
 use futures::StreamExt;
 use object_store::path::Path;
-use skerry_core::build::{StepOptions, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES};
-use skerry_core::encoding::{KeyType, Value};
-use skerry_core::lifecycle::{FileDeletes, VacuumOptions};
-use skerry_core::manifest::IndexState;
-use skerry_core::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::build::{StepOptions, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES};
+use skerry_core::admin::lifecycle::{FileDeletes, VacuumOptions};
+use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::sample::{parquet_from_rows, SampleCodec};
+use skerry_core::formats::manifest::IndexState;
 #[allow(unused_imports)]
-use skerry_core::query::Lookup;
-use skerry_core::sample::{parquet_from_rows, SampleCodec};
+use skerry_core::read::lookup::Lookup;
+use skerry_core::values::{KeyType, Value};
 
 struct Data {
     dir: tempfile::TempDir,
@@ -726,10 +726,13 @@ async fn drop_purge_and_vacuum() {
     assert!(rep.bytes > 0);
     assert!(count(&o, "bundles").await <= before);
     for (_, b) in o.bundles("t").await.unwrap() {
-        let footer =
-            skerry_core::puffin::PuffinFooter::parse_tail(&b, b.len() as u64, &Default::default())
-                .unwrap()
-                .unwrap();
+        let footer = skerry_core::formats::puffin::PuffinFooter::parse_tail(
+            &b,
+            b.len() as u64,
+            &Default::default(),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(
             footer.metadata.blobs.len(),
             1,
@@ -1081,10 +1084,10 @@ mod vacuum_property {
         }
         assert!(versions.len() as u64 <= retain);
         let reader = o.reader();
-        let dirs = skerry_core::query::DirectoryCache::default();
+        let dirs = skerry_core::read::lookup::DirectoryCache::default();
         for p in versions {
             let b = reader.read_all(&Location::new(&p)).await.unwrap();
-            let m = skerry_core::manifest::Manifest::from_json(&b).unwrap();
+            let m = skerry_core::formats::manifest::Manifest::from_json(&b).unwrap();
             for t in &m.tables {
                 for ix in &t.indexes {
                     for a in &ix.files {

@@ -1,9 +1,9 @@
 //! The IndexFile record and the read gate.
 
 use sha2::{Digest, Sha256};
-use skerry_core::codec::Codec;
+use skerry_core::formats::codec::Codec;
+use skerry_core::formats::lineage::*;
 use skerry_core::io::{block_on, Location, MemoryReader, RangeReader};
-use skerry_core::lineage::*;
 
 fn facts() -> DataFileFacts {
     DataFileFacts {

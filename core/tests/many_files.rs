@@ -2,12 +2,12 @@
 //! sorted run answers it with ONE range read of index data once the manifest and the run's
 //! directory are cached, and with at most 3 sequential reads from the pinned manifest alone.
 
-use skerry_core::encoding::{Value, ValueBound};
+use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::sample::{customer_of, orders_parquet, SampleCodec};
+use skerry_core::formats::manifest;
 use skerry_core::io::{ObjectStoreReader, RangeReader, UrlReader};
-use skerry_core::manifest;
-use skerry_core::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
-use skerry_core::query::{DirectoryCache, Lookup};
-use skerry_core::sample::{customer_of, orders_parquet, SampleCodec};
+use skerry_core::read::lookup::{DirectoryCache, Lookup};
+use skerry_core::values::{Value, ValueBound};
 
 const FILES: i64 = 100;
 const ROWS: i64 = 400;

@@ -6,12 +6,12 @@ use std::path::Path;
 
 use arrow_array::Array;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use skerry_core::encoding::Value;
+use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::sample::{customer_of, orders_parquet, SampleCodec};
+use skerry_core::formats::manifest;
 use skerry_core::io::{Location, ObjectStoreReader, RangeReader};
-use skerry_core::manifest;
-use skerry_core::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
-use skerry_core::query::{DirectoryCache, Lookup, RowRef};
-use skerry_core::sample::{customer_of, orders_parquet, SampleCodec};
+use skerry_core::read::lookup::{DirectoryCache, Lookup, RowRef};
+use skerry_core::values::Value;
 use skerry_core::Error;
 
 struct Fixture {
@@ -266,7 +266,10 @@ async fn index_publish_and_lookup() {
         .await
         .unwrap();
     assert!(again.index_id > dropped, "ids are never reused");
-    assert_eq!(again.state, skerry_core::manifest::IndexState::Building);
+    assert_eq!(
+        again.state,
+        skerry_core::formats::manifest::IndexState::Building
+    );
     o.build("orders", |_| {}).await.unwrap();
     assert_eq!(
         o.lookup("orders", "by_customer", &s(want))
@@ -302,7 +305,7 @@ async fn drifted_file_is_rejected_and_scanned() {
     let cols = vec!["order_id".to_string(), "customer".to_string()];
     let batch = o.fetch("orders", &before.rows, &cols).await.unwrap();
     assert_eq!(batch.num_rows(), before.rows.len());
-    let rows = skerry_core::query::to_values(&batch).unwrap();
+    let rows = skerry_core::read::lookup::to_values(&batch).unwrap();
     for (r, row) in before.rows.iter().zip(&rows) {
         assert_eq!(
             row[1],
@@ -314,7 +317,9 @@ async fn drifted_file_is_rejected_and_scanned() {
             "order_id = row id in the sample"
         );
     }
-    assert!(!skerry_core::query::to_ipc(&batch).unwrap().is_empty());
+    assert!(!skerry_core::read::lookup::to_ipc(&batch)
+        .unwrap()
+        .is_empty());
     assert_eq!(
         o.fetch("orders", &before.rows, &["nope".to_string()])
             .await

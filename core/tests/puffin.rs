@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use skerry_core::codec::{self, Codec};
+use skerry_core::formats::codec::{self, Codec};
+use skerry_core::formats::puffin::*;
 use skerry_core::io::{block_on, Location, MemoryReader, RangeReader};
-use skerry_core::puffin::*;
 
 fn spec(blob_type: &str, field: i32) -> BlobSpec {
     let mut properties = BTreeMap::new();

@@ -10,13 +10,13 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema};
 use parquet::file::properties::WriterProperties;
+use skerry_core::admin::lifecycle::FileDeletes;
+use skerry_core::admin::overlay::{FileSelection, IndexColumn, IndexOptions, OpenOptions, Overlay};
 use skerry_core::datafile::value_at;
-use skerry_core::encoding::{value_cmp, Value};
 use skerry_core::io::RangeReader;
-use skerry_core::lifecycle::FileDeletes;
-use skerry_core::overlay::{FileSelection, IndexColumn, IndexOptions, OpenOptions, Overlay};
-use skerry_core::planner::{Query, QueryResult, MAX_KEY_COMBINATIONS, MAX_QUERY_ROWS};
-use skerry_core::predicate::{Condition, Op};
+use skerry_core::read::plan::{Query, QueryResult, MAX_KEY_COMBINATIONS, MAX_QUERY_ROWS};
+use skerry_core::read::predicate::{Condition, Op};
+use skerry_core::values::{value_cmp, Value};
 
 struct Rng(u64);
 impl Rng {

@@ -7,16 +7,16 @@ use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, Int64Array};
 use object_store::{ObjectStore, ObjectStoreExt};
-use skerry_core::encoding::Value;
+use skerry_core::admin::lifecycle::FileDeletes;
+use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::sample::{orders_parquet, SampleCodec};
+use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{Location, ObjectStoreReader, RangeReader};
-use skerry_core::lifecycle::FileDeletes;
-use skerry_core::manifest::{self, Manifest};
-use skerry_core::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
-use skerry_core::planner::Query;
-use skerry_core::predicate::{Condition, Op};
-use skerry_core::query::{DirectoryCache, Lookup};
-use skerry_core::reader::OverlayReader;
-use skerry_core::sample::{orders_parquet, SampleCodec};
+use skerry_core::read::lookup::{DirectoryCache, Lookup};
+use skerry_core::read::plan::Query;
+use skerry_core::read::predicate::{Condition, Op};
+use skerry_core::read::reader::OverlayReader;
+use skerry_core::values::Value;
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -74,7 +74,7 @@ fn id_eq(v: i64) -> Query {
     }
 }
 
-fn ids(r: &skerry_core::planner::QueryResult) -> Vec<i64> {
+fn ids(r: &skerry_core::read::plan::QueryResult) -> Vec<i64> {
     let c = r.batch.column(0);
     let c = c.as_any().downcast_ref::<Int64Array>().unwrap();
     (0..c.len()).map(|i| c.value(i)).collect()
@@ -381,7 +381,7 @@ async fn orphaned_staging_segment_does_not_block_resume() {
             .await
             .unwrap();
     }
-    let opts = skerry_core::build::StepOptions {
+    let opts = skerry_core::admin::build::StepOptions {
         max_entries: 1500,
         max_bytes: 1 << 20,
     };
@@ -394,7 +394,7 @@ async fn orphaned_staging_segment_does_not_block_resume() {
     let v = o.verify("orders", "by_id").await.unwrap();
     assert!(v.certified && v.missing == 0 && v.mismatched == 0);
     // Orphans are unreferenced objects: vacuum deletes them.
-    o.vacuum(skerry_core::lifecycle::VacuumOptions { retain_versions: 1 })
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions { retain_versions: 1 })
         .await
         .unwrap();
     let left: Vec<_> = futures::StreamExt::collect::<Vec<_>>(
@@ -497,12 +497,12 @@ async fn extreme_manifest_numbers_never_panic() {
             };
             for r in [
                 l.lookup("orders", "by_id", &[Value::Int(25001)]).await,
-                l.query("orders", &id_eq(30001))
-                    .await
-                    .map(|r| skerry_core::query::LookupResult {
+                l.query("orders", &id_eq(30001)).await.map(|r| {
+                    skerry_core::read::lookup::LookupResult {
                         rows: r.rows,
                         stats: Default::default(),
-                    }),
+                    }
+                }),
             ] {
                 if let Err(e) = r {
                     assert!(e.code().starts_with("E_"), "{p:?}={n}: {e}");

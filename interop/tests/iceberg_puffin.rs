@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use iceberg::io::FileIO;
 use iceberg::puffin::{Blob, CompressionCodec, PuffinReader, PuffinWriter};
-use skerry_core::codec::Codec;
+use skerry_core::formats::codec::Codec;
+use skerry_core::formats::puffin::{self as sp, BlobSpec, Limits, PuffinFooter};
 use skerry_core::io::{Location, ObjectStoreReader, RangeReader};
-use skerry_core::puffin::{self as sp, BlobSpec, Limits, PuffinFooter};
 
 fn payload(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| ((i / 7) as u8).wrapping_mul(seed)).collect()

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use skerry_core::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
-use skerry_core::sample::{orders_parquet, SampleCodec};
+use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::sample::{orders_parquet, SampleCodec};
 
 pub const FILES: usize = 20;
 

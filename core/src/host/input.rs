@@ -1,11 +1,11 @@
 //! Arguments from a JavaScript host, parsed once for both bindings.
 
 use super::HostValue;
-use crate::encoding::{KeyError, Value, ValueBound};
 use crate::error::{Error, Result};
-use crate::planner::Query;
-use crate::predicate::{Condition, Op};
-use crate::query::RowRef;
+use crate::read::lookup::RowRef;
+use crate::read::plan::Query;
+use crate::read::predicate::{Condition, Op};
+use crate::values::{KeyError, Value, ValueBound};
 
 /// `E_INVALID` with `message`.
 pub fn invalid(message: impl Into<String>) -> Error {

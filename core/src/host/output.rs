@@ -3,11 +3,11 @@
 use arrow_array::RecordBatch;
 
 use super::HostValue;
-use crate::encoding::Value;
 use crate::error::Result;
-use crate::lineage::Rejection;
-use crate::planner::{QueryResult, QueryStats};
-use crate::query::{LocateResult, LookupResult, LookupStats, RowRef};
+use crate::formats::lineage::Rejection;
+use crate::read::lookup::{LocateResult, LookupResult, LookupStats, RowRef};
+use crate::read::plan::{QueryResult, QueryStats};
+use crate::values::Value;
 
 /// Integers within ±2^53 are numbers; beyond, bigints.
 fn int(v: i128) -> HostValue {
@@ -52,7 +52,7 @@ pub fn rows(batch: &RecordBatch) -> Result<HostValue> {
             _ => 0,
         })
         .collect();
-    let rows = crate::query::to_values(batch)?
+    let rows = crate::read::lookup::to_values(batch)?
         .into_iter()
         .map(|row| {
             row.into_iter()
@@ -197,7 +197,7 @@ pub fn warnings(table: &str, s: &QueryStats) -> Vec<HostValue> {
 /// `{ ipc, rows }`: the Arrow IPC stream of `batch` and its rows.
 pub fn batch(batch: &RecordBatch) -> Result<HostValue> {
     Ok(HostValue::object([
-        ("ipc", HostValue::Bytes(crate::query::to_ipc(batch)?)),
+        ("ipc", HostValue::Bytes(crate::read::lookup::to_ipc(batch)?)),
         ("rows", rows(batch)?),
     ]))
 }
@@ -206,7 +206,10 @@ pub fn batch(batch: &RecordBatch) -> Result<HostValue> {
 pub fn query_result(table: &str, r: QueryResult) -> Result<(HostValue, Vec<HostValue>)> {
     let warnings = warnings(table, &r.stats);
     let out = HostValue::object([
-        ("ipc", HostValue::Bytes(crate::query::to_ipc(&r.batch)?)),
+        (
+            "ipc",
+            HostValue::Bytes(crate::read::lookup::to_ipc(&r.batch)?),
+        ),
         ("rows", rows(&r.batch)?),
         ("refs", refs(r.rows)),
         ("stats", query_stats(r.stats)),

@@ -2,11 +2,11 @@
 //! out. Both bindings expose exactly these, parsed and answered here.
 
 use super::{input, output, HostValue};
-use crate::encoding::{Value, ValueBound};
 use crate::error::Result;
-use crate::planner::Query;
-use crate::query::RowRef;
-use crate::snapshot::Snapshot;
+use crate::read::lookup::RowRef;
+use crate::read::plan::Query;
+use crate::read::snapshot::Snapshot;
+use crate::values::{Value, ValueBound};
 
 /// A read verb with its arguments parsed.
 #[derive(Clone, Debug)]

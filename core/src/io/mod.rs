@@ -19,6 +19,8 @@ mod memory;
 mod object_store;
 pub mod path;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod store;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 mod url;
 
 use std::fmt;

@@ -15,12 +15,12 @@
 //! | `in/{table:020}/{lowercase name}` | index id |
 //! | `a/{index:020}/{file:020}` | [`IndexFileEntry`] (lineage + blob facts) |
 //! | `b/{table:020}/{file:020}` | [`BundleRecord`] |
-//! | `r/{index:020}` | [`crate::manifest::TableRun`] (the index's table-wide sorted run) |
+//! | `r/{index:020}` | [`crate::formats::manifest::TableRun`] (the index's table-wide sorted run) |
 //! | `x/{index:020}` | [`Tombstone`] of a dropped index (its artifacts await vacuum) |
 //! | `c/{index:020}/{hex key}` | unique claim: the [`RowIdentity`] holding the key |
 //! | `k/{index:020}` | [`BuildCursor`] of a staged build |
 //! | `v/{index:020}` | [`Certificate`] of the last clean `verify` |
-//! | `q/{index:020}/{file:020}` | [`crate::repair::RepairEntry`]: a file whose index a query rejected |
+//! | `q/{index:020}/{file:020}` | [`crate::admin::repair::RepairEntry`]: a file whose index a query rejected |
 //!
 //! Every multi-key change is one serializable SlateDB transaction, durable (WAL flushed to
 //! the object store) before the call returns.
@@ -34,10 +34,10 @@ use serde::{Deserialize, Serialize};
 use slatedb::config::Settings;
 use slatedb::{Db, DbTransaction, IsolationLevel};
 
-use crate::datafile::FieldInfo;
-use crate::encoding::KeySchema;
 use crate::error::{Error, Result};
-use crate::manifest::{FileEntry, IndexFileEntry, IndexState};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
+use crate::values::FieldInfo;
+use crate::values::KeySchema;
 
 /// Catalog format version this build writes and reads.
 pub const CATALOG_FORMAT_VERSION: u32 = 1;
@@ -141,7 +141,7 @@ pub fn table_key(t: u64) -> String {
     format!("t/{t:020}")
 }
 pub fn table_name_key(name: &str) -> String {
-    format!("tn/{}", crate::names::fold(name))
+    format!("tn/{}", crate::values::names::fold(name))
 }
 pub fn file_key(t: u64, f: u64) -> String {
     format!("f/{t:020}/{f:020}")
@@ -156,7 +156,7 @@ pub fn index_prefix(t: u64) -> String {
     format!("i/{t:020}/")
 }
 pub fn index_name_key(t: u64, name: &str) -> String {
-    format!("in/{t:020}/{}", crate::names::fold(name))
+    format!("in/{t:020}/{}", crate::values::names::fold(name))
 }
 pub fn artifact_key(i: u64, f: u64) -> String {
     format!("a/{i:020}/{f:020}")

@@ -31,13 +31,17 @@ use parquet::file::metadata::ParquetMetaData;
 use serde::{Deserialize, Serialize};
 
 use crate::datafile;
-use crate::encoding::{prefix_end, ByteRange, Direction, KeyError, Value};
 use crate::error::{Error, Result};
+use crate::formats::key_encoding::prefix_end;
+use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
+use crate::formats::manifest::{
+    FileEntry, IndexFileEntry, IndexManifest, IndexState, TableManifest,
+};
 use crate::io::{IoStats, Location, ObjectMeta};
-use crate::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
-use crate::manifest::{FileEntry, IndexFileEntry, IndexManifest, IndexState, TableManifest};
-use crate::predicate::{Condition, Predicate};
-use crate::query::{Lookup, LookupStats, Probe, RowRef, FILE_WINDOW};
+use crate::read::lookup::{Lookup, LookupStats, Probe, RowRef, FILE_WINDOW};
+use crate::read::predicate::{Condition, Predicate};
+use crate::read::range::ByteRange;
+use crate::values::{Direction, KeyError, Value};
 
 /// Most full key prefixes one query expands its IN lists into.
 pub const MAX_KEY_COMBINATIONS: usize = 4096;
@@ -209,7 +213,7 @@ fn plan_index<'m>(ix: &'m IndexManifest, pred: &Predicate) -> Result<Option<Inde
                     if v.is_null() {
                         Ok(v)
                     } else {
-                        Ok(crate::encoding::KeySchema::new(vec![ix.key.columns[j]])?
+                        Ok(crate::values::KeySchema::new(vec![ix.key.columns[j]])?
                             .coerce(vec![v])?
                             .remove(0))
                     }
@@ -319,7 +323,7 @@ impl Lookup<'_> {
                 remedy: "ask for fewer rows per query",
             });
         }
-        let out_fields: Vec<&datafile::FieldInfo> = match &q.columns {
+        let out_fields: Vec<&crate::values::FieldInfo> = match &q.columns {
             Some(cols) => cols
                 .iter()
                 .map(|c| {
@@ -692,7 +696,7 @@ impl Lookup<'_> {
         plan: &IndexPlan<'_>,
         f: &FileEntry,
         mut h: FileHits,
-        out_fields: &[&datafile::FieldInfo],
+        out_fields: &[&crate::values::FieldInfo],
         need: u64,
     ) -> Result<FileHits> {
         if !h.pending {
@@ -748,7 +752,7 @@ impl Lookup<'_> {
             .map(|c| datafile::root_of(&file_fields, c.field_id).ok())
             .collect();
         let pairs: Vec<_> = roots.iter().copied().zip(pred.columns.iter()).collect();
-        let pruned = datafile::prune(&md, &pairs);
+        let pruned = crate::read::prune::prune(&md, &pairs);
         st.row_groups = pruned.groups_total;
         st.row_groups_pruned = pruned.groups_pruned + pruned.groups_pruned_by_pages;
         st.rows_pruned_by_pages = pruned.rows_pruned_by_pages;
@@ -829,7 +833,7 @@ impl Lookup<'_> {
         pred: &Predicate,
         plan: &IndexPlan<'_>,
         positions: Vec<u64>,
-        out: &[&datafile::FieldInfo],
+        out: &[&crate::values::FieldInfo],
     ) -> Result<std::result::Result<(Vec<u64>, Option<RecordBatch>), String>> {
         let file_fields = datafile::fields(&datafile::arrow_schema(md)?);
         let roots: Vec<Option<usize>> = pred
@@ -913,7 +917,7 @@ impl Lookup<'_> {
         f: &FileEntry,
         positions: Vec<u64>,
         read: Option<(Arc<ParquetMetaData>, Location)>,
-        fields: &[&datafile::FieldInfo],
+        fields: &[&crate::values::FieldInfo],
         q: &Query,
     ) -> Result<RecordBatch> {
         let (md, loc) = match read {
@@ -963,7 +967,7 @@ fn pinned(loc: Location, meta: &ObjectMeta, q: &Query) -> Location {
 
 /// One batch of the answer: the parts (one per file, in order) under one schema whose
 /// fields are nullable (files may differ in nullability).
-fn assemble(fields: &[&datafile::FieldInfo], parts: Vec<RecordBatch>) -> Result<RecordBatch> {
+fn assemble(fields: &[&crate::values::FieldInfo], parts: Vec<RecordBatch>) -> Result<RecordBatch> {
     use arrow_schema::{DataType, Field, Schema};
     let schema = match parts.first() {
         Some(b) => Schema::new(

@@ -10,17 +10,17 @@ use object_store::ObjectStoreExt;
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
-use crate::blob::ordered;
-use crate::build::{accepted, is_data_error, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES};
-use crate::catalog::*;
+use crate::admin::build::{accepted, is_data_error, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES};
+use crate::admin::catalog::*;
+use crate::admin::overlay::{check_indexed_columns, same_fields, store_err, Overlay};
 use crate::datafile;
 use crate::error::{Error, Result};
-use crate::io::{Location, RangeReader};
-use crate::lineage;
-use crate::manifest::{
+use crate::formats::lineage;
+use crate::formats::manifest::{
     manifest_path, read_head, FileEntry, IndexFileEntry, IndexState, Manifest, TableRun,
 };
-use crate::overlay::{check_indexed_columns, same_fields, store_err, Overlay};
+use crate::index::ordered;
+use crate::io::{Location, RangeReader};
 
 /// Attempts of a transaction that lost a write-write race before giving up.
 const MAX_ATTEMPTS: usize = 64;
@@ -107,7 +107,7 @@ pub struct VerifyReport {
     pub certified: bool,
     /// Files queued for repair because their entries were missing or mismatched, their
     /// blob failed its checksum, or the file no longer matches its facts (the next build of
-    /// the index drains them: see [`crate::repair`]).
+    /// the index drains them: see [`crate::admin::repair`]).
     pub repairs_queued: u64,
 }
 
@@ -129,7 +129,7 @@ impl Overlay {
     /// value exactly one commits.
     pub async fn register_files(&self, table: &str, paths: &[String]) -> Result<RegisterReport> {
         for p in paths {
-            crate::overlay::check_data_path(p)?;
+            crate::admin::overlay::check_data_path(p)?;
         }
         let unique_paths: BTreeSet<&String> = paths.iter().collect();
         if unique_paths.len() != paths.len() {
@@ -716,14 +716,15 @@ impl Overlay {
             files: files.len() as u64,
             ..Default::default()
         };
-        let mut repairs: Vec<crate::repair::RepairEntry> = Vec::new();
-        let repair = |f: &FileEntry, reason: &str, message: String| crate::repair::RepairEntry {
-            index_id: ix.index_id,
-            file_id: f.file_id,
-            path: f.path.clone(),
-            reason: reason.to_string(),
-            message,
-        };
+        let mut repairs: Vec<crate::admin::repair::RepairEntry> = Vec::new();
+        let repair =
+            |f: &FileEntry, reason: &str, message: String| crate::admin::repair::RepairEntry {
+                index_id: ix.index_id,
+                file_id: f.file_id,
+                path: f.path.clone(),
+                reason: reason.to_string(),
+                message,
+            };
         for f in &files {
             let deleted = f.deleted()?.unwrap_or_default();
             let (expected, _, _) = match self
@@ -844,7 +845,7 @@ impl Overlay {
         &self,
         table: &str,
         index: &str,
-        key: &[crate::encoding::Value],
+        key: &[crate::values::Value],
     ) -> Result<Option<RowIdentity>> {
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;

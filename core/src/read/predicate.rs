@@ -1,4 +1,4 @@
-//! The predicates of [`crate::planner`] queries: an AND of conditions (`=`, IN, `<`, `<=`,
+//! The predicates of [`crate::read::plan`] queries: an AND of conditions (`=`, IN, `<`, `<=`,
 //! `>`, `>=`, BETWEEN, IS NULL) on a table's columns.
 //!
 //! Semantics are SQL's under `WHERE`: a comparison with NULL is unknown and never matches
@@ -11,9 +11,9 @@
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use crate::encoding::{value_cmp, KeyColumn, KeySchema, KeyType, Value};
 use crate::error::{Error, Result};
-use crate::manifest::TableManifest;
+use crate::formats::manifest::TableManifest;
+use crate::values::{value_cmp, KeyColumn, KeySchema, KeyType, Value};
 
 /// One comparison of a column with constants.
 #[derive(Clone, Debug, PartialEq)]

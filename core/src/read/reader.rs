@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::error::{Error, Result};
+use crate::formats::manifest::{self, Manifest};
+use crate::io::store::{open_store, OpenOptions};
 use crate::io::{ObjectStoreReader, UrlReader};
-use crate::manifest::{self, Manifest};
-use crate::overlay::{open_store, OpenOptions};
-use crate::query::DirectoryCache;
-use crate::snapshot::Snapshot;
+use crate::read::lookup::DirectoryCache;
+use crate::read::snapshot::Snapshot;
 
 /// A read-only view of the newest published version of an overlay.
 pub struct OverlayReader {
@@ -73,7 +73,7 @@ impl OverlayReader {
         Ok(v)
     }
 
-    /// See [`crate::overlay::Overlay::set_scan_only`].
+    /// With `on`, every read answers every file by scanning it, ignoring indexes.
     pub fn set_scan_only(&self, on: bool) {
         self.scan_only.store(on, Ordering::Relaxed);
     }

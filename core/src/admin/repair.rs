@@ -28,11 +28,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::*;
+use crate::admin::catalog::*;
+use crate::admin::overlay::Overlay;
 use crate::error::Result;
-use crate::lineage::{RejectReason, Rejection};
-use crate::manifest::Manifest;
-use crate::overlay::Overlay;
+use crate::formats::lineage::{RejectReason, Rejection};
+use crate::formats::manifest::Manifest;
 
 /// One queued repair.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
 //! [`Snapshot`]: the owned read handle every read surface wraps — the Node addon (writer or
-//! read-only), the native [`crate::reader::OverlayReader`] and the wasm reader.
+//! read-only), the native [`crate::read::reader::OverlayReader`] and the wasm reader.
 //!
 //! A snapshot is one pinned manifest with the readers that reach its overlay and data files,
 //! a shared directory cache, and an optional [`RejectionSink`] told about every index the
@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 
-use crate::encoding::{Value, ValueBound};
 use crate::error::Result;
+use crate::formats::lineage::Rejection;
+use crate::formats::manifest::Manifest;
 use crate::io::{BoxFut, MaybeSend, MaybeSync, RangeReader};
-use crate::lineage::Rejection;
-use crate::manifest::Manifest;
-use crate::planner::{Query, QueryResult};
-use crate::query::{DirectoryCache, LocateResult, Lookup, LookupResult, RowRef};
+use crate::read::lookup::{DirectoryCache, LocateResult, Lookup, LookupResult, RowRef};
+use crate::read::plan::{Query, QueryResult};
+use crate::values::{Value, ValueBound};
 
 /// Told about the indexes a read rejected (the file was answered by scanning instead).
 /// Implementations must not fail the read: they log what they cannot do.
@@ -192,7 +192,7 @@ impl Snapshot {
             .await
     }
 
-    /// Answers `q` over `table` (see [`crate::planner`]). Natively the wall time is in the
+    /// Answers `q` over `table` (see [`crate::read::plan`]). Natively the wall time is in the
     /// stats; the wasm reader measures it with the host's clock.
     pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {
         let q = Query {

@@ -35,7 +35,7 @@ pub const VERSION: u8 = 1;
 /// Default target size of a block.
 pub const DEFAULT_BLOCK_BYTES: usize = 16 * 1024;
 /// Largest key a blob may hold (matches the encoding's cap).
-pub const MAX_KEY_BYTES: usize = crate::encoding::MAX_KEY_BYTES;
+pub const MAX_KEY_BYTES: usize = crate::values::MAX_KEY_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BlobError {

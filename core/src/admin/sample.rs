@@ -12,8 +12,8 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::encoding::{KeyColumn, KeySchema, KeyType, Value};
 use crate::error::{Error, Result};
+use crate::values::{KeyColumn, KeySchema, KeyType, Value};
 
 /// Codec of a sample file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

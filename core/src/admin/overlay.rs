@@ -5,37 +5,27 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use object_store::path::Path;
-use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
-use crate::blob::ordered::{self, OrderedBlobWriter};
-use crate::catalog::*;
-use crate::codec::Codec;
+use crate::admin::catalog::*;
 use crate::datafile;
-use crate::encoding::{Direction, KeyColumn, KeySchema, NullOrder, Value, ValueBound};
 use crate::error::{Error, Result};
+use crate::formats::codec::Codec;
+use crate::formats::lineage::{self, ActiveSnapshot};
+use crate::formats::manifest::*;
+use crate::formats::puffin::{BlobSpec, PuffinWriter};
+use crate::index::ordered::{self, OrderedBlobWriter};
 use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
-use crate::lineage::{self, ActiveSnapshot};
-use crate::manifest::*;
-use crate::puffin::{BlobSpec, PuffinWriter};
-use crate::query::{DirectoryCache, LookupResult};
-use crate::snapshot::{RejectionSink, Snapshot};
+use crate::read::lookup::{DirectoryCache, LookupResult};
+use crate::read::snapshot::{RejectionSink, Snapshot};
+use crate::values::{Direction, KeyColumn, KeySchema, NullOrder, Value, ValueBound};
 
 /// Tables with at least this many indexed files get a table-wide sorted run per index.
 pub const RUN_MIN_FILES: usize = 4;
 
-/// Options for [`Overlay::open`].
-#[derive(Clone, Debug, Default)]
-pub struct OpenOptions {
-    /// object_store configuration (S3 endpoint, credentials, …) for the overlay and for data
-    /// files.
-    pub storage: Vec<(String, String)>,
-    /// Limit on each read Skerry makes of overlay objects and data files (`E_TIMEOUT` past
-    /// it); `None` waits as long as the store does. Catalog (SlateDB) traffic is not
-    /// covered: configure the store's own client timeouts for that.
-    pub timeout: Option<std::time::Duration>,
-}
+pub use crate::io::store::OpenOptions;
+pub(crate) use crate::io::store::{open_store, store_err};
 
 /// Which files of a table location to register.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,7 +88,7 @@ pub struct TableInfo {
     pub table_id: u64,
     pub files: u64,
     pub rows: u64,
-    pub fields: Vec<datafile::FieldInfo>,
+    pub fields: Vec<crate::values::FieldInfo>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,57 +174,6 @@ pub struct Overlay {
     pub(crate) queued: std::sync::Mutex<std::collections::HashSet<(u64, u64)>>,
 }
 
-pub(crate) fn store_err(e: object_store::Error) -> Error {
-    Error::Io(crate::io::IoError::Other {
-        path: String::new(),
-        message: e.to_string(),
-    })
-}
-
-/// The overlay's object store rooted at its prefix.
-pub(crate) fn open_store(
-    url: &str,
-    options: &[(String, String)],
-    create: bool,
-) -> Result<Arc<dyn ObjectStore>> {
-    let parsed = url::Url::parse(url).map_err(|e| crate::io::IoError::InvalidUrl {
-        url: url.into(),
-        reason: e.to_string(),
-    })?;
-    if parsed.scheme() == "file" {
-        let dir = parsed
-            .to_file_path()
-            .map_err(|_| crate::io::IoError::InvalidUrl {
-                url: url.into(),
-                reason: "not a local path".into(),
-            })?;
-        if create {
-            std::fs::create_dir_all(&dir).map_err(|e| crate::io::IoError::Other {
-                path: dir.display().to_string(),
-                message: e.to_string(),
-            })?;
-        } else if !dir.is_dir() {
-            return Err(crate::io::IoError::NotFound {
-                path: dir.display().to_string(),
-            }
-            .into());
-        }
-        let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
-            .map_err(store_err)?
-            .with_fsync(true);
-        return Ok(Arc::new(fs));
-    }
-    let r = ObjectStoreReader::from_url(url, options)?;
-    if r.root().as_ref().is_empty() {
-        Ok(r.store().clone())
-    } else {
-        Ok(Arc::new(PrefixStore::new(
-            r.store().clone(),
-            r.root().clone(),
-        )))
-    }
-}
-
 impl Overlay {
     /// Opens the overlay at `url` (`file:///dir`, `memory://`, `s3://bucket/prefix`), creating
     /// its catalog when absent. Every catalog commit is durable when the call making it returns.
@@ -312,7 +251,7 @@ impl Overlay {
         path: &str,
     ) -> Result<(
         FileEntry,
-        Vec<datafile::FieldInfo>,
+        Vec<crate::values::FieldInfo>,
         Arc<parquet::file::metadata::ParquetMetaData>,
     )> {
         let url = format!("{}/{}", location.trim_end_matches('/'), path);
@@ -351,7 +290,7 @@ impl Overlay {
         location: &str,
         files: FileSelection,
     ) -> Result<TableInfo> {
-        crate::names::check("table", name)?;
+        crate::values::names::check("table", name)?;
         let paths = match files {
             FileSelection::List(l) => l,
             FileSelection::Prefix(p) => {
@@ -360,7 +299,7 @@ impl Overlay {
             }
         };
         let mut entries = Vec::with_capacity(paths.len());
-        let mut schema: Option<Vec<datafile::FieldInfo>> = None;
+        let mut schema: Option<Vec<crate::values::FieldInfo>> = None;
         for p in &paths {
             check_data_path(p)?;
             let (e, fields, _) = self.file_facts(location, p).await?;
@@ -425,7 +364,7 @@ impl Overlay {
         columns: &[IndexColumn],
         opts: IndexOptions,
     ) -> Result<IndexInfo> {
-        crate::names::check("index", name)?;
+        crate::values::names::check("index", name)?;
         if columns.is_empty() {
             return Err(Error::Invalid("an index needs at least one column".into()));
         }
@@ -851,7 +790,7 @@ impl Overlay {
     }
 
     /// [`Overlay::snapshot`] whose rejected indexes queue their files for repair
-    /// ([`crate::repair`]); a failure to queue never fails the read (it is logged).
+    /// ([`crate::admin::repair`]); a failure to queue never fails the read (it is logged).
     pub async fn snapshot_with_repairs(self: &Arc<Self>) -> Result<Snapshot> {
         Ok(self.snapshot().await?.with_sink(self.clone()))
     }
@@ -910,7 +849,12 @@ impl Overlay {
         r
     }
 
-    async fn queue(&self, m: &Manifest, table: &str, rejections: &[crate::lineage::Rejection]) {
+    async fn queue(
+        &self,
+        m: &Manifest,
+        table: &str,
+        rejections: &[crate::formats::lineage::Rejection],
+    ) {
         if !rejections.is_empty() {
             if let Err(e) = self.enqueue_repairs(m, table, rejections).await {
                 tracing::warn!(target: "skerry::repair", "could not queue repairs: {e}");
@@ -922,7 +866,7 @@ impl Overlay {
     pub async fn fetch(
         &self,
         table: &str,
-        rows: &[crate::query::RowRef],
+        rows: &[crate::read::lookup::RowRef],
         columns: &[String],
     ) -> Result<arrow_array::RecordBatch> {
         self.snapshot().await?.fetch(table, rows, columns).await
@@ -933,8 +877,8 @@ impl Overlay {
     pub async fn query(
         &self,
         table: &str,
-        q: &crate::planner::Query,
-    ) -> Result<crate::planner::QueryResult> {
+        q: &crate::read::plan::Query,
+    ) -> Result<crate::read::plan::QueryResult> {
         let s = self.snapshot().await?;
         let r = s.query(table, q).await?;
         self.queue(s.manifest(), table, &r.stats.rejections).await;
@@ -949,7 +893,11 @@ impl Overlay {
     }
 
     /// Where rows with stable ids `ids` are (see [`Snapshot::locate`]).
-    pub async fn locate(&self, table: &str, ids: &[u64]) -> Result<crate::query::LocateResult> {
+    pub async fn locate(
+        &self,
+        table: &str,
+        ids: &[u64],
+    ) -> Result<crate::read::lookup::LocateResult> {
         self.snapshot().await?.locate(table, ids)
     }
 
@@ -1121,7 +1069,7 @@ pub(crate) fn check_data_path(p: &str) -> Result<()> {
 pub(crate) fn check_indexed_columns(
     tr: &TableRecord,
     indexes: &[IndexRecord],
-    fields: &[datafile::FieldInfo],
+    fields: &[crate::values::FieldInfo],
     path: &str,
 ) -> Result<()> {
     for ix in indexes {
@@ -1152,14 +1100,14 @@ pub(crate) fn check_indexed_columns(
 }
 
 /// The same columns by field id and type; names may differ (a rename keeps the field id).
-pub(crate) fn same_fields(a: &[datafile::FieldInfo], b: &[datafile::FieldInfo]) -> bool {
+pub(crate) fn same_fields(a: &[crate::values::FieldInfo], b: &[crate::values::FieldInfo]) -> bool {
     a.len() == b.len()
         && a.iter()
             .zip(b)
             .all(|(x, y)| x.field_id == y.field_id && x.key_type == y.key_type)
 }
 
-pub(crate) fn same_columns(a: &[datafile::FieldInfo], b: &[datafile::FieldInfo]) -> bool {
+pub(crate) fn same_columns(a: &[crate::values::FieldInfo], b: &[crate::values::FieldInfo]) -> bool {
     a.len() == b.len()
         && a.iter()
             .zip(b)
@@ -1171,7 +1119,7 @@ impl RejectionSink for Overlay {
         &'a self,
         manifest: &'a Manifest,
         table: &'a str,
-        rejections: &'a [crate::lineage::Rejection],
+        rejections: &'a [crate::formats::lineage::Rejection],
     ) -> crate::io::BoxFut<'a, ()> {
         Box::pin(self.queue(manifest, table, rejections))
     }

@@ -17,16 +17,18 @@ use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
-use crate::blob::ordered::{self, OrderedBlobWriter};
-use crate::catalog::*;
-use crate::codec::Codec;
+use crate::admin::catalog::*;
+use crate::admin::overlay::{store_err, BuildReport, Overlay, Progress, Skipped};
 use crate::datafile;
 use crate::error::{Error, Result};
+use crate::formats::codec::Codec;
+use crate::formats::lineage::{
+    self, ActiveSnapshot, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION,
+};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, OrderedMeta};
+use crate::formats::puffin::{BlobSpec, PuffinWriter};
+use crate::index::ordered::{self, OrderedBlobWriter};
 use crate::io::{Location, RangeReader};
-use crate::lineage::{self, ActiveSnapshot, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION};
-use crate::manifest::{FileEntry, IndexFileEntry, IndexState, OrderedMeta};
-use crate::overlay::{store_err, BuildReport, Overlay, Progress, Skipped};
-use crate::puffin::{BlobSpec, PuffinWriter};
 
 /// Default entries per step.
 pub const DEFAULT_STEP_ENTRIES: u64 = 1_000_000;
@@ -490,7 +492,7 @@ impl Overlay {
                 remedy: "use a smaller maxBytes",
             });
         }
-        // Files queries found wanting go first (`crate::repair`).
+        // Files queries found wanting go first (`crate::admin::repair`).
         let repaired = self.drain_repairs(table, index).await?;
         let _writing = self.writing.read().await;
         let t = self.catalog.begin()?;

@@ -11,17 +11,18 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::blob::ordered::{scan_block, BlobError, OrderedDirectory};
 use crate::datafile;
-use crate::encoding::{ByteRange, KeyError, KeySchema, RangeError, RangeFilter, Value, ValueBound};
 use crate::error::{Error, Result};
-use crate::io::{IoStats, Location, RangeReader};
-use crate::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
-use crate::manifest::{
+use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
+use crate::formats::manifest::{
     FileEntry, IndexFileEntry, IndexManifest, IndexState, Manifest, OrderedMeta, TableManifest,
     RUN_POSITION_BITS,
 };
-use crate::rowset::{locate, Located, RowSet};
+use crate::formats::rowset::{locate, Located, RowSet};
+use crate::index::ordered::{scan_block, BlobError, OrderedDirectory};
+use crate::io::{IoStats, Location, RangeReader};
+use crate::read::range::{ByteRange, RangeError, RangeFilter};
+use crate::values::{KeyError, KeySchema, Value, ValueBound};
 use roaring::RoaringTreemap;
 
 /// One matching row.
@@ -943,60 +944,4 @@ pub fn to_values(batch: &arrow_array::RecordBatch) -> Result<Vec<Vec<(String, Va
                 .collect()
         })
         .collect()
-}
-
-/// Rows of a batch as JSON objects for bindings that hand out plain objects: integers beyond
-/// ±2^53 as `{"$bigint": "…"}`, non-finite floats as `{"$float": "NaN" | "Infinity" |
-/// "-Infinity"}`, decimals as `{"$decimal": "<unscaled>", "scale": s}`, binary as
-/// `{"$bytes": "<hex>"}`; dates are days, times and timestamps their integer units.
-pub fn to_json_rows(batch: &arrow_array::RecordBatch) -> Result<serde_json::Value> {
-    use serde_json::{json, Value as J};
-    const SAFE: i128 = 1 << 53;
-    let int = |v: i128| {
-        if v.abs() <= SAFE {
-            json!(v as i64)
-        } else {
-            json!({ "$bigint": v.to_string() })
-        }
-    };
-    let float = |f: f64| {
-        if f.is_finite() {
-            json!(f)
-        } else if f.is_nan() {
-            json!({ "$float": "NaN" })
-        } else if f > 0.0 {
-            json!({ "$float": "Infinity" })
-        } else {
-            json!({ "$float": "-Infinity" })
-        }
-    };
-    let schema = batch.schema();
-    let mut out = Vec::with_capacity(batch.num_rows());
-    for row in to_values(batch)? {
-        let mut obj = serde_json::Map::new();
-        for ((name, v), field) in row.into_iter().zip(schema.fields()) {
-            let j = match v {
-                Value::Null => J::Null,
-                Value::Bool(b) => J::Bool(b),
-                Value::Int(i) => int(i as i128),
-                Value::UInt(u) => int(u as i128),
-                Value::Float32(f) => float(f as f64),
-                Value::Float64(f) => float(f),
-                Value::Decimal(d) => {
-                    let scale = match field.data_type() {
-                        arrow_schema::DataType::Decimal128(_, s) => *s,
-                        _ => 0,
-                    };
-                    json!({ "$decimal": d.to_string(), "scale": scale })
-                }
-                Value::String(s) => J::String(s),
-                Value::Binary(b) => json!({ "$bytes": hex::encode(b) }),
-                Value::Date(d) => json!(d),
-                Value::Time(t) | Value::Timestamp(t) => int(t as i128),
-            };
-            obj.insert(name, j);
-        }
-        out.push(J::Object(obj));
-    }
-    Ok(J::Array(out))
 }

@@ -24,7 +24,7 @@ use std::ops::Range;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{self, Codec, CodecError};
+use crate::formats::codec::{self, Codec, CodecError};
 use crate::io::{IoError, Location, RangeReader};
 
 /// `"PFA1"`.

@@ -4,11 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::datafile::FieldInfo;
-use crate::encoding::KeySchema;
 use crate::error::{Error, Result};
+use crate::formats::lineage::{ActiveSnapshot, DataFileFacts, IndexFile};
 use crate::io::{Location, RangeReader};
-use crate::lineage::{ActiveSnapshot, DataFileFacts, IndexFile};
+use crate::values::FieldInfo;
+use crate::values::KeySchema;
 
 /// Manifest format version this build writes and reads.
 pub const MANIFEST_FORMAT_VERSION: u32 = 1;
@@ -219,7 +219,7 @@ impl Manifest {
     pub fn table(&self, name: &str) -> Result<&TableManifest> {
         self.tables
             .iter()
-            .find(|t| crate::names::same(&t.name, name))
+            .find(|t| crate::values::names::same(&t.name, name))
             .ok_or_else(|| Error::NotFound {
                 kind: "table",
                 name: name.to_string(),
@@ -321,7 +321,7 @@ impl TableManifest {
     pub fn index(&self, name: &str) -> Result<&IndexManifest> {
         self.indexes
             .iter()
-            .find(|i| crate::names::same(&i.name, name))
+            .find(|i| crate::values::names::same(&i.name, name))
             .ok_or_else(|| Error::NotFound {
                 kind: "index",
                 name: format!("{}.{}", self.name, name),

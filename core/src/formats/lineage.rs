@@ -13,7 +13,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::codec::Codec;
+use crate::formats::codec::Codec;
 use crate::io::{IoError, Location, RangeReader};
 
 /// The `IndexFile` format version this build writes.

@@ -1,0 +1,13 @@
+//! Native administration (feature `native`): the SlateDB [`catalog`], the [`overlay`] verbs
+//! (register, create/drop index, publish, refresh), [`build`] in bounded steps,
+//! [`lifecycle`] (new files, deletes, vacuum, verify), the [`repair`] queue, and [`sample`]
+//! data for examples and tests.
+
+pub mod build;
+pub(crate) mod catalog;
+pub mod lifecycle;
+pub mod overlay;
+pub mod repair;
+pub mod sample;
+
+pub use catalog::IndexRecord;

@@ -1,0 +1,17 @@
+//! Skerry's byte formats, each a versioned contract with its own page in `docs/`:
+//!
+//! - [`key_encoding`]: canonical, order-preserving key bytes (`docs/key-encoding.md`);
+//! - [`puffin`]: the Iceberg Puffin container, writer and reader (`docs/puffin.md`), with its
+//!   bounded compression [`codec`]s;
+//! - [`lineage`]: the `IndexFile` lineage record and the read gate (`docs/lineage.md`);
+//! - [`manifest`]: the published read model (`docs/manifest.md`);
+//! - [`rowset`]: row-id summaries and delete masks.
+//!
+//! Index blob formats live by kind in [`crate::index`].
+
+pub mod codec;
+pub mod key_encoding;
+pub mod lineage;
+pub mod manifest;
+pub mod puffin;
+pub mod rowset;

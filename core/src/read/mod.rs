@@ -1,0 +1,24 @@
+//! The read path, the same natively and in wasm:
+//!
+//! - [`snapshot`]: [`Snapshot`], the owned read handle every surface wraps (one pinned
+//!   manifest, its readers, caches and a rejection sink);
+//! - [`lookup`]: index accessors over a pinned manifest behind the read gate, with fallback
+//!   scans, row fetches by position and `locate` by row id;
+//! - [`predicate`] and [`plan`]: `query({ where, columns, limit })` — index choice, hybrid
+//!   index/scan per file, re-checks of index answers (`docs/query.md`);
+//! - [`range`]: bounds and IS NULL prefixes as byte ranges of an ordered index;
+//! - [`prune`]: statistics and page-index pruning of data files.
+//!
+//! Native only: [`reader`], the read-only open of a published overlay.
+
+pub mod lookup;
+pub mod plan;
+pub mod predicate;
+pub mod prune;
+pub mod range;
+pub mod snapshot;
+
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod reader;
+
+pub use snapshot::{RejectionSink, Snapshot};
