@@ -123,6 +123,7 @@ fn io_err(path: &str, e: JsValue) -> IoError {
     IoError::Other {
         path: path.to_string(),
         message,
+        source: None,
     }
 }
 
@@ -274,6 +275,7 @@ impl FetchReader {
                 return Err(IoError::Other {
                     path,
                     message: format!("HTTP {s}"),
+                    source: None,
                 })
             }
         }
@@ -446,6 +448,7 @@ impl CallbackReader {
         let a: Uint8Array = v.dyn_into().map_err(|_| IoError::Other {
             path: path.to_string(),
             message: "readRange must resolve to a Uint8Array".into(),
+            source: None,
         })?;
         // Checked before the bytes are copied into wasm memory.
         if a.length() as u64 != len {
@@ -484,6 +487,7 @@ impl CallbackReader {
             .ok_or_else(|| IoError::Other {
                 path: path.to_string(),
                 message: "size must resolve to a non-negative integer".into(),
+                source: None,
             })
     }
 }

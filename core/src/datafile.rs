@@ -33,7 +33,7 @@ pub async fn read_metadata<R: RangeReader + ?Sized>(
 ) -> Result<Arc<ParquetMetaData>> {
     let tail = FOOTER_PREFETCH.min(size);
     if tail == 0 {
-        return Err(Error::Parquet(format!("{} is empty", loc.path)));
+        return Err(Error::parquet(format!("{} is empty", loc.path)));
     }
     let bytes = r.read_range(loc, size - tail..size).await?;
     decode_metadata(r, loc, size, bytes, PageIndexPolicy::Skip).await
@@ -64,7 +64,7 @@ async fn suffix_metadata<R: RangeReader + ?Sized>(
 ) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
     let (tail, meta) = r.read_suffix(loc, FOOTER_PREFETCH).await?;
     if meta.size == 0 || tail.len() as u64 > meta.size {
-        return Err(Error::Parquet(format!("{} is empty", loc.path)));
+        return Err(Error::parquet(format!("{} is empty", loc.path)));
     }
     Ok((
         decode_metadata(r, loc, meta.size, tail, policy).await?,
@@ -90,7 +90,7 @@ async fn decode_metadata<R: RangeReader + ?Sized>(
                 dec.push_ranges(ranges, bytes)?;
             }
             DecodeResult::Data(md) => return Ok(Arc::new(md)),
-            DecodeResult::Finished => return Err(Error::Parquet("no metadata".into())),
+            DecodeResult::Finished => return Err(Error::parquet("no metadata")),
         }
     }
 }
@@ -524,7 +524,7 @@ pub async fn scan_selected<R: RangeReader + ?Sized>(
                 positions.clear();
                 while positions.len() < batch.num_rows() {
                     let Some(range) = ranges.get(ri) else {
-                        return Err(Error::Parquet(format!(
+                        return Err(Error::parquet(format!(
                             "{} decoded more rows than were selected",
                             loc.path
                         )));

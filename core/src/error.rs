@@ -2,7 +2,7 @@
 
 use crate::formats::puffin::PuffinError;
 use crate::index::ordered::BlobError;
-use crate::io::IoError;
+use crate::io::{IoError, Source};
 use crate::values::KeyError;
 
 /// Skerry's typed error. [`Error::code`] is stable and is what the bindings expose as
@@ -17,8 +17,12 @@ pub enum Error {
     Key(#[from] KeyError),
     #[error(transparent)]
     Blob(#[from] BlobError),
-    #[error("parquet: {0}")]
-    Parquet(String),
+    #[error("parquet: {message}")]
+    Parquet {
+        message: String,
+        #[source]
+        source: Option<Source>,
+    },
     #[error("{kind} not found: {name}")]
     NotFound { kind: &'static str, name: String },
     #[error("{kind} already exists: {name}")]
@@ -27,8 +31,12 @@ pub enum Error {
     Invalid(String),
     #[error("unsupported: {0}")]
     Unsupported(String),
-    #[error("catalog: {0}")]
-    Catalog(String),
+    #[error("catalog: {message}")]
+    Catalog {
+        message: String,
+        #[source]
+        source: Option<Source>,
+    },
     #[error("catalog conflict: {0}")]
     Conflict(String),
     #[error("catalog format version {found} is not supported (this build reads {supported})")]
@@ -78,12 +86,12 @@ impl Error {
             Error::Key(KeyError::ValueTooLarge { .. })
             | Error::Key(KeyError::KeyTooLarge { .. }) => "E_KEY_TOO_LARGE",
             Error::Key(_) => "E_KEY",
-            Error::Parquet(_) => "E_PARQUET",
+            Error::Parquet { .. } => "E_PARQUET",
             Error::NotFound { .. } => "E_NOT_FOUND",
             Error::AlreadyExists { .. } => "E_EXISTS",
             Error::Invalid(_) => "E_INVALID",
             Error::Unsupported(_) => "E_UNSUPPORTED",
-            Error::Catalog(_) => "E_CATALOG",
+            Error::Catalog { .. } => "E_CATALOG",
             Error::Conflict(_) => "E_CONFLICT",
             Error::CatalogFormat { .. } => "E_CATALOG_FORMAT",
             Error::Manifest(_) => "E_MANIFEST",
@@ -110,16 +118,81 @@ impl Error {
     }
 }
 
+impl Error {
+    /// `E_PARQUET` with `message` and no source.
+    pub fn parquet(message: impl Into<String>) -> Error {
+        Error::Parquet {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// `E_CATALOG` with `message` and no source.
+    pub fn catalog(message: impl Into<String>) -> Error {
+        Error::Catalog {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// `E_CATALOG` for `source`, prefixed by what was being done.
+    pub fn catalog_from(
+        what: impl std::fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::Catalog {
+            message: format!("{what}: {source}"),
+            source: Source::new(source),
+        }
+    }
+}
+
 impl From<parquet::errors::ParquetError> for Error {
     fn from(e: parquet::errors::ParquetError) -> Self {
-        Error::Parquet(e.to_string())
+        Error::Parquet {
+            message: e.to_string(),
+            source: Source::new(e),
+        }
     }
 }
 
 impl From<arrow_schema::ArrowError> for Error {
     fn from(e: arrow_schema::ArrowError) -> Self {
-        Error::Parquet(e.to_string())
+        Error::Parquet {
+            message: e.to_string(),
+            source: Source::new(e),
+        }
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_kept_and_retryable_is_stated() {
+        let e: Error = parquet::errors::ParquetError::General("boom".into()).into();
+        assert_eq!(e.code(), "E_PARQUET");
+        let source = std::error::Error::source(&e).expect("the parquet error is kept");
+        assert!(source.to_string().contains("boom"));
+        assert!(!e.retryable());
+        assert!(Error::Conflict("lost a race".into()).retryable());
+        assert!(Error::Io(IoError::Timeout {
+            path: "p".into(),
+            ms: 1
+        })
+        .retryable());
+        for e in [
+            Error::Invalid("x".into()),
+            Error::ReadOnly,
+            Error::Manifest("x".into()),
+            Error::Io(IoError::NotFound { path: "p".into() }),
+        ] {
+            assert!(!e.retryable(), "{e}");
+        }
+        // Errors with sources still compare (by message) and clone.
+        assert_eq!(e.clone(), e);
+    }
+}

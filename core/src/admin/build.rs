@@ -115,7 +115,10 @@ fn row_name(f: &str, id: RowIdentity) -> String {
 
 /// Is `e` an error of the data file itself (unreadable, changed), which a build skips?
 pub(crate) fn is_data_error(e: &Error) -> bool {
-    matches!(e, Error::Io(_) | Error::Drift { .. } | Error::Parquet(_))
+    matches!(
+        e,
+        Error::Io(_) | Error::Drift { .. } | Error::Parquet { .. }
+    )
 }
 
 impl Overlay {

@@ -133,7 +133,7 @@ pub struct BundleRecord {
 fn err(e: slatedb::Error) -> Error {
     match e.kind() {
         slatedb::ErrorKind::Transaction => Error::Conflict(e.to_string()),
-        _ => Error::Catalog(e.to_string()),
+        _ => Error::catalog_from("slatedb", e),
     }
 }
 
@@ -207,7 +207,7 @@ impl Txn<'_> {
     pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
         match self.txn.get(key.as_bytes()).await.map_err(err)? {
             Some(b) => Ok(Some(
-                serde_json::from_slice(&b).map_err(|e| Error::Catalog(format!("{key}: {e}")))?,
+                serde_json::from_slice(&b).map_err(|e| Error::catalog_from(&key, e))?,
             )),
             None => Ok(None),
         }
@@ -222,8 +222,7 @@ impl Txn<'_> {
         let mut out = Vec::new();
         while let Some(kv) = it.next().await.map_err(err)? {
             out.push(
-                serde_json::from_slice(&kv.value)
-                    .map_err(|e| Error::Catalog(format!("{prefix}: {e}")))?,
+                serde_json::from_slice(&kv.value).map_err(|e| Error::catalog_from(&prefix, e))?,
             );
         }
         Ok(out)
@@ -246,8 +245,7 @@ impl Txn<'_> {
                 break;
             };
             let key = String::from_utf8_lossy(&kv.key).into_owned();
-            let v = serde_json::from_slice(&kv.value)
-                .map_err(|e| Error::Catalog(format!("{key}: {e}")))?;
+            let v = serde_json::from_slice(&kv.value).map_err(|e| Error::catalog_from(&key, e))?;
             out.push((key, v));
         }
         Ok(out)
@@ -347,7 +345,7 @@ impl Catalog {
             })?;
         t.get(&table_key(id))
             .await?
-            .ok_or_else(|| Error::Catalog(format!("table {name} has no record")))
+            .ok_or_else(|| Error::catalog(format!("table {name} has no record")))
     }
 
     /// Looks up an index of a table by name (case-insensitive).
@@ -361,7 +359,7 @@ impl Catalog {
             })?;
         t.get(&index_key(table.table_id, id))
             .await?
-            .ok_or_else(|| Error::Catalog(format!("index {name} has no record")))
+            .ok_or_else(|| Error::catalog(format!("index {name} has no record")))
     }
 
     pub async fn files(&self, t: &Txn<'_>, table_id: u64) -> Result<Vec<FileEntry>> {

@@ -513,7 +513,7 @@ impl Overlay {
         let tr: TableRecord = t
             .get(&table_key(tomb.table_id))
             .await?
-            .ok_or_else(|| Error::Catalog(format!("table {} has no record", tomb.table_id)))?;
+            .ok_or_else(|| Error::catalog(format!("table {} has no record", tomb.table_id)))?;
         let files = self.catalog.files(&t, tr.table_id).await?;
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
         let mine = self.catalog.artifacts(&t, index_id).await?;

@@ -144,8 +144,52 @@ pub enum IoError {
     #[error("{path}: aborted")]
     Aborted { path: String },
     #[error("I/O error on {path}: {message}")]
-    Other { path: String, message: String },
+    Other {
+        path: String,
+        message: String,
+        /// The store's or platform's own error, where there is one.
+        #[source]
+        source: Option<Source>,
+    },
 }
+
+/// The error a failure came from, kept for [`std::error::Error::source`] (callers can walk
+/// the chain to the object store's, SlateDB's or Parquet's own error). Compared and shown by
+/// its message, so errors stay `Clone + Eq`.
+#[derive(Clone)]
+pub struct Source(pub Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl Source {
+    pub fn new(e: impl std::error::Error + Send + Sync + 'static) -> Option<Source> {
+        Some(Source(Arc::new(e)))
+    }
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for Source {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Source {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for Source {}
 
 /// Request/byte/cache counters of a reader. Cheap to share (`Arc`), safe to read any time.
 #[derive(Debug, Default)]

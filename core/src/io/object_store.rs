@@ -121,6 +121,7 @@ impl ObjectStoreReader {
         let rel = Path::parse(path).map_err(|e| IoError::Other {
             path: path.to_string(),
             message: e.to_string(),
+            source: super::Source::new(e),
         })?;
         Ok(self.root.parts().chain(rel.parts()).collect())
     }
@@ -146,6 +147,7 @@ fn map_err(loc: &Location, e: ::object_store::Error) -> IoError {
         other => IoError::Other {
             path: loc.path.to_string(),
             message: other.to_string(),
+            source: super::Source::new(other),
         },
     }
 }

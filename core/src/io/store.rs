@@ -5,7 +5,7 @@ use std::sync::Arc;
 use object_store::prefix::PrefixStore;
 use object_store::ObjectStore;
 
-use super::{IoError, ObjectStoreReader};
+use super::{IoError, ObjectStoreReader, Source};
 use crate::error::{Error, Result};
 
 /// Options for opening an overlay (`Overlay::open`, `OverlayReader::open`).
@@ -24,9 +24,11 @@ pub struct OpenOptions {
 /// and the store's own message.
 pub(crate) fn store_err(e: object_store::Error) -> Error {
     use object_store::Error as E;
+    if let E::NotFound { path, .. } = &e {
+        return Error::Io(IoError::NotFound { path: path.clone() });
+    }
     let path = match &e {
-        E::NotFound { path, .. }
-        | E::AlreadyExists { path, .. }
+        E::AlreadyExists { path, .. }
         | E::Precondition { path, .. }
         | E::NotModified { path, .. }
         | E::PermissionDenied { path, .. }
@@ -36,6 +38,7 @@ pub(crate) fn store_err(e: object_store::Error) -> Error {
     Error::Io(IoError::Other {
         path,
         message: e.to_string(),
+        source: Source::new(e),
     })
 }
 
@@ -58,6 +61,7 @@ pub(crate) fn open_store(
             std::fs::create_dir_all(&dir).map_err(|e| IoError::Other {
                 path: dir.display().to_string(),
                 message: e.to_string(),
+                source: Source::new(e),
             })?;
         } else if !dir.is_dir() {
             return Err(IoError::NotFound {
@@ -78,5 +82,36 @@ pub(crate) fn open_store(
             r.store().clone(),
             r.root().clone(),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_keep_their_path_and_source() {
+        assert_eq!(
+            store_err(object_store::Error::NotFound {
+                path: "manifests/HEAD".into(),
+                source: "gone".into(),
+            })
+            .code(),
+            "E_NOT_FOUND"
+        );
+        let e = store_err(object_store::Error::PermissionDenied {
+            path: "manifests/HEAD".into(),
+            source: "no".into(),
+        });
+        match &e {
+            Error::Io(IoError::Other { path, source, .. }) => {
+                assert_eq!(path, "manifests/HEAD");
+                assert!(source.is_some());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(e.to_string().contains("manifests/HEAD"));
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.retryable());
     }
 }
