@@ -1,7 +1,7 @@
 // Index administration scripted in TypeScript (ESM): register a table, define indexes, build,
 // publish, and check answers — type-checked against the `skerry` package's declarations
 // by the test suite (`tsc --noEmit`), and runnable after compiling with `tsc`.
-import { Overlay, type LookupResult, type QueryResult, type SkerryError, sampleOrdersParquet } from 'skerry';
+import { Overlay, type IndexState, type LookupResult, type QueryResult, type SkerryError, sampleOrdersParquet } from 'skerry';
 import type { OverlayReader, QueryResult as ReaderResult } from 'skerry-wasm';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -10,6 +10,9 @@ import { pathToFileURL } from 'node:url';
 
 /** The same question from the read-only wasm reader (type-checked against `skerry-wasm`). */
 export async function ask(reader: OverlayReader): Promise<ReaderResult> {
+  const all = await reader.query('orders'); // options are optional, as in the addon
+  const at = await reader.locate('orders', [1n]); // a promise, as in the addon
+  console.log(`${all.rows.length} rows; row 1 in ${at.rows[0]?.file}`);
   const r = await reader.query('orders', { where: { order_id: { in: [1n, 2n] } }, limit: 5 });
   reader.on('warning', (w) => console.warn(`${w.file}: ${w.reason}`));
   return r;
@@ -26,7 +29,8 @@ export async function administer(dir: string): Promise<LookupResult> {
     const rows: bigint = table.rows;
     console.log(`registered ${table.name} with ${rows} rows`);
     const index = await overlay.createIndex('orders', 'by_id', ['order_id'], { unique: true });
-    console.log(`index ${index.name} is ${index.state}`);
+    const state: IndexState = index.state;
+    console.log(`index ${index.name} is ${state}`);
     const report = await overlay.build('orders');
     if (report.skipped.length > 0) throw new Error(`not indexed: ${report.skipped.map((s) => s.file).join(', ')}`);
     const { version } = await overlay.publish();
@@ -35,7 +39,7 @@ export async function administer(dir: string): Promise<LookupResult> {
       await overlay.lookup('orders', 'missing_index', 1);
     } catch (e) {
       const err = e as SkerryError;
-      if (err.code !== 'E_NOT_FOUND') throw err;
+      if (err.code !== 'E_NOT_FOUND' || err.retryable) throw err;
     }
     const q: QueryResult = await overlay.query('orders', {
       where: { order_id: { between: [4_240n, 4_244n] } },

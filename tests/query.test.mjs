@@ -135,6 +135,8 @@ test('query: addon and wasm match brute force over indexed, stale, drifted and d
           assert.deepEqual(table.schema.fields.map((f) => f.name), ['d', 'b'], label);
           // One warning per rejection; the drifted file is never answered by its index.
           assert.equal(warnings[who].length - before, r.stats.rejections.length, label);
+          // The answer carries the same warnings the listeners were given.
+          assert.deepEqual(r.warnings, warnings[who].slice(before), label);
           for (const x of r.stats.rejections) if (x.dataFile === 'f3.parquet') assert.equal(x.reason, 'drifted', label);
           if (r.stats.index !== null && r.stats.index !== undefined && (limit === undefined || r.stats.files === 5)) {
             assert.ok(r.stats.rejections.some((x) => x.dataFile === 'f3.parquet'), `${label}: f3 not rejected ${json(r.stats)}`);

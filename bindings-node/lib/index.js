@@ -146,17 +146,15 @@ native.Overlay.prototype.off = function (event, listener) { checkListener('off',
 const nativeQuery = native.Overlay.prototype.query;
 
 /**
- * Answers `where` over `table`: `{ ipc, rows, refs, stats }` — the Arrow IPC stream of the
- * requested `columns`, the same rows as plain objects, where each row is, and how the query
- * was answered. Every rejected index emits a `warning` event `{ table, index, file, reason,
+ * Answers `where` over `table`: `{ ipc, rows, refs, stats, warnings }` — the Arrow IPC stream
+ * of the requested `columns`, the same rows as plain objects, where each row is, how the query
+ * was answered, and one warning per rejected index. Every rejected index emits a `warning` event `{ table, index, file, reason,
  * message }` (the file was scanned instead; natively it is queued for repair).
  */
 native.Overlay.prototype.query = async function (table, options) {
   const r = await nativeQuery.call(this, table, options);
-  const { warnings } = r;
-  delete r.warnings;
   const e = emitters.get(this);
-  if (e) for (const w of warnings) e.emit('warning', w);
+  if (e) for (const w of r.warnings) e.emit('warning', w);
   return r;
 };
 

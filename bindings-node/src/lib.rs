@@ -313,14 +313,8 @@ impl Overlay {
         let h = self.handle.clone();
         run(env, async move {
             let call = ReadCall::parse(verb, &args)?;
-            let answer = call.run(&h.snapshot().await?, None).await?;
-            let mut value = answer.value;
-            if let HostValue::Object(props) = &mut value {
-                if verb == "query" {
-                    props.push(("warnings".into(), HostValue::Array(answer.warnings)));
-                }
-            }
-            Ok(Js(value))
+            // A query's warnings are in its answer; the facade emits them as events.
+            Ok(Js(call.run(&h.snapshot().await?, None).await?.value))
         })
     }
 }

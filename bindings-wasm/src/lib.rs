@@ -535,8 +535,11 @@ export interface ReaderOptions {
             #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
             #[wasm_bindgen(unchecked_param_type = "RangeBound | null | undefined")] lower: JsValue,
             #[wasm_bindgen(unchecked_param_type = "RangeBound | null | undefined")] upper: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "RangeOptions | undefined")] options: JsValue,
+            #[wasm_bindgen(unchecked_optional_param_type = "RangeOptions")] options: Option<
+                JsValue,
+            >,
         ) -> js_sys::Promise {
+            let options = options.unwrap_or(JsValue::UNDEFINED);
             self.read("range", &[&table, &index, &lower, &upper, &options])
         }
 
@@ -548,9 +551,10 @@ export interface ReaderOptions {
             #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
             #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
             #[wasm_bindgen(unchecked_param_type = "Array<KeyValue | undefined>")] prefix: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "{ reverse?: boolean } | undefined")]
-            options: JsValue,
+            #[wasm_bindgen(unchecked_optional_param_type = "{ reverse?: boolean }")]
+            options: Option<JsValue>,
         ) -> js_sys::Promise {
+            let options = options.unwrap_or(JsValue::UNDEFINED);
             self.read("nulls", &[&table, &index, &prefix, &options])
         }
 
@@ -584,8 +588,11 @@ export interface ReaderOptions {
         pub fn query(
             &self,
             #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "QueryOptions | undefined")] options: JsValue,
+            #[wasm_bindgen(unchecked_optional_param_type = "QueryOptions")] options: Option<
+                JsValue,
+            >,
         ) -> js_sys::Promise {
+            let options = options.unwrap_or(JsValue::UNDEFINED);
             self.read("query", &[&table, &options])
         }
 

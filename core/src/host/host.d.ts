@@ -60,6 +60,8 @@ export interface QueryResult {
   rows: Row[];
   refs: RowRef[];
   stats: QueryStats;
+  /** One per rejected index (also emitted as `warning` events). */
+  warnings: IndexWarning[];
 }
 /** The `warning` event: an index was rejected during a query (the file was scanned). */
 export interface IndexWarning { table: string; index?: string; file: string; reason: RejectReason; message: string }

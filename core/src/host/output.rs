@@ -202,7 +202,8 @@ pub fn batch(batch: &RecordBatch) -> Result<HostValue> {
     ]))
 }
 
-/// `{ ipc, rows, refs, stats }`, and the `warning` events it raises.
+/// `{ ipc, rows, refs, stats, warnings }`, and the `warning` events it raises (the same
+/// warnings, for the host's listeners).
 pub fn query_result(table: &str, r: QueryResult) -> Result<(HostValue, Vec<HostValue>)> {
     let warnings = warnings(table, &r.stats);
     let out = HostValue::object([
@@ -213,6 +214,7 @@ pub fn query_result(table: &str, r: QueryResult) -> Result<(HostValue, Vec<HostV
         ("rows", rows(&r.batch)?),
         ("refs", refs(r.rows)),
         ("stats", query_stats(r.stats)),
+        ("warnings", HostValue::Array(warnings.clone())),
     ]);
     Ok((out, warnings))
 }
