@@ -171,6 +171,13 @@ test('defect 10: every wrong argument type is E_INVALID naming the argument (was
   assert.throws(() => reader.setScanOnly('yes'), code('E_INVALID'));
   await assert.rejects(reader.locate(5, [1n]), code('E_INVALID'));
   assert.throws(() => reader.on('warning', 5), code('E_INVALID'));
+  // An argument whose getter throws: the promise rejects with that error on both sides.
+  for (const side of [overlay, reader]) {
+    const boom = new Error('boom');
+    const p = side.query('orders', { get where() { throw boom; } });
+    assert.ok(p instanceof Promise);
+    await assert.rejects(p, (e) => e === boom);
+  }
   // Same codes and messages for the same mistakes on both sides.
   for (const [a, w] of [
     [() => overlay.query('orders', { where: { order_id: { like: 1 } } }), () => reader.query('orders', { where: { order_id: { like: 1 } } })],

@@ -105,16 +105,20 @@ function guard(method, fn) {
       if (SYNC.has(method)) throw e;
       return Promise.reject(e);
     }
-    return call(fn, this, args);
+    return call(fn, this, args, SYNC.has(method));
   };
 }
 
-function call(fn, self, args) {
+// Calls a native method: napi's own conversion failures become E_INVALID, and a
+// promise-returning method that fails before its promise exists (a throwing getter on an
+// argument) rejects instead of throwing.
+function call(fn, self, args, sync) {
   let r;
   try {
     r = fn.apply(self, args);
   } catch (e) {
-    throw napiInvalid(e);
+    if (sync) throw napiInvalid(e);
+    return Promise.reject(napiInvalid(e));
   }
   return r && typeof r.then === 'function' ? r.catch((e) => { throw napiInvalid(e); }) : r;
 }
@@ -123,7 +127,8 @@ for (const name of Object.getOwnPropertyNames(native.Overlay.prototype)) {
   const desc = Object.getOwnPropertyDescriptor(native.Overlay.prototype, name);
   const fn = desc.value;
   if (name === 'constructor' || typeof fn !== 'function') continue;
-  native.Overlay.prototype[name] = function (...args) { return call(fn, this, args); };
+  const sync = SYNC.has(name);
+  native.Overlay.prototype[name] = function (...args) { return call(fn, this, args, sync); };
 }
 
 // Events (`warning`: an index was rejected during a query) on a per-overlay emitter.
@@ -234,7 +239,7 @@ function sampleOrdersParquet(firstId, rows, rowGroupRows = 1000, codec = 'snappy
   check('sampleOrdersParquet', 'rows', 'number', rows);
   check('sampleOrdersParquet', 'rowGroupRows', 'number', rowGroupRows);
   check('sampleOrdersParquet', 'codec', 'string', codec);
-  return call(native.sampleOrdersParquet, undefined, [firstId, rows, rowGroupRows, codec]);
+  return call(native.sampleOrdersParquet, undefined, [firstId, rows, rowGroupRows, codec], true);
 }
 
 function writeParquet(columns, rows, rowGroupRows, codec) {
@@ -242,7 +247,7 @@ function writeParquet(columns, rows, rowGroupRows, codec) {
   check('writeParquet', 'rows', 'array', rows);
   check('writeParquet', 'rowGroupRows', 'count?', rowGroupRows);
   check('writeParquet', 'codec', 'string?', codec);
-  return call(native.writeParquet, undefined, [columns, rows, rowGroupRows, codec]);
+  return call(native.writeParquet, undefined, [columns, rows, rowGroupRows, codec], true);
 }
 
 module.exports = { Overlay, sampleOrdersParquet, writeParquet };

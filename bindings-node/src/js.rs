@@ -6,7 +6,7 @@ use std::ptr;
 
 use napi::bindgen_prelude::*;
 use napi::{check_status, sys};
-use skerry_core::host::{HostValue, MAX_DEPTH};
+use skerry_core::host::{HostValue, MAX_DEPTH, MAX_ITEMS, TOO_LONG};
 
 /// A JavaScript value as the host boundary sees it. Arrays and objects are followed
 /// [`MAX_DEPTH`] levels deep; holes are `undefined`.
@@ -30,6 +30,9 @@ fn value(env: &Env, v: Unknown<'_>, depth: usize) -> Result<HostValue> {
         ValueType::Object if depth >= MAX_DEPTH => HostValue::Other("a value nested too deeply"),
         ValueType::Object if v.is_array()? => {
             let arr: Array = unsafe { Array::from_napi_value(env.raw(), v.raw())? };
+            if arr.len() as usize > MAX_ITEMS {
+                return Ok(HostValue::Other(TOO_LONG));
+            }
             let mut items = Vec::with_capacity(arr.len().min(1 << 16) as usize);
             for i in 0..arr.len() {
                 items.push(match arr.get::<Unknown>(i)? {

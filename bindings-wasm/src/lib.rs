@@ -14,7 +14,7 @@ mod api {
 
     use js_sys::{Array, Function, Object, Reflect, Uint8Array};
     use skerry_core::formats::manifest::{self, Manifest};
-    use skerry_core::host::{HostValue, ReadCall, MAX_DEPTH};
+    use skerry_core::host::{HostValue, ReadCall, MAX_DEPTH, MAX_ITEMS, TOO_LONG};
     use skerry_core::io::{BoxFut, IoError, Location, ObjectMeta, RangeReader};
     use skerry_core::read::lookup::DirectoryCache;
     use skerry_core::Snapshot;
@@ -56,65 +56,66 @@ mod api {
 
     /// A JavaScript value as the host boundary sees it (arrays and objects followed
     /// [`MAX_DEPTH`] levels deep).
-    fn from_js(v: &JsValue, depth: usize) -> HostValue {
+    fn from_js(v: &JsValue, depth: usize) -> Result<HostValue, JsValue> {
         if v.is_undefined() {
-            return HostValue::Undefined;
+            return Ok(HostValue::Undefined);
         }
         if v.is_null() {
-            return HostValue::Null;
+            return Ok(HostValue::Null);
         }
         if let Some(b) = v.as_bool() {
-            return HostValue::Bool(b);
+            return Ok(HostValue::Bool(b));
         }
         if let Some(n) = v.as_f64() {
-            return HostValue::Number(n);
+            return Ok(HostValue::Number(n));
         }
         if let Some(s) = v.as_string() {
-            return HostValue::String(s);
+            return Ok(HostValue::String(s));
         }
         if v.is_bigint() {
             let text: Option<String> = js_sys::BigInt::from(v.clone())
                 .to_string(10)
                 .ok()
                 .map(Into::into);
-            return HostValue::BigInt(text.and_then(|t| t.parse::<i128>().ok()));
+            return Ok(HostValue::BigInt(text.and_then(|t| t.parse::<i128>().ok())));
         }
         if v.is_function() {
-            return HostValue::Other("function");
+            return Ok(HostValue::Other("function"));
         }
         if v.is_symbol() {
-            return HostValue::Other("symbol");
+            return Ok(HostValue::Other("symbol"));
         }
         if !v.is_object() {
-            return HostValue::Other("an unsupported value");
+            return Ok(HostValue::Other("an unsupported value"));
         }
         if depth >= MAX_DEPTH {
-            return HostValue::Other("a value nested too deeply");
+            return Ok(HostValue::Other("a value nested too deeply"));
         }
         if Array::is_array(v) {
-            return HostValue::Array(
-                Array::from(v)
-                    .iter()
+            let a = v.unchecked_ref::<Array>();
+            if a.length() as usize > MAX_ITEMS {
+                return Ok(HostValue::Other(TOO_LONG));
+            }
+            return Ok(HostValue::Array(
+                a.iter()
                     .map(|x| from_js(&x, depth + 1))
-                    .collect(),
-            );
+                    .collect::<Result<_, _>>()?,
+            ));
         }
         if let Some(a) = v.dyn_ref::<Uint8Array>() {
-            return HostValue::Bytes(a.to_vec());
+            return Ok(HostValue::Bytes(a.to_vec()));
         }
         if js_sys::ArrayBuffer::is_view(v) {
-            return HostValue::Other("a typed array other than Uint8Array");
+            return Ok(HostValue::Other("a typed array other than Uint8Array"));
         }
         let o = v.unchecked_ref::<Object>();
-        HostValue::Object(
-            Object::keys(o)
-                .iter()
-                .map(|k| {
-                    let x = Reflect::get(v, &k).unwrap_or(JsValue::UNDEFINED);
-                    (k.as_string().unwrap_or_default(), from_js(&x, depth + 1))
-                })
-                .collect(),
-        )
+        // A throwing getter fails the call with its own error, as in the addon.
+        let mut props = Vec::new();
+        for k in Object::keys(o).iter() {
+            let x = Reflect::get(v, &k)?;
+            props.push((k.as_string().unwrap_or_default(), from_js(&x, depth + 1)?));
+        }
+        Ok(HostValue::Object(props))
     }
 
     /// A shaped answer as JavaScript values.
@@ -484,7 +485,10 @@ export interface ReaderOptions {
         /// boundary (the same code as the addon); `warning` listeners called for a query's
         /// rejected indexes.
         fn read(&self, verb: &'static str, args: &[&JsValue]) -> js_sys::Promise {
-            let args: Vec<HostValue> = args.iter().map(|a| from_js(a, 0)).collect();
+            let args: Vec<HostValue> = match args.iter().map(|a| from_js(a, 0)).collect() {
+                Ok(a) => a,
+                Err(e) => return js_sys::Promise::reject(&e),
+            };
             let inner = self.inner.clone();
             wasm_bindgen_futures::future_to_promise(async move {
                 let call = ReadCall::parse(verb, &args).map_err(js_err)?;

@@ -60,6 +60,9 @@ pub fn u64_value(v: &HostValue, method: &str, name: &str) -> Result<u64> {
 pub fn array<'a>(v: &'a HostValue, method: &str, name: &str) -> Result<&'a [HostValue]> {
     match v {
         HostValue::Array(items) => Ok(items),
+        HostValue::Other(what) if *what == super::TOO_LONG => {
+            Err(invalid(format!("{method}: {name} is {what}")))
+        }
         _ => Err(invalid(format!("{method}: {name} must be an array"))),
     }
 }
@@ -227,6 +230,9 @@ pub fn where_conditions(w: &HostValue) -> Result<Vec<Condition>> {
             let list = |what: &str| -> Result<Vec<Value>> {
                 match x {
                     HostValue::Array(items) => items.iter().map(key_value).collect(),
+                    HostValue::Other(t) if *t == super::TOO_LONG => {
+                        Err(invalid(format!("{what} on {column} is {t}")))
+                    }
                     _ => Err(invalid(format!("{what} must be an array"))),
                 }
             };

@@ -51,6 +51,13 @@ pub enum HostValue {
 /// How deep a binding follows nested arrays and objects (a cyclic object ends here).
 pub const MAX_DEPTH: usize = 16;
 
+/// Longest array a binding converts (as many as a query may return rows); a longer one —
+/// or a sparse array with a huge `length` — is [`HostValue::Other`] without being walked.
+pub const MAX_ITEMS: usize = 1 << 20;
+
+/// What a binding reports for an array longer than [`MAX_ITEMS`].
+pub const TOO_LONG: &str = "an array longer than 1048576 elements";
+
 impl HostValue {
     /// A property of an object (`Undefined` when absent or not an object).
     pub fn get(&self, key: &str) -> &HostValue {
