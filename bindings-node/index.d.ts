@@ -16,6 +16,8 @@ export declare class Overlay {
    * each file's size, ETag, record count and SHA-256, and the schema with field ids.
    */
   registerParquetTable(name: string, location: string, options?: RegisterOptions | undefined | null): Promise<TableInfo>
+  /** The registered tables, in name order, with their file and row counts. */
+  listTables(): Promise<TableInfo[]>
   /**
    * Defines an ordered index on `columns` (committed at once; `build` makes it ready).
    * A column is a name (ascending, NULLS LAST) or `{ name, direction, nulls }`.
@@ -407,6 +409,8 @@ export type IndexState = 'building' | 'ready' | 'maintaining' | 'poisoned';
 export type ErrorCode = 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_TIMEOUT' | 'E_ABORTED' | 'E_IO'
   | 'E_CORRUPT' | 'E_KEY_TOO_LARGE' | 'E_KEY' | 'E_PARQUET' | 'E_EXISTS' | 'E_INVALID' | 'E_UNSUPPORTED'
   | 'E_CATALOG' | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT'
-  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_READ_ONLY';
+  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_READ_ONLY'
+  /** skerry-wasm's web entry: a reader opened before `init()` / `initSync()`. */
+  | 'E_NOT_INITIALISED';
 /** A Skerry error: `code` is stable; `retryable` says whether the same call may succeed when retried unchanged. */
 export interface SkerryError extends Error { code: ErrorCode; retryable: boolean }

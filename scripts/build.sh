@@ -13,17 +13,40 @@ if [ "$what" = all ] || [ "$what" = node ]; then
   # The host boundary's types (one file, shared with skerry-wasm) follow the generated ones.
   sed -i '/^\/\/ Types of the host boundary/,$d' bindings-node/index.d.ts
   cat core/src/host/host.d.ts >> bindings-node/index.d.ts
+  # napi-rs's per-platform layout: the addon ships in `skerry-<platform>` (an optional
+  # dependency of `skerry`), stripped of symbols and debug info whatever the profile.
+  node_file=$(cd bindings-node && ls skerry.*.node | head -1)
+  platform=${node_file#skerry.}; platform=${platform%.node}
+  strip --strip-unneeded -o "bindings-node/npm/$platform/$node_file" "bindings-node/$node_file"
 fi
 if [ "$what" = all ] || [ "$what" = wasm ]; then
-  echo "== build: wasm reader (wasm-pack)"
-  profile=--dev; [ -n "$release" ] && profile=--release
-  for t in nodejs web; do
+  echo "== build: wasm reader (wasm-pack${release:+, release + wasm-opt -Oz})"
+  profile=--dev; [ -n "$release" ] && profile="--profile wasm-release"
+  for t in web nodejs; do
     out=node; [ "$t" = web ] && out=web
     # CARGO_BUILD_TARGET (the host triple, see env.sh) must not reach wasm-pack: it finds the
-    # .wasm artifact only when cargo reports the wasm32 target it asked for.
-    (cd bindings-wasm && env -u CARGO_BUILD_TARGET wasm-pack --quiet build "$profile" --target "$t" --out-dir "pkg/$out" --no-pack)
+    # .wasm artifact only when cargo reports the wasm32 target it asked for. wasm-opt runs
+    # below, once (wasm-pack would download binaryen, and both targets share one binary).
+    (cd bindings-wasm && env -u CARGO_BUILD_TARGET wasm-pack --quiet build $profile --no-opt --target "$t" --out-dir "pkg/$out" --no-pack)
     # wasm-pack writes a `*` .gitignore there, which npm pack honours: the tarball would be
     # empty.
     rm -f "bindings-wasm/pkg/$out/.gitignore"
   done
+  # `[Symbol.dispose]` needs lib esnext in the user's tsconfig (TS2550 under es2022 + dom); the
+  # method stays at run time, `free()` is the typed way to release a reader early.
+  sed -i '/\[Symbol.dispose\]()/d' bindings-wasm/pkg/web/skerry_wasm.d.ts bindings-wasm/pkg/node/skerry_wasm.d.ts
+  # The web glue is an ES module; the package (whose Node entry is the CommonJS glue) is not.
+  echo '{ "type": "module" }' > bindings-wasm/pkg/web/package.json
+  if [ -n "$release" ]; then
+    # npm's binaryen (a root devDependency): no download from elsewhere. Without -g the
+    # name section (a megabyte of function names) is dropped.
+    wasm_opt="$PWD/node_modules/.bin/wasm-opt"
+    [ -x "$wasm_opt" ] || { echo "wasm-opt missing: run npm ci" >&2; exit 1; }
+    w=bindings-wasm/pkg/web/skerry_wasm_bg.wasm
+    cmp -s "$w" bindings-wasm/pkg/node/skerry_wasm_bg.wasm || { echo "the two targets' wasm differ" >&2; exit 1; }
+    "$wasm_opt" -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue --strip-debug --strip-producers "$w" -o "$w.opt"
+    mv "$w.opt" "$w"
+    cp "$w" bindings-wasm/pkg/node/skerry_wasm_bg.wasm
+    node -e 'const fs=require("fs"),z=require("zlib");const b=fs.readFileSync(process.argv[1]);console.log(`wasm: ${b.length} bytes, ${z.gzipSync(b,{level:9}).length} gzipped`)' "$w"
+  fi
 fi

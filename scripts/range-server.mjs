@@ -7,7 +7,9 @@ import path from 'node:path';
 
 const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': 'text/javascript', '.html': 'text/html', '.json': 'application/json' };
 
-export async function startRangeServer(root) {
+// With `{ cache: true }` responses are cacheable (`Cache-Control: max-age`, `Last-Modified`),
+// and `If-None-Match` / `If-Range` are honoured, so a browser's HTTP cache takes part.
+export async function startRangeServer(root, { cache = false } = {}) {
   const stats = { requests: 0, bytes: 0, log: [] };
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, 'http://x');
@@ -26,8 +28,17 @@ export async function startRangeServer(root) {
     const size = st.size;
     const etag = `"${st.ino.toString(16)}-${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
     const headers = { ...cors, 'Accept-Ranges': 'bytes', ETag: etag, 'Content-Type': TYPES[path.extname(file)] || 'application/octet-stream' };
+    if (cache) {
+      headers['Cache-Control'] = 'public, max-age=600';
+      headers['Last-Modified'] = st.mtime.toUTCString();
+      if (!req.headers.range && req.headers['if-none-match'] === etag) {
+        stats.requests++; stats.log.push({ method: req.method, path: url.pathname, status: 304 });
+        res.writeHead(304, headers); res.end(); return;
+      }
+    }
     let start = 0, end = size - 1, status = 200;
-    const range = req.headers.range;
+    // A stale If-Range validator: the whole (new) object instead of the range.
+    const range = req.headers['if-range'] && req.headers['if-range'] !== etag ? undefined : req.headers.range;
     if (range) {
       const m = /^bytes=(\d*)-(\d*)$/.exec(range);
       if (!m || (m[1] === '' && m[2] === '')) { res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}` }); res.end(); return; }
@@ -40,7 +51,7 @@ export async function startRangeServer(root) {
     const len = end - start + 1;
     headers['Content-Length'] = String(req.method === 'HEAD' ? size : len);
     stats.requests++;
-    stats.log.push({ method: req.method, path: url.pathname, range: range || null, status });
+    stats.log.push({ method: req.method, path: url.pathname, range: req.headers.range || null, status, authorization: req.headers.authorization || null });
     res.writeHead(status, headers);
     if (req.method === 'HEAD') { res.end(); return; }
     stats.bytes += len;

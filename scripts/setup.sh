@@ -13,6 +13,10 @@ fi
 
 need_apt=()
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+# Headless Chromium for tests/runtimes.test.mjs (driven by playwright-core; no browser download).
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# readelf/strip: the shipped addon is stripped and checked.
+command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
 if [ ${#need_apt[@]} -gt 0 ]; then
   step "apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -11,7 +11,10 @@ cargo test --workspace --exclude skerry-wasm --features skerry-core/s3
 echo "== test: skerry-core builds for wasm32-unknown-unknown (default features off)"
 cargo build -p skerry-core --target wasm32-unknown-unknown --no-default-features
 
-bash scripts/build.sh all
+# What ships: the addon as its platform package (stripped), the wasm as a release build
+# through wasm-opt -Oz (the suite checks its size and runs it in Node, workerd and Chromium).
+bash scripts/build.sh node
+bash scripts/build.sh wasm --release
 
 echo "== test: node --test (addon + wasm)"
 node --test --test-concurrency=1 tests/

@@ -80,6 +80,7 @@ const SIGNATURES = {
   registerDeletes: [['table', 'string'], ['deletes', 'deletes']],
   buildStep: [['table', 'string'], ['index', 'string'], ['options', { maxEntries: 'count', maxBytes: 'count' }]],
   listIndexes: [['table', 'string']],
+  listTables: [],
   vacuum: [['options', { retainVersions: 'count' }]],
   verify: [['table', 'string'], ['index', 'string']],
   certificate: [['table', 'string'], ['index', 'string']],

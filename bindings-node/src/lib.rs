@@ -61,6 +61,26 @@ pub struct TableInfo {
     pub fields: Vec<Field>,
 }
 
+fn table_info(t: ov::TableInfo) -> TableInfo {
+    TableInfo {
+        name: t.name,
+        table_id: big(t.table_id),
+        files: t.files as u32,
+        rows: big(t.rows),
+        fields: t
+            .fields
+            .into_iter()
+            .map(|f| Field {
+                field_id: f.field_id,
+                name: f.name,
+                data_type: f.data_type,
+                key_type: f.key_type.map(|k| k.to_string()),
+                nullable: f.nullable,
+            })
+            .collect(),
+    }
+}
+
 /// One index column with its order.
 #[napi(object)]
 pub struct IndexColumn {
@@ -487,23 +507,21 @@ impl Overlay {
         let w = self.writer();
         run(env, async move {
             let t = w?.register_parquet_table(&name, &location, sel).await?;
-            Ok(TableInfo {
-                name: t.name,
-                table_id: big(t.table_id),
-                files: t.files as u32,
-                rows: big(t.rows),
-                fields: t
-                    .fields
-                    .into_iter()
-                    .map(|f| Field {
-                        field_id: f.field_id,
-                        name: f.name,
-                        data_type: f.data_type,
-                        key_type: f.key_type.map(|k| k.to_string()),
-                        nullable: f.nullable,
-                    })
-                    .collect(),
-            })
+            Ok(table_info(t))
+        })
+    }
+
+    /// The registered tables, in name order, with their file and row counts.
+    #[napi(ts_return_type = "Promise<TableInfo[]>")]
+    pub fn list_tables<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Vec<TableInfo>>> {
+        let w = self.writer();
+        run(env, async move {
+            Ok(w?
+                .list_tables()
+                .await?
+                .into_iter()
+                .map(table_info)
+                .collect())
         })
     }
 

@@ -155,22 +155,35 @@ mod api {
 
     /// Reads data files only below the table locations this reader may use: the caller's
     /// (`options.tables`), or a manifest's when same-origin with the overlay or listed in
-    /// `options.allowOrigins`. Anything else fails `E_INVALID_URL` without a request.
+    /// `options.allowOrigins`. Anything else fails `E_INVALID_URL` without a request. A table
+    /// given its own source (`options.tables.orders = { readRange, size }`) is read through
+    /// it, with paths relative to the table (`part-0.parquet`).
     struct ScopedReader {
-        inner: Arc<dyn RangeReader>,
-        /// Allowed prefixes, each ending in `/`.
-        prefixes: RefCell<Vec<String>>,
+        /// The reader of tables without their own source (fetch, or the overlay's callback).
+        default: Arc<dyn RangeReader>,
+        /// Tables with their own source: folded name → reader.
+        own: HashMap<String, Arc<dyn RangeReader>>,
+        /// Allowed prefixes (each ending in `/`) and the table source they route to.
+        prefixes: RefCell<Vec<(String, Option<String>)>>,
+        counters: skerry_core::io::IoCounters,
     }
 
+    /// Location prefix of a table read through its own source.
+    const OWN_SOURCE: &str = "skerry-table:";
+
     impl ScopedReader {
-        fn check(&self, loc: &Location) -> Result<(), IoError> {
-            if self
-                .prefixes
-                .borrow()
-                .iter()
-                .any(|p| loc.path.starts_with(p.as_str()))
-            {
-                return Ok(());
+        fn route(&self, loc: &Location) -> Result<(Arc<dyn RangeReader>, Location), IoError> {
+            for (p, own) in self.prefixes.borrow().iter() {
+                if let Some(rest) = loc.path.strip_prefix(p.as_str()) {
+                    return Ok(match own.as_ref().and_then(|t| self.own.get(t)) {
+                        Some(r) => {
+                            let mut l = Location::new(rest);
+                            l.version = loc.version.clone();
+                            (r.clone(), l)
+                        }
+                        None => (self.default.clone(), loc.clone()),
+                    });
+                }
             }
             Err(IoError::InvalidUrl {
                 url: loc.path.chars().take(200).collect(),
@@ -184,8 +197,10 @@ mod api {
     impl RangeReader for ScopedReader {
         fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
             Box::pin(async move {
-                self.check(loc)?;
-                self.inner.head(loc).await
+                let (r, l) = self.route(loc)?;
+                let m = r.head(&l).await?;
+                self.counters.record_request(0);
+                Ok(m)
             })
         }
         fn read_range<'a>(
@@ -194,8 +209,10 @@ mod api {
             range: std::ops::Range<u64>,
         ) -> BoxFut<'a, Result<bytes::Bytes, IoError>> {
             Box::pin(async move {
-                self.check(loc)?;
-                self.inner.read_range(loc, range).await
+                let (r, l) = self.route(loc)?;
+                let b = r.read_range(&l, range).await?;
+                self.counters.record_request(b.len() as u64);
+                Ok(b)
             })
         }
         fn read_suffix<'a>(
@@ -204,18 +221,35 @@ mod api {
             len: u64,
         ) -> BoxFut<'a, Result<(bytes::Bytes, ObjectMeta), IoError>> {
             Box::pin(async move {
-                self.check(loc)?;
-                self.inner.read_suffix(loc, len).await
+                let (r, l) = self.route(loc)?;
+                let x = r.read_suffix(&l, len).await?;
+                self.counters.record_request(x.0.len() as u64);
+                Ok(x)
+            })
+        }
+        fn read_tail<'a>(
+            &'a self,
+            loc: &'a Location,
+            expected_size: u64,
+            len: u64,
+        ) -> BoxFut<'a, Result<(bytes::Bytes, ObjectMeta), IoError>> {
+            Box::pin(async move {
+                let (r, l) = self.route(loc)?;
+                let x = r.read_tail(&l, expected_size, len).await?;
+                self.counters.record_request(x.0.len() as u64);
+                Ok(x)
             })
         }
         fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<bytes::Bytes, IoError>> {
             Box::pin(async move {
-                self.check(loc)?;
-                self.inner.read_all(loc).await
+                let (r, l) = self.route(loc)?;
+                let b = r.read_all(&l).await?;
+                self.counters.record_request(b.len() as u64);
+                Ok(b)
             })
         }
         fn counters(&self) -> &skerry_core::io::IoCounters {
-            self.inner.counters()
+            &self.counters
         }
     }
 
@@ -254,7 +288,13 @@ mod api {
                 .map_err(js_err)?;
             let mut prefixes = Vec::new();
             for t in &mut m.tables {
-                if let Some(loc) = self.tables.get(&skerry_core::values::names::fold(&t.name)) {
+                let folded = skerry_core::values::names::fold(&t.name);
+                if self.data.own.contains_key(&folded) {
+                    t.location = format!("{OWN_SOURCE}{folded}");
+                    prefixes.push((format!("{}/", t.location), Some(folded)));
+                    continue;
+                }
+                if let Some(loc) = self.tables.get(&folded) {
                     t.location = loc.clone();
                 } else {
                     // A location named by the manifest is data: used only when it is
@@ -275,7 +315,7 @@ mod api {
                         continue;
                     }
                 }
-                prefixes.push(format!("{}/", t.location.trim_end_matches('/')));
+                prefixes.push((format!("{}/", t.location.trim_end_matches('/')), None));
             }
             *self.data.prefixes.borrow_mut() = prefixes;
             *self.manifest.borrow_mut() = Arc::new(m);
@@ -291,13 +331,33 @@ mod api {
     const READER_TYPES: &'static str = r#"
 /** A source of overlay bytes other than a URL: an R2 binding, signed URLs, custom auth. */
 export interface ReadSource {
-  readRange(path: string, offset: number, length: number): Promise<Uint8Array | null | undefined>;
+  /** `length` bytes from `offset`; `null`/`undefined` = no such object (`E_NOT_FOUND`). */
+  readRange(path: string, offset: number, length: number): Promise<Uint8Array | ArrayBuffer | null | undefined>;
   size?(path: string): Promise<number | null | undefined>;
+}
+/** The `fetch` options a reader passes on (a subset of `RequestInit`, typed here so no DOM lib is needed). */
+export interface FetchOptions {
+  headers?: Record<string, string> | Array<[string, string]>;
+  credentials?: 'omit' | 'same-origin' | 'include';
+  cache?: 'default' | 'no-store' | 'reload' | 'no-cache' | 'force-cache' | 'only-if-cached';
+  mode?: 'cors' | 'no-cors' | 'same-origin';
+  referrerPolicy?: string;
+  integrity?: string;
+  keepalive?: boolean;
 }
 /** Options of `OverlayReader.open`. */
 export interface ReaderOptions {
-  /** Table name → base URL (or callback path prefix) of its data files. */
-  tables?: Record<string, string>;
+  /**
+   * Table name → where its data files are: a base URL (or, for a callback source, a path
+   * prefix), or the table's own `{ readRange, size }` source, which is then asked for paths
+   * relative to the table (`part-0.parquet`).
+   */
+  tables?: Record<string, string | ReadSource>;
+  /**
+   * Options of every `fetch` the reader makes (URL sources): `headers`, `credentials`,
+   * `cache`, `mode`, `referrerPolicy`, … `method`, `signal` and `Range` are the reader's.
+   */
+  fetch?: FetchOptions;
   /**
    * Origins (`scheme://host[:port]`) whose table locations a manifest may name. A location
    * from the manifest is otherwise used only when same-origin with the overlay URL.
@@ -320,6 +380,30 @@ export interface ReaderOptions {
         Reflect::get(o, &k.into()).unwrap_or(JsValue::UNDEFINED)
     }
 
+    /// A `{ readRange, size }` object as a reader.
+    fn callback_source(
+        v: &JsValue,
+        what: &str,
+        limits: &Limits,
+    ) -> Result<CallbackReader, JsValue> {
+        let read: Function = get(v, "readRange").dyn_into().map_err(|_| {
+            invalid(format!(
+                "OverlayReader.open: {what}.readRange must be a function"
+            ))
+        })?;
+        let size = get(v, "size");
+        let size: Option<Function> = if size.is_undefined() {
+            None
+        } else {
+            Some(size.dyn_into().map_err(|_| {
+                invalid(format!(
+                    "OverlayReader.open: {what}.size must be a function"
+                ))
+            })?)
+        };
+        Ok(CallbackReader::new(read, size, limits.clone()))
+    }
+
     #[wasm_bindgen]
     impl OverlayReader {
         /// Opens the newest published version of an overlay.
@@ -331,7 +415,7 @@ export interface ReaderOptions {
         /// is not reachable from here.
         pub async fn open(
             #[wasm_bindgen(unchecked_param_type = "string | ReadSource")] source: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "ReaderOptions | undefined")] options: JsValue,
+            #[wasm_bindgen(unchecked_optional_param_type = "ReaderOptions")] options: JsValue,
         ) -> Result<OverlayReader, JsValue> {
             options_object(&options, "OverlayReader.open")?;
             let timeout = get(&options, "timeoutMs");
@@ -355,6 +439,14 @@ export interface ReaderOptions {
                 ));
             }
             let limits = Limits { timeout_ms, signal };
+            let fetch_init = get(&options, "fetch");
+            if !fetch_init.is_undefined()
+                && (!fetch_init.is_object() || Array::is_array(&fetch_init))
+            {
+                return Err(invalid(
+                    "OverlayReader.open: options.fetch must be an object of fetch options (headers, credentials, cache, mode, …)",
+                ));
+            }
             let (overlay, data, origin): (Arc<dyn RangeReader>, Arc<dyn RangeReader>, _) =
                 if let Some(url) = source.as_string() {
                     let origin = skerry_core::io::path::origin(&url).ok_or_else(|| {
@@ -364,37 +456,25 @@ export interface ReaderOptions {
                         }))
                     })?;
                     (
-                        Arc::new(FetchReader::new(url, limits.clone())),
-                        Arc::new(FetchReader::new(String::new(), limits)),
+                        Arc::new(FetchReader::new(url, limits.clone(), fetch_init.clone())),
+                        Arc::new(FetchReader::new(
+                            String::new(),
+                            limits.clone(),
+                            fetch_init.clone(),
+                        )),
                         Some(origin),
                     )
                 } else if source.is_object() {
-                    let read: Function = get(&source, "readRange").dyn_into().map_err(|_| {
-                        invalid("OverlayReader.open: source.readRange must be a function")
-                    })?;
-                    let size = get(&source, "size");
-                    let size: Option<Function> = if size.is_undefined() {
-                        None
-                    } else {
-                        Some(size.dyn_into().map_err(|_| {
-                            invalid("OverlayReader.open: source.size must be a function")
-                        })?)
-                    };
-                    (
-                        Arc::new(CallbackReader::new(
-                            read.clone(),
-                            size.clone(),
-                            limits.clone(),
-                        )),
-                        Arc::new(CallbackReader::new(read, size, limits)),
-                        None,
-                    )
+                    let r: Arc<dyn RangeReader> =
+                        Arc::new(callback_source(&source, "source", &limits)?);
+                    (r.clone(), r, None)
                 } else {
                     return Err(invalid(
                         "OverlayReader.open: source must be a base URL or { readRange, size }",
                     ));
                 };
             let mut tables = HashMap::new();
+            let mut own: HashMap<String, Arc<dyn RangeReader>> = HashMap::new();
             let t = get(&options, "tables");
             if !t.is_undefined() {
                 if !t.is_object() || Array::is_array(&t) {
@@ -404,12 +484,18 @@ export interface ReaderOptions {
                 }
                 for k in Object::keys(t.unchecked_ref::<Object>()).iter() {
                     let name = k.as_string().unwrap_or_default();
-                    let url = get(&t, &name).as_string().ok_or_else(|| {
-                        invalid(format!(
-                            "OverlayReader.open: options.tables.{name} must be a string"
-                        ))
-                    })?;
-                    tables.insert(skerry_core::values::names::fold(&name), url);
+                    let v = get(&t, &name);
+                    let folded = skerry_core::values::names::fold(&name);
+                    if let Some(url) = v.as_string() {
+                        tables.insert(folded, url);
+                    } else if v.is_object() {
+                        let what = format!("options.tables.{name}");
+                        own.insert(folded, Arc::new(callback_source(&v, &what, &limits)?));
+                    } else {
+                        return Err(invalid(format!(
+                            "OverlayReader.open: options.tables.{name} must be a base URL or {{ readRange, size }}"
+                        )));
+                    }
                 }
             }
             let mut allow_origins = Vec::new();
@@ -433,8 +519,10 @@ export interface ReaderOptions {
                 listeners: RefCell::new(Vec::new()),
                 overlay,
                 data: Arc::new(ScopedReader {
-                    inner: data,
+                    default: data,
+                    own,
                     prefixes: RefCell::new(Vec::new()),
+                    counters: Default::default(),
                 }),
                 origin,
                 allow_origins,

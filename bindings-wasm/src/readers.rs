@@ -8,7 +8,7 @@
 use std::ops::Range;
 
 use bytes::Bytes;
-use js_sys::{Function, Promise, Uint8Array};
+use js_sys::{Function, Promise, Reflect, Uint8Array};
 use skerry_core::io::{
     check_range, path::check_relative, BoxFut, IoCounters, IoError, Location, ObjectMeta,
     RangeReader,
@@ -156,6 +156,19 @@ impl Limits {
                 path: path.to_string(),
                 max: 0,
             },
+            // What fetch rejects with when the network or CORS refuses the request (the
+            // reason is not visible to scripts).
+            "TypeError" => {
+                let mut err = io_err(path, e);
+                if let IoError::Other { message, .. } = &mut err {
+                    message.push_str(
+                        " (network error; for a cross-origin server check CORS: \
+                         Access-Control-Allow-Origin, Access-Control-Allow-Headers: Range, \
+                         Access-Control-Expose-Headers: Content-Range, Content-Length, ETag)",
+                    );
+                }
+                err
+            }
             _ => io_err(path, e),
         })
     }
@@ -170,6 +183,9 @@ async fn await_signal(p: Promise, signal: &JsValue) -> Result<JsValue, JsValue> 
 pub struct FetchReader {
     base: String,
     limits: Limits,
+    /// The caller's `RequestInit` fields (`headers`, `credentials`, `cache`, `mode`, …);
+    /// `method` and `signal` are always the reader's.
+    init: JsValue,
     counters: IoCounters,
 }
 
@@ -182,10 +198,11 @@ struct Fetched {
 }
 
 impl FetchReader {
-    pub fn new(base: String, limits: Limits) -> Self {
+    pub fn new(base: String, limits: Limits, init: JsValue) -> Self {
         FetchReader {
             base: base.trim_end_matches('/').to_string(),
             limits,
+            init,
             counters: IoCounters::default(),
         }
     }
@@ -205,14 +222,23 @@ impl FetchReader {
         method: &str,
         range: Option<String>,
         body_limit: Option<(u64, bool)>,
+        accept_416: bool,
     ) -> Result<Fetched, IoError> {
         let url = self.url(&loc.path)?;
         let version = loc.version.clone();
         let path = loc.path.to_string();
+        let user_init = self.init.clone();
+        let range_header = range.clone();
         let r = self
             .limits
             .run(&loc.path, |signal| async move {
                 let init = RequestInit::new();
+                if user_init.is_object() {
+                    js_sys::Object::assign(
+                        init.unchecked_ref::<js_sys::Object>(),
+                        user_init.unchecked_ref::<js_sys::Object>(),
+                    );
+                }
                 init.set_method(method);
                 js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
                 let req = Request::new_with_str_and_init(&url, &init)?;
@@ -262,13 +288,18 @@ impl FetchReader {
         };
         match f.status {
             200 | 206 => {}
+            416 if accept_416 => return Ok(f),
             404 => return Err(IoError::NotFound { path }),
             416 => {
-                return Err(IoError::OutOfRange {
+                return Err(IoError::Other {
                     path,
-                    start: 0,
-                    end: 0,
-                    size: 0,
+                    message: format!(
+                        "HTTP 416 Range Not Satisfiable for {}: the object is shorter than \
+                         the manifest says (it changed since it was published), or a cache \
+                         between reader and server rewrote the range",
+                        range_header.as_deref().unwrap_or("the request")
+                    ),
+                    source: None,
                 })
             }
             s => {
@@ -294,7 +325,7 @@ impl FetchReader {
 impl RangeReader for FetchReader {
     fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
         Box::pin(async move {
-            let f = self.request(loc, "HEAD", None, None).await?;
+            let f = self.request(loc, "HEAD", None, None, false).await?;
             self.counters.record_request(0);
             Ok(ObjectMeta {
                 size: f.meta_size.unwrap_or(0),
@@ -319,6 +350,7 @@ impl RangeReader for FetchReader {
                     "GET",
                     Some(format!("bytes={}-{}", range.start, range.end - 1)),
                     Some((range.end, true)),
+                    false,
                 )
                 .await?;
             self.counters.record_request(f.body.len() as u64);
@@ -359,6 +391,7 @@ impl RangeReader for FetchReader {
                     "GET",
                     Some(format!("bytes=-{len}")),
                     Some((len.max(MAX_IGNORED_RANGE_BODY), false)),
+                    false,
                 )
                 .await?;
             self.counters.record_request(f.body.len() as u64);
@@ -385,6 +418,84 @@ impl RangeReader for FetchReader {
         })
     }
 
+    /// Absolute ranges only: a suffix range (`bytes=-n`) behind a browser cache that holds
+    /// part of the object becomes `bytes=<start>-n` and fails 416. The object's real size
+    /// comes back in `Content-Range`; when it is not `expected_size` any more, the tail is
+    /// read again at the real size (so the metadata describes the object as it is now).
+    fn read_tail<'a>(
+        &'a self,
+        loc: &'a Location,
+        expected_size: u64,
+        len: u64,
+    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
+        Box::pin(async move {
+            let mut size = expected_size;
+            for _ in 0..2 {
+                if size == 0 {
+                    break;
+                }
+                let n = len.min(size);
+                let f = self
+                    .request(
+                        loc,
+                        "GET",
+                        Some(format!("bytes={}-{}", size - n, size - 1)),
+                        Some((n.max(MAX_IGNORED_RANGE_BODY), false)),
+                        true,
+                    )
+                    .await?;
+                self.counters.record_request(f.body.len() as u64);
+                let meta = ObjectMeta {
+                    size: f.meta_size.unwrap_or(if f.status == 200 {
+                        f.body.len() as u64
+                    } else {
+                        size
+                    }),
+                    version: f.etag.clone(),
+                };
+                if f.status == 416 {
+                    // `Content-Range: bytes */<size>` names the real size.
+                    match f.meta_size {
+                        Some(real) if real != size => {
+                            size = real;
+                            continue;
+                        }
+                        _ => {
+                            return Err(IoError::Other {
+                                path: loc.path.to_string(),
+                                message: format!(
+                                    "HTTP 416 Range Not Satisfiable for the last {n} bytes of a \
+                                     {size}-byte object"
+                                ),
+                                source: None,
+                            })
+                        }
+                    }
+                }
+                if f.status == 200 {
+                    // The server ignored Range: the body is the whole object.
+                    let body = &f.body;
+                    let k = (len as usize).min(body.len());
+                    return Ok((body.slice(body.len() - k..), meta));
+                }
+                if meta.size != size {
+                    size = meta.size;
+                    continue;
+                }
+                if f.body.len() as u64 != n {
+                    return Err(IoError::OutOfRange {
+                        path: loc.path.to_string(),
+                        start: size - n,
+                        end: size,
+                        size: f.body.len() as u64,
+                    });
+                }
+                return Ok((f.body, meta));
+            }
+            self.read_suffix(loc, len).await
+        })
+    }
+
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
         self.read_all_max(loc, skerry_core::formats::manifest::MAX_MANIFEST_NUMBER)
     }
@@ -395,7 +506,9 @@ impl RangeReader for FetchReader {
         max: u64,
     ) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
-            let f = self.request(loc, "GET", None, Some((max, false))).await?;
+            let f = self
+                .request(loc, "GET", None, Some((max, false)), false)
+                .await?;
             self.counters.record_request(f.body.len() as u64);
             Ok(f.body)
         })
@@ -445,11 +558,30 @@ impl CallbackReader {
                 path: path.to_string(),
             });
         }
-        let a: Uint8Array = v.dyn_into().map_err(|_| IoError::Other {
-            path: path.to_string(),
-            message: "readRange must resolve to a Uint8Array".into(),
-            source: None,
-        })?;
+        // A Uint8Array (Buffer included), any other view, or an ArrayBuffer (what R2's
+        // `arrayBuffer()` and `fetch` give).
+        let a: Uint8Array = if v.is_instance_of::<Uint8Array>() {
+            v.unchecked_into()
+        } else if v.is_instance_of::<js_sys::ArrayBuffer>() {
+            Uint8Array::new(&v)
+        } else if js_sys::ArrayBuffer::is_view(&v) {
+            let buf = Reflect::get(&v, &"buffer".into()).unwrap_or(JsValue::UNDEFINED);
+            let off = Reflect::get(&v, &"byteOffset".into())
+                .ok()
+                .and_then(|x| x.as_f64())
+                .unwrap_or(0.0);
+            let n = Reflect::get(&v, &"byteLength".into())
+                .ok()
+                .and_then(|x| x.as_f64())
+                .unwrap_or(0.0);
+            Uint8Array::new_with_byte_offset_and_length(&buf, off as u32, n as u32)
+        } else {
+            return Err(IoError::Other {
+                path: path.to_string(),
+                message: "readRange must resolve to a Uint8Array or an ArrayBuffer".into(),
+                source: None,
+            });
+        };
         // Checked before the bytes are copied into wasm memory.
         if a.length() as u64 != len {
             return Err(IoError::OutOfRange {

@@ -41,11 +41,15 @@ pub async fn read_metadata<R: RangeReader + ?Sized>(
 
 /// Reads a file's metadata when its size is unknown (or must be confirmed): ONE suffix read
 /// that also reports the file's current size and version.
+///
+/// `expected_size` (the size the manifest records, when known) lets readers ask for an
+/// absolute range instead of a suffix; the metadata returned is still the file's as it is now.
 pub async fn read_metadata_suffix<R: RangeReader + ?Sized>(
     r: &R,
     loc: &Location,
+    expected_size: Option<u64>,
 ) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
-    suffix_metadata(r, loc, PageIndexPolicy::Skip).await
+    suffix_metadata(r, loc, expected_size, PageIndexPolicy::Skip).await
 }
 
 /// Reads a file's metadata with its page index (offset and column indexes, when the file
@@ -53,16 +57,21 @@ pub async fn read_metadata_suffix<R: RangeReader + ?Sized>(
 pub async fn read_metadata_with_page_index<R: RangeReader + ?Sized>(
     r: &R,
     loc: &Location,
+    expected_size: Option<u64>,
 ) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
-    suffix_metadata(r, loc, PageIndexPolicy::Optional).await
+    suffix_metadata(r, loc, expected_size, PageIndexPolicy::Optional).await
 }
 
 async fn suffix_metadata<R: RangeReader + ?Sized>(
     r: &R,
     loc: &Location,
+    expected_size: Option<u64>,
     policy: PageIndexPolicy,
 ) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
-    let (tail, meta) = r.read_suffix(loc, FOOTER_PREFETCH).await?;
+    let (tail, meta) = match expected_size {
+        Some(size) if size > 0 => r.read_tail(loc, size, FOOTER_PREFETCH).await?,
+        _ => r.read_suffix(loc, FOOTER_PREFETCH).await?,
+    };
     if meta.size == 0 || tail.len() as u64 > meta.size {
         return Err(Error::parquet(format!("{} is empty", loc.path)));
     }

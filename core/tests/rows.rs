@@ -52,7 +52,7 @@ fn a_point_fetch_reads_only_its_pages() {
     let m = MemoryReader::new();
     m.put("f.parquet", file(true));
     let loc = Location::new("f.parquet");
-    let (md, _) = block_on(read_metadata_with_page_index(&m, &loc)).unwrap();
+    let (md, _) = block_on(read_metadata_with_page_index(&m, &loc, None)).unwrap();
     assert!(md.page_index().is_some(), "the writer wrote a page index");
     let chunk = md.row_group(2).column(0).compressed_size() as u64
         + md.row_group(2).column(1).compressed_size() as u64;
@@ -115,7 +115,7 @@ fn without_a_page_index_rows_are_still_right() {
     let m = MemoryReader::new();
     m.put("f.parquet", file(false));
     let loc = Location::new("f.parquet");
-    let (md, _) = block_on(read_metadata_with_page_index(&m, &loc)).unwrap();
+    let (md, _) = block_on(read_metadata_with_page_index(&m, &loc, None)).unwrap();
     let rows = block_on(read_rows(&m, &loc, &md, &[7, 500_001], &[0])).unwrap();
     assert_eq!(
         rows.column(0).as_primitive::<Int64Type>().values().to_vec(),

@@ -417,7 +417,8 @@ impl Overlay {
                     loc = loc.with_version(v);
                 }
                 let (md, _) =
-                    datafile::read_metadata_with_page_index(self.data.as_ref(), &loc).await?;
+                    datafile::read_metadata_with_page_index(self.data.as_ref(), &loc, Some(f.size))
+                        .await?;
                 let ffields = datafile::fields(&datafile::arrow_schema(&md)?);
                 for ix in &unique {
                     let roots = ix
@@ -872,6 +873,24 @@ impl Overlay {
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
         self.catalog.indexes(&t, tr.table_id).await
+    }
+
+    /// The registered tables, in name order, with their current file and row counts.
+    pub async fn list_tables(&self) -> Result<Vec<crate::admin::overlay::TableInfo>> {
+        let t = self.catalog.begin()?;
+        let mut out = Vec::new();
+        for tr in self.catalog.tables(&t).await? {
+            let files = self.catalog.files(&t, tr.table_id).await?;
+            out.push(crate::admin::overlay::TableInfo {
+                rows: files.iter().map(|f| f.record_count).sum(),
+                files: files.len() as u64,
+                name: tr.name,
+                table_id: tr.table_id,
+                fields: tr.fields,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 
     /// The index's definition as the catalog holds it.

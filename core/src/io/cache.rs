@@ -186,6 +186,27 @@ impl<R: RangeReader + ?Sized> RangeReader for CachedReader<R> {
         })
     }
 
+    fn read_tail<'a>(
+        &'a self,
+        loc: &'a Location,
+        expected_size: u64,
+        len: u64,
+    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
+        Box::pin(async move {
+            self.counters.record_miss();
+            let (bytes, meta) = self.inner.read_tail(loc, expected_size, len).await?;
+            self.counters.record_request(bytes.len() as u64);
+            let start = meta.size - bytes.len() as u64;
+            self.state.lock().expect("cache lock").insert(
+                Self::key(loc),
+                start,
+                bytes.clone(),
+                self.budget,
+            );
+            Ok((bytes, meta))
+        })
+    }
+
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
             self.counters.record_miss();

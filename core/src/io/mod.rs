@@ -264,6 +264,21 @@ pub trait RangeReader: MaybeSend + MaybeSync {
         loc: &'a Location,
         len: u64,
     ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>>;
+    /// The last `min(n, size)` bytes of an object expected to be `expected_size` bytes long,
+    /// and its metadata as it is now. Readers whose suffix requests are fragile (HTTP behind a
+    /// browser cache turns `bytes=-n` into an unsatisfiable `bytes=<start>-n` once part of
+    /// the object is cached) override this with an absolute range and re-read at the real
+    /// size when the object is no longer `expected_size` bytes; the default is
+    /// [`RangeReader::read_suffix`].
+    fn read_tail<'a>(
+        &'a self,
+        loc: &'a Location,
+        expected_size: u64,
+        len: u64,
+    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
+        let _ = expected_size;
+        self.read_suffix(loc, len)
+    }
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>>;
     /// Reads a whole object of at most `max` bytes, or fails [`IoError::TooLarge`].
     /// Implementations enforce the bound while reading (declared size first, then a running

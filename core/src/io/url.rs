@@ -101,6 +101,19 @@ impl RangeReader for UrlReader {
             Ok(r)
         })
     }
+    fn read_tail<'a>(
+        &'a self,
+        loc: &'a Location,
+        expected_size: u64,
+        len: u64,
+    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
+        Box::pin(async move {
+            let (s, l) = self.resolve(loc)?;
+            let r = s.read_tail(&l, expected_size, len).await?;
+            self.counters.record_request(r.0.len() as u64);
+            Ok(r)
+        })
+    }
     fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
         Box::pin(async move {
             let (s, l) = self.resolve(loc)?;

@@ -248,7 +248,8 @@ impl Lookup<'_> {
                     loc = loc.with_version(v);
                 }
             }
-            let (md, meta) = datafile::read_metadata_with_page_index(self.data, &loc).await?;
+            let (md, meta) =
+                datafile::read_metadata_with_page_index(self.data, &loc, Some(f.size)).await?;
             let count = md.file_metadata().num_rows().max(0) as u64;
             if meta.size != f.size || count != f.record_count {
                 return Err(Error::Drift {
@@ -892,7 +893,7 @@ async fn scan_entries(
     probe: &Probe,
     stats: &mut LookupStats,
 ) -> Result<Vec<(Vec<u8>, u64)>> {
-    let (md, meta) = datafile::read_metadata_suffix(data, loc).await?;
+    let (md, meta) = datafile::read_metadata_suffix(data, loc, Some(f.size)).await?;
     if meta.size != f.size || (f.etag.is_some() && meta.version.is_some() && meta.version != f.etag)
     {
         stats.drifted.push(f.path.clone());

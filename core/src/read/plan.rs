@@ -644,7 +644,8 @@ impl Lookup<'_> {
                     }
                 }
             } else {
-                let (md, meta) = datafile::read_metadata_with_page_index(self.data, &loc).await?;
+                let (md, meta) =
+                    datafile::read_metadata_with_page_index(self.data, &loc, Some(f.size)).await?;
                 let rows = md.file_metadata().num_rows().max(0) as u64;
                 match Self::drift(f, &meta, Some(rows), q) {
                     None => {
@@ -674,7 +675,8 @@ impl Lookup<'_> {
         let (md, meta) = match read {
             Some(r) => r,
             None => {
-                let (md, meta) = datafile::read_metadata_with_page_index(self.data, &loc).await?;
+                let (md, meta) =
+                    datafile::read_metadata_with_page_index(self.data, &loc, Some(f.size)).await?;
                 let rows = md.file_metadata().num_rows().max(0) as u64;
                 if Self::drift(f, &meta, Some(rows), q).is_some() {
                     st.drifted.push(f.path.clone());
@@ -924,7 +926,8 @@ impl Lookup<'_> {
             Some(r) => r,
             None => {
                 let loc = Location::new(t.data_location(f));
-                let (md, meta) = datafile::read_metadata_with_page_index(self.data, &loc).await?;
+                let (md, meta) =
+                    datafile::read_metadata_with_page_index(self.data, &loc, Some(f.size)).await?;
                 (md, pinned(loc, &meta, q))
             }
         };

@@ -1,0 +1,426 @@
+#!/usr/bin/env node
+// The `skerry` command line: index administration over the TypeScript API (`require('skerry')`).
+// Exit codes: 0 done, 1 Skerry refused or failed (`error E_CODE: message` on stderr),
+// 2 usage error, 3 `verify` found entries that do not match the data.
+'use strict';
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { parseArgs } = require('node:util');
+
+const CONFIG = 'skerry.json';
+const VERSION = require('../package.json').version;
+
+const GLOBAL = {
+  overlay: { type: 'string', desc: '<url>   the overlay (default: $SKERRY_OVERLAY, then ./skerry.json from `skerry init`)' },
+  storage: { type: 'string', multiple: true, desc: '<k=v>   an object_store setting, e.g. aws_endpoint=http://127.0.0.1:9000 (repeatable)' },
+  json: { type: 'boolean', desc: '        print the result as JSON' },
+  help: { type: 'boolean', short: 'h', desc: '        this help' },
+};
+
+const COMMANDS = {
+  init: {
+    usage: 'skerry init <overlay-url>',
+    about: 'Create (or open) an overlay — file:///dir, s3://bucket/prefix, memory:// — and remember it in ./skerry.json.',
+    args: ['url'],
+    run: async (o, [url], flags) => {
+      const overlay = await open(url, flags);
+      await overlay.close();
+      fs.writeFileSync(CONFIG, JSON.stringify({ overlay: url }, null, 2) + '\n');
+      return { result: { overlay: url, config: path.resolve(CONFIG) }, text: `overlay ${url} (saved in ${CONFIG})` };
+    },
+    noOverlay: true,
+  },
+  register: {
+    usage: 'skerry register <table> <location> [--files a.parquet,b.parquet | --prefix dir/]',
+    about: 'Register a table of Parquet files: every *.parquet below <location>, or the listed files. Registering an existing table adds new files.',
+    args: ['table', 'location'],
+    options: {
+      files: { type: 'string', desc: '<list>  comma-separated file paths relative to <location>' },
+      prefix: { type: 'string', desc: '<dir>   only files below this prefix' },
+    },
+    run: async (o, [table, location], flags) => {
+      const options = {};
+      if (flags.files !== undefined) options.files = list(flags.files);
+      if (flags.prefix !== undefined) options.prefix = flags.prefix;
+      const t = await o.registerParquetTable(table, location, options);
+      return { result: t, text: `table ${t.name}: ${t.files} files, ${t.rows} rows, ${t.fields.length} columns` };
+    },
+  },
+  index: {
+    usage: 'skerry index create <table> <name> <column>... [--unique]\n       skerry index drop <table> <name> [--purge]\n       skerry index list [<table>]',
+    about: 'Define, drop or list ordered indexes. A column may end in :desc and/or :nulls-first.',
+    sub: {
+      create: {
+        args: ['table', 'name', 'column...'],
+        options: { unique: { type: 'boolean', desc: '        refuse duplicate keys (E_CONSTRAINT)' } },
+        run: async (o, [table, name, ...columns], flags) => {
+          const cols = columns.map(column);
+          const i = await o.createIndex(table, name, cols, { unique: !!flags.unique });
+          return { result: i, text: `index ${table}.${i.name} (${i.state}${i.unique ? ', unique' : ''}) — run \`skerry build ${table}\`` };
+        },
+      },
+      drop: {
+        args: ['table', 'name'],
+        options: { purge: { type: 'boolean', desc: '        also rewrite bundles without it and delete what it leaves' } },
+        run: async (o, [table, name], flags) => {
+          const r = await o.dropIndex(table, name, flags.purge ? { purge: true } : undefined);
+          return { result: r, text: flags.purge ? `dropped and purged ${table}.${name} (${r.bytes} bytes freed)` : `dropped ${table}.${name}` };
+        },
+      },
+      list: {
+        args: ['table?'],
+        run: async (o, [table]) => {
+          const tables = table ? [table] : (await o.listTables()).map((t) => t.name);
+          const rows = [];
+          for (const t of tables) {
+            for (const i of await o.listIndexes(t)) rows.push({ table: t, index: i.name, state: i.state, unique: i.unique, fields: i.fields.join(',') });
+          }
+          return { result: rows, text: rows.length ? formatTable(rows) : '(no indexes)' };
+        },
+      },
+    },
+  },
+  build: {
+    usage: 'skerry build <table> [--index <name>] [--max-entries n] [--max-bytes n]',
+    about: 'Build the table\'s indexes (or one) in bounded steps, with a progress bar on a terminal and one line per step otherwise.',
+    args: ['table'],
+    options: {
+      index: { type: 'string', desc: '<name>  only this index' },
+      'max-entries': { type: 'string', desc: '<n>     entries per step (bounds memory)' },
+      'max-bytes': { type: 'string', desc: '<n>     entry bytes per step' },
+    },
+    run: async (o, [table], flags) => {
+      const progress = makeProgress(flags.json);
+      const options = { onProgress: progress.step };
+      if (flags.index !== undefined) options.index = flags.index;
+      if (flags['max-entries'] !== undefined) options.maxEntries = count(flags['max-entries'], '--max-entries');
+      if (flags['max-bytes'] !== undefined) options.maxBytes = count(flags['max-bytes'], '--max-bytes');
+      let r;
+      try {
+        r = await o.build(table, options);
+      } finally {
+        progress.stop();
+      }
+      return { result: r, text: `built ${table}: ${r.filesIndexed} files, ${r.entries} entries, ${r.bundlesWritten} bundles (${r.bytesWritten} bytes)${r.skipped.length ? `, ${r.skipped.length} files skipped` : ''} — run \`skerry publish\`` };
+    },
+  },
+  publish: {
+    usage: 'skerry publish',
+    about: 'Publish the catalog as a new immutable manifest version (what readers and skerry-wasm see).',
+    args: [],
+    run: async (o) => {
+      const r = await o.publish();
+      return { result: r, text: `published version ${r.version} (${r.path}, ${r.bytes} bytes)` };
+    },
+  },
+  refresh: {
+    usage: 'skerry refresh [<table>] [--deep]',
+    about: 'Check the registered files against the data (size, version; --deep re-hashes) and mark what changed.',
+    args: ['table?'],
+    options: { deep: { type: 'boolean', desc: '        re-hash every file' } },
+    run: async (o, [table], flags) => {
+      const tables = table ? [table] : (await o.listTables()).map((t) => t.name);
+      const out = [];
+      for (const t of tables) out.push({ table: t, ...(await o.refresh(t, { deep: !!flags.deep })) });
+      return {
+        result: out,
+        text: out.map((r) => `${r.table}: ${r.checked} checked, ${r.changed.length} changed, ${r.missing.length} missing, ${r.unreadable.length} unreadable`).join('\n') || '(no tables)',
+      };
+    },
+  },
+  verify: {
+    usage: 'skerry verify <table> [<index>]',
+    about: 'Re-derive every index entry from the data and compare (exit 3 when something does not match or a file changed; such files are queued for repair by the next build).',
+    args: ['table', 'index?'],
+    run: async (o, [table, index]) => {
+      const names = index ? [index] : (await o.listIndexes(table)).map((i) => i.name);
+      const out = [];
+      for (const n of names) out.push({ table, index: n, ...(await o.verify(table, n)) });
+      const bad = out.some((r) => r.missing || r.dead || r.mismatched || r.repairsQueued);
+      return {
+        result: out,
+        code: bad ? 3 : 0,
+        text: out.map((r) => `${r.table}.${r.index}: ${r.files} files, ${r.stored}/${r.expected} entries, ${r.missing} missing, ${r.dead} dead, ${r.mismatched} mismatched${r.certified ? ', certified' : ''}${r.repairsQueued ? `, ${r.repairsQueued} repairs queued` : ''}`).join('\n') || '(no indexes)',
+      };
+    },
+  },
+  vacuum: {
+    usage: 'skerry vacuum [--retain n]',
+    about: 'Delete what no retained manifest version references (old bundles, manifests, claims).',
+    args: [],
+    options: { retain: { type: 'string', desc: '<n>     published versions to keep (default 1)' } },
+    run: async (o, args, flags) => {
+      const r = await o.vacuum(flags.retain !== undefined ? { retainVersions: count(flags.retain, '--retain') } : undefined);
+      return { result: r, text: `vacuumed: ${r.artifacts} artifacts, ${r.manifests} manifests, ${r.claims} claims, ${r.bytes} bytes` };
+    },
+  },
+  query: {
+    usage: 'skerry query <table> [--where JSON] [--columns a,b] [--limit n] [--format table|json]',
+    about: 'Answer a query from the published overlay (read-only: never fences a writer). Indexes where they hold, scans where not.',
+    args: ['table'],
+    options: {
+      where: { type: 'string', desc: '<json>  e.g. \'{"customer":"customer-00042","amount":{"gt":600}}\'' },
+      columns: { type: 'string', desc: '<list>  comma-separated columns to return' },
+      limit: { type: 'string', desc: '<n>     at most n rows' },
+      format: { type: 'string', desc: '<fmt>   table (default on a terminal) | json' },
+      stats: { type: 'boolean', desc: '        print how the query was answered (stderr)' },
+    },
+    readOnly: true,
+    run: async (o, [table], flags) => {
+      const options = {};
+      if (flags.where !== undefined) {
+        try {
+          options.where = JSON.parse(flags.where);
+        } catch (e) {
+          throw usage(`--where is not JSON: ${e.message}`);
+        }
+      }
+      if (flags.columns !== undefined) options.columns = list(flags.columns);
+      if (flags.limit !== undefined) options.limit = count(flags.limit, '--limit');
+      const r = await o.query(table, options);
+      const format = flags.format || (flags.json || !process.stdout.isTTY ? 'json' : 'table');
+      if (!['table', 'json'].includes(format)) throw usage(`--format must be table or json, not ${format}`);
+      if (flags.stats) {
+        const s = r.stats;
+        process.stderr.write(`${r.rows.length} rows; index ${s.index ?? '(none)'}; files ${s.files}: ${s.filesByIndex} by index, ${s.filesScanned} scanned, ${s.filesPruned} pruned, ${s.filesRejected} rejected; ${s.requests} requests, ${s.bytes} bytes, ${s.elapsedMs} ms\n`);
+      }
+      for (const w of r.warnings) process.stderr.write(`warning: ${w.message}\n`);
+      return { result: r.rows, text: format === 'json' ? null : r.rows.length ? formatTable(r.rows) : '(no rows)' };
+    },
+  },
+  stats: {
+    usage: 'skerry stats [<table>]',
+    about: 'Tables (files, rows) and their indexes (state, columns).',
+    args: ['table?'],
+    run: async (o, [table]) => {
+      const tables = (await o.listTables()).filter((t) => !table || t.name === table.toLowerCase());
+      if (table && tables.length === 0) throw Object.assign(new Error(`no table ${table}`), { code: 'E_NOT_FOUND' });
+      const out = [];
+      for (const t of tables) {
+        const ix = await o.listIndexes(t.name);
+        out.push({ table: t.name, files: t.files, rows: t.rows, columns: t.fields.length, indexes: ix.map((i) => `${i.name}(${i.state}${i.unique ? ',unique' : ''})`).join(' ') });
+      }
+      return { result: out, text: out.length ? formatTable(out) : '(no tables)' };
+    },
+  },
+};
+
+function usage(message) {
+  return Object.assign(new Error(message), { usage: true });
+}
+
+function list(s) {
+  return s.split(',').map((x) => x.trim()).filter(Boolean);
+}
+
+function count(s, name) {
+  if (!/^\d+$/.test(s)) throw usage(`${name} must be a non-negative integer`);
+  return Number(s);
+}
+
+// `amount:desc:nulls-first` → { name, direction, nulls }.
+function column(spec) {
+  const [name, ...mods] = spec.split(':');
+  if (!mods.length) return name;
+  const c = { name };
+  for (const m of mods) {
+    if (m === 'desc' || m === 'asc') c.direction = m;
+    else if (m === 'nulls-first' || m === 'nulls-last') c.nulls = m === 'nulls-first' ? 'first' : 'last';
+    else throw usage(`unknown column modifier :${m} in ${spec} (asc, desc, nulls-first, nulls-last)`);
+  }
+  return c;
+}
+
+function cell(v) {
+  if (v === null || v === undefined) return '';
+  if (typeof v === 'bigint') return v.toString();
+  if (v instanceof Uint8Array) return Buffer.from(v).toString('hex');
+  if (v instanceof Date) return v.toISOString();
+  if (typeof v === 'object' && 'unscaled' in v && 'scale' in v) return decimal(v);
+  if (typeof v === 'object') return JSON.stringify(v, replacer);
+  return String(v);
+}
+
+function decimal({ unscaled, scale }) {
+  const neg = unscaled < 0n;
+  let s = (neg ? -unscaled : unscaled).toString().padStart(scale + 1, '0');
+  if (scale > 0) s = `${s.slice(0, -scale)}.${s.slice(-scale)}`;
+  return neg ? `-${s}` : s;
+}
+
+function replacer(_k, v) {
+  if (typeof v === 'bigint') return Number.isSafeInteger(Number(v)) ? Number(v) : v.toString();
+  if (v instanceof Uint8Array) return Buffer.from(v).toString('hex');
+  if (v && typeof v === 'object' && typeof v.unscaled === 'bigint') return decimal(v);
+  return v;
+}
+
+function formatTable(rows) {
+  const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cells = rows.map((r) => cols.map((c) => cell(r[c])));
+  const width = cols.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)));
+  const line = (vals) => vals.map((v, i) => v.padEnd(width[i])).join('  ').trimEnd();
+  return [line(cols), line(width.map((w) => '-'.repeat(w))), ...cells.map(line)].join('\n');
+}
+
+// Progress of `build`: a bar per index on a terminal, one line per step otherwise.
+function makeProgress(quiet) {
+  const tty = process.stderr.isTTY && !quiet;
+  let bar = null;
+  let current = null;
+  return {
+    step(s) {
+      if (tty) {
+        if (current !== s.index) {
+          if (bar) bar.stop();
+          const { SingleBar, Presets } = require('cli-progress');
+          bar = new SingleBar({ format: `${s.index} [{bar}] {percentage}% | {value}/{total} rows`, stream: process.stderr, hideCursor: true }, Presets.shades_classic);
+          bar.start(s.rowsTotal, 0);
+          current = s.index;
+        }
+        bar.setTotal(s.rowsTotal);
+        bar.update(s.rowsDone);
+      } else if (!quiet) {
+        const pct = s.rowsTotal ? Math.floor((100 * s.rowsDone) / s.rowsTotal) : 100;
+        process.stderr.write(`build ${s.index}: step ${s.step}, ${s.rowsDone}/${s.rowsTotal} rows (${pct}%)${s.done ? `, ${s.state}` : ''}\n`);
+      }
+    },
+    stop() {
+      if (bar) bar.stop();
+    },
+  };
+}
+
+function overlayUrl(flags) {
+  if (flags.overlay) return flags.overlay;
+  if (process.env.SKERRY_OVERLAY) return process.env.SKERRY_OVERLAY;
+  if (fs.existsSync(CONFIG)) {
+    let c;
+    try {
+      c = JSON.parse(fs.readFileSync(CONFIG, 'utf8'));
+    } catch (e) {
+      throw usage(`${CONFIG} is not JSON: ${e.message}`);
+    }
+    if (typeof c.overlay === 'string') return c.overlay;
+  }
+  throw usage('no overlay: pass --overlay <url>, set SKERRY_OVERLAY, or run `skerry init <url>` here first');
+}
+
+function open(url, flags, readOnly) {
+  const { Overlay } = require('../lib/index.js');
+  const options = {};
+  if (flags.storage) {
+    options.storage = {};
+    for (const kv of flags.storage) {
+      const i = kv.indexOf('=');
+      if (i < 1) throw usage(`--storage takes key=value, not ${kv}`);
+      options.storage[kv.slice(0, i)] = kv.slice(i + 1);
+    }
+  }
+  if (readOnly) options.readOnly = true;
+  return Overlay.open(url, options);
+}
+
+function optionsOf(spec) {
+  const out = {};
+  for (const [k, v] of Object.entries({ ...GLOBAL, ...(spec.options || {}) })) {
+    out[k] = { type: v.type };
+    if (v.short) out[k].short = v.short;
+    if (v.multiple) out[k].multiple = true;
+  }
+  return out;
+}
+
+function optionLine(k, v) {
+  const m = /^(<[^>]+>)?\s*(.*)$/.exec(v.desc);
+  return `  ${`--${k}${m[1] ? ` ${m[1]}` : ''}`.padEnd(22)} ${m[2]}`;
+}
+
+function help(name, spec, sub) {
+  const lines = [];
+  if (!name) {
+    lines.push(`skerry ${VERSION} — overlay indexes beside Parquet tables`, '', 'Usage: skerry <command> [options]', '', 'Commands:');
+    for (const [n, c] of Object.entries(COMMANDS)) lines.push(`  ${n.padEnd(9)} ${c.about}`);
+    lines.push('', 'Options:');
+    for (const [k, v] of Object.entries(GLOBAL)) lines.push(optionLine(k, v));
+    lines.push('', 'Run `skerry <command> --help` for a command. Exit codes: 0 done, 1 error (code on stderr), 2 usage, 3 verify found mismatches.');
+    return lines.join('\n');
+  }
+  lines.push(`Usage: ${spec.usage}`, '', spec.about, '');
+  const opts = { ...(sub ? sub.options : spec.options), ...(spec.sub && !sub ? Object.assign({}, ...Object.values(spec.sub).map((s) => s.options || {})) : {}) };
+  if (Object.keys(opts).length) {
+    lines.push('Options:');
+    for (const [k, v] of Object.entries(opts)) lines.push(optionLine(k, v));
+    lines.push('');
+  }
+  lines.push('Global options:');
+  for (const [k, v] of Object.entries(GLOBAL)) lines.push(optionLine(k, v));
+  return lines.join('\n');
+}
+
+async function main(argv) {
+  if (argv[0] === '--version' || argv[0] === '-v') return void console.log(VERSION);
+  const name = argv[0];
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    console.log(help());
+    return 0;
+  }
+  const cmd = COMMANDS[name];
+  if (!cmd) throw usage(`unknown command ${name} (run skerry --help)`);
+  let spec = cmd;
+  let rest = argv.slice(1);
+  if (cmd.sub) {
+    if (rest[0] === undefined || rest[0] === '--help' || rest[0] === '-h') {
+      console.log(help(name, cmd));
+      return rest[0] === undefined ? 2 : 0;
+    }
+    spec = cmd.sub[rest[0]];
+    if (!spec) throw usage(`unknown subcommand ${name} ${rest[0]} (${Object.keys(cmd.sub).join(', ')})`);
+    rest = rest.slice(1);
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: optionsOf(spec), allowPositionals: true, strict: true });
+  } catch (e) {
+    throw usage(e.message);
+  }
+  const { values: flags, positionals } = parsed;
+  if (flags.help) {
+    console.log(help(name, cmd, cmd.sub ? spec : undefined));
+    return 0;
+  }
+  const required = spec.args.filter((a) => !a.endsWith('?') && !a.endsWith('...')).length;
+  const variadic = spec.args.some((a) => a.endsWith('...'));
+  const max = variadic ? Infinity : spec.args.length;
+  if (positionals.length < required + (variadic ? 1 : 0) || positionals.length > max) {
+    const line = cmd.usage.split('\n').map((l) => l.trim()).find((l) => !cmd.sub || l.startsWith(`skerry ${name} ${argv[1]} `)) || cmd.usage;
+    throw usage(`wrong arguments; expected: ${line}`);
+  }
+  let o = null;
+  try {
+    if (!cmd.noOverlay) o = await open(overlayUrl(flags), flags, cmd.readOnly);
+    const out = await spec.run(o, positionals, flags);
+    if (flags.json || out.text === null) console.log(JSON.stringify(out.result, replacer, 2));
+    else console.log(out.text);
+    return out.code || 0;
+  } finally {
+    if (o) await o.close();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code || 0;
+  },
+  (e) => {
+    if (e && e.usage) {
+      process.stderr.write(`usage error: ${e.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    const code = e && e.code ? e.code : 'E_INTERNAL';
+    process.stderr.write(`error ${code}: ${e && e.message ? e.message : e}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,151 @@
+// The `skerry` CLI end to end, as a user drives it from a shell: init → register → index →
+// build (progress lines; a bar on a terminal) → publish → query/stats → refresh/verify
+// (exit 3 on a rewritten file) → drop → vacuum; exit codes and `error E_CODE` on stderr.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
+const { Overlay, sampleOrdersParquet } = require('skerry');
+const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '../bindings-node/bin/skerry.js');
+
+let dir;
+const skerry = (...args) => {
+  const r = spawnSync(process.execPath, [BIN, ...args], { cwd: dir, encoding: 'utf8', env: { ...process.env, SKERRY_OVERLAY: '' } });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+};
+const ok = (r) => {
+  assert.equal(r.code, 0, `exit ${r.code}: ${r.err}${r.out}`);
+  return r;
+};
+
+before(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-cli-'));
+  fs.mkdirSync(path.join(dir, 'data'));
+  for (let i = 0; i < 3; i++) fs.writeFileSync(path.join(dir, `data/part-${i}.parquet`), sampleOrdersParquet(i * 4000, 4000, 1000, 'none'));
+});
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+test('help for every command; usage errors exit 2', () => {
+  const top = ok(skerry('--help'));
+  const commands = ['init', 'register', 'index', 'build', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'stats'];
+  for (const c of commands) {
+    assert.match(top.out, new RegExp(`^  ${c} `, 'm'), `${c} missing from --help`);
+    const h = ok(skerry(c, '--help'));
+    assert.match(h.out, new RegExp(`Usage: skerry ${c}`), `${c} --help`);
+  }
+  for (const sub of ['create', 'drop', 'list']) ok(skerry('index', sub, '--help'));
+  assert.equal(skerry('--version').out.trim(), require('skerry/package.json').version);
+  let r = skerry('frobnicate');
+  assert.equal(r.code, 2);
+  assert.match(r.err, /unknown command frobnicate/);
+  r = skerry('stats');
+  assert.equal(r.code, 2);
+  assert.match(r.err, /no overlay: pass --overlay/);
+  r = skerry('index', 'create', 'orders', '--overlay', 'memory://');
+  assert.equal(r.code, 2);
+  assert.match(r.err, /expected: skerry index create/);
+  r = skerry('build', 'orders', '--bogus', '--overlay', 'memory://');
+  assert.equal(r.code, 2);
+  r = skerry('build', 'orders', '--max-entries', 'many', '--overlay', 'memory://');
+  assert.equal(r.code, 2);
+  assert.match(r.err, /--max-entries must be a non-negative integer/);
+});
+
+test('init, register, index, build, publish, query, stats, refresh, verify, drop, vacuum', async (t) => {
+  const url = `file://${dir}/overlay`;
+  ok(skerry('init', url));
+  assert.equal(JSON.parse(fs.readFileSync(path.join(dir, 'skerry.json'), 'utf8')).overlay, url);
+
+  let r = ok(skerry('register', 'orders', `file://${dir}/data`));
+  assert.match(r.out, /table orders: 3 files, 12000 rows/);
+  ok(skerry('index', 'create', 'orders', 'by_id', 'order_id', '--unique'));
+  ok(skerry('index', 'create', 'orders', 'by_customer_day', 'customer', 'day:desc'));
+  r = ok(skerry('index', 'list', '--json'));
+  const listed = JSON.parse(r.out);
+  assert.deepEqual(listed.map((i) => [i.index, i.state, i.unique]), [['by_id', 'building', true], ['by_customer_day', 'building', false]]);
+
+  // Not a terminal: one progress line per step on stderr, the report on stdout.
+  r = ok(skerry('build', 'orders', '--max-entries', '5000'));
+  const lines = r.err.trim().split('\n');
+  assert.ok(lines.length >= 4, `progress lines: ${r.err}`);
+  assert.match(lines[0], /^build by_id: step 1, \d+\/12000 rows/);
+  assert.match(lines.at(-1), /^build by_customer_day: step \d+, 12000\/12000 rows \(100%\), ready$/);
+  assert.match(r.out, /built orders: 3 files, 24000 entries/);
+
+  r = ok(skerry('publish'));
+  assert.match(r.out, /published version 1/);
+
+  // The CLI's query answers what the API answers.
+  const o = await Overlay.open(url, { readOnly: true });
+  const where = { customer: 'customer-00042', amount: { gt: 100 } };
+  const api = await o.query('orders', { where, columns: ['order_id', 'customer', 'amount'] });
+  await o.close();
+  assert.ok(api.rows.length > 0);
+  r = ok(skerry('query', 'orders', '--where', JSON.stringify(where), '--columns', 'order_id,customer,amount', '--format', 'json', '--stats'));
+  assert.deepEqual(JSON.parse(r.out), api.rows);
+  assert.match(r.err, /index by_customer_day; files 3: 3 by index/);
+  r = ok(skerry('query', 'orders', '--where', '{"order_id": 4321}', '--columns', 'order_id,customer', '--format', 'table'));
+  assert.match(r.out, /^order_id\s+customer\n-+\s+-+\n4321\s+customer-\d+\n$/);
+  r = ok(skerry('query', 'orders', '--limit', '2', '--columns', 'order_id'));
+  assert.equal(JSON.parse(r.out).length, 2);
+
+  r = ok(skerry('stats', '--json'));
+  assert.deepEqual(JSON.parse(r.out), [{ table: 'orders', files: 3, rows: 12000, columns: 4, indexes: 'by_id(ready,unique) by_customer_day(ready)' }]);
+
+  r = ok(skerry('verify', 'orders'));
+  assert.match(r.out, /orders\.by_id: 3 files, 12000\/12000 entries, 0 missing, 0 dead, 0 mismatched/);
+
+  // A rewrite that keeps size and mtime: refresh --deep finds it, verify exits 3.
+  const file = path.join(dir, 'data/part-1.parquet');
+  const st = fs.statSync(file);
+  const buf = fs.readFileSync(file);
+  const at = (v) => { const n = Buffer.alloc(8); n.writeBigInt64LE(BigInt(v)); return buf.indexOf(n); };
+  const i = at(4001), j = at(4002);
+  assert.ok(i >= 0 && j >= 0);
+  const tmp = Buffer.from(buf.subarray(i, i + 8));
+  buf.copy(buf, i, j, j + 8);
+  tmp.copy(buf, j);
+  fs.writeFileSync(file, buf);
+  fs.utimesSync(file, st.atime, st.mtime);
+  r = skerry('verify', 'orders', 'by_id');
+  assert.equal(r.code, 3, `verify: ${r.out}${r.err}`);
+  assert.match(r.out, /[1-9]\d* (mismatched|repairs queued)/);
+  r = ok(skerry('refresh', '--deep'));
+  assert.match(r.out, /orders: 3 checked, 1 changed/);
+
+  // Errors: the code on stderr, exit 1.
+  r = skerry('query', 'nosuch');
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_NOT_FOUND: /);
+  r = skerry('index', 'create', 'orders', 'by_id', 'order_id');
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_EXISTS: /);
+  r = skerry('query', 'orders', '--where', '{not json');
+  assert.equal(r.code, 2);
+
+  ok(skerry('index', 'drop', 'orders', 'by_customer_day', '--purge'));
+  r = ok(skerry('index', 'list', 'orders', '--json'));
+  assert.deepEqual(JSON.parse(r.out).map((x) => x.index), ['by_id']);
+  ok(skerry('publish'));
+  r = ok(skerry('vacuum', '--json'));
+  assert.ok(JSON.parse(r.out).manifests >= 1, r.out);
+  t.diagnostic(r.out.replace(/\s+/g, ' '));
+});
+
+test('build draws a progress bar on a terminal', { skip: !fs.existsSync('/usr/bin/script') && 'no script(1) for a pty' }, () => {
+  const url = `file://${dir}/overlay-tty`;
+  ok(skerry('register', 'orders', `file://${dir}/data`, '--overlay', url));
+  ok(skerry('index', 'create', 'orders', 'by_day', 'day', '--overlay', url));
+  // script(1) gives the command a pseudo-terminal.
+  const cmd = `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} build orders --max-entries 3000 --overlay ${url}`;
+  const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { cwd: dir, encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /by_day \[[█░]+\] 100% \| 12000\/12000 rows/);
+  assert.match(r.stdout, /built orders: 3 files, 12000 entries/);
+});

@@ -1,0 +1,196 @@
+// The wasm reader in the runtimes it ships for, from the examples a user would copy:
+// - examples/worker/ bundled by wrangler (as `wrangler deploy` does, resolving the package's
+//   `workerd` entry) and run in workerd through miniflare, over fetch AND an R2 binding;
+// - examples/browser/ in headless Chromium (Debian's), page and data on different origins,
+//   the HTTP cache on, the reader re-opened so it meets a warm, partial cache.
+// Every answer is checked against the Node addon's answer to the same call.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { startRangeServer } from '../scripts/range-server.mjs';
+
+const require = createRequire(import.meta.url);
+const { Overlay, sampleOrdersParquet } = require('skerry');
+const repo = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+const CALLS = [
+  ['lookup', 'orders', 'by_id', 1234],
+  ['lookup', 'orders', 'by_customer', 'customer-00042'],
+  ['lookupMany', 'orders', 'by_id', [5, 17, 20000, 44999, 99999999]],
+  ['range', 'orders', 'by_id', { key: 100 }, { key: 110, inclusive: false }],
+  ['nulls', 'orders', 'by_customer', [null]],
+  ['query', 'orders', { where: { customer: 'customer-00042', amount: { gt: 600 } }, columns: ['order_id', 'amount', 'day'] }],
+  ['query', 'orders', { where: { order_id: { in: [5, 15001, 29999, 44000] } }, columns: ['order_id', 'customer'] }],
+  ['query', 'orders', { where: { day: { between: [19100, 19101] } }, columns: ['order_id'], limit: 50 }],
+  ['lookup', 'orders', 'no_such_index', 1],
+];
+
+const plain = (v) => JSON.parse(JSON.stringify(v, (k, x) => (typeof x === 'bigint' ? `${x}n` : x instanceof Uint8Array ? Array.from(x) : x)));
+
+let root, overlay, server, expected;
+
+before(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-runtimes-'));
+  const data = path.join(root, 'data/orders');
+  fs.mkdirSync(data, { recursive: true });
+  const codecs = ['snappy', 'zstd', 'lz4'];
+  for (let i = 0; i < 3; i++) fs.writeFileSync(path.join(data, `part-${i}.parquet`), sampleOrdersParquet(i * 15000, 15000, 2500, codecs[i]));
+  overlay = await Overlay.open(`file://${root}/overlay`);
+  await overlay.registerParquetTable('orders', `file://${data}`);
+  await overlay.createIndex('orders', 'by_id', ['order_id'], { unique: true });
+  await overlay.createIndex('orders', 'by_customer', ['customer']);
+  await overlay.build('orders');
+  await overlay.publish();
+  expected = [];
+  for (const [verb, ...args] of CALLS) {
+    try {
+      expected.push(plain({ rows: (await overlay[verb](...args)).rows }));
+    } catch (e) {
+      expected.push({ error: { code: e.code } });
+    }
+  }
+  // Not vacuous: the calls find rows, and the last one fails.
+  assert.ok(expected.slice(0, -1).every((r) => r.rows && r.rows.length > 0), JSON.stringify(expected).slice(0, 500));
+  assert.equal(expected.at(-1).error.code, 'E_NOT_FOUND');
+  server = await startRangeServer(root, { cache: true });
+});
+
+after(async () => {
+  await overlay?.close();
+  await server?.close();
+  if (root) fs.rmSync(root, { recursive: true, force: true });
+});
+
+/** Compares answers (rows, or the error code) with the addon's. */
+function assertSame(got, label) {
+  assert.equal(got.length, expected.length, `${label}: ${JSON.stringify(got).slice(0, 300)}`);
+  got.forEach((g, i) => {
+    if (expected[i].error) assert.equal(g.error?.code, expected[i].error.code, `${label} ${CALLS[i][0]}: ${JSON.stringify(g)}`);
+    else assert.deepEqual(g.rows, expected[i].rows, `${label} ${JSON.stringify(CALLS[i])}: ${JSON.stringify(g).slice(0, 300)}`);
+  });
+}
+
+test('examples/worker: bundled by wrangler, in workerd via miniflare, over fetch and R2', async (t) => {
+  const { Miniflare } = await import('miniflare');
+  const dist = path.join(root, 'worker-dist');
+  // What `wrangler deploy` would upload: the package's `workerd` entry with its .wasm module.
+  execFileSync(path.join(repo, 'node_modules/.bin/wrangler'), ['deploy', '--dry-run', '--config', path.join(repo, 'examples/worker/wrangler.toml'), '--outdir', dist], {
+    cwd: repo,
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: '1', NO_COLOR: '1' },
+    stdio: 'pipe',
+  });
+  const wasm = fs.readdirSync(dist).filter((f) => f.endsWith('.wasm'));
+  assert.equal(wasm.length, 1, `bundle: ${fs.readdirSync(dist)}`);
+  const mf = new Miniflare({
+    modules: [
+      { type: 'ESModule', path: path.join(dist, 'worker.js') },
+      { type: 'CompiledWasm', path: path.join(dist, wasm[0]) },
+    ],
+    modulesRoot: dist,
+    compatibilityDate: '2026-04-01',
+    r2Buckets: ['BUCKET'],
+    bindings: { OVERLAY_URL: `${server.url}/overlay`, DATA_URL: `${server.url}/data` },
+  });
+  try {
+    const bucket = await mf.getR2Bucket('BUCKET');
+    const walk = (dir) => fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+    for (const f of [...walk(path.join(root, 'overlay')), ...walk(path.join(root, 'data'))]) {
+      const rel = path.relative(root, f);
+      await bucket.put(rel, new Uint8Array(fs.readFileSync(f)));
+    }
+    for (const source of ['url', 'r2']) {
+      server.reset();
+      const res = await mf.dispatchFetch('http://worker.local/', { method: 'POST', body: JSON.stringify({ source, tables: ['orders'], calls: CALLS }) });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      assertSame(body, `worker (${source})`);
+      if (source === 'url') assert.ok(server.stats.requests > 0, 'the url source read over HTTP');
+      else assert.equal(server.stats.requests, 0, 'the R2 source made no HTTP request');
+      // Warm: the reader at module scope answers again, the same.
+      const again = await (await mf.dispatchFetch('http://worker.local/', { method: 'POST', body: JSON.stringify({ source, tables: ['orders'], calls: CALLS }) })).json();
+      assertSame(again, `worker (${source}, warm)`);
+      t.diagnostic(`${source}: ${CALLS.length} calls answered as the addon did`);
+    }
+  } finally {
+    await mf.dispose();
+  }
+});
+
+test('examples/browser: headless Chromium, cross-origin data, HTTP cache on', async (t) => {
+  const { chromium } = await import('playwright-core');
+  // The page on one origin (127.0.0.1), overlay and data on another (localhost).
+  const pages = await startRangeServer(repo);
+  const dataOrigin = server.url.replace('127.0.0.1', 'localhost');
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+  });
+  try {
+    const page = await browser.newPage();
+    const logs = [];
+    page.on('console', (m) => logs.push(m.text()));
+    page.on('pageerror', (e) => logs.push(String(e)));
+    await page.goto(`${pages.url}/examples/browser/index.html?overlay=${encodeURIComponent(`${dataOrigin}/overlay`)}&data=${encodeURIComponent(`${dataOrigin}/data`)}`);
+    await page.waitForFunction(() => window.skerryReady === true, null, { timeout: 60000 }).catch((e) => {
+      throw new Error(`${e.message}\n${logs.join('\n')}`);
+    });
+    server.reset();
+    const first = await page.evaluate((calls) => window.skerryExample.run(['orders'], calls), CALLS);
+    assertSame(first, 'chromium');
+    const cold = server.stats.requests;
+    assert.ok(cold > 0);
+    // Only absolute ranges: a suffix range is what a partially cached object turns into 416.
+    for (const r of server.stats.log) assert.ok(!r.range || /^bytes=\d+-\d+$/.test(r.range), `a non-absolute range: ${JSON.stringify(r)}`);
+    // A second reader in the same page meets the cache holding parts of every file it read.
+    server.reset();
+    const second = await page.evaluate(async (calls) => {
+      const { OverlayReader } = window.skerryExample;
+      const u = new URL(location.href);
+      const reader = await OverlayReader.open(u.searchParams.get('overlay'), { tables: { orders: `${u.searchParams.get('data')}/orders` } });
+      const out = [];
+      for (const [verb, ...args] of calls) {
+        try {
+          const res = await reader[verb](...args);
+          out.push(JSON.parse(JSON.stringify({ rows: res.rows }, (k, x) => (typeof x === 'bigint' ? `${x}n` : x))));
+        } catch (e) {
+          out.push({ error: { code: e.code, message: e.message } });
+        }
+      }
+      return out;
+    }, CALLS);
+    assertSame(second, 'chromium (second reader, warm cache)');
+    t.diagnostic(`requests: first reader ${cold}, second reader ${server.stats.requests} (the rest came from Chromium's cache)`);
+    assert.ok(server.stats.requests < cold, `the HTTP cache served nothing: ${server.stats.requests} vs ${cold}`);
+    // The form does what the page says.
+    await page.fill('input[name=customer]', 'customer-00042');
+    await page.click('button');
+    await page.waitForFunction(() => document.getElementById('out').textContent.includes('order_id'), null, { timeout: 30000 });
+  } finally {
+    await browser.close();
+    await pages.close();
+  }
+});
+
+test('wasm in Node: fetch options reach the server; bad options are E_INVALID', async () => {
+  const { OverlayReader } = require('skerry-wasm');
+  server.reset();
+  const r = await OverlayReader.open(`${server.url}/overlay`, {
+    tables: { orders: `${server.url}/data/orders` },
+    fetch: { headers: { authorization: 'Bearer t0ken' }, cache: 'no-store' },
+  });
+  const got = await r.query('orders', { where: { order_id: 1234 }, columns: ['order_id'] });
+  assert.deepEqual(got.rows, [{ order_id: 1234 }]);
+  assert.ok(server.stats.log.length >= 3);
+  for (const l of server.stats.log) assert.equal(l.authorization, 'Bearer t0ken', JSON.stringify(l));
+  for (const bad of [5, 'x', [1]]) {
+    await assert.rejects(OverlayReader.open(`${server.url}/overlay`, { fetch: bad }), (e) => e.code === 'E_INVALID' && /options\.fetch/.test(e.message));
+  }
+  await assert.rejects(OverlayReader.open(`${server.url}/overlay`, { tables: { orders: 7 } }), (e) => e.code === 'E_INVALID' && /options\.tables\.orders/.test(e.message));
+  await assert.rejects(OverlayReader.open(`${server.url}/overlay`, { tables: { orders: { readRange: 1 } } }), (e) => e.code === 'E_INVALID' && /options\.tables\.orders\.readRange/.test(e.message));
+});
