@@ -44,7 +44,10 @@ export async function startRangeServer(root, { cache = false } = {}) {
       if (!m || (m[1] === '' && m[2] === '')) { res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}` }); res.end(); return; }
       if (m[1] === '') { start = Math.max(0, size - Number(m[2])); }
       else { start = Number(m[1]); end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1); }
-      if (start >= size || start > end) { res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}` }); res.end(); return; }
+      if (start >= size || start > end) {
+        stats.requests++; stats.log.push({ method: req.method, path: url.pathname, range, status: 416 });
+        res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}` }); res.end(); return;
+      }
       status = 206;
       headers['Content-Range'] = `bytes ${start}-${end}/${size}`;
     }

@@ -167,7 +167,9 @@ await r.range('orders', 'by_id', { key: 1 }, { key: 2 });
 await r.nulls('orders', 'by_id', [null]);
 await r2.query('orders');
 try { await r.lookup('orders', 'x', 1); } catch (e) { const c: ErrorCode = (e as SkerryError).code; void c; }
-void n; void id; void pos;
+const served: number = r.io().overlay.requests + r.io().data.bytes;
+const pinned: number = await r2.refresh();
+void n; void id; void pos; void served; void pinned;
 `);
   fs.writeFileSync(path.join(app, 'check.cts'), `
 import skerry = require('skerry');

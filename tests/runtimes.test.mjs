@@ -194,3 +194,22 @@ test('wasm in Node: fetch options reach the server; bad options are E_INVALID', 
   await assert.rejects(OverlayReader.open(`${server.url}/overlay`, { tables: { orders: 7 } }), (e) => e.code === 'E_INVALID' && /options\.tables\.orders/.test(e.message));
   await assert.rejects(OverlayReader.open(`${server.url}/overlay`, { tables: { orders: { readRange: 1 } } }), (e) => e.code === 'E_INVALID' && /options\.tables\.orders\.readRange/.test(e.message));
 });
+
+test('a data file that shrank after publishing: the absolute tail read is refused (416), re-read at its real size, and the file scanned', async () => {
+  const { OverlayReader } = require('skerry-wasm');
+  const file = path.join(root, 'data/orders/part-2.parquet');
+  // 1,000 rows instead of 15,000: far shorter than the 64 KiB tail the manifest's size implies.
+  fs.writeFileSync(file, sampleOrdersParquet(30000, 1000, 500, 'snappy'));
+  const call = ['orders', { where: { order_id: { in: [5, 30500, 31000, 44000] } }, columns: ['order_id', 'customer'] }];
+  const native = await overlay.query(...call);
+  server.reset();
+  const r = await OverlayReader.open(`${server.url}/overlay`, { tables: { orders: `${server.url}/data/orders` } });
+  const wasm = await r.query(...call);
+  assert.deepEqual(wasm.rows, native.rows);
+  // Rows of the new file are found by scanning it; the row past its end is gone.
+  assert.deepEqual(wasm.rows.map((x) => x.order_id), [5, 30500]);
+  assert.ok(wasm.stats.drifted.includes('part-2.parquet'), JSON.stringify(wasm.stats, (k, v) => (typeof v === 'bigint' ? String(v) : v)));
+  const tails = server.stats.log.filter((l) => l.path.endsWith('part-2.parquet'));
+  assert.ok(tails.some((l) => l.status === 416), `no 416 seen: ${JSON.stringify(tails)}`);
+  for (const l of server.stats.log) assert.ok(!l.range || /^bytes=\d+-\d+$/.test(l.range), JSON.stringify(l));
+});

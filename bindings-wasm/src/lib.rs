@@ -560,7 +560,8 @@ export interface ReaderOptions {
             Ok(())
         }
 
-        /// Re-reads `HEAD` and pins the newest published version.
+        /// Re-reads `HEAD` and pins the newest published version (resolves to its number).
+        #[wasm_bindgen(unchecked_return_type = "Promise<number>")]
         pub fn refresh(&self) -> js_sys::Promise {
             let inner = self.inner.clone();
             wasm_bindgen_futures::future_to_promise(async move {
@@ -726,6 +727,9 @@ export interface ReaderOptions {
         }
 
         /// Requests and bytes this reader has made: `{ overlay: {requests, bytes}, data: {…} }`.
+        #[wasm_bindgen(
+            unchecked_return_type = "{ overlay: { requests: number; bytes: number }; data: { requests: number; bytes: number } }"
+        )]
         pub fn io(&self) -> JsValue {
             let (o, d) = (self.inner.overlay.stats(), self.inner.data.stats());
             let out = Object::new();
