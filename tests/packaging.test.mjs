@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const PLATFORM = 'linux-x64-gnu';
+const PLATFORMS = ['linux-x64-gnu', 'linux-arm64-gnu', 'darwin-x64', 'darwin-arm64', 'win32-x64-msvc'];
 
 function packed(dir) {
   const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: path.join(root, dir), encoding: 'utf8' });
@@ -38,8 +39,10 @@ test('skerry packs the facade, the loader, the CLI, types, README and LICENSE â€
   for (const f of ['lib/index.js', 'lib/index.d.ts', 'index.js', 'index.d.ts', 'bin/skerry.js', 'README.md', 'LICENSE']) assert.ok(files.includes(f), `${f} missing`);
   assert.ok(!files.some((f) => f.endsWith('.node')), 'the addon belongs in skerry-<platform>');
   const pkg = JSON.parse(fs.readFileSync(path.join(root, 'bindings-node/package.json'), 'utf8'));
-  for (const t of ['linux-x64-gnu', 'linux-arm64-gnu', 'darwin-x64', 'darwin-arm64', 'win32-x64-msvc']) {
-    assert.equal(pkg.optionalDependencies[`skerry-${t}`], pkg.version, `skerry-${t} not declared`);
+  // Declared at pack time only (decision 29): the workspace's `npm ci` needs a lock file
+  // without packages the registry does not have yet.
+  assert.equal(pkg.optionalDependencies, undefined);
+  for (const t of PLATFORMS) {
     const sub = JSON.parse(fs.readFileSync(path.join(root, `bindings-node/npm/${t}/package.json`), 'utf8'));
     assert.equal(sub.name, `skerry-${t}`);
     assert.equal(sub.version, pkg.version);
@@ -75,7 +78,8 @@ after(() => {
 });
 
 function npmPack(dir) {
-  const out = execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', app], { cwd: path.join(root, dir), encoding: 'utf8' });
+  // With scripts: skerry's prepack declares the platform packages (postpack restores).
+  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', app], { cwd: path.join(root, dir), encoding: 'utf8' });
   return path.join(app, JSON.parse(out)[0].filename);
 }
 
@@ -100,6 +104,11 @@ test('the tarballs install into a fresh app and work from CommonJS, ESM, TypeScr
   const inst = run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error']);
   assert.equal(inst.status, 0, `npm install: ${inst.stderr}`);
   assert.ok(fs.existsSync(path.join(app, `node_modules/skerry-${PLATFORM}/skerry.${PLATFORM}.node`)), 'the platform package was not installed');
+  const installed = JSON.parse(fs.readFileSync(path.join(app, 'node_modules/skerry/package.json'), 'utf8'));
+  for (const t of PLATFORMS) assert.equal(installed.optionalDependencies?.[`skerry-${t}`], installed.version, `skerry-${t} not declared in the tarball`);
+  // The other platforms' packages are not installed here (os/cpu, or not on the registry).
+  for (const t of PLATFORMS.filter((x) => x !== PLATFORM)) assert.ok(!fs.existsSync(path.join(app, `node_modules/skerry-${t}`)), t);
+  assert.equal(JSON.parse(fs.readFileSync(path.join(root, 'bindings-node/package.json'), 'utf8')).optionalDependencies, undefined, 'postpack restored package.json');
   // Nothing of the workspace leaks in: the packages resolve inside the app.
   assert.ok(fs.realpathSync(path.join(app, 'node_modules/skerry')).startsWith(fs.realpathSync(app)));
 
