@@ -213,3 +213,12 @@ test('a data file that shrank after publishing: the absolute tail read is refuse
   assert.ok(tails.some((l) => l.status === 416), `no 416 seen: ${JSON.stringify(tails)}`);
   for (const l of server.stats.log) assert.ok(!l.range || /^bytes=\d+-\d+$/.test(l.range), JSON.stringify(l));
 });
+
+test('skerry-wasm/web: a reader opened before init() is refused E_NOT_INITIALISED, then works', async () => {
+  const web = await import('skerry-wasm/web');
+  const url = `${server.url}/overlay`;
+  await assert.rejects(web.OverlayReader.open(url), (e) => e.code === 'E_NOT_INITIALISED' && /init\(\)/.test(e.message) && /initSync/.test(e.message));
+  web.initSync({ module: fs.readFileSync(path.join(repo, 'bindings-wasm/pkg/web/skerry_wasm_bg.wasm')) });
+  const r = await web.OverlayReader.open(url, { tables: { orders: `${server.url}/data/orders` } });
+  assert.equal((await r.lookup('orders', 'by_id', 5)).rows.length, 1);
+});

@@ -177,6 +177,8 @@ mod api {
                 if let Some(rest) = loc.path.strip_prefix(p.as_str()) {
                     return Ok(match own.as_ref().and_then(|t| self.own.get(t)) {
                         Some(r) => {
+                            // The table's own source is asked only for paths below it.
+                            skerry_core::io::path::check_relative(rest)?;
                             let mut l = Location::new(rest);
                             l.version = loc.version.clone();
                             (r.clone(), l)
