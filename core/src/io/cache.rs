@@ -134,6 +134,19 @@ impl<R: RangeReader + ?Sized> CachedReader<R> {
     fn key(loc: &Location) -> ObjectKey {
         (loc.path.clone(), loc.version.clone())
     }
+
+    /// Counts a tail read (suffix or known-size) and keeps its bytes at their offset.
+    fn keep_tail(&self, loc: &Location, (bytes, meta): (Bytes, ObjectMeta)) -> (Bytes, ObjectMeta) {
+        self.counters.record_request(bytes.len() as u64);
+        let start = meta.size - bytes.len() as u64;
+        self.state.lock().expect("cache lock").insert(
+            Self::key(loc),
+            start,
+            bytes.clone(),
+            self.budget,
+        );
+        (bytes, meta)
+    }
 }
 
 impl<R: RangeReader + ?Sized> RangeReader for CachedReader<R> {
@@ -173,16 +186,8 @@ impl<R: RangeReader + ?Sized> RangeReader for CachedReader<R> {
     ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
         Box::pin(async move {
             self.counters.record_miss();
-            let (bytes, meta) = self.inner.read_suffix(loc, len).await?;
-            self.counters.record_request(bytes.len() as u64);
-            let start = meta.size - bytes.len() as u64;
-            self.state.lock().expect("cache lock").insert(
-                Self::key(loc),
-                start,
-                bytes.clone(),
-                self.budget,
-            );
-            Ok((bytes, meta))
+            let tail = self.inner.read_suffix(loc, len).await?;
+            Ok(self.keep_tail(loc, tail))
         })
     }
 
@@ -194,16 +199,8 @@ impl<R: RangeReader + ?Sized> RangeReader for CachedReader<R> {
     ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
         Box::pin(async move {
             self.counters.record_miss();
-            let (bytes, meta) = self.inner.read_tail(loc, expected_size, len).await?;
-            self.counters.record_request(bytes.len() as u64);
-            let start = meta.size - bytes.len() as u64;
-            self.state.lock().expect("cache lock").insert(
-                Self::key(loc),
-                start,
-                bytes.clone(),
-                self.budget,
-            );
-            Ok((bytes, meta))
+            let tail = self.inner.read_tail(loc, expected_size, len).await?;
+            Ok(self.keep_tail(loc, tail))
         })
     }
 
