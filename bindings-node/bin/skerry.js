@@ -264,26 +264,30 @@ function formatTable(rows) {
   return [line(cols), line(width.map((w) => '-'.repeat(w))), ...cells.map(line)].join('\n');
 }
 
-// Progress of `build`: a bar per index on a terminal, one line per step otherwise.
+// Progress of `build`: a bar per phase on a terminal, one line per commit otherwise. A whole
+// build reports `{ phase, rowsDone, rowsTotal }` (phase `build` for the pass over all
+// indexes, `build <index>` after it); a stepped one each step's report.
 function makeProgress(quiet) {
   const tty = process.stderr.isTTY && !quiet;
   let bar = null;
   let current = null;
   return {
     step(s) {
+      const label = s.phase ?? `build ${s.index}`;
       if (tty) {
-        if (current !== s.index) {
+        if (current !== label) {
           if (bar) bar.stop();
           const { SingleBar, Presets } = require('cli-progress');
-          bar = new SingleBar({ format: `${s.index} [{bar}] {percentage}% | {value}/{total} rows`, stream: process.stderr, hideCursor: true }, Presets.shades_classic);
+          bar = new SingleBar({ format: `${label} [{bar}] {percentage}% | {value}/{total} rows`, stream: process.stderr, hideCursor: true }, Presets.shades_classic);
           bar.start(s.rowsTotal, 0);
-          current = s.index;
+          current = label;
         }
         bar.setTotal(s.rowsTotal);
         bar.update(s.rowsDone);
       } else if (!quiet) {
         const pct = s.rowsTotal ? Math.floor((100 * s.rowsDone) / s.rowsTotal) : 100;
-        process.stderr.write(`build ${s.index}: step ${s.step}, ${s.rowsDone}/${s.rowsTotal} rows (${pct}%)${s.done ? `, ${s.state}` : ''}\n`);
+        const step = s.step !== undefined ? `step ${s.step}, ` : '';
+        process.stderr.write(`${label}: ${step}${s.rowsDone}/${s.rowsTotal} rows (${pct}%)${s.done ? `, ${s.state}` : ''}\n`);
       }
     },
     stop() {

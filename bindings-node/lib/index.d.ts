@@ -1,9 +1,9 @@
 // Public types of the `skerry` package. The shapes come from the addon's generated
 // `index.d.ts` (napi-rs); this file adds the entry points of the facade.
-import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows } from '../index';
+import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows, BuildProgress } from '../index';
 
 export type {
-  BuildReport, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
+  BuildReport, BuildProgress, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
   LocateResult, OpenOptions, PublishReport, RangeBound, RangeOptions, RefreshReport, RegisterOptions, Rejection, RowRef,
   SkippedFile, TableInfo, RegisterReport, FileDeletes, DeleteReport, StepOptions,
   StepReport, CursorInfo, VacuumReport, VacuumOptions, VerifyReport, Certificate, QueryStats,
@@ -27,8 +27,11 @@ export type Overlay = NativeOverlay & {
   /** Fetches `columns` of `rows` (as lookups return them), in order, reading only their pages. */
   fetchRows(table: string, rows: RowRef[], columns: string[]): Promise<FetchedRows>;
   /**
-   * Builds `table`'s indexes (or only `index`) in bounded steps, calling `onProgress` after
-   * each; steps that lost a race (`E_CONFLICT`) are retried from the cursor.
+   * Builds `table`'s indexes: by default each data file is read once and gets one new bundle
+   * generation for all its indexes (`onProgress` sees a `BuildProgress` after every commit).
+   * With `index`, `maxEntries` or `maxBytes`: that index (or each in turn) in bounded,
+   * resumable steps, `onProgress` seeing each `StepReport`. Steps that lost a race
+   * (`E_CONFLICT`) are retried from the cursor.
    */
   build(table: string, options?: BuildOptions): Promise<BuildReport>;
   /** Drops an index (returns its id); with `{ purge: true }` also purges it. */
@@ -39,7 +42,8 @@ export type Overlay = NativeOverlay & {
 /** Options of `Overlay.build`. */
 export interface BuildOptions {
   index?: string;
-  onProgress?: (step: StepReport) => void;
+  /** A `BuildProgress` per commit of a whole build; a `StepReport` per step of a stepped one. */
+  onProgress?: (progress: BuildProgress | StepReport) => void;
   maxEntries?: number;
   maxBytes?: number;
 }

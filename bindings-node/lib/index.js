@@ -168,13 +168,19 @@ const nativeBuild = native.Overlay.prototype.build;
 const nativeDrop = native.Overlay.prototype.dropIndex;
 
 /**
- * Builds indexes of `table` in bounded steps. With `index`, only that one; `onProgress(step)`
- * sees every step's report (rows done/total, cursor). Steps that lost a race to another
- * builder (`E_CONFLICT`) are retried from the cursor by core. Without options, one native call.
+ * Builds the indexes of `table`. Without `index`, `maxEntries` or `maxBytes`: one native call
+ * that reads each data file once and writes one bundle generation per file for all its
+ * indexes; `onProgress` sees `{ phase, index, rowsDone, rowsTotal, file }` after every commit.
+ * With them: that index only (or each in turn) in bounded steps of that size, `onProgress`
+ * seeing every step's report (rows done/total, cursor). Steps that lost a race to another
+ * builder (`E_CONFLICT`) are retried from the cursor by core.
  */
 native.Overlay.prototype.build = async function (table, options) {
   if (!options) return nativeBuild.call(this, table);
   const { index, onProgress, maxEntries, maxBytes } = options;
+  if (index === undefined && maxEntries === undefined && maxBytes === undefined) {
+    return nativeBuild.call(this, table, onProgress);
+  }
   const names = index !== undefined
     ? [index]
     : (await this.listIndexes(table)).filter((i) => i.state !== 'poisoned').map((i) => i.name);

@@ -195,6 +195,28 @@ pub struct DeleteReport {
     pub claims_removed: i64,
 }
 
+/// Progress of `build`: `phase` is `build` for the pass that indexes whole files for all
+/// their indexes at once (rows counted once per index), `build <index>` for what one index
+/// then builds in slices or flips; `index` names that index.
+#[napi(object)]
+pub struct BuildProgress {
+    pub phase: String,
+    pub index: Option<String>,
+    pub rows_done: i64,
+    pub rows_total: i64,
+    pub file: Option<String>,
+}
+
+/// A progress callback, called on the JS thread and not awaited.
+type ProgressFn = napi::threadsafe_function::ThreadsafeFunction<
+    BuildProgress,
+    napi::threadsafe_function::UnknownReturnValue,
+    BuildProgress,
+    Status,
+    false,
+>;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+
 /// Bounds of one `buildStep` (defaults 1,000,000 entries, 8 MiB).
 #[napi(object)]
 pub struct StepOptions {
@@ -567,16 +589,39 @@ impl Overlay {
         )
     }
 
-    /// Builds every missing or stale index blob of `table` and flips built indexes to ready.
-    #[napi(ts_return_type = "Promise<BuildReport>")]
+    /// Builds every missing or stale index blob of `table` and flips built indexes to ready:
+    /// each data file is read once and gets one new bundle generation for all its indexes.
+    /// `onProgress` (called on the JS thread, never awaited) sees rows done and total after
+    /// every commit.
+    #[napi(
+        ts_args_type = "table: string, onProgress?: (progress: BuildProgress) => void",
+        ts_return_type = "Promise<BuildReport>"
+    )]
     pub fn build<'env>(
         &self,
         env: &'env Env,
         table: String,
+        on_progress: Option<ProgressFn>,
     ) -> Result<PromiseRaw<'env, BuildReport>> {
         let w = self.writer();
         run(env, async move {
-            let r = w?.build(&table, |_| {}).await?;
+            let r = w?
+                .build(&table, |p| {
+                    if let Some(f) = &on_progress {
+                        let index = p.phase.strip_prefix("build ").map(str::to_string);
+                        f.call(
+                            BuildProgress {
+                                phase: p.phase.clone(),
+                                index,
+                                rows_done: p.done as i64,
+                                rows_total: p.total as i64,
+                                file: p.file.clone(),
+                            },
+                            ThreadsafeFunctionCallMode::NonBlocking,
+                        );
+                    }
+                })
+                .await?;
             Ok(BuildReport {
                 files_indexed: r.files_indexed as u32,
                 entries: big(r.entries),

@@ -745,6 +745,96 @@ async fn drop_purge_and_vacuum() {
     o.close().await.unwrap();
 }
 
+/// One `build()` of three indexes reads each file once and writes ONE bundle generation per
+/// data file holding all three blobs; vacuum then finds nothing unreferenced, and every
+/// object left under `bundles/` is the current bundle of a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_build_of_three_indexes_writes_one_generation_per_file() {
+    let d = Data::new();
+    three_files(&d);
+    let o = open(&d.overlay_url("overlay")).await;
+    table(&o, &d, &THREE).await;
+    define(&o).await;
+    o.create_index("t", "by_email", &["email".into()], unique())
+        .await
+        .unwrap();
+    let mut progress = vec![];
+    let rep = o
+        .build("t", |p| progress.push((p.phase.clone(), p.done, p.total)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (rep.files_indexed, rep.bundles_written, rep.entries),
+        (3, 3, 27_000)
+    );
+    // The whole-file pass reports rows × indexes; then each index's flip to ready.
+    let pass: Vec<_> = progress.iter().filter(|p| p.0 == "build").collect();
+    assert_eq!(
+        pass.last().map(|p| (p.1, p.2)),
+        Some((27_000, 27_000)),
+        "{progress:?}"
+    );
+    assert!(pass.windows(2).all(|w| w[1].1 >= w[0].1));
+    assert!(progress.iter().all(|p| p.1 <= p.2));
+    let listed: std::collections::BTreeSet<String> = o
+        .store()
+        .list(Some(&Path::from("bundles")))
+        .map(|m| m.unwrap().location.to_string())
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(listed.len(), 3, "one generation per file: {listed:?}");
+    assert!(
+        listed.iter().all(|p| p.ends_with("-g1.puffin")),
+        "{listed:?}"
+    );
+    for (_, b) in o.bundles("t").await.unwrap() {
+        let footer = skerry_core::formats::puffin::PuffinFooter::parse_tail(
+            &b,
+            b.len() as u64,
+            &Default::default(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(footer.metadata.blobs.len(), 3, "all three indexes in it");
+    }
+    for ix in ["by_id", "by_customer", "by_email"] {
+        assert_eq!(
+            o.index_record("t", ix).await.unwrap().state,
+            IndexState::Ready
+        );
+        let v = o.verify("t", ix).await.unwrap();
+        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
+    }
+    assert_eq!(o.claims("t", "by_email").await.unwrap().len(), 8100);
+    o.publish().await.unwrap();
+    let vac = o
+        .vacuum(VacuumOptions { retain_versions: 1 })
+        .await
+        .unwrap();
+    assert_eq!(vac.artifacts, 0, "the build left no garbage: {vac:?}");
+    let after: std::collections::BTreeSet<String> = o
+        .store()
+        .list(Some(&Path::from("bundles")))
+        .map(|m| m.unwrap().location.to_string())
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(after, listed);
+    assert_eq!(count(&o, "staging").await, 0);
+    let r = o.lookup("t", "by_email", &s("u4321@x")).await.unwrap();
+    assert_eq!(
+        r.rows
+            .iter()
+            .map(|r| (r.file.as_str(), r.position))
+            .collect::<Vec<_>>(),
+        vec![("p1.parquet", 1321)]
+    );
+    o.close().await.unwrap();
+}
+
 /// verify recomputes entries; a clean pass certifies; steps, writes and changes meanwhile
 /// withdraw or prevent the certificate.
 #[tokio::test]

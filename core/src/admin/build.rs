@@ -10,7 +10,7 @@
 //! with another builder of the same index commits nothing (`E_CONFLICT`); the cursor only
 //! moves forward.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::StreamExt;
 use object_store::path::Path;
@@ -18,14 +18,13 @@ use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::admin::catalog::*;
+use crate::admin::file_build::{self, FileJob, FileOutcome};
 use crate::admin::overlay::{store_err, BuildReport, Overlay, Progress, Skipped};
 use crate::datafile;
 use crate::error::{Error, Result};
 use crate::formats::codec::Codec;
-use crate::formats::lineage::{
-    self, ActiveSnapshot, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION,
-};
-use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, OrderedMeta};
+use crate::formats::lineage::{self, ActiveSnapshot};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
 use crate::formats::puffin::{BlobSpec, PuffinWriter};
 use crate::index::ordered::{self, OrderedBlobWriter};
 use crate::io::{Location, RangeReader};
@@ -48,6 +47,12 @@ pub struct StepOptions {
     pub max_entries: u64,
     pub max_bytes: u64,
 }
+
+/// Most entries (rows × pending indexes) of one file in [`Overlay::build`]'s whole-file pass;
+/// larger files are built in slices, index by index.
+pub const FILE_PASS_ENTRIES: u64 = 2 * DEFAULT_STEP_ENTRIES;
+/// Most files one batch of [`Overlay::build`] commits.
+pub const BATCH_FILES: usize = 64;
 
 /// Conflicting steps retried in a row before `E_CONFLICT` reaches the caller.
 pub const STEP_RETRIES: u32 = 16;
@@ -190,46 +195,13 @@ impl Overlay {
         ix: &IndexRecord,
         entries: &[(Vec<u8>, u64)],
     ) -> Result<(IndexFileEntry, Vec<u8>)> {
-        let mut bw = OrderedBlobWriter::new(self.block_bytes);
-        for (k, p) in entries {
-            bw.push(k, *p)?;
-        }
-        let blob = bw.finish();
-        let snapshot = tr.snapshot as i64;
-        let lineage = IndexFile {
-            format_version: INDEX_FILE_FORMAT_VERSION,
-            index_id: ix.index_id,
-            category: IndexCategory::Ordered,
-            algorithm: "ordered-v1".into(),
-            fields: ix.fields.clone(),
-            source_path: f.path.clone(),
-            source_snapshot_id: snapshot,
-            source_sequence_number: snapshot,
-            source_sha256: f.sha256.clone(),
-            source_record_count: f.record_count,
-            blob_sha256: lineage::sha256_hex(&blob.bytes),
-            bundle_path: String::new(),
-            blob_type: ordered::BLOB_TYPE.into(),
-            blob_offset: 0,
-            blob_length: blob.bytes.len() as u64,
-            compression: Codec::None,
-        };
-        let meta = OrderedMeta {
-            directory_offset: blob.directory.start,
-            directory_length: blob.directory.end - blob.directory.start,
-            directory_sha256: blob.directory_sha256.clone(),
-            entries: blob.entries,
-            min_key: blob.min_key.as_ref().map(hex::encode),
-            max_key: blob.max_key.as_ref().map(hex::encode),
-        };
-        Ok((
-            IndexFileEntry {
-                file_id: f.file_id,
-                lineage,
-                ordered: meta,
-            },
-            blob.bytes,
-        ))
+        file_build::blob_artifact(
+            tr.snapshot as i64,
+            f,
+            ix,
+            entries.iter().map(|(k, p)| (k.as_slice(), *p)),
+            self.block_bytes,
+        )
     }
 
     /// Writes a new bundle generation of `f` holding `fresh` plus the still-valid blobs of the
@@ -813,20 +785,51 @@ impl Overlay {
         }
     }
 
-    /// Builds every missing or stale index blob of `table`, index by index in bounded steps
-    /// (see [`Overlay::build_step`]); poisoned indexes are left alone. `on_progress` sees
-    /// rows done and total per index after every step.
+    /// Builds every missing or stale index blob of `table` and flips built indexes to ready;
+    /// poisoned indexes are left alone. `on_progress` sees rows done and total (summed over
+    /// the indexes being built) after every commit.
+    ///
+    /// Files are built for all their pending indexes at once ([`crate::admin::file_build`]):
+    /// one read of the indexed columns and ONE new bundle generation per data file, whatever
+    /// the number of indexes, `available_parallelism` files at a time, committed in batches
+    /// (at most [`MAX_COMMIT_ENTRIES`] unique claims, [`BATCH_FILES`] files). What that pass
+    /// leaves — files too large for one piece (more than [`FILE_PASS_ENTRIES`] entries or
+    /// [`MAX_COMMIT_BYTES`] of keys), files a staged build is in the middle of, files that
+    /// could not be read — goes through [`Overlay::build_index`] per index, which also flips
+    /// states and records skipped files.
     pub async fn build(
         &self,
         table: &str,
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<BuildReport> {
+        let mut report = BuildReport::default();
+        let mut files = std::collections::BTreeSet::new();
+        let mut deferred: HashSet<u64> = HashSet::new();
+        let mut conflicts = 0;
+        loop {
+            match self
+                .build_files_batch(
+                    table,
+                    &mut deferred,
+                    &mut report,
+                    &mut files,
+                    &mut on_progress,
+                )
+                .await
+            {
+                Ok(true) => break,
+                Ok(false) => conflicts = 0,
+                Err(Error::Conflict(m)) if conflicts < STEP_RETRIES => {
+                    conflicts += 1;
+                    tracing::debug!(target: "skerry::build", "retrying a batch: {m}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
         drop(t);
-        let mut report = BuildReport::default();
-        let mut files = std::collections::BTreeSet::new();
         for ix in indexes.iter().filter(|i| i.state != IndexState::Poisoned) {
             let r = self
                 .build_index(table, &ix.name, StepOptions::default(), |s| {
@@ -851,6 +854,259 @@ impl Overlay {
         report.files_indexed = files.len() as u64;
         self.build_runs(&tr).await?;
         Ok(report)
+    }
+
+    /// One batch of [`Overlay::build`]'s whole-file pass: reads the catalog, indexes up to a
+    /// batch of files (each for all its pending indexes, in parallel waves), writes one bundle
+    /// generation per file and commits artifacts, bundles, unique claims and every involved
+    /// index's generation in one transaction. `Ok(true)` when no file is left for the pass;
+    /// `E_CONFLICT` when another writer moved an involved index meanwhile (nothing committed;
+    /// the bundles written are deleted).
+    async fn build_files_batch(
+        &self,
+        table: &str,
+        deferred: &mut HashSet<u64>,
+        report: &mut BuildReport,
+        done_files: &mut std::collections::BTreeSet<String>,
+        on_progress: &mut impl FnMut(&Progress),
+    ) -> Result<bool> {
+        let _writing = self.writing.read().await;
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let files = self.catalog.files(&t, tr.table_id).await?;
+        let indexes: Vec<IndexRecord> = self
+            .catalog
+            .indexes(&t, tr.table_id)
+            .await?
+            .into_iter()
+            .filter(|i| i.state != IndexState::Poisoned)
+            .collect();
+        let mut arts: HashMap<u64, HashMap<u64, IndexFileEntry>> = HashMap::new();
+        let mut cursors: HashMap<u64, Option<BuildCursor>> = HashMap::new();
+        for ix in &indexes {
+            let a = self.catalog.artifacts(&t, ix.index_id).await?;
+            arts.insert(ix.index_id, a.into_iter().map(|a| (a.file_id, a)).collect());
+            cursors.insert(ix.index_id, t.get(&cursor_key(ix.index_id)).await?);
+        }
+        drop(t);
+
+        // Per file, the indexes it still lacks (and a staged build is not in the middle of).
+        let mut work: Vec<(&FileEntry, Vec<IndexRecord>)> = Vec::new();
+        let (mut rows_total, mut rows_done) = (0u64, 0u64);
+        for f in &files {
+            rows_total += f.record_count * indexes.len() as u64;
+            let mut pending = Vec::new();
+            for ix in &indexes {
+                if accepted(f, arts[&ix.index_id].get(&f.file_id), &tr) {
+                    rows_done += f.record_count;
+                    continue;
+                }
+                let staged = cursors[&ix.index_id].as_ref().is_some_and(|c| {
+                    c.file_id == f.file_id || c.skipped.iter().any(|(id, _)| *id == f.file_id)
+                });
+                if !staged {
+                    pending.push(ix.clone());
+                }
+            }
+            let unique = pending.iter().filter(|i| i.unique).count() as u64;
+            if pending.is_empty() || deferred.contains(&f.file_id) {
+                continue;
+            }
+            if f.record_count * pending.len() as u64 > FILE_PASS_ENTRIES
+                || f.record_count * unique > MAX_COMMIT_ENTRIES
+            {
+                deferred.insert(f.file_id);
+                continue;
+            }
+            work.push((f, pending));
+        }
+        if work.is_empty() {
+            return Ok(true);
+        }
+
+        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let paths: HashMap<u64, String> =
+            files.iter().map(|f| (f.file_id, f.path.clone())).collect();
+        // What the batch commits.
+        let mut artifacts: Vec<IndexFileEntry> = Vec::new();
+        let mut bundles: Vec<(u64, BundleRecord)> = Vec::new();
+        let mut written: Vec<String> = Vec::new();
+        let mut claims: HashMap<u64, Vec<(Vec<u8>, RowIdentity)>> = HashMap::new();
+        let mut involved: HashMap<u64, IndexRecord> = HashMap::new();
+        let mut built_for: HashMap<u64, HashSet<u64>> = HashMap::new();
+        let (mut batch_rows, mut batch_claims, mut claim_bytes) = (0u64, 0u64, 0u64);
+        let mut batch_bundle_bytes = 0u64;
+        let mut completed: Vec<String> = Vec::new();
+        let mut queue = work.into_iter().peekable();
+        while queue.peek().is_some() {
+            // A wave: up to `parallel` files that keep the batch within its bounds.
+            let mut wave = Vec::new();
+            while let Some((f, pending)) = queue.peek() {
+                let unique = f.record_count * pending.iter().filter(|i| i.unique).count() as u64;
+                let fits = batch_claims + unique <= MAX_COMMIT_ENTRIES
+                    && completed.len() + wave.len() < BATCH_FILES
+                    && claim_bytes < DEFAULT_STEP_BYTES;
+                if wave.len() == parallel || (!fits && !(completed.is_empty() && wave.is_empty())) {
+                    break;
+                }
+                batch_claims += unique;
+                let (f, pending) = queue.next().expect("peeked");
+                wave.push((f, pending));
+            }
+            if wave.is_empty() {
+                break;
+            }
+            let jobs = wave.iter().map(|(f, pending)| {
+                let job = FileJob {
+                    location: tr.location.clone(),
+                    file: (*f).clone(),
+                    indexes: pending.clone(),
+                    snapshot: tr.snapshot as i64,
+                    block_bytes: self.block_bytes,
+                    max_bytes: MAX_COMMIT_BYTES,
+                };
+                tokio::spawn(file_build::index_file(self.data.clone(), job))
+            });
+            let results = futures::future::join_all(jobs.collect::<Vec<_>>()).await;
+            for ((f, pending), res) in wave.into_iter().zip(results) {
+                let res = match res {
+                    Ok(r) => r,
+                    Err(e) => std::panic::resume_unwind(e.into_panic()),
+                };
+                let blobs = match res {
+                    Ok(FileOutcome::Built(b)) => b,
+                    Ok(FileOutcome::TooLarge) => {
+                        deferred.insert(f.file_id);
+                        continue;
+                    }
+                    Err(e) if is_data_error(&e) => {
+                        // Left to the per-index pass, which records the skip in each cursor.
+                        tracing::warn!(target: "skerry::build", file = %f.path, "not indexed: {e}");
+                        deferred.insert(f.file_id);
+                        continue;
+                    }
+                    Err(e) => {
+                        self.delete_objects(&written).await;
+                        return Err(e);
+                    }
+                };
+                let mut fresh = Vec::with_capacity(blobs.len());
+                for b in blobs {
+                    let ix = pending
+                        .iter()
+                        .find(|i| i.index_id == b.index_id)
+                        .expect("a pending index");
+                    report.entries += b.entry_count;
+                    if ix.unique {
+                        let c = claims.entry(ix.index_id).or_default();
+                        for (k, p) in b.entries.claimable() {
+                            claim_bytes += k.len() as u64 + 8;
+                            c.push((
+                                k.to_vec(),
+                                RowIdentity {
+                                    file_id: f.file_id,
+                                    position: p,
+                                    row_id: f.row_id_start.unwrap_or(0) + p,
+                                },
+                            ));
+                        }
+                    }
+                    involved.insert(ix.index_id, ix.clone());
+                    built_for.entry(ix.index_id).or_default().insert(f.file_id);
+                    fresh.push((b.artifact, b.bytes));
+                }
+                let (arts_now, bundle, size) =
+                    match self.write_bundle(&tr, f, &indexes, fresh).await {
+                        Ok(x) => x,
+                        Err(e) => {
+                            self.delete_objects(&written).await;
+                            return Err(e);
+                        }
+                    };
+                written.push(bundle.path.clone());
+                batch_bundle_bytes += size;
+                batch_rows += f.record_count * pending.len() as u64;
+                artifacts.extend(
+                    arts_now
+                        .into_iter()
+                        .filter(|a| pending.iter().any(|i| i.index_id == a.lineage.index_id)),
+                );
+                bundles.push((f.file_id, bundle));
+                completed.push(f.path.clone());
+            }
+        }
+        if bundles.is_empty() {
+            return Ok(false); // every file of the batch was deferred
+        }
+
+        // Commit, unless another writer moved an involved index meanwhile.
+        let t = self.catalog.begin()?;
+        let mut records = Vec::new();
+        for ix in involved.values() {
+            let now: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
+            let rec: Option<IndexRecord> = t.get(&index_key(tr.table_id, ix.index_id)).await?;
+            match rec.filter(|r| r.generation == ix.generation && now == cursors[&ix.index_id]) {
+                Some(r) => records.push(r),
+                None => {
+                    drop(t);
+                    self.delete_objects(&written).await;
+                    return Err(Error::Conflict(format!(
+                        "another writer changed {}.{} during the build",
+                        tr.name, ix.name
+                    )));
+                }
+            }
+        }
+        for (index_id, c) in &mut claims {
+            let ix = &involved[index_id];
+            if let Err(e) = self.put_claims(&t, &tr, ix, c, &paths).await {
+                drop(t);
+                self.delete_objects(&written).await;
+                if matches!(e, Error::Constraint { .. }) {
+                    // The duplicate poisons the index (as a step would) and fails the build.
+                    self.poison(&tr, ix).await?;
+                }
+                return Err(e);
+            }
+        }
+        for a in &artifacts {
+            t.put(&artifact_key(a.lineage.index_id, a.file_id), a)?;
+        }
+        for (file_id, b) in &bundles {
+            t.put(&bundle_key(tr.table_id, *file_id), b)?;
+        }
+        for mut rec in records {
+            rec.generation += 1;
+            // Every file covered and no staged build or skipped file pending: ready now (the
+            // per-index pass then has nothing to do).
+            let built = &built_for[&rec.index_id];
+            let complete = cursors[&rec.index_id].is_none()
+                && files.iter().all(|f| {
+                    built.contains(&f.file_id)
+                        || accepted(f, arts[&rec.index_id].get(&f.file_id), &tr)
+                });
+            if complete && rec.state == IndexState::Building {
+                rec.state = IndexState::Ready;
+            }
+            t.put(&index_key(tr.table_id, rec.index_id), &rec)?;
+            t.delete(&certificate_key(rec.index_id))?;
+        }
+        t.bump_version().await?;
+        if let Err(e) = t.commit().await {
+            self.delete_objects(&written).await;
+            return Err(e);
+        }
+        self.invalidate();
+        report.bundles_written += bundles.len() as u64;
+        report.bytes_written += batch_bundle_bytes;
+        done_files.extend(completed);
+        on_progress(&Progress {
+            phase: "build".into(),
+            done: rows_done + batch_rows,
+            total: rows_total,
+            file: None,
+        });
+        Ok(false)
     }
 
     /// Best-effort deletes of unreferenced overlay objects (vacuum finds what is left).

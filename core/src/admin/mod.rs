@@ -5,6 +5,7 @@
 
 pub mod build;
 pub(crate) mod catalog;
+pub mod file_build;
 pub mod lifecycle;
 pub mod overlay;
 pub mod repair;

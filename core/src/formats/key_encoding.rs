@@ -36,6 +36,33 @@ impl KeySchema {
         self.encode_prefix(values)
     }
 
+    /// [`KeySchema::encode`] appended to `out` (builds encode millions of keys into one
+    /// buffer). On error `out` is left as it was.
+    pub fn encode_into(&self, out: &mut Vec<u8>, values: &[Value]) -> Result<(), KeyError> {
+        if values.len() != self.columns.len() {
+            return Err(KeyError::Arity {
+                expected: self.columns.len(),
+                found: values.len(),
+            });
+        }
+        let start = out.len();
+        for (i, (col, v)) in self.columns.iter().zip(values).enumerate() {
+            if let Err(e) = encode_component(out, i, col, v) {
+                out.truncate(start);
+                return Err(e);
+            }
+            if out.len() - start > MAX_KEY_BYTES {
+                let len = out.len() - start;
+                out.truncate(start);
+                return Err(KeyError::KeyTooLarge {
+                    len,
+                    max: MAX_KEY_BYTES,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Encodes the leading `values.len()` components. Every full key whose leading columns
     /// equal `values` starts with these bytes, and no other key does.
     pub fn encode_prefix(&self, values: &[Value]) -> Result<Vec<u8>, KeyError> {

@@ -1,0 +1,130 @@
+// Build benchmark (issue 13): what `build()` costs per index kind and uniqueness, side by side
+// in one run. A table of SKERRY_BENCH_ROWS rows (2,000,000 by default; `--scale` for
+// 10,000,000) in 100,000-row Parquet files with columns id (int64, unique), email (string,
+// unique), region (50 values), day (date), amount (float64 with NULL, NaN, ±0).
+//
+// Every case runs in a fresh child process on a fresh overlay over the same data, so its peak
+// RSS is its own: time of `build()` (registration and index creation excluded), peak RSS,
+// bundle bytes, catalog bytes, bundle generations written per data file. Then the ratios the
+// issue asks for, each beside its baseline from the same run:
+//   unique / non-unique build time of the same column (goal ≤ 1.5×),
+//   non-unique ordered build time per 2M rows (goal ≤ 0.6 s),
+//   peak RSS of any build (goal ≤ 512 MiB at 10M rows),
+//   generations per file after one build() of five indexes (goal 1).
+//
+//   node bench/build.mjs [--scale]        (npm run bench builds the release addon first)
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
+const { Overlay, writeParquet } = require('skerry');
+
+const PER_FILE = 100_000;
+const REGIONS = Array.from({ length: 50 }, (_, i) => `region-${String(i).padStart(2, '0')}`);
+
+/** Row `i` of the bench table (deterministic). */
+function row(i) {
+  // 7919 is prime and does not divide the row count's factors (2, 5): a permutation.
+  const amount = i % 101 === 0 ? null : i % 103 === 0 ? NaN : i % 107 === 0 ? -0 : (i % 1000) * 1.25;
+  return [i, `user-${String((i * 7919) % ROWS).padStart(9, '0')}@example.com`, REGIONS[i % 50], 19_000 + (i % 365), amount];
+}
+const COLUMNS = [
+  { name: 'id', type: 'int64' },
+  { name: 'email', type: 'string' },
+  { name: 'region', type: 'string' },
+  { name: 'day', type: 'date' },
+  { name: 'amount', type: 'float64' },
+];
+
+const scale = process.argv.includes('--scale');
+const ROWS = Number(process.env.SKERRY_BENCH_ROWS || (scale ? 10_000_000 : 2_000_000));
+
+async function child(spec) {
+  const { dir, indexes } = spec;
+  const overlay = await Overlay.open(`file://${dir}/overlay`);
+  await overlay.registerParquetTable('t', `file://${spec.data}`);
+  for (const [name, cols, unique] of indexes) await overlay.createIndex('t', name, cols, { unique });
+  const rssBefore = process.memoryUsage().rss;
+  const t0 = performance.now();
+  const report = await overlay.build('t');
+  const ms = performance.now() - t0;
+  const peak = process.resourceUsage().maxRSS * 1024;
+  const du = (p) => {
+    let n = 0;
+    if (!fs.existsSync(p)) return 0;
+    for (const e of fs.readdirSync(p, { withFileTypes: true })) {
+      const q = path.join(p, e.name);
+      n += e.isDirectory() ? du(q) : fs.statSync(q).size;
+    }
+    return n;
+  };
+  const bundles = fs.existsSync(`${dir}/overlay/bundles`) ? fs.readdirSync(`${dir}/overlay/bundles`, { recursive: true }).filter((f) => f.endsWith('.puffin')) : [];
+  const top = fs.readdirSync(`${dir}/overlay`);
+  const catalogBytes = top.filter((d) => !['bundles', 'staging', 'manifests', 'runs'].includes(d)).reduce((n, d) => n + du(path.join(`${dir}/overlay`, d)), 0);
+  const files = Number(report.filesIndexed);
+  process.stdout.write(JSON.stringify({
+    ms, peak, rssBefore, entries: Number(report.entries), files,
+    bundleFiles: bundles.length, bundleBytes: du(`${dir}/overlay/bundles`), catalogBytes,
+    layout: top,
+  }));
+}
+
+if (process.argv[2] === '--child') {
+  await child(JSON.parse(process.argv[3]));
+  process.exit(0);
+}
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-bbench-'));
+const data = path.join(root, 'data');
+fs.mkdirSync(data);
+let t0 = performance.now();
+const nfiles = Math.ceil(ROWS / PER_FILE);
+let dataBytes = 0;
+for (let f = 0; f < nfiles; f++) {
+  const rows = [];
+  for (let i = f * PER_FILE; i < Math.min(ROWS, (f + 1) * PER_FILE); i++) rows.push(row(i));
+  const b = writeParquet(COLUMNS, rows, 25_000, 'snappy');
+  dataBytes += b.length;
+  fs.writeFileSync(path.join(data, `part-${String(f).padStart(4, '0')}.parquet`), b);
+}
+console.log(`data: ${ROWS} rows in ${nfiles} files, ${(dataBytes / 2 ** 20).toFixed(1)} MiB, written in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+
+const cases = [
+  ['region', [['by_region', ['region'], false]]],
+  ['id', [['by_id', ['id'], false]]],
+  ['id unique', [['by_id', ['id'], true]]],
+  ['email', [['by_email', ['email'], false]]],
+  ['email unique', [['by_email', ['email'], true]]],
+  ['five in one build()', [
+    ['by_id', ['id'], true], ['by_email', ['email'], true], ['by_region', ['region'], false],
+    ['by_day', ['day'], false], ['by_amount', ['amount'], false],
+  ]],
+];
+const self = fileURLToPath(import.meta.url);
+const results = {};
+const mib = (b) => (b / 2 ** 20).toFixed(1);
+console.log('| case | build | peak RSS | bundle files | bundle bytes | catalog bytes | catalog B/key |');
+console.log('|---|---|---|---|---|---|---|');
+for (const [name, indexes] of cases) {
+  const dir = fs.mkdtempSync(path.join(root, 'case-'));
+  const out = execFileSync(process.execPath, [self, '--child', JSON.stringify({ dir, data, indexes })], { maxBuffer: 1 << 20 });
+  const r = JSON.parse(out.toString());
+  results[name] = r;
+  console.log(`| ${name} | ${(r.ms / 1000).toFixed(2)} s | ${mib(r.peak)} MiB | ${r.bundleFiles} (${(r.bundleFiles / nfiles).toFixed(2)}/file) | ${mib(r.bundleBytes)} MiB | ${mib(r.catalogBytes)} MiB | ${(r.catalogBytes / r.entries).toFixed(1)} |`);
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+const per2m = (r) => (r.ms / 1000) * (2_000_000 / ROWS);
+const peak = Math.max(...Object.values(results).map((r) => r.peak));
+console.log('\n| ratio | value | goal |');
+console.log('|---|---|---|');
+console.log(`| id: unique / non-unique | ${(results['id unique'].ms / results.id.ms).toFixed(2)}× | ≤ 1.5× |`);
+console.log(`| email: unique / non-unique | ${(results['email unique'].ms / results.email.ms).toFixed(2)}× | ≤ 1.5× |`);
+for (const k of ['region', 'id', 'email']) console.log(`| ${k} (non-unique) per 2M rows / 0.6 s | ${(per2m(results[k]) / 0.6).toFixed(2)}× (${per2m(results[k]).toFixed(2)} s) | ≤ 1× |`);
+console.log(`| five indexes / sum of single builds | ${(results['five in one build()'].ms / ['id unique', 'email unique', 'region'].reduce((s, k) => s + results[k].ms, 0)).toFixed(2)}× (of id, email unique + region) | |`);
+console.log(`| bundle generations per file, five indexes | ${(results['five in one build()'].bundleFiles / nfiles).toFixed(2)} | 1 |`);
+console.log(`| peak RSS of any build / 512 MiB | ${(peak / (512 * 2 ** 20)).toFixed(2)}× (${mib(peak)} MiB at ${ROWS} rows) | ≤ 1× at 10M |`);
+fs.rmSync(root, { recursive: true, force: true });

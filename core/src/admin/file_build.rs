@@ -1,0 +1,330 @@
+//! One data file indexed for several indexes at once (`docs/catalog.md`, "Builds").
+//!
+//! [`index_file`] reads the file's footer (pinned to the recorded version), decodes the union
+//! of the indexed columns once, encodes every row's key for each index into one flat buffer
+//! per index ([`SortedEntries`]: no allocation per key), sorts, and writes each index's
+//! ordered blob. It owns everything it touches, so a build runs files on separate tokio
+//! tasks — both cores of a two-core machine — and joins their blobs into one bundle
+//! generation per file.
+
+use std::sync::Arc;
+
+use crate::admin::catalog::IndexRecord;
+use crate::datafile;
+use crate::error::{Error, Result};
+use crate::formats::codec::Codec;
+use crate::formats::lineage::{self, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, OrderedMeta};
+use crate::index::ordered::{self, OrderedBlobWriter};
+use crate::io::{Location, RangeReader, UrlReader};
+use crate::values::Value;
+
+/// The `(key, position)` entries of one index over one file, keys in one buffer.
+#[derive(Default, Debug)]
+pub struct SortedEntries {
+    keys: Vec<u8>,
+    /// (start of the key in `keys`, its length, row position).
+    refs: Vec<(usize, u32, u64)>,
+    /// Positions whose key has a NULL component (never claimed under a unique index).
+    nulls: Vec<u64>,
+    sorted: bool,
+}
+
+impl SortedEntries {
+    /// Entries for about `rows` rows.
+    pub fn with_rows(rows: usize) -> Self {
+        SortedEntries {
+            keys: Vec::with_capacity(rows * 9),
+            refs: Vec::with_capacity(rows),
+            nulls: Vec::new(),
+            sorted: true,
+        }
+    }
+
+    /// Appends the key of `values` for the row at `position`.
+    pub fn push(
+        &mut self,
+        key: &crate::values::KeySchema,
+        values: &[Value],
+        position: u64,
+    ) -> Result<()> {
+        let start = self.keys.len();
+        key.encode_into(&mut self.keys, values)?;
+        if values.iter().any(|v| v.is_null()) {
+            self.nulls.push(position);
+        }
+        self.refs
+            .push((start, (self.keys.len() - start) as u32, position));
+        self.sorted = false;
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.refs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.refs.is_empty()
+    }
+
+    /// Encoded bytes, counting each entry's key plus 8 (the step budget's measure).
+    pub fn entry_bytes(&self) -> u64 {
+        self.keys.len() as u64 + 8 * self.refs.len() as u64
+    }
+
+    /// Sorts by (key, position): the order of a blob.
+    pub fn sort(&mut self) {
+        let keys = &self.keys;
+        self.refs.sort_unstable_by(|a, b| {
+            keys[a.0..a.0 + a.1 as usize]
+                .cmp(&keys[b.0..b.0 + b.1 as usize])
+                .then(a.2.cmp(&b.2))
+        });
+        self.nulls.sort_unstable();
+        self.sorted = true;
+    }
+
+    /// The entries in order (sorted once [`SortedEntries::sort`] ran).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        self.refs
+            .iter()
+            .map(|&(s, l, p)| (&self.keys[s..s + l as usize], p))
+    }
+
+    /// The entries whose key has no NULL component (the ones a unique index claims).
+    pub fn claimable(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        self.iter()
+            .filter(|(_, p)| self.nulls.binary_search(p).is_err())
+    }
+}
+
+/// Where an index's key columns sit among the decoded ones.
+enum Pick {
+    Run(std::ops::Range<usize>),
+    Scattered(Vec<usize>),
+}
+
+/// What to index in one file.
+#[derive(Clone, Debug)]
+pub struct FileJob {
+    /// The table's location (the file is `{location}/{path}`).
+    pub location: String,
+    pub file: FileEntry,
+    pub indexes: Vec<IndexRecord>,
+    /// The table snapshot the artifacts are built against.
+    pub snapshot: i64,
+    pub block_bytes: usize,
+    /// Most encoded entry bytes (all indexes together) the file may produce; past it the job
+    /// stops reading and reports [`FileOutcome::TooLarge`] (the build slices the file instead).
+    pub max_bytes: u64,
+}
+
+/// One index's blob over the file.
+#[derive(Debug)]
+pub struct FileBlob {
+    pub index_id: u64,
+    pub artifact: IndexFileEntry,
+    pub bytes: Vec<u8>,
+    /// The entries (kept for unique claims; empty for non-unique indexes).
+    pub entries: SortedEntries,
+    pub entry_count: u64,
+    pub entry_bytes: u64,
+}
+
+#[derive(Debug)]
+pub enum FileOutcome {
+    Built(Vec<FileBlob>),
+    /// More than [`FileJob::max_bytes`] of entries.
+    TooLarge,
+}
+
+/// Indexes `job.file` for every index of the job: see the module docs. Data errors (file
+/// unreadable, changed since registration: `E_IO`, `E_DRIFT`, `E_PARQUET`) are returned for
+/// the caller to skip the file.
+pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcome> {
+    let f = &job.file;
+    let url = format!("{}/{}", job.location, f.path);
+    let mut loc = Location::new(&url);
+    if let Some(v) = &f.etag {
+        loc = loc.with_version(v);
+    }
+    let changed = |e: Error| match e {
+        Error::Io(crate::io::IoError::Changed { .. }) => Error::Drift {
+            path: f.path.clone(),
+            detail: "version changed".into(),
+        },
+        other => other,
+    };
+    let md = datafile::read_metadata(data.as_ref() as &dyn RangeReader, &loc, f.size)
+        .await
+        .map_err(changed)?;
+    if md.file_metadata().num_rows().max(0) as u64 != f.record_count {
+        return Err(Error::Drift {
+            path: f.path.clone(),
+            detail: "record count changed".into(),
+        });
+    }
+    // The union of the indexed fields, decoded once; each index picks its columns from it.
+    let mut union: Vec<i32> = Vec::new();
+    for ix in &job.indexes {
+        for id in &ix.fields {
+            if !union.contains(id) {
+                union.push(*id);
+            }
+        }
+    }
+    let picks: Vec<Pick> = job
+        .indexes
+        .iter()
+        .map(|ix| {
+            let cols: Vec<usize> = ix
+                .fields
+                .iter()
+                .map(|id| union.iter().position(|u| u == id).expect("in the union"))
+                .collect();
+            if cols.windows(2).all(|w| w[1] == w[0] + 1) && !cols.is_empty() {
+                Pick::Run(cols[0]..cols[0] + cols.len())
+            } else {
+                Pick::Scattered(cols)
+            }
+        })
+        .collect();
+    let rows = f.record_count.min(1 << 24) as usize;
+    let mut entries: Vec<SortedEntries> = job
+        .indexes
+        .iter()
+        .map(|_| SortedEntries::with_rows(rows))
+        .collect();
+    let mut picked: Vec<Value> = Vec::new();
+    let mut over = false;
+    let mut total = 0u64;
+    datafile::scan_values(data.as_ref(), &loc, &md, &union, |vals, position| {
+        if over {
+            return Ok(());
+        }
+        for ((ix, pick), e) in job.indexes.iter().zip(&picks).zip(&mut entries) {
+            let before = e.entry_bytes();
+            match pick {
+                // Columns adjacent in the union (always so for one-column indexes): no copy.
+                Pick::Run(r) => e.push(&ix.key, &vals[r.clone()], position)?,
+                Pick::Scattered(cols) => {
+                    picked.clear();
+                    picked.extend(cols.iter().map(|&i| vals[i].clone()));
+                    e.push(&ix.key, &picked, position)?;
+                }
+            }
+            total += e.entry_bytes() - before;
+        }
+        if total > job.max_bytes {
+            over = true;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(changed)?;
+    if over {
+        return Ok(FileOutcome::TooLarge);
+    }
+    let mut out = Vec::with_capacity(job.indexes.len());
+    for (ix, mut e) in job.indexes.iter().zip(entries) {
+        e.sort();
+        let (artifact, bytes) = blob_artifact(job.snapshot, f, ix, e.iter(), job.block_bytes)?;
+        let (entry_count, entry_bytes) = (e.len() as u64, e.entry_bytes());
+        out.push(FileBlob {
+            index_id: ix.index_id,
+            artifact,
+            bytes,
+            entries: if ix.unique {
+                e
+            } else {
+                SortedEntries::default()
+            },
+            entry_count,
+            entry_bytes,
+        });
+    }
+    Ok(FileOutcome::Built(out))
+}
+
+/// The blob of `ix` over `f` from its sorted entries, with its lineage (bundle placement
+/// filled in when the bundle is written).
+pub fn blob_artifact<'a>(
+    snapshot: i64,
+    f: &FileEntry,
+    ix: &IndexRecord,
+    entries: impl Iterator<Item = (&'a [u8], u64)>,
+    block_bytes: usize,
+) -> Result<(IndexFileEntry, Vec<u8>)> {
+    let mut bw = OrderedBlobWriter::new(block_bytes);
+    for (k, p) in entries {
+        bw.push(k, p)?;
+    }
+    let blob = bw.finish();
+    let lineage = IndexFile {
+        format_version: INDEX_FILE_FORMAT_VERSION,
+        index_id: ix.index_id,
+        category: IndexCategory::Ordered,
+        algorithm: "ordered-v1".into(),
+        fields: ix.fields.clone(),
+        source_path: f.path.clone(),
+        source_snapshot_id: snapshot,
+        source_sequence_number: snapshot,
+        source_sha256: f.sha256.clone(),
+        source_record_count: f.record_count,
+        blob_sha256: lineage::sha256_hex(&blob.bytes),
+        bundle_path: String::new(),
+        blob_type: ordered::BLOB_TYPE.into(),
+        blob_offset: 0,
+        blob_length: blob.bytes.len() as u64,
+        compression: Codec::None,
+    };
+    let meta = OrderedMeta {
+        directory_offset: blob.directory.start,
+        directory_length: blob.directory.end - blob.directory.start,
+        directory_sha256: blob.directory_sha256.clone(),
+        entries: blob.entries,
+        min_key: blob.min_key.as_ref().map(hex::encode),
+        max_key: blob.max_key.as_ref().map(hex::encode),
+    };
+    Ok((
+        IndexFileEntry {
+            file_id: f.file_id,
+            lineage,
+            ordered: meta,
+        },
+        blob.bytes,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::values::{KeyColumn, KeySchema, KeyType};
+
+    #[test]
+    fn sorted_entries_order_like_owned_keys() {
+        let key = KeySchema {
+            columns: vec![KeyColumn::new(KeyType::String)],
+        };
+        let vals = ["b", "a", "", "ab", "b", "a"];
+        let mut e = SortedEntries::with_rows(4);
+        let mut owned = Vec::new();
+        for (i, v) in vals.iter().enumerate() {
+            let v = [Value::String((*v).into())];
+            e.push(&key, &v, 10 - i as u64).unwrap();
+            owned.push((key.encode(&v).unwrap(), 10 - i as u64));
+        }
+        e.push(&key, &[Value::Null], 99).unwrap();
+        owned.push((key.encode(&[Value::Null]).unwrap(), 99));
+        e.sort();
+        owned.sort_unstable();
+        let got: Vec<(Vec<u8>, u64)> = e.iter().map(|(k, p)| (k.to_vec(), p)).collect();
+        assert_eq!(got, owned);
+        assert_eq!(e.claimable().count(), vals.len());
+        assert!(e.claimable().all(|(_, p)| p != 99));
+        assert_eq!(
+            e.entry_bytes(),
+            owned.iter().map(|(k, _)| k.len() as u64 + 8).sum::<u64>()
+        );
+    }
+}
