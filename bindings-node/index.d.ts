@@ -29,8 +29,13 @@ export declare class Overlay {
    * Returns the dropped index's id.
    */
   dropIndex(table: string, name: string): Promise<bigint>
-  /** Builds every missing or stale index blob of `table` and flips built indexes to ready. */
-  build(table: string): Promise<BuildReport>
+  /**
+   * Builds every missing or stale index blob of `table` and flips built indexes to ready:
+   * each data file is read once and gets one new bundle generation for all its indexes.
+   * `onProgress` (called on the JS thread, never awaited) sees rows done and total after
+   * every commit.
+   */
+  build(table: string, onProgress?: (progress: BuildProgress) => void): Promise<BuildReport>
   /** Writes the catalog head as a new immutable manifest version and moves `HEAD` to it. */
   publish(): Promise<PublishReport>
   /**
@@ -120,6 +125,19 @@ export declare class Overlay {
    * overlay has nothing to close.
    */
   close(): Promise<void>
+}
+
+/**
+ * Progress of `build`: `phase` is `build` for the pass that indexes whole files for all
+ * their indexes at once (rows counted once per index), `build <index>` for what one index
+ * then builds in slices or flips; `index` names that index.
+ */
+export interface BuildProgress {
+  phase: string
+  index?: string
+  rowsDone: number
+  rowsTotal: number
+  file?: string
 }
 
 export interface BuildReport {

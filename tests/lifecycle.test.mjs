@@ -56,9 +56,9 @@ test('registerFiles keeps a unique index whole; duplicates and races fail with E
   for (const r of results.filter((r) => r.status === 'rejected')) assert.equal(r.reason.code, 'E_CONSTRAINT');
   assert.equal((await overlay.lookup('t', 'by_email', 'contested@x')).rows.length, 1);
 
-  // Deleting the row releases its claim; answers leave it out; the value registers again.
+  // Deleting the row frees its key; answers leave it out; the value registers again.
   const d = await overlay.registerDeletes('t', [{ file: 'a.parquet', positions: [42n, 44] }]);
-  assert.deepEqual(d, { rowsDeleted: 2, claimsRemoved: 2 });
+  assert.deepEqual(d, { rowsDeleted: 2 });
   assert.equal((await overlay.lookup('t', 'by_email', 'u42@x')).rows.length, 0);
   const r = await overlay.registerFiles('t', ['dup.parquet']);
   assert.equal(r.files, 1);

@@ -147,7 +147,7 @@ const COMMANDS = {
   },
   vacuum: {
     usage: 'skerry vacuum [--retain n]',
-    about: 'Delete what no retained manifest version references (old bundles, manifests, claims).',
+    about: 'Delete what no retained manifest version references (old bundles, manifests, dropped indexes).',
     args: [],
     options: { retain: { type: 'string', desc: '<n>     published versions to keep (default 1)' } },
     run: async (o, args, flags) => {

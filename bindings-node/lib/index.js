@@ -205,7 +205,7 @@ native.Overlay.prototype.build = async function (table, options) {
 
 /**
  * Drops an index: one small catalog commit, returning its id. With `{ purge: true }` it is
- * also purged (bundles rewritten without it, records and claims reclaimed, unreferenced
+ * also purged (bundles rewritten without it, records reclaimed, unreferenced
  * objects deleted) and the purge report is returned with `indexId`.
  */
 native.Overlay.prototype.dropIndex = async function (table, name, options) {

@@ -191,8 +191,8 @@ pub struct FileDeletes {
 
 #[napi(object)]
 pub struct DeleteReport {
+    /// Rows newly deleted (already-deleted positions are not counted).
     pub rows_deleted: i64,
-    pub claims_removed: i64,
 }
 
 /// Progress of `build`: `phase` is `build` for the pass that indexes whole files for all
@@ -870,7 +870,7 @@ impl Overlay {
         })
     }
 
-    /// Records deleted rows by position and releases the unique claims naming them.
+    /// Records deleted rows by position (their keys are free again under unique indexes).
     #[napi(ts_return_type = "Promise<DeleteReport>")]
     pub fn register_deletes<'env>(
         &self,
@@ -896,7 +896,6 @@ impl Overlay {
             let r = w?.register_deletes(&table, &deletes?).await?;
             Ok(DeleteReport {
                 rows_deleted: i(r.rows_deleted),
-                claims_removed: i(r.claims_removed),
             })
         })
     }
@@ -968,8 +967,8 @@ impl Overlay {
         })
     }
 
-    /// Drops `name` and purges it: bundles rewritten without its blobs, records and claims
-    /// reclaimed, unreferenced objects deleted.
+    /// Drops `name` and purges it: bundles rewritten without its blobs, records reclaimed,
+    /// unreferenced objects deleted.
     #[napi(ts_return_type = "Promise<VacuumReport>")]
     pub fn drop_index_purge<'env>(
         &self,

@@ -1,4 +1,4 @@
-//! The catalog lifecycle (issue 5): unique claims and their races, file and delete
+//! The catalog lifecycle (issue 5): unique indexes and their races, file and delete
 //! registration, commit bounds, staged builds (resume, two builders, poisoning, writers
 //! during a build, byte-identical to one-shot), drop with purge, vacuum, verify and its
 //! certificate, schema refusals, catalog format check — on `file://` and `memory://`.
@@ -96,7 +96,7 @@ fn paths(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-/// Claims, duplicates within and across registrations, NULLs, deletes releasing claims —
+/// Uniqueness, duplicates within and across registrations, NULLs, deletes freeing keys —
 /// on local disk and in memory.
 #[tokio::test]
 async fn unique_claims_registrations_and_deletes() {
@@ -120,14 +120,13 @@ async fn unique_claims_registrations_and_deletes() {
             .unwrap_err();
         assert_eq!(e.code(), "E_EXISTS");
         o.build("t", |_| {}).await.unwrap();
-        let claims = o.claims("t", "by_email").await.unwrap();
-        assert_eq!(claims.len(), 180, "one claim per non-NULL key ({store})");
-        let c = o
-            .claim("t", "by_email", &s("u42@x"))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!((c.position, c.row_id), (42, 42));
+        // The index is its own proof of uniqueness: no per-key catalog entries.
+        assert_eq!(o.catalog_keys("c/").await.unwrap(), 0, "{store}");
+        let r = o.lookup("t", "by_email", &s("u42@x")).await.unwrap();
+        assert_eq!(
+            r.rows.iter().map(|r| r.position).collect::<Vec<_>>(),
+            vec![42]
+        );
 
         // A duplicate against a live row fails the whole registration, naming both rows
         // and the index, never the value.
@@ -149,10 +148,11 @@ async fn unique_claims_registrations_and_deletes() {
         assert!(msg.contains("dup.parquet@1"), "{msg}");
         assert!(!msg.contains("u42@x"), "the value never appears: {msg}");
         assert!(o
-            .claim("t", "by_email", &s("new@x"))
+            .lookup("t", "by_email", &s("new@x"))
             .await
             .unwrap()
-            .is_none());
+            .rows
+            .is_empty());
         let r = o.lookup("t", "by_email", &s("u42@x")).await.unwrap();
         assert_eq!(r.rows.len(), 1, "nothing of the failed registration landed");
 
@@ -187,19 +187,19 @@ async fn unique_claims_registrations_and_deletes() {
         assert_eq!(r.rows.len(), 1);
         assert_eq!(r.rows[0].file, "ok.parquet");
         assert_eq!(r.stats.files_scanned, 0, "the registered file came indexed");
-        let c = o
-            .claim("t", "by_email", &s("fresh@x"))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!((c.position, c.row_id), (2, 202));
+        assert_eq!(r.rows[0].position, 2);
+        assert_eq!(
+            o.catalog_keys("c/").await.unwrap(),
+            0,
+            "registrations claim nothing"
+        );
         let e = o
             .register_files("t", &paths(&["ok.parquet"]))
             .await
             .unwrap_err();
         assert_eq!(e.code(), "E_EXISTS");
 
-        // Deleting the row releases its claim (and only a claim naming it); answers drop it.
+        // Deleting the row frees its key; answers drop it.
         let rep = o
             .register_deletes(
                 "t",
@@ -210,19 +210,13 @@ async fn unique_claims_registrations_and_deletes() {
             )
             .await
             .unwrap();
-        // Row 43 has a NULL email: no claim to release.
-        assert_eq!((rep.rows_deleted, rep.claims_removed), (2, 1));
+        assert_eq!(rep.rows_deleted, 2);
         assert!(o
             .lookup("t", "by_email", &s("u42@x"))
             .await
             .unwrap()
             .rows
             .is_empty());
-        assert!(o
-            .claim("t", "by_email", &s("u42@x"))
-            .await
-            .unwrap()
-            .is_none());
         let rep = o
             .register_files("t", &paths(&["dup.parquet"]))
             .await
@@ -231,7 +225,7 @@ async fn unique_claims_registrations_and_deletes() {
         let r = o.lookup("t", "by_email", &s("u42@x")).await.unwrap();
         assert_eq!(r.rows.len(), 1);
         assert_eq!(r.rows[0].file, "dup.parquet");
-        // Deleting the old row again touches nothing: the claim names the new row.
+        // Deleting the old row again touches nothing; the new row keeps the value.
         let rep = o
             .register_deletes(
                 "t",
@@ -242,12 +236,12 @@ async fn unique_claims_registrations_and_deletes() {
             )
             .await
             .unwrap();
-        assert_eq!((rep.rows_deleted, rep.claims_removed), (0, 0));
-        assert!(o
-            .claim("t", "by_email", &s("u42@x"))
-            .await
-            .unwrap()
-            .is_some());
+        assert_eq!(rep.rows_deleted, 0);
+        let r = o.lookup("t", "by_email", &s("u42@x")).await.unwrap();
+        assert_eq!(
+            r.rows.iter().map(|r| r.file.as_str()).collect::<Vec<_>>(),
+            vec!["dup.parquet"]
+        );
         let e = o
             .register_deletes(
                 "t",
@@ -445,7 +439,7 @@ async fn define(o: &Overlay) {
     .unwrap();
 }
 
-/// A staged build in small steps writes the same bundles and claims as a one-shot build;
+/// A staged build in small steps writes the same bundles as a one-shot build;
 /// it is refused by raw accessors until the last step flips it to ready; its cursor and
 /// progress only move forward; a build killed mid-way resumes and covers every row once.
 #[tokio::test]
@@ -532,11 +526,9 @@ async fn staged_build_resumes_and_matches_one_shot() {
         one.bundles("t").await.unwrap(),
         "bundles are byte-identical"
     );
-    assert_eq!(
-        staged.claims("t", "by_id").await.unwrap(),
-        one.claims("t", "by_id").await.unwrap()
-    );
-    assert_eq!(staged.claims("t", "by_id").await.unwrap().len(), 9000);
+    // Neither writes per-key catalog entries (the index proves uniqueness).
+    assert_eq!(staged.catalog_keys("c/").await.unwrap(), 0);
+    assert_eq!(one.catalog_keys("c/").await.unwrap(), 0);
     let r = staged
         .lookup("t", "by_id", &[Value::Int(4321)])
         .await
@@ -587,12 +579,12 @@ async fn two_builders_serialize() {
         (v.stored, v.expected, v.missing, v.mismatched),
         (9000, 9000, 0, 0)
     );
-    assert_eq!(o.claims("t", "by_id").await.unwrap().len(), 9000);
+    assert_eq!(o.catalog_keys("c/").await.unwrap(), 0);
     o.close().await.unwrap();
 }
 
-/// A duplicate under a unique index poisons the build: typed error, state poisoned, claims
-/// reclaimed, accessors and further steps refused.
+/// A duplicate under a unique index poisons the build: typed error, state poisoned,
+/// accessors and further steps refused.
 #[tokio::test]
 async fn duplicate_poisons_a_unique_build() {
     let d = Data::new();
@@ -606,10 +598,10 @@ async fn duplicate_poisons_a_unique_build() {
         max_entries: 20,
         max_bytes: 1 << 20,
     };
-    // The first 20 rows hold distinct customers (c0..c19): that step commits its claims.
+    // The first 20 rows hold distinct customers (c0..c19): that step commits.
     let first = o.build_step("t", "u_customer", opts).await.unwrap();
     assert!(!first.done);
-    assert_eq!(o.claims("t", "u_customer").await.unwrap().len(), 20);
+    assert_eq!(first.state, IndexState::Building);
     let e = o
         .build_index("t", "u_customer", opts, |_| {})
         .await
@@ -620,10 +612,7 @@ async fn duplicate_poisons_a_unique_build() {
         o.index_record("t", "u_customer").await.unwrap().state,
         IndexState::Poisoned
     );
-    assert!(
-        o.claims("t", "u_customer").await.unwrap().is_empty(),
-        "claims reclaimed"
-    );
+    assert_eq!(o.catalog_keys("c/").await.unwrap(), 0);
     let e = o.lookup("t", "u_customer", &s("c1")).await.unwrap_err();
     assert_eq!(e.code(), "E_INDEX_NOT_READY");
     let e = o.build_step("t", "u_customer", opts).await.unwrap_err();
@@ -648,6 +637,87 @@ async fn duplicate_poisons_a_unique_build() {
             .len(),
         9000 / 37 + 1
     );
+    o.close().await.unwrap();
+}
+
+/// Across files, uniqueness is checked once, when the index would become ready: a key two
+/// live rows of different files share poisons it, naming both rows; deleted rows and NULLs
+/// never collide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unique_across_files_is_checked_at_the_flip() {
+    let d = Data::new();
+    d.write_range("a.parquet", 0, 100, 25);
+    d.write_range("b.parquet", 50, 10, 5); // ids 50..60: inside a's span
+    d.write_range("c.parquet", 1000, 100, 25); // a span of its own
+    let files = ["a.parquet", "b.parquet", "c.parquet"];
+    let o = open(&d.overlay_url("one")).await;
+    table(&o, &d, &files).await;
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    let e = o.build("t", |_| {}).await.unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("a.parquet@50") && msg.contains("b.parquet@0"),
+        "{msg}"
+    );
+    assert_eq!(
+        o.index_record("t", "by_id").await.unwrap().state,
+        IndexState::Poisoned
+    );
+    o.close().await.unwrap();
+
+    // The same files with a's rows 50..60 (and 10) deleted: no live duplicate, ready.
+    let o = open(&d.overlay_url("two")).await;
+    table(&o, &d, &files).await;
+    o.register_deletes(
+        "t",
+        &[FileDeletes {
+            file: "a.parquet".into(),
+            positions: (50..60).chain([10]).collect(),
+        }],
+    )
+    .await
+    .unwrap();
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    // Emails repeat across a and b too, but only where a's rows are deleted; NULLs (every
+    // 10th) never collide.
+    o.create_index("t", "by_email", &["email".into()], unique())
+        .await
+        .unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    for ix in ["by_id", "by_email"] {
+        assert_eq!(
+            o.index_record("t", ix).await.unwrap().state,
+            IndexState::Ready,
+            "{ix}"
+        );
+    }
+    let r = o.lookup("t", "by_id", &[Value::Int(55)]).await.unwrap();
+    assert_eq!(
+        r.rows
+            .iter()
+            .map(|r| (r.file.as_str(), r.position))
+            .collect::<Vec<_>>(),
+        vec![("b.parquet", 5)]
+    );
+    // A ready index refuses a new file clashing with c, found by looking the key up.
+    d.write(&"late.parquet".to_string(), &[(1042, None, "c")], 10);
+    let e = o
+        .register_files("t", &paths(&["late.parquet"]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT");
+    assert!(e.to_string().contains("c.parquet@42"), "{e}");
+    // ... and one clashing with a deleted row only is welcome.
+    d.write(&"reuse.parquet".to_string(), &[(10, None, "c")], 10);
+    o.register_files("t", &paths(&["reuse.parquet"]))
+        .await
+        .unwrap();
+    assert_eq!(o.catalog_keys("c/").await.unwrap(), 0);
     o.close().await.unwrap();
 }
 
@@ -695,16 +765,52 @@ async fn writers_during_a_build() {
         .await
         .unwrap();
     o.build_step("t", "by_id2", opts).await.unwrap();
+    // The clashing row (id 5) sits in a file the build has not finished: the registration
+    // lands (a building index is maintained), and the build cannot become ready.
     let rep = o
         .register_files("t", &paths(&["clash.parquet"]))
         .await
         .unwrap();
-    assert_eq!(rep.poisoned, vec!["by_id2".to_string()]);
+    assert_eq!(rep.files, 1);
+    let e = o
+        .build_index("t", "by_id2", opts, |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("p0.parquet@5") && msg.contains("clash.parquet@0"),
+        "{msg}"
+    );
     assert_eq!(
         o.index_record("t", "by_id2").await.unwrap().state,
         IndexState::Poisoned
     );
-    assert!(o.claims("t", "by_id2").await.unwrap().is_empty());
+    // When the clashing row is already indexed, the registration poisons the build at once.
+    d.write(&"clash2.parquet".to_string(), &[(7, Some("y@x"), "c")], 10);
+    o.create_index("t", "by_id3", &["id".into()], unique())
+        .await
+        .unwrap();
+    o.build_step(
+        "t",
+        "by_id3",
+        StepOptions {
+            max_entries: 3000,
+            max_bytes: 1 << 20,
+        },
+    )
+    .await
+    .unwrap();
+    let rep = o
+        .register_files("t", &paths(&["clash2.parquet"]))
+        .await
+        .unwrap();
+    assert_eq!(rep.poisoned, vec!["by_id3".to_string()]);
+    assert_eq!(
+        o.index_record("t", "by_id3").await.unwrap().state,
+        IndexState::Poisoned
+    );
+    assert_eq!(o.catalog_keys("c/").await.unwrap(), 0);
     o.close().await.unwrap();
 }
 
@@ -721,7 +827,7 @@ async fn drop_purge_and_vacuum() {
     let before = count(&o, "bundles").await;
     let rep = o.drop_index_purge("t", "by_id").await.unwrap();
     assert_eq!(rep.index_files, 3);
-    assert_eq!(rep.claims, 9000);
+    assert_eq!(rep.claims, 0, "no claims to reclaim");
     assert!(rep.artifacts >= 3, "{rep:?}");
     assert!(rep.bytes > 0);
     assert!(count(&o, "bundles").await <= before);
@@ -807,7 +913,11 @@ async fn one_build_of_three_indexes_writes_one_generation_per_file() {
         let v = o.verify("t", ix).await.unwrap();
         assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
     }
-    assert_eq!(o.claims("t", "by_email").await.unwrap().len(), 8100);
+    assert_eq!(
+        o.catalog_keys("c/").await.unwrap(),
+        0,
+        "no per-key catalog entries"
+    );
     o.publish().await.unwrap();
     let vac = o
         .vacuum(VacuumOptions { retain_versions: 1 })
@@ -1344,7 +1454,7 @@ mod s3 {
             )
             .await
             .unwrap();
-        assert_eq!(rep.claims_removed, 1);
+        assert_eq!(rep.rows_deleted, 1);
         o.register_files("t", &paths(&["dup.parquet"]))
             .await
             .unwrap();

@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
@@ -20,10 +19,10 @@ use serde::{Deserialize, Serialize};
 use crate::admin::catalog::*;
 use crate::admin::file_build::{self, FileJob, FileOutcome};
 use crate::admin::overlay::{store_err, BuildReport, Overlay, Progress, Skipped};
+use crate::admin::unique;
 use crate::datafile;
 use crate::error::{Error, Result};
 use crate::formats::codec::Codec;
-use crate::formats::lineage::{self, ActiveSnapshot};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
 use crate::formats::puffin::{BlobSpec, PuffinWriter};
 use crate::index::ordered::{self, OrderedBlobWriter};
@@ -97,26 +96,7 @@ pub struct StepReport {
     pub rows_total: u64,
 }
 
-pub(crate) fn active(tr: &TableRecord) -> ActiveSnapshot {
-    ActiveSnapshot {
-        snapshot_id: tr.snapshot as i64,
-        sequence_number: tr.snapshot as i64,
-    }
-}
-
-pub(crate) fn accepted(f: &FileEntry, a: Option<&IndexFileEntry>, tr: &TableRecord) -> bool {
-    a.is_some_and(|a| {
-        lineage::ReadGate::check(&f.path, Some(&a.lineage), Some(&f.facts()), active(tr))
-            .is_accept()
-    })
-}
-
-/// A registered file and its decoded delete mask (claim liveness checks).
-pub(crate) type LiveFile = (FileEntry, Option<roaring::RoaringTreemap>);
-
-fn row_name(f: &str, id: RowIdentity) -> String {
-    format!("{f}@{} (row id {})", id.position, id.row_id)
-}
+pub(crate) use crate::admin::catalog::accepted;
 
 /// Is `e` an error of the data file itself (unreadable, changed), which a build skips?
 pub(crate) fn is_data_error(e: &Error) -> bool {
@@ -306,93 +286,6 @@ impl Overlay {
         Ok(())
     }
 
-    /// Checks unique claims inside `t` and writes them: a key twice among `claims`, or held
-    /// by another live row, is a [`Error::Constraint`] naming both rows. Claims naming dead
-    /// rows (file gone, rewritten or row deleted) are overwritten. One probe per distinct key,
-    /// 64 at a time.
-    pub(crate) async fn put_claims(
-        &self,
-        t: &Txn<'_>,
-        tr: &TableRecord,
-        ix: &IndexRecord,
-        claims: &mut [(Vec<u8>, RowIdentity)],
-        paths: &HashMap<u64, String>,
-    ) -> Result<()> {
-        let name = |id: RowIdentity| -> String {
-            row_name(paths.get(&id.file_id).map_or("?", |s| s.as_str()), id)
-        };
-        claims.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.row_id.cmp(&b.1.row_id)));
-        for w in claims.windows(2) {
-            if w[0].0 == w[1].0 && w[0].1 != w[1].1 {
-                return Err(Error::Constraint {
-                    index: format!("{}.{}", tr.name, ix.name),
-                    existing: name(w[0].1),
-                    row: name(w[1].1),
-                });
-            }
-        }
-        let keys: Vec<String> = claims
-            .iter()
-            .map(|(k, _)| claim_key(ix.index_id, k))
-            .collect();
-        let probes = keys.iter().map(|k| t.get::<RowIdentity>(k));
-        let found: Vec<Result<Option<RowIdentity>>> =
-            futures::stream::iter(probes.collect::<Vec<_>>())
-                .buffered(64)
-                .collect()
-                .await;
-        let mut files: HashMap<u64, Option<LiveFile>> = HashMap::new();
-        for (((_, id), key), old) in claims.iter().zip(&keys).zip(found) {
-            if let Some(old) = old? {
-                if old != *id && self.claim_live(t, tr, old, &mut files).await? {
-                    let existing_path = files
-                        .get(&old.file_id)
-                        .and_then(|f| f.as_ref().map(|f| f.0.path.clone()))
-                        .unwrap_or_default();
-                    return Err(Error::Constraint {
-                        index: format!("{}.{}", tr.name, ix.name),
-                        existing: row_name(&existing_path, old),
-                        row: name(*id),
-                    });
-                }
-            }
-            t.put(key, id)?;
-        }
-        Ok(())
-    }
-
-    /// A claim is live while its row is: the file registered, the row id unchanged, the
-    /// position not deleted.
-    pub(crate) async fn claim_live(
-        &self,
-        t: &Txn<'_>,
-        tr: &TableRecord,
-        id: RowIdentity,
-        files: &mut HashMap<u64, Option<LiveFile>>,
-    ) -> Result<bool> {
-        if !files.contains_key(&id.file_id) {
-            // Each file is read and its delete mask decoded once per call.
-            let f = match t
-                .get::<FileEntry>(&file_key(tr.table_id, id.file_id))
-                .await?
-            {
-                Some(f) => {
-                    let mask = f.deleted()?;
-                    Some((f, mask))
-                }
-                None => None,
-            };
-            files.insert(id.file_id, f);
-        }
-        let Some((f, mask)) = files[&id.file_id].as_ref() else {
-            return Ok(false);
-        };
-        if id.position >= f.record_count || f.row_id_start.unwrap_or(0) + id.position != id.row_id {
-            return Ok(false);
-        }
-        Ok(!mask.as_ref().is_some_and(|m| m.contains(id.position)))
-    }
-
     /// Marks `ix` poisoned (a duplicate under a unique index), withdraws its cursor and
     /// certificate, then reclaims its claims and artifacts in bounded batches.
     pub(crate) async fn poison(&self, tr: &TableRecord, ix: &IndexRecord) -> Result<()> {
@@ -415,6 +308,32 @@ impl Overlay {
         self.reclaim_prefix(&repair_prefix(ix.index_id)).await?;
         self.invalidate();
         Ok(())
+    }
+
+    /// Poisons `ix` for two rows of `f` sharing a key, deletes `garbage` and returns the
+    /// [`Error::Constraint`] naming both rows (or the error poisoning failed with).
+    async fn poison_duplicate(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        f: &FileEntry,
+        (a, b): (u64, u64),
+        garbage: &[String],
+    ) -> Error {
+        self.delete_objects(garbage).await;
+        if let Err(e) = self.poison(tr, ix).await {
+            return e;
+        }
+        let row = |p: u64| RowIdentity {
+            file_id: f.file_id,
+            position: p,
+            row_id: f.row_id_start.unwrap_or(0) + p,
+        };
+        Error::Constraint {
+            index: format!("{}.{}", tr.name, ix.name),
+            existing: unique::row_name(&f.path, row(a)),
+            row: unique::row_name(&f.path, row(b)),
+        }
     }
 
     /// Deletes every catalog key under `prefix`, [`RECLAIM_BATCH`] per transaction. Returns
@@ -520,8 +439,6 @@ impl Overlay {
                 cur.sha256.clear();
             }
         }
-        let paths: HashMap<u64, String> =
-            files.iter().map(|f| (f.file_id, f.path.clone())).collect();
         let mut report = StepReport {
             index: ix.name.clone(),
             state: ix.state,
@@ -547,7 +464,6 @@ impl Overlay {
 
         let (mut left_entries, mut left_bytes) = (opts.max_entries, opts.max_bytes);
         let mut completed: Vec<(&FileEntry, Vec<(Vec<u8>, u64)>)> = Vec::new();
-        let mut claims: Vec<(Vec<u8>, RowIdentity)> = Vec::new();
         let mut handled = 0usize;
         for f in &order {
             let start = if cur.file_id == f.file_id {
@@ -582,24 +498,21 @@ impl Overlay {
                     }
                     Err(e) => return Err(e),
                 };
+            if ix.unique && end < f.record_count {
+                // A slice's own rows, early (the whole file is checked when it completes).
+                let dup = unique::first_duplicate(
+                    &ix.key,
+                    keys.iter().map(|(k, p)| (k.as_slice(), *p)),
+                    f.deleted()?.as_ref(),
+                )?;
+                if let Some((a, b)) = dup {
+                    return Err(self.poison_duplicate(&tr, &ix, f, (a, b), &garbage).await);
+                }
+            }
             left_entries -= end - start;
             left_bytes = left_bytes.saturating_sub(bytes);
             report.entries += end - start;
             report.entry_bytes += bytes;
-            if ix.unique {
-                for (k, p) in &keys {
-                    if !ix.key.decode(k)?.iter().any(|v| v.is_null()) {
-                        claims.push((
-                            k.clone(),
-                            RowIdentity {
-                                file_id: f.file_id,
-                                position: *p,
-                                row_id: f.row_id_start.unwrap_or(0) + p,
-                            },
-                        ));
-                    }
-                }
-            }
             if end == f.record_count {
                 let mut all = keys;
                 if cur.file_id == f.file_id {
@@ -622,6 +535,17 @@ impl Overlay {
                     cur.position = 0;
                     cur.sha256.clear();
                     all.sort_unstable();
+                }
+                if ix.unique {
+                    // The file's own rows: adjacent equal keys (other files: when it flips).
+                    let dup = unique::first_duplicate(
+                        &ix.key,
+                        all.iter().map(|(k, p)| (k.as_slice(), *p)),
+                        f.deleted()?.as_ref(),
+                    )?;
+                    if let Some((a, b)) = dup {
+                        return Err(self.poison_duplicate(&tr, &ix, f, (a, b), &garbage).await);
+                    }
                 }
                 completed.push((f, all));
                 handled += 1;
@@ -686,16 +610,6 @@ impl Overlay {
                 tr.name, ix.name
             )));
         };
-        if ix.unique {
-            if let Err(e) = self.put_claims(&t, &tr, &ix, &mut claims, &paths).await {
-                if matches!(e, Error::Constraint { .. }) {
-                    drop(t);
-                    self.poison(&tr, &ix).await?;
-                    self.delete_objects(&garbage).await;
-                }
-                return Err(e);
-            }
-        }
         for a in &artifacts {
             t.put(&artifact_key(a.lineage.index_id, a.file_id), a)?;
         }
@@ -709,7 +623,9 @@ impl Overlay {
             t.put(&cursor_key(ix.index_id), &cur)?;
         }
         rec.generation += 1;
-        if done && rec.state == IndexState::Building && cur.skipped.is_empty() {
+        // A unique index flips only after the cross-file check (below, after this commit).
+        let finish = done && rec.state == IndexState::Building && cur.skipped.is_empty();
+        if finish && !ix.unique {
             rec.state = IndexState::Ready;
         }
         t.put(&index_key(tr.table_id, ix.index_id), &rec)?;
@@ -720,6 +636,9 @@ impl Overlay {
         self.invalidate();
 
         report.state = rec.state;
+        if finish && ix.unique {
+            report.state = self.finish_unique(&tr.name, &ix.name).await?;
+        }
         report.done = done;
         report.step = rec.generation;
         let done_files: u64 = files
@@ -908,13 +827,10 @@ impl Overlay {
                     pending.push(ix.clone());
                 }
             }
-            let unique = pending.iter().filter(|i| i.unique).count() as u64;
             if pending.is_empty() || deferred.contains(&f.file_id) {
                 continue;
             }
-            if f.record_count * pending.len() as u64 > FILE_PASS_ENTRIES
-                || f.record_count * unique > MAX_COMMIT_ENTRIES
-            {
+            if f.record_count * pending.len() as u64 > FILE_PASS_ENTRIES {
                 deferred.insert(f.file_id);
                 continue;
             }
@@ -925,33 +841,24 @@ impl Overlay {
         }
 
         let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let paths: HashMap<u64, String> =
-            files.iter().map(|f| (f.file_id, f.path.clone())).collect();
         // What the batch commits.
         let mut artifacts: Vec<IndexFileEntry> = Vec::new();
         let mut bundles: Vec<(u64, BundleRecord)> = Vec::new();
         let mut written: Vec<String> = Vec::new();
-        let mut claims: HashMap<u64, Vec<(Vec<u8>, RowIdentity)>> = HashMap::new();
         let mut involved: HashMap<u64, IndexRecord> = HashMap::new();
         let mut built_for: HashMap<u64, HashSet<u64>> = HashMap::new();
-        let (mut batch_rows, mut batch_claims, mut claim_bytes) = (0u64, 0u64, 0u64);
+        let mut batch_rows = 0u64;
         let mut batch_bundle_bytes = 0u64;
         let mut completed: Vec<String> = Vec::new();
         let mut queue = work.into_iter().peekable();
         while queue.peek().is_some() {
             // A wave: up to `parallel` files that keep the batch within its bounds.
             let mut wave = Vec::new();
-            while let Some((f, pending)) = queue.peek() {
-                let unique = f.record_count * pending.iter().filter(|i| i.unique).count() as u64;
-                let fits = batch_claims + unique <= MAX_COMMIT_ENTRIES
-                    && completed.len() + wave.len() < BATCH_FILES
-                    && claim_bytes < DEFAULT_STEP_BYTES;
-                if wave.len() == parallel || (!fits && !(completed.is_empty() && wave.is_empty())) {
+            while wave.len() < parallel && completed.len() + wave.len() < BATCH_FILES {
+                let Some(next) = queue.next() else {
                     break;
-                }
-                batch_claims += unique;
-                let (f, pending) = queue.next().expect("peeked");
-                wave.push((f, pending));
+                };
+                wave.push(next);
             }
             if wave.is_empty() {
                 break;
@@ -997,19 +904,10 @@ impl Overlay {
                         .find(|i| i.index_id == b.index_id)
                         .expect("a pending index");
                     report.entries += b.entry_count;
-                    if ix.unique {
-                        let c = claims.entry(ix.index_id).or_default();
-                        for (k, p) in b.entries.claimable() {
-                            claim_bytes += k.len() as u64 + 8;
-                            c.push((
-                                k.to_vec(),
-                                RowIdentity {
-                                    file_id: f.file_id,
-                                    position: p,
-                                    row_id: f.row_id_start.unwrap_or(0) + p,
-                                },
-                            ));
-                        }
+                    if let Some(pair) = b.duplicate {
+                        // Two rows of the file share a key: the index is poisoned, as a step
+                        // would poison it, and the build fails.
+                        return Err(self.poison_duplicate(&tr, ix, f, pair, &written).await);
                     }
                     involved.insert(ix.index_id, ix.clone());
                     built_for.entry(ix.index_id).or_default().insert(f.file_id);
@@ -1057,18 +955,6 @@ impl Overlay {
                 }
             }
         }
-        for (index_id, c) in &mut claims {
-            let ix = &involved[index_id];
-            if let Err(e) = self.put_claims(&t, &tr, ix, c, &paths).await {
-                drop(t);
-                self.delete_objects(&written).await;
-                if matches!(e, Error::Constraint { .. }) {
-                    // The duplicate poisons the index (as a step would) and fails the build.
-                    self.poison(&tr, ix).await?;
-                }
-                return Err(e);
-            }
-        }
         for a in &artifacts {
             t.put(&artifact_key(a.lineage.index_id, a.file_id), a)?;
         }
@@ -1085,7 +971,8 @@ impl Overlay {
                     built.contains(&f.file_id)
                         || accepted(f, arts[&rec.index_id].get(&f.file_id), &tr)
                 });
-            if complete && rec.state == IndexState::Building {
+            // (A unique index flips after the cross-file check: `finish_unique`.)
+            if complete && rec.state == IndexState::Building && !rec.unique {
                 rec.state = IndexState::Ready;
             }
             t.put(&index_key(tr.table_id, rec.index_id), &rec)?;

@@ -17,7 +17,7 @@
 //! | `b/{table:020}/{file:020}` | [`BundleRecord`] |
 //! | `r/{index:020}` | [`crate::formats::manifest::TableRun`] (the index's table-wide sorted run) |
 //! | `x/{index:020}` | [`Tombstone`] of a dropped index (its artifacts await vacuum) |
-//! | `c/{index:020}/{hex key}` | unique claim: the [`RowIdentity`] holding the key |
+//! | `c/{index:020}/{hex key}` | retired: unique claims of catalogs written before decision #31; only ever deleted (drop, poison) |
 //! | `k/{index:020}` | [`BuildCursor`] of a staged build |
 //! | `v/{index:020}` | [`Certificate`] of the last clean `verify` |
 //! | `q/{index:020}/{file:020}` | [`crate::admin::repair::RepairEntry`]: a file whose index a query rejected |
@@ -70,8 +70,8 @@ pub struct IndexRecord {
     pub generation: u64,
 }
 
-/// The row a unique claim names. A claim is live only while its file is registered with the
-/// same row id at that position and the row is not deleted; dead claims are overwritten.
+/// A row of a table: its file, its position in the file and its table-wide row id (what
+/// constraint errors name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RowIdentity {
     pub file_id: u64,
@@ -172,9 +172,6 @@ pub fn tombstone_key(i: u64) -> String {
 }
 pub fn claim_prefix(i: u64) -> String {
     format!("c/{i:020}/")
-}
-pub fn claim_key(i: u64, key: &[u8]) -> String {
-    format!("c/{i:020}/{}", hex::encode(key))
 }
 pub fn cursor_key(i: u64) -> String {
     format!("k/{i:020}")
@@ -377,4 +374,25 @@ impl Catalog {
     pub async fn tables(&self, t: &Txn<'_>) -> Result<Vec<TableRecord>> {
         t.scan("t/").await
     }
+}
+
+/// The table's snapshot as the read gate sees it.
+pub(crate) fn active(tr: &TableRecord) -> crate::formats::lineage::ActiveSnapshot {
+    crate::formats::lineage::ActiveSnapshot {
+        snapshot_id: tr.snapshot as i64,
+        sequence_number: tr.snapshot as i64,
+    }
+}
+
+/// Does the read gate accept artifact `a` for file `f` at the table's snapshot?
+pub(crate) fn accepted(f: &FileEntry, a: Option<&IndexFileEntry>, tr: &TableRecord) -> bool {
+    a.is_some_and(|a| {
+        crate::formats::lineage::ReadGate::check(
+            &f.path,
+            Some(&a.lineage),
+            Some(&f.facts()),
+            active(tr),
+        )
+        .is_accept()
+    })
 }

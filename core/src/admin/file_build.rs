@@ -25,8 +25,6 @@ pub struct SortedEntries {
     keys: Vec<u8>,
     /// (start of the key in `keys`, its length, row position).
     refs: Vec<(usize, u32, u64)>,
-    /// Positions whose key has a NULL component (never claimed under a unique index).
-    nulls: Vec<u64>,
     sorted: bool,
 }
 
@@ -36,7 +34,6 @@ impl SortedEntries {
         SortedEntries {
             keys: Vec::with_capacity(rows * 9),
             refs: Vec::with_capacity(rows),
-            nulls: Vec::new(),
             sorted: true,
         }
     }
@@ -50,9 +47,6 @@ impl SortedEntries {
     ) -> Result<()> {
         let start = self.keys.len();
         key.encode_into(&mut self.keys, values)?;
-        if values.iter().any(|v| v.is_null()) {
-            self.nulls.push(position);
-        }
         self.refs
             .push((start, (self.keys.len() - start) as u32, position));
         self.sorted = false;
@@ -80,7 +74,6 @@ impl SortedEntries {
                 .cmp(&keys[b.0..b.0 + b.1 as usize])
                 .then(a.2.cmp(&b.2))
         });
-        self.nulls.sort_unstable();
         self.sorted = true;
     }
 
@@ -89,12 +82,6 @@ impl SortedEntries {
         self.refs
             .iter()
             .map(|&(s, l, p)| (&self.keys[s..s + l as usize], p))
-    }
-
-    /// The entries whose key has no NULL component (the ones a unique index claims).
-    pub fn claimable(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
-        self.iter()
-            .filter(|(_, p)| self.nulls.binary_search(p).is_err())
     }
 }
 
@@ -125,8 +112,8 @@ pub struct FileBlob {
     pub index_id: u64,
     pub artifact: IndexFileEntry,
     pub bytes: Vec<u8>,
-    /// The entries (kept for unique claims; empty for non-unique indexes).
-    pub entries: SortedEntries,
+    /// Under a unique index: two positions of the file whose live rows share a non-NULL key.
+    pub duplicate: Option<(u64, u64)>,
     pub entry_count: u64,
     pub entry_bytes: u64,
 }
@@ -225,20 +212,22 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
     if over {
         return Ok(FileOutcome::TooLarge);
     }
+    let deleted = f.deleted()?;
     let mut out = Vec::with_capacity(job.indexes.len());
     for (ix, mut e) in job.indexes.iter().zip(entries) {
         e.sort();
         let (artifact, bytes) = blob_artifact(job.snapshot, f, ix, e.iter(), job.block_bytes)?;
         let (entry_count, entry_bytes) = (e.len() as u64, e.entry_bytes());
+        let duplicate = if ix.unique {
+            crate::admin::unique::first_duplicate(&ix.key, e.iter(), deleted.as_ref())?
+        } else {
+            None
+        };
         out.push(FileBlob {
             index_id: ix.index_id,
             artifact,
             bytes,
-            entries: if ix.unique {
-                e
-            } else {
-                SortedEntries::default()
-            },
+            duplicate,
             entry_count,
             entry_bytes,
         });
@@ -320,8 +309,6 @@ mod tests {
         owned.sort_unstable();
         let got: Vec<(Vec<u8>, u64)> = e.iter().map(|(k, p)| (k.to_vec(), p)).collect();
         assert_eq!(got, owned);
-        assert_eq!(e.claimable().count(), vals.len());
-        assert!(e.claimable().all(|(_, p)| p != 99));
         assert_eq!(
             e.entry_bytes(),
             owned.iter().map(|(k, _)| k.len() as u64 + 8).sum::<u64>()

@@ -51,8 +51,6 @@ pub struct FileDeletes {
 pub struct DeleteReport {
     /// Rows newly deleted (already-deleted positions are not counted).
     pub rows_deleted: u64,
-    /// Unique claims released because they named a deleted row.
-    pub claims_removed: u64,
 }
 
 /// What [`Overlay::vacuum`] and a purging drop removed.
@@ -64,7 +62,8 @@ pub struct VacuumReport {
     pub bytes: u64,
     /// Manifest versions deleted.
     pub manifests: u64,
-    /// Unique claims of dropped indexes reclaimed.
+    /// Unique claims of dropped indexes reclaimed (catalogs written before claims were retired,
+    /// `docs/decisions.md` #31).
     pub claims: u64,
     /// Catalog index-file records of dropped indexes reclaimed.
     pub index_files: u64,
@@ -118,15 +117,16 @@ fn retry_conflicts(e: &Error) -> bool {
 impl Overlay {
     /// Registers more Parquet files in `table` (paths relative to its location) and keeps
     /// every index whole: reads only the indexed columns of the new files, writes their
-    /// bundles, then commits files, index files and unique claims in one transaction.
+    /// bundles, then checks unique keys against the index and commits files and index files
+    /// in one transaction.
     ///
     /// Refused before any work (`E_LIMIT`) when the files would add more than
     /// [`MAX_COMMIT_ENTRIES`] entries or [`MAX_COMMIT_BYTES`] of encoded entries; refused
     /// (`E_REFUSED`) when a file lacks or retypes an indexed column. A key that a new row
     /// shares with another new row or a live row fails the whole registration with
     /// `E_CONSTRAINT` under a ready unique index, and poisons a unique index still building.
-    /// Concurrent registrations retry after write-write conflicts, so of several claiming one
-    /// value exactly one commits.
+    /// Concurrent registrations retry after conflicts and check again, so of several
+    /// registering one value exactly one commits.
     pub async fn register_files(&self, table: &str, paths: &[String]) -> Result<RegisterReport> {
         for p in paths {
             crate::admin::overlay::check_data_path(p)?;
@@ -348,7 +348,22 @@ impl Overlay {
                     }
                 }
             }
-            match self.put_claims(&t, &tr, ix, &mut claims, &paths).await {
+            // Checked against the index itself, inside this transaction (every commit bumps
+            // `m/version`, so a registration that committed meanwhile fails this one, which
+            // then checks again on fresh reads): `crate::admin::unique`.
+            let artifacts: HashMap<u64, IndexFileEntry> = self
+                .catalog
+                .artifacts(&t, ix.index_id)
+                .await?
+                .into_iter()
+                .filter(|a| !files.iter().any(|f| f.file_id == a.file_id))
+                .map(|a| (a.file_id, a))
+                .collect();
+            let indexed = crate::admin::unique::indexed(&tr, &existing, &artifacts)?;
+            match self
+                .probe_unique(&tr, ix, &indexed, &mut claims, &paths)
+                .await
+            {
                 Ok(()) => {}
                 // A building index is maintained, and poisoned instead of failing the writer.
                 Err(Error::Constraint { .. }) if ix.state == IndexState::Building => {
@@ -366,8 +381,9 @@ impl Overlay {
         Ok(poisoned)
     }
 
-    /// Records deleted rows (by position) in the files' delete masks and releases the unique
-    /// claims that name them, in one transaction. Every later answer leaves the rows out.
+    /// Records deleted rows (by position) in the files' delete masks, in one transaction.
+    /// Every later answer leaves the rows out, and their keys are free again under unique
+    /// indexes.
     pub async fn register_deletes(
         &self,
         table: &str,
@@ -376,17 +392,9 @@ impl Overlay {
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
         let files = self.catalog.files(&t, tr.table_id).await?;
-        let unique: Vec<IndexRecord> = self
-            .catalog
-            .indexes(&t, tr.table_id)
-            .await?
-            .into_iter()
-            .filter(|i| i.unique && i.state != IndexState::Poisoned)
-            .collect();
         drop(t);
-        // Per file: the new positions and, per unique index, the claims they may hold.
-        let mut work: Vec<(FileEntry, RoaringTreemap, Vec<(u64, Vec<u8>, RowIdentity)>)> =
-            Vec::new();
+        // Per file: the positions not deleted yet.
+        let mut work: Vec<(FileEntry, RoaringTreemap)> = Vec::new();
         for d in deletes {
             let f = files
                 .iter()
@@ -408,47 +416,7 @@ impl Overlay {
                 .copied()
                 .filter(|p| !old.contains(*p))
                 .collect();
-            let mut claims = Vec::new();
-            if !new.is_empty() && !unique.is_empty() {
-                let positions: Vec<u64> = new.iter().collect();
-                let url = format!("{}/{}", tr.location, f.path);
-                let mut loc = Location::new(&url);
-                if let Some(v) = &f.etag {
-                    loc = loc.with_version(v);
-                }
-                let (md, _) =
-                    datafile::read_metadata_with_page_index(self.data.as_ref(), &loc, Some(f.size))
-                        .await?;
-                let ffields = datafile::fields(&datafile::arrow_schema(&md)?);
-                for ix in &unique {
-                    let roots = ix
-                        .fields
-                        .iter()
-                        .map(|id| datafile::root_of(&ffields, *id))
-                        .collect::<Result<Vec<_>>>()?;
-                    let batch =
-                        datafile::read_rows(self.data.as_ref(), &loc, &md, &positions, &roots)
-                            .await?;
-                    for (row, p) in positions.iter().enumerate() {
-                        let vals = (0..roots.len())
-                            .map(|c| datafile::value_at(batch.column(c).as_ref(), row))
-                            .collect::<Result<Vec<_>>>()?;
-                        if vals.iter().any(|v| v.is_null()) {
-                            continue;
-                        }
-                        claims.push((
-                            ix.index_id,
-                            ix.key.encode(&vals)?,
-                            RowIdentity {
-                                file_id: f.file_id,
-                                position: *p,
-                                row_id: f.row_id_start.unwrap_or(0) + p,
-                            },
-                        ));
-                    }
-                }
-            }
-            work.push((f.clone(), new, claims));
+            work.push((f.clone(), new));
         }
         let mut attempts = 0;
         loop {
@@ -466,11 +434,11 @@ impl Overlay {
     async fn commit_deletes(
         &self,
         tr: &TableRecord,
-        work: &[(FileEntry, RoaringTreemap, Vec<(u64, Vec<u8>, RowIdentity)>)],
+        work: &[(FileEntry, RoaringTreemap)],
     ) -> Result<DeleteReport> {
         let t = self.catalog.begin()?;
         let mut report = DeleteReport::default();
-        for (f0, new, claims) in work {
+        for (f0, new) in work {
             let mut f: FileEntry = t
                 .get(&file_key(tr.table_id, f0.file_id))
                 .await?
@@ -482,14 +450,6 @@ impl Overlay {
             report.rows_deleted += mask.len() - before;
             f.set_deleted(&mask);
             t.put(&file_key(tr.table_id, f.file_id), &f)?;
-            for (index_id, key, id) in claims {
-                let k = claim_key(*index_id, key);
-                // Only a claim naming the dead row goes.
-                if t.get::<RowIdentity>(&k).await? == Some(*id) {
-                    t.delete(&k)?;
-                    report.claims_removed += 1;
-                }
-            }
         }
         for ix in self.catalog.indexes(&t, tr.table_id).await? {
             t.delete(&certificate_key(ix.index_id))?;
@@ -841,31 +801,13 @@ impl Overlay {
         t.get(&certificate_key(ix.index_id)).await
     }
 
-    /// The unique claim on `key` in `index`, if any (for tests and debugging).
-    pub async fn claim(
-        &self,
-        table: &str,
-        index: &str,
-        key: &[crate::values::Value],
-    ) -> Result<Option<RowIdentity>> {
+    /// How many catalog keys start with `prefix` (tests check what a verb left in the
+    /// catalog, e.g. that nothing is stored per key).
+    #[doc(hidden)]
+    pub async fn catalog_keys(&self, prefix: &str) -> Result<u64> {
         let t = self.catalog.begin()?;
-        let tr = self.catalog.table(&t, table).await?;
-        let ix = self.catalog.index(&t, &tr, index).await?;
-        let k = ix.key.encode(&ix.key.coerce(key.to_vec())?)?;
-        t.get(&claim_key(ix.index_id, &k)).await
-    }
-
-    /// Every claim of `index`, in key order (hex key, row) — tests compare builds with it.
-    pub async fn claims(&self, table: &str, index: &str) -> Result<Vec<(String, RowIdentity)>> {
-        let t = self.catalog.begin()?;
-        let tr = self.catalog.table(&t, table).await?;
-        let ix = self.catalog.index(&t, &tr, index).await?;
-        let prefix = claim_prefix(ix.index_id);
-        Ok(t.scan_limit::<RowIdentity>(&prefix, usize::MAX)
-            .await?
-            .into_iter()
-            .map(|(k, v)| (k[prefix.len()..].to_string(), v))
-            .collect())
+        let keys: Vec<(String, serde_json::Value)> = t.scan(prefix).await?;
+        Ok(keys.len() as u64)
     }
 
     /// The indexes of `table`, in id order.

@@ -10,5 +10,6 @@ pub mod lifecycle;
 pub mod overlay;
 pub mod repair;
 pub mod sample;
+pub(crate) mod unique;
 
 pub use catalog::IndexRecord;

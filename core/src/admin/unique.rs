@@ -1,0 +1,494 @@
+//! Unique indexes without per-key catalog traffic (`docs/decisions.md` #31).
+//!
+//! The index is its own proof of uniqueness. Three checks, each over sorted entries:
+//! - **within a file**, when its blob is built: adjacent equal keys in the sorted entries
+//!   ([`first_duplicate`]);
+//! - **across files**, once, when a building index would become ready: a streaming k-way
+//!   merge of the blobs whose key spans overlap ([`Overlay::check_unique_across`]) — files
+//!   with disjoint spans (ids written in order) are never read;
+//! - **against new rows**, in the registration's transaction: each new key is looked up in
+//!   the blocks of the registered files whose span can hold it ([`Overlay::probe_unique`]).
+//!
+//! A key with a NULL component never collides; deleted rows never collide. No claim is
+//! written: every catalog commit bumps `m/version`, so SlateDB's conflict detection orders
+//! any two commits of one writer, and a commit that lost re-runs its check on fresh reads;
+//! a second writer process is fenced (one writer per catalog). The flip to ready commits only
+//! if the table's snapshot and the index's generation are what the merge saw.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use roaring::RoaringTreemap;
+
+use crate::admin::catalog::*;
+use crate::admin::overlay::Overlay;
+use crate::error::{Error, Result};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
+use crate::index::ordered::{self, BlockRef, OrderedDirectory};
+use crate::io::{Location, ObjectStoreReader, RangeReader};
+use crate::values::KeySchema;
+
+/// Times the flip to ready merges again after losing to a concurrent commit.
+const FLIP_RETRIES: u32 = 16;
+
+/// Bytes of whole blocks a [`BlobStream`] reads at a time.
+const CHUNK_BYTES: u64 = 256 << 10;
+
+/// The name of a row in constraint errors: `path@position (row id N)`.
+pub(crate) fn row_name(path: &str, id: RowIdentity) -> String {
+    format!("{path}@{} (row id {})", id.position, id.row_id)
+}
+
+fn has_null(key: &KeySchema, k: &[u8]) -> Result<bool> {
+    Ok(key.decode(k)?.iter().any(|v| v.is_null()))
+}
+
+/// The first pair of positions sharing a non-NULL key among live rows of sorted `entries`.
+pub(crate) fn first_duplicate<'a>(
+    key: &KeySchema,
+    entries: impl Iterator<Item = (&'a [u8], u64)>,
+    deleted: Option<&RoaringTreemap>,
+) -> Result<Option<(u64, u64)>> {
+    let mut prev: Option<(&[u8], u64)> = None;
+    for (k, p) in entries {
+        if deleted.is_some_and(|m| m.contains(p)) {
+            continue;
+        }
+        if let Some((pk, pp)) = prev {
+            if pk == k && !has_null(key, k)? {
+                return Ok(Some((pp, p)));
+            }
+        }
+        prev = Some((k, p));
+    }
+    Ok(None)
+}
+
+/// A registered file with its delete mask and the index's accepted artifact over it.
+pub(crate) struct Indexed {
+    pub file: FileEntry,
+    pub deleted: Option<RoaringTreemap>,
+    pub artifact: IndexFileEntry,
+}
+
+impl Indexed {
+    fn row(&self, position: u64) -> RowIdentity {
+        RowIdentity {
+            file_id: self.file.file_id,
+            position,
+            row_id: self.file.row_id_start.unwrap_or(0) + position,
+        }
+    }
+    fn live(&self, position: u64) -> bool {
+        !self.deleted.as_ref().is_some_and(|m| m.contains(position))
+    }
+    fn span(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let o = &self.artifact.ordered;
+        Some((
+            hex::decode(o.min_key.as_ref()?).ok()?,
+            hex::decode(o.max_key.as_ref()?).ok()?,
+        ))
+    }
+}
+
+/// The files of `tr` whose artifact of `index_id` the gate accepts, with their masks.
+pub(crate) fn indexed(
+    tr: &TableRecord,
+    files: &[FileEntry],
+    artifacts: &HashMap<u64, IndexFileEntry>,
+) -> Result<Vec<Indexed>> {
+    let mut out = Vec::new();
+    for f in files {
+        let a = artifacts.get(&f.file_id);
+        if accepted(f, a, tr) {
+            out.push(Indexed {
+                deleted: f.deleted()?,
+                file: f.clone(),
+                artifact: a.expect("accepted").clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A blob's entries in order, read [`CHUNK_BYTES`] of whole blocks at a time (every block
+/// verified against the directory, itself verified against the manifest's SHA-256).
+struct BlobStream {
+    reader: Arc<ObjectStoreReader>,
+    loc: Location,
+    blob_offset: u64,
+    dir: OrderedDirectory,
+    next_block: usize,
+    keys: Vec<u8>,
+    refs: Vec<(usize, usize, u64)>,
+    at: usize,
+}
+
+async fn read_directory(
+    reader: &ObjectStoreReader,
+    a: &IndexFileEntry,
+) -> Result<(Location, OrderedDirectory)> {
+    let (l, d) = (&a.lineage, &a.ordered);
+    let loc = Location::new(&l.bundle_path);
+    let start = l.blob_offset + d.directory_offset;
+    let bytes = reader
+        .read_range(&loc, start..start + d.directory_length)
+        .await?;
+    let dir = OrderedDirectory::parse(&bytes, Some(&d.directory_sha256), d.directory_offset)?;
+    Ok((loc, dir))
+}
+
+/// Reads the blocks `blocks` (consecutive in the blob) in one request and calls `f` per
+/// entry.
+async fn read_blocks(
+    reader: &ObjectStoreReader,
+    loc: &Location,
+    blob_offset: u64,
+    blocks: &[BlockRef],
+    mut f: impl FnMut(&[u8], u64),
+) -> Result<()> {
+    let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
+        return Ok(());
+    };
+    let (start, end) = (first.offset, last.offset + last.length);
+    let bytes = reader
+        .read_range(loc, blob_offset + start..blob_offset + end)
+        .await?;
+    for b in blocks {
+        let block = bytes
+            .get((b.offset - start) as usize..(b.offset - start + b.length) as usize)
+            .ok_or(crate::index::ordered::BlobError::Corrupt("block range"))?;
+        ordered::scan_block(block, b, |k, p| {
+            f(k, p);
+            true
+        })?;
+    }
+    Ok(())
+}
+
+impl BlobStream {
+    async fn open(reader: Arc<ObjectStoreReader>, a: &IndexFileEntry) -> Result<Self> {
+        let (loc, dir) = read_directory(&reader, a).await?;
+        let mut s = BlobStream {
+            reader,
+            loc,
+            blob_offset: a.lineage.blob_offset,
+            dir,
+            next_block: 0,
+            keys: Vec::new(),
+            refs: Vec::new(),
+            at: 0,
+        };
+        s.fill().await?;
+        Ok(s)
+    }
+
+    async fn fill(&mut self) -> Result<()> {
+        self.keys.clear();
+        self.refs.clear();
+        self.at = 0;
+        let blocks = &self.dir.blocks;
+        while self.refs.is_empty() && self.next_block < blocks.len() {
+            let first = self.next_block;
+            let mut end = first + 1;
+            while end < blocks.len()
+                && blocks[end].offset + blocks[end].length - blocks[first].offset <= CHUNK_BYTES
+            {
+                end += 1;
+            }
+            let (keys, refs) = (&mut self.keys, &mut self.refs);
+            read_blocks(
+                &self.reader,
+                &self.loc,
+                self.blob_offset,
+                &blocks[first..end],
+                |k, p| {
+                    refs.push((keys.len(), k.len(), p));
+                    keys.extend_from_slice(k);
+                },
+            )
+            .await?;
+            self.next_block = end;
+        }
+        Ok(())
+    }
+
+    fn head(&self) -> Option<(&[u8], u64)> {
+        self.refs
+            .get(self.at)
+            .map(|&(s, l, p)| (&self.keys[s..s + l], p))
+    }
+
+    async fn advance(&mut self) -> Result<()> {
+        self.at += 1;
+        if self.at >= self.refs.len() {
+            self.fill().await?;
+        }
+        Ok(())
+    }
+}
+
+impl Overlay {
+    fn constraint(
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        a: (&Indexed, u64),
+        b: (&str, RowIdentity),
+    ) -> Error {
+        Error::Constraint {
+            index: format!("{}.{}", tr.name, ix.name),
+            existing: row_name(&a.0.file.path, a.0.row(a.1)),
+            row: row_name(b.0, b.1),
+        }
+    }
+
+    /// Fails [`Error::Constraint`] when two live rows of different files share a non-NULL
+    /// key of `ix` (each file's own rows were checked when its blob was built). Only files
+    /// whose key spans overlap are merged; memory is one chunk per merged blob.
+    pub(crate) async fn check_unique_across(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        files: &[Indexed],
+    ) -> Result<()> {
+        let mut spans: Vec<(Vec<u8>, Vec<u8>, usize)> = files
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.span().map(|(lo, hi)| (lo, hi, i)))
+            .collect();
+        spans.sort();
+        let mut group: Vec<usize> = Vec::new();
+        let mut group_max: Vec<u8> = Vec::new();
+        for (lo, hi, i) in spans {
+            if !group.is_empty() && lo > group_max {
+                self.merge_check(tr, ix, files, &group).await?;
+                group.clear();
+            }
+            if group.is_empty() || hi > group_max {
+                group_max = hi;
+            }
+            group.push(i);
+        }
+        self.merge_check(tr, ix, files, &group).await
+    }
+
+    async fn merge_check(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        files: &[Indexed],
+        group: &[usize],
+    ) -> Result<()> {
+        if group.len() < 2 {
+            return Ok(());
+        }
+        let mut streams = Vec::with_capacity(group.len());
+        for &i in group {
+            streams.push(BlobStream::open(self.reader.clone(), &files[i].artifact).await?);
+        }
+        let mut heap: BinaryHeap<Reverse<(Vec<u8>, u64, usize)>> = BinaryHeap::new();
+        for (s, st) in streams.iter().enumerate() {
+            if let Some((k, p)) = st.head() {
+                heap.push(Reverse((k.to_vec(), p, s)));
+            }
+        }
+        let mut prev: Option<(Vec<u8>, usize, u64)> = None;
+        while let Some(Reverse((k, p, s))) = heap.pop() {
+            let f = &files[group[s]];
+            if f.live(p) {
+                if let Some((pk, ps, pp)) = &prev {
+                    if *pk == k && *ps != s && !has_null(&ix.key, &k)? {
+                        return Err(Self::constraint(
+                            tr,
+                            ix,
+                            (&files[group[*ps]], *pp),
+                            (&f.file.path, f.row(p)),
+                        ));
+                    }
+                }
+                prev = Some((k, s, p));
+            }
+            let st = &mut streams[s];
+            st.advance().await?;
+            if let Some((k, p)) = st.head() {
+                heap.push(Reverse((k.to_vec(), p, s)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails [`Error::Constraint`] when a key of `new` (non-NULL keys of rows being
+    /// registered, with their rows and file paths) is held twice among them or by a live row
+    /// of `existing`. Reads, per existing file whose span can hold a new key, its directory and
+    /// only the blocks that can hold them.
+    pub(crate) async fn probe_unique(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        existing: &[Indexed],
+        new: &mut [(Vec<u8>, RowIdentity)],
+        paths: &HashMap<u64, String>,
+    ) -> Result<()> {
+        let name = |id: RowIdentity| paths.get(&id.file_id).map_or("?", |s| s.as_str());
+        new.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.row_id.cmp(&b.1.row_id)));
+        for w in new.windows(2) {
+            if w[0].0 == w[1].0 && w[0].1 != w[1].1 {
+                return Err(Error::Constraint {
+                    index: format!("{}.{}", tr.name, ix.name),
+                    existing: row_name(name(w[0].1), w[0].1),
+                    row: row_name(name(w[1].1), w[1].1),
+                });
+            }
+        }
+        let (Some(lo), Some(hi)) = (new.first(), new.last()) else {
+            return Ok(());
+        };
+        for f in existing {
+            let Some((flo, fhi)) = f.span() else {
+                continue;
+            };
+            if fhi < lo.0 || flo > hi.0 {
+                continue;
+            }
+            let (loc, dir) = read_directory(&self.reader, &f.artifact).await?;
+            // The blocks that can hold a new key, then runs of consecutive ones per request.
+            let mut wanted: Vec<usize> = Vec::new();
+            for (k, _) in new.iter() {
+                if k.as_slice() < flo.as_slice() || k.as_slice() > fhi.as_slice() {
+                    continue;
+                }
+                wanted.extend(
+                    dir.blocks_for(Bound::Included(k.as_slice()), Bound::Included(k.as_slice())),
+                );
+            }
+            wanted.sort_unstable();
+            wanted.dedup();
+            let mut i = 0;
+            while i < wanted.len() {
+                let mut j = i + 1;
+                while j < wanted.len() && wanted[j] == wanted[j - 1] + 1 {
+                    j += 1;
+                }
+                let mut hit: Option<(u64, RowIdentity)> = None;
+                read_blocks(
+                    &self.reader,
+                    &loc,
+                    f.artifact.lineage.blob_offset,
+                    &dir.blocks[wanted[i]..=wanted[j - 1]],
+                    |k, p| {
+                        if hit.is_none() && f.live(p) {
+                            if let Ok(n) = new.binary_search_by(|(nk, _)| nk.as_slice().cmp(k)) {
+                                hit = Some((p, new[n].1));
+                            }
+                        }
+                    },
+                )
+                .await?;
+                if let Some((p, id)) = hit {
+                    return Err(Self::constraint(tr, ix, (f, p), (name(id), id)));
+                }
+                i = j;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flips a building unique index to ready once every file is indexed and no two live
+    /// rows share a key (the cross-file merge); a duplicate poisons it (`E_CONSTRAINT`).
+    /// Returns the index's state after the call. A registration or build step committed
+    /// between the merge and the flip makes it merge again (at most [`FLIP_RETRIES`] times).
+    pub(crate) async fn finish_unique(&self, table: &str, index: &str) -> Result<IndexState> {
+        let mut attempts = 0;
+        loop {
+            let t = self.catalog.begin()?;
+            let tr = self.catalog.table(&t, table).await?;
+            let ix = self.catalog.index(&t, &tr, index).await?;
+            if ix.state != IndexState::Building || !ix.unique {
+                return Ok(ix.state);
+            }
+            let files = self.catalog.files(&t, tr.table_id).await?;
+            let artifacts: HashMap<u64, IndexFileEntry> = self
+                .catalog
+                .artifacts(&t, ix.index_id)
+                .await?
+                .into_iter()
+                .map(|a| (a.file_id, a))
+                .collect();
+            let cursor: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
+            drop(t);
+            let live = indexed(&tr, &files, &artifacts)?;
+            if cursor.is_some() || live.len() != files.len() {
+                return Ok(IndexState::Building); // rows left to index, or files skipped
+            }
+            if let Err(e) = self.check_unique_across(&tr, &ix, &live).await {
+                if matches!(e, Error::Constraint { .. }) {
+                    self.poison(&tr, &ix).await?;
+                }
+                return Err(e);
+            }
+            let t = self.catalog.begin()?;
+            let tr_now = self.catalog.table(&t, table).await?;
+            let rec: Option<IndexRecord> = t.get(&index_key(tr.table_id, ix.index_id)).await?;
+            let rec = rec.filter(|r| {
+                tr_now.snapshot == tr.snapshot
+                    && r.generation == ix.generation
+                    && r.state == IndexState::Building
+            });
+            let committed = match rec {
+                Some(mut rec) => {
+                    rec.state = IndexState::Ready;
+                    rec.generation += 1;
+                    t.put(&index_key(tr.table_id, ix.index_id), &rec)?;
+                    t.delete(&certificate_key(ix.index_id))?;
+                    t.bump_version().await?;
+                    t.commit().await
+                }
+                None => Err(Error::Conflict(format!(
+                    "{}.{} changed while its uniqueness was checked",
+                    tr.name, ix.name
+                ))),
+            };
+            match committed {
+                Ok(()) => {
+                    self.invalidate();
+                    return Ok(IndexState::Ready);
+                }
+                Err(Error::Conflict(_)) if attempts < FLIP_RETRIES => attempts += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::values::{KeyColumn, Value};
+
+    #[test]
+    fn first_duplicate_skips_nulls_and_deleted_rows() {
+        let key = KeySchema {
+            columns: vec![KeyColumn::new(crate::values::KeyType::Int64)],
+        };
+        let k = |v: Option<i64>| key.encode(&[v.map_or(Value::Null, Value::Int)]).unwrap();
+        let mut e = vec![
+            (k(Some(1)), 0),
+            (k(Some(2)), 1),
+            (k(None), 2),
+            (k(None), 3),
+            (k(Some(2)), 4),
+            (k(Some(3)), 5),
+        ];
+        e.sort();
+        let it = || e.iter().map(|(k, p)| (k.as_slice(), *p));
+        assert_eq!(first_duplicate(&key, it(), None).unwrap(), Some((1, 4)));
+        let mut mask = RoaringTreemap::new();
+        mask.insert(4);
+        assert_eq!(first_duplicate(&key, it(), Some(&mask)).unwrap(), None);
+        mask.clear();
+        mask.insert(1);
+        assert_eq!(first_duplicate(&key, it(), Some(&mask)).unwrap(), None);
+    }
+}
