@@ -35,7 +35,7 @@ export declare class Overlay {
    * `onProgress` (called on the JS thread, never awaited) sees rows done and total after
    * every commit.
    */
-  build(table: string, onProgress?: (progress: BuildProgress) => void): Promise<BuildReport>
+  build(table: string): Promise<BuildReport>
   /** Writes the catalog head as a new immutable manifest version and moves `HEAD` to it. */
   publish(): Promise<PublishReport>
   /**
@@ -97,7 +97,7 @@ export declare class Overlay {
    * every index whole in the same commit (see the README's lifecycle section).
    */
   registerFiles(table: string, files: Array<string>): Promise<RegisterReport>
-  /** Records deleted rows by position and releases the unique claims naming them. */
+  /** Records deleted rows by position (their keys are free again under unique indexes). */
   registerDeletes(table: string, deletes: Array<FileDeletes>): Promise<DeleteReport>
   /**
    * One bounded, resumable step of building `index`; a step that lost a race to another
@@ -107,8 +107,8 @@ export declare class Overlay {
   /** The indexes of `table`, in id order. */
   listIndexes(table: string): Promise<IndexInfo[]>
   /**
-   * Drops `name` and purges it: bundles rewritten without its blobs, records and claims
-   * reclaimed, unreferenced objects deleted.
+   * Drops `name` and purges it: bundles rewritten without its blobs, records reclaimed,
+   * unreferenced objects deleted.
    */
   dropIndexPurge(table: string, name: string): Promise<VacuumReport>
   /**
@@ -165,8 +165,8 @@ export interface CursorInfo {
 }
 
 export interface DeleteReport {
+  /** Rows newly deleted (already-deleted positions are not counted). */
   rowsDeleted: number
-  claimsRemoved: number
 }
 
 export interface Field {

@@ -69,6 +69,34 @@ test('registerFiles keeps a unique index whole; duplicates and races fail with E
   await overlay.close();
 });
 
+test('build() reads each file once for all indexes: one bundle per file, progress per commit', async () => {
+  const s = setup();
+  for (let i = 0; i < 3; i++) s.write(`p${i}.parquet`, s.range(i * 500, 500));
+  const overlay = await Overlay.open(s.url);
+  await overlay.registerParquetTable('t', s.dataUrl);
+  await overlay.createIndex('t', 'by_email', ['email'], { unique: true });
+  await overlay.createIndex('t', 'by_id', ['id']);
+  await overlay.createIndex('t', 'by_both', ['email', 'id']);
+  const seen = [];
+  const r = await overlay.build('t', { onProgress: (p) => seen.push(p) });
+  assert.equal(r.bundlesWritten, 3);
+  assert.equal(r.entries, 4500n);
+  const bundles = fs.readdirSync(path.join(s.dir, 'overlay', 'bundles'), { recursive: true }).filter((f) => f.endsWith('.puffin'));
+  assert.equal(bundles.length, 3, `one generation per file: ${bundles}`);
+  assert.ok(seen.length >= 1);
+  // Progress is delivered before build() resolves, in order, rows counted once per index.
+  const pass = seen.filter((p) => p.phase === 'build');
+  assert.deepEqual(pass.at(-1), { phase: 'build', rowsDone: 4500, rowsTotal: 4500 });
+  for (const i of await overlay.listIndexes('t')) assert.equal(i.state, 'ready', i.name);
+  assert.deepEqual((await overlay.lookup('t', 'by_email', 'u742@x')).rows.map((x) => [x.file, x.position]), [['p1.parquet', 242n]]);
+  // A throwing callback neither kills the process nor loses the build: its error is
+  // rethrown once the build committed.
+  await overlay.createIndex('t', 'by_id2', ['id']);
+  await assert.rejects(overlay.build('t', { onProgress: () => { throw new Error('boom'); } }), /boom/);
+  assert.equal((await overlay.listIndexes('t')).find((i) => i.name === 'by_id2').state, 'ready');
+  await overlay.close();
+});
+
 test('verify certifies; dropIndex purges; vacuum keeps retained manifests', async () => {
   const s = setup();
   for (let i = 0; i < 3; i++) s.write(`p${i}.parquet`, s.range(i * 500, 500));

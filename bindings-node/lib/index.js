@@ -179,7 +179,19 @@ native.Overlay.prototype.build = async function (table, options) {
   if (!options) return nativeBuild.call(this, table);
   const { index, onProgress, maxEntries, maxBytes } = options;
   if (index === undefined && maxEntries === undefined && maxBytes === undefined) {
-    return nativeBuild.call(this, table, onProgress);
+    if (!onProgress) return nativeBuild.call(this, table);
+    // Every callback runs before the build resolves; the first one that threw is rethrown
+    // after it (the build itself committed: what it indexed stays).
+    let thrown = null;
+    const report = await nativeBuild.call(this, table, (p) => {
+      try {
+        onProgress(p);
+      } catch (e) {
+        thrown ??= e;
+      }
+    });
+    if (thrown) throw thrown;
+    return report;
   }
   const names = index !== undefined
     ? [index]

@@ -215,7 +215,6 @@ type ProgressFn = napi::threadsafe_function::ThreadsafeFunction<
     Status,
     false,
 >;
-use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 
 /// Bounds of one `buildStep` (defaults 1,000,000 entries, 8 MiB).
 #[napi(object)]
@@ -593,8 +592,10 @@ impl Overlay {
     /// each data file is read once and gets one new bundle generation for all its indexes.
     /// `onProgress` (called on the JS thread, never awaited) sees rows done and total after
     /// every commit.
+    // The callback is the facade's (`build(table, { onProgress })`, lib/index.js): not typed
+    // here, so TypeScript shows one way to pass it.
     #[napi(
-        ts_args_type = "table: string, onProgress?: (progress: BuildProgress) => void",
+        ts_args_type = "table: string",
         ts_return_type = "Promise<BuildReport>"
     )]
     pub fn build<'env>(
@@ -605,23 +606,36 @@ impl Overlay {
     ) -> Result<PromiseRaw<'env, BuildReport>> {
         let w = self.writer();
         run(env, async move {
-            let r = w?
-                .build(&table, |p| {
+            // Progress goes through a channel to a forwarder that awaits each JS call, and
+            // the build resolves only after the forwarder drained it: every callback runs
+            // before `build()` resolves, in order. A throwing callback cannot kill the
+            // process (`call_async_catch`); the facade rethrows its error after the build.
+            let (tx, mut rx) = futures::channel::mpsc::unbounded::<BuildProgress>();
+            let built = async move {
+                let r = w?
+                    .build(&table, |p| {
+                        let _ = tx.unbounded_send(BuildProgress {
+                            phase: p.phase.clone(),
+                            index: p.phase.strip_prefix("build ").map(str::to_string),
+                            rows_done: p.done as i64,
+                            rows_total: p.total as i64,
+                            file: p.file.clone(),
+                        });
+                    })
+                    .await;
+                drop(tx);
+                r
+            };
+            let forward = async move {
+                use futures::StreamExt;
+                while let Some(p) = rx.next().await {
                     if let Some(f) = &on_progress {
-                        let index = p.phase.strip_prefix("build ").map(str::to_string);
-                        f.call(
-                            BuildProgress {
-                                phase: p.phase.clone(),
-                                index,
-                                rows_done: p.done as i64,
-                                rows_total: p.total as i64,
-                                file: p.file.clone(),
-                            },
-                            ThreadsafeFunctionCallMode::NonBlocking,
-                        );
+                        let _ = f.call_async_catch(p).await;
                     }
-                })
-                .await?;
+                }
+            };
+            let (r, ()) = futures::join!(built, forward);
+            let r = r?;
             Ok(BuildReport {
                 files_indexed: r.files_indexed as u32,
                 entries: big(r.entries),
