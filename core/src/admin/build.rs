@@ -1017,7 +1017,7 @@ impl Overlay {
 
 /// A token unique to one build-step attempt on this machine: wall-clock nanoseconds, the
 /// process id and a per-process counter.
-fn attempt_token() -> String {
+pub(crate) fn attempt_token() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()

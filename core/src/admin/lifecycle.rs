@@ -810,6 +810,13 @@ impl Overlay {
         Ok(keys.len() as u64)
     }
 
+    /// Requests and bytes read from the overlay's own objects (bundles, runs, staged
+    /// segments) since it was opened; tests check how much a verb reads back.
+    #[doc(hidden)]
+    pub fn overlay_reads(&self) -> crate::io::IoStats {
+        self.reader.counters().snapshot()
+    }
+
     /// The indexes of `table`, in id order.
     pub async fn list_indexes(&self, table: &str) -> Result<Vec<IndexRecord>> {
         let t = self.catalog.begin()?;

@@ -7,8 +7,10 @@ pub mod build;
 pub(crate) mod catalog;
 pub mod file_build;
 pub mod lifecycle;
+pub(crate) mod merge;
 pub mod overlay;
 pub mod repair;
+pub(crate) mod runs;
 pub mod sample;
 pub(crate) mod unique;
 

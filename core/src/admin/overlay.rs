@@ -1,7 +1,6 @@
 //! The native overlay: catalog + bundles + manifests under one object-store prefix, and the
 //! verbs that administer them (register, create index, build, publish, refresh, lookup).
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use object_store::path::Path;
@@ -11,11 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::admin::catalog::*;
 use crate::datafile;
 use crate::error::{Error, Result};
-use crate::formats::codec::Codec;
 use crate::formats::lineage::{self, ActiveSnapshot};
 use crate::formats::manifest::*;
-use crate::formats::puffin::{BlobSpec, PuffinWriter};
-use crate::index::ordered::{self, OrderedBlobWriter};
+use crate::index::ordered;
 use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
 use crate::read::lookup::{DirectoryCache, LookupResult};
 use crate::read::snapshot::{RejectionSink, Snapshot};
@@ -462,182 +459,6 @@ impl Overlay {
         t.commit().await?;
         self.invalidate();
         Ok(ix.index_id)
-    }
-
-    /// (Re)builds the table-wide sorted run of every ready index whose per-file blobs changed
-    /// since its run was built, on tables of at least [`RUN_MIN_FILES`] files.
-    pub(crate) async fn build_runs(&self, tr: &TableRecord) -> Result<()> {
-        let t = self.catalog.begin()?;
-        let files = self.catalog.files(&t, tr.table_id).await?;
-        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
-        let mut todo = Vec::new();
-        for ix in indexes
-            .into_iter()
-            .filter(|ix| ix.state == IndexState::Ready)
-        {
-            let artifacts = self.catalog.artifacts(&t, ix.index_id).await?;
-            let current: Option<TableRun> = t.get(&run_key(ix.index_id)).await?;
-            let active = ActiveSnapshot {
-                snapshot_id: tr.snapshot as i64,
-                sequence_number: tr.snapshot as i64,
-            };
-            // The run covers the files whose artifact the gate accepts now.
-            let by_file: HashMap<u64, &IndexFileEntry> =
-                artifacts.iter().map(|a| (a.file_id, a)).collect();
-            let covered: Vec<(&FileEntry, &IndexFileEntry)> = files
-                .iter()
-                .filter_map(|f| {
-                    let a = by_file.get(&f.file_id)?;
-                    lineage::ReadGate::check(&f.path, Some(&a.lineage), Some(&f.facts()), active)
-                        .is_accept()
-                        .then_some((f, *a))
-                })
-                .collect();
-            if covered.len() < RUN_MIN_FILES {
-                continue;
-            }
-            let same = current.as_ref().is_some_and(|r| {
-                r.files.len() == covered.len()
-                    && r.files.iter().zip(&covered).all(|(rf, (f, a))| {
-                        rf.file_id == f.file_id
-                            && rf.sha256 == a.lineage.source_sha256
-                            && rf.sequence_number == a.lineage.source_sequence_number
-                    })
-            });
-            if !same {
-                todo.push((
-                    ix,
-                    covered
-                        .into_iter()
-                        .map(|(f, a)| (f.clone(), a.clone()))
-                        .collect::<Vec<_>>(),
-                ));
-            }
-        }
-        drop(t);
-        for (ix, covered) in todo {
-            self.build_run(tr, &ix, &covered).await?;
-        }
-        Ok(())
-    }
-
-    async fn build_run(
-        &self,
-        tr: &TableRecord,
-        ix: &IndexRecord,
-        covered: &[(FileEntry, IndexFileEntry)],
-    ) -> Result<()> {
-        let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
-        let mut files = Vec::with_capacity(covered.len());
-        for (ordinal, (f, a)) in covered.iter().enumerate() {
-            if f.record_count >= 1 << RUN_POSITION_BITS
-                || ordinal as u64 >= 1 << (64 - RUN_POSITION_BITS)
-            {
-                return Ok(()); // beyond the run's position encoding: per-file blobs serve it
-            }
-            let l = &a.lineage;
-            let blob = self
-                .reader
-                .read_range(&Location::new(&l.bundle_path), l.blob_range())
-                .await?;
-            if lineage::sha256_hex(&blob) != l.blob_sha256 {
-                return Ok(()); // a damaged blob: lookups reject it per file; no run over it
-            }
-            let d = &a.ordered;
-            let dir_bytes = &blob
-                [d.directory_offset as usize..(d.directory_offset + d.directory_length) as usize];
-            let dir = ordered::OrderedDirectory::parse(
-                dir_bytes,
-                Some(&d.directory_sha256),
-                d.directory_offset,
-            )?;
-            let tag = (ordinal as u64) << RUN_POSITION_BITS;
-            for b in &dir.blocks {
-                ordered::scan_block(
-                    &blob[b.offset as usize..(b.offset + b.length) as usize],
-                    b,
-                    |k, p| {
-                        entries.push((k.to_vec(), tag | p));
-                        true
-                    },
-                )?;
-            }
-            files.push(RunFile {
-                file_id: f.file_id,
-                path: f.path.clone(),
-                sha256: l.source_sha256.clone(),
-                record_count: l.source_record_count,
-                snapshot_id: l.source_snapshot_id,
-                sequence_number: l.source_sequence_number,
-            });
-        }
-        entries.sort_unstable();
-        let mut w = OrderedBlobWriter::new(self.block_bytes);
-        for (k, p) in &entries {
-            w.push(k, *p)?;
-        }
-        let blob = w.finish();
-        let t = self.catalog.begin()?;
-        let generation = t
-            .get::<TableRun>(&run_key(ix.index_id))
-            .await?
-            .map_or(1, |r| {
-                r.bundle_path
-                    .rsplit("-g")
-                    .next()
-                    .and_then(|g| g.trim_end_matches(".puffin").parse::<u64>().ok())
-                    .unwrap_or(0)
-                    + 1
-            });
-        let bundle_path = format!(
-            "bundles/{}/run-{}-g{}.puffin",
-            tr.table_id, ix.index_id, generation
-        );
-        let mut pw = PuffinWriter::new();
-        pw.set_property("skerry.table", tr.name.clone());
-        let mut props = BTreeMap::new();
-        props.insert("skerry.index-id".to_string(), ix.index_id.to_string());
-        props.insert("skerry.run".to_string(), "true".to_string());
-        let snapshot = tr.snapshot as i64;
-        let spec = BlobSpec {
-            blob_type: ordered::BLOB_TYPE.into(),
-            fields: ix.fields.clone(),
-            snapshot_id: snapshot,
-            sequence_number: snapshot,
-            properties: props,
-        };
-        let m = pw.add_stored_blob(spec, &blob.bytes, Codec::None).clone();
-        let file = pw.finish();
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
-        self.store
-            .put_opts(
-                &Path::from(bundle_path.as_str()),
-                PutPayload::from(file.bytes),
-                opts,
-            )
-            .await
-            .map_err(store_err)?;
-        let run = TableRun {
-            bundle_path,
-            blob_offset: m.offset,
-            blob_length: m.length,
-            ordered: OrderedMeta {
-                directory_offset: blob.directory.start,
-                directory_length: blob.directory.end - blob.directory.start,
-                directory_sha256: blob.directory_sha256,
-                entries: blob.entries,
-                min_key: blob.min_key.as_ref().map(hex::encode),
-                max_key: blob.max_key.as_ref().map(hex::encode),
-            },
-            files,
-        };
-        t.put(&run_key(ix.index_id), &run)?;
-        t.bump_version().await?;
-        t.commit().await?;
-        Ok(())
     }
 
     /// The catalog head as a read model (what [`Overlay::publish`] writes).

@@ -15,26 +15,20 @@
 //! a second writer process is fenced (one writer per catalog). The flip to ready commits only
 //! if the table's snapshot and the index's generation are what the merge saw.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::ops::Bound;
-use std::sync::Arc;
 
 use roaring::RoaringTreemap;
 
 use crate::admin::catalog::*;
+use crate::admin::merge::{self, BlobAt, BlobStream, MergeInput};
 use crate::admin::overlay::Overlay;
 use crate::error::{Error, Result};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
-use crate::index::ordered::{self, BlockRef, OrderedDirectory};
-use crate::io::{Location, ObjectStoreReader, RangeReader};
 use crate::values::KeySchema;
 
 /// Times the flip to ready merges again after losing to a concurrent commit.
 const FLIP_RETRIES: u32 = 16;
-
-/// Bytes of whole blocks a [`BlobStream`] reads at a time.
-const CHUNK_BYTES: u64 = 256 << 10;
 
 /// The name of a row in constraint errors: `path@position (row id N)`.
 pub(crate) fn row_name(path: &str, id: RowIdentity) -> String {
@@ -113,123 +107,6 @@ pub(crate) fn indexed(
     Ok(out)
 }
 
-/// A blob's entries in order, read [`CHUNK_BYTES`] of whole blocks at a time (every block
-/// verified against the directory, itself verified against the manifest's SHA-256).
-struct BlobStream {
-    reader: Arc<ObjectStoreReader>,
-    loc: Location,
-    blob_offset: u64,
-    dir: OrderedDirectory,
-    next_block: usize,
-    keys: Vec<u8>,
-    refs: Vec<(usize, usize, u64)>,
-    at: usize,
-}
-
-async fn read_directory(
-    reader: &ObjectStoreReader,
-    a: &IndexFileEntry,
-) -> Result<(Location, OrderedDirectory)> {
-    let (l, d) = (&a.lineage, &a.ordered);
-    let loc = Location::new(&l.bundle_path);
-    let start = l.blob_offset + d.directory_offset;
-    let bytes = reader
-        .read_range(&loc, start..start + d.directory_length)
-        .await?;
-    let dir = OrderedDirectory::parse(&bytes, Some(&d.directory_sha256), d.directory_offset)?;
-    Ok((loc, dir))
-}
-
-/// Reads the blocks `blocks` (consecutive in the blob) in one request and calls `f` per
-/// entry.
-async fn read_blocks(
-    reader: &ObjectStoreReader,
-    loc: &Location,
-    blob_offset: u64,
-    blocks: &[BlockRef],
-    mut f: impl FnMut(&[u8], u64),
-) -> Result<()> {
-    let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
-        return Ok(());
-    };
-    let (start, end) = (first.offset, last.offset + last.length);
-    let bytes = reader
-        .read_range(loc, blob_offset + start..blob_offset + end)
-        .await?;
-    for b in blocks {
-        let block = bytes
-            .get((b.offset - start) as usize..(b.offset - start + b.length) as usize)
-            .ok_or(crate::index::ordered::BlobError::Corrupt("block range"))?;
-        ordered::scan_block(block, b, |k, p| {
-            f(k, p);
-            true
-        })?;
-    }
-    Ok(())
-}
-
-impl BlobStream {
-    async fn open(reader: Arc<ObjectStoreReader>, a: &IndexFileEntry) -> Result<Self> {
-        let (loc, dir) = read_directory(&reader, a).await?;
-        let mut s = BlobStream {
-            reader,
-            loc,
-            blob_offset: a.lineage.blob_offset,
-            dir,
-            next_block: 0,
-            keys: Vec::new(),
-            refs: Vec::new(),
-            at: 0,
-        };
-        s.fill().await?;
-        Ok(s)
-    }
-
-    async fn fill(&mut self) -> Result<()> {
-        self.keys.clear();
-        self.refs.clear();
-        self.at = 0;
-        let blocks = &self.dir.blocks;
-        while self.refs.is_empty() && self.next_block < blocks.len() {
-            let first = self.next_block;
-            let mut end = first + 1;
-            while end < blocks.len()
-                && blocks[end].offset + blocks[end].length - blocks[first].offset <= CHUNK_BYTES
-            {
-                end += 1;
-            }
-            let (keys, refs) = (&mut self.keys, &mut self.refs);
-            read_blocks(
-                &self.reader,
-                &self.loc,
-                self.blob_offset,
-                &blocks[first..end],
-                |k, p| {
-                    refs.push((keys.len(), k.len(), p));
-                    keys.extend_from_slice(k);
-                },
-            )
-            .await?;
-            self.next_block = end;
-        }
-        Ok(())
-    }
-
-    fn head(&self) -> Option<(&[u8], u64)> {
-        self.refs
-            .get(self.at)
-            .map(|&(s, l, p)| (&self.keys[s..s + l], p))
-    }
-
-    async fn advance(&mut self) -> Result<()> {
-        self.at += 1;
-        if self.at >= self.refs.len() {
-            self.fill().await?;
-        }
-        Ok(())
-    }
-}
-
 impl Overlay {
     fn constraint(
         tr: &TableRecord,
@@ -284,37 +161,39 @@ impl Overlay {
         if group.len() < 2 {
             return Ok(());
         }
-        let mut streams = Vec::with_capacity(group.len());
+        let chunk = merge::chunk_for(group.len());
+        let mut inputs = Vec::with_capacity(group.len());
         for &i in group {
-            streams.push(BlobStream::open(self.reader.clone(), &files[i].artifact).await?);
+            let a = &files[i].artifact;
+            let at = BlobAt {
+                bundle_path: &a.lineage.bundle_path,
+                blob_offset: a.lineage.blob_offset,
+                ordered: &a.ordered,
+            };
+            inputs.push(MergeInput {
+                stream: BlobStream::open(self.reader.clone(), &at, chunk).await?,
+                map: Box::new(Some),
+            });
         }
-        let mut heap: BinaryHeap<Reverse<(Vec<u8>, u64, usize)>> = BinaryHeap::new();
-        for (s, st) in streams.iter().enumerate() {
-            if let Some((k, p)) = st.head() {
-                heap.push(Reverse((k.to_vec(), p, s)));
-            }
-        }
+        // The last live entry: (key, input, position).
         let mut prev: Option<(Vec<u8>, usize, u64)> = None;
-        while let Some(Reverse((k, p, s))) = heap.pop() {
+        let mut m = merge::Merge::new(inputs);
+        while let Some((k, p, s)) = m.next().await? {
             let f = &files[group[s]];
-            if f.live(p) {
-                if let Some((pk, ps, pp)) = &prev {
-                    if *pk == k && *ps != s && !has_null(&ix.key, &k)? {
-                        return Err(Self::constraint(
-                            tr,
-                            ix,
-                            (&files[group[*ps]], *pp),
-                            (&f.file.path, f.row(p)),
-                        ));
-                    }
+            if !f.live(p) {
+                continue;
+            }
+            if let Some((pk, ps, pp)) = &prev {
+                if *pk == k && *ps != s && !has_null(&ix.key, &k)? {
+                    return Err(Self::constraint(
+                        tr,
+                        ix,
+                        (&files[group[*ps]], *pp),
+                        (&f.file.path, f.row(p)),
+                    ));
                 }
-                prev = Some((k, s, p));
             }
-            let st = &mut streams[s];
-            st.advance().await?;
-            if let Some((k, p)) = st.head() {
-                heap.push(Reverse((k.to_vec(), p, s)));
-            }
+            prev = Some((k, s, p));
         }
         Ok(())
     }
@@ -352,7 +231,13 @@ impl Overlay {
             if fhi < lo.0 || flo > hi.0 {
                 continue;
             }
-            let (loc, dir) = read_directory(&self.reader, &f.artifact).await?;
+            let a = &f.artifact;
+            let at = BlobAt {
+                bundle_path: &a.lineage.bundle_path,
+                blob_offset: a.lineage.blob_offset,
+                ordered: &a.ordered,
+            };
+            let (loc, dir) = merge::read_directory(&self.reader, &at).await?;
             // The blocks that can hold a new key, then runs of consecutive ones per request.
             let mut wanted: Vec<usize> = Vec::new();
             for (k, _) in new.iter() {
@@ -372,7 +257,7 @@ impl Overlay {
                     j += 1;
                 }
                 let mut hit: Option<(u64, RowIdentity)> = None;
-                read_blocks(
+                merge::read_blocks(
                     &self.reader,
                     &loc,
                     f.artifact.lineage.blob_offset,

@@ -169,6 +169,8 @@ pub struct BlobSpec {
 /// memory; the result is written to the object store with one put.
 #[derive(Debug)]
 pub struct PuffinWriter {
+    /// Bytes already handed out by [`PuffinWriter::take`]; `buf` holds the rest.
+    taken: u64,
     buf: Vec<u8>,
     blobs: Vec<BlobMetadata>,
     properties: BTreeMap<String, String>,
@@ -177,6 +179,8 @@ pub struct PuffinWriter {
 /// A finished Puffin file.
 #[derive(Clone, Debug)]
 pub struct PuffinFile {
+    /// The file's bytes not taken by [`PuffinWriter::take`] (all of them when it was never
+    /// called).
     pub bytes: Bytes,
     pub metadata: FileMetadata,
     pub footer: FooterLocation,
@@ -196,6 +200,7 @@ impl PuffinWriter {
             format!("skerry {}", env!("CARGO_PKG_VERSION")),
         );
         PuffinWriter {
+            taken: 0,
             buf: MAGIC.to_vec(),
             blobs: Vec::new(),
             properties,
@@ -225,15 +230,45 @@ impl PuffinWriter {
         stored: &[u8],
         codec: Codec,
     ) -> &BlobMetadata {
-        let offset = self.buf.len() as u64;
+        let offset = self.position();
         self.buf.extend_from_slice(stored);
+        self.record_blob(spec, offset, stored.len() as u64, codec)
+    }
+
+    /// Bytes written so far (taken or not): the offset the next blob starts at.
+    pub fn position(&self) -> u64 {
+        self.taken + self.buf.len() as u64
+    }
+
+    /// Appends raw bytes of a blob being streamed in pieces; [`PuffinWriter::record_blob`]
+    /// then describes it.
+    pub fn write_raw(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Takes the bytes written so far (the file's next bytes, in order), so a large file
+    /// streams out in pieces; [`PuffinWriter::finish`] then returns only the rest.
+    pub fn take(&mut self) -> Vec<u8> {
+        self.taken += self.buf.len() as u64;
+        std::mem::take(&mut self.buf)
+    }
+
+    /// Describes a blob of `length` stored bytes written at `offset` by
+    /// [`PuffinWriter::write_raw`].
+    pub fn record_blob(
+        &mut self,
+        spec: BlobSpec,
+        offset: u64,
+        length: u64,
+        codec: Codec,
+    ) -> &BlobMetadata {
         self.blobs.push(BlobMetadata {
             blob_type: spec.blob_type,
             fields: spec.fields,
             snapshot_id: spec.snapshot_id,
             sequence_number: spec.sequence_number,
             offset,
-            length: stored.len() as u64,
+            length,
             compression_codec: codec.spec_name().map(str::to_string),
             properties: spec.properties,
         });
@@ -242,19 +277,19 @@ impl PuffinWriter {
 
     /// Writes the (uncompressed) footer and returns the file.
     pub fn finish(mut self) -> PuffinFile {
+        let offset = self.position();
         let metadata = FileMetadata {
             blobs: self.blobs,
             properties: self.properties,
         };
         let payload = serde_json::to_vec(&metadata).expect("footer metadata serializes");
-        let offset = self.buf.len() as u64;
         self.buf.extend_from_slice(&MAGIC);
         self.buf.extend_from_slice(&payload);
         self.buf
             .extend_from_slice(&(payload.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(&[0, 0, 0, 0]);
         self.buf.extend_from_slice(&MAGIC);
-        let length = self.buf.len() as u64 - offset;
+        let length = self.taken + self.buf.len() as u64 - offset;
         PuffinFile {
             bytes: Bytes::from(self.buf),
             metadata,

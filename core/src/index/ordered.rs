@@ -64,6 +64,8 @@ pub struct OrderedBlob {
 /// Builds a blob from entries pushed in ascending (key, position) order.
 pub struct OrderedBlobWriter {
     block_bytes: usize,
+    /// Bytes already handed out by [`OrderedBlobWriter::take_closed`]; `out` holds the rest.
+    flushed: u64,
     out: Vec<u8>,
     dir: Vec<BlockRef>,
     block_start: usize,
@@ -130,6 +132,7 @@ impl OrderedBlobWriter {
     pub fn new(block_bytes: usize) -> Self {
         OrderedBlobWriter {
             block_bytes: block_bytes.max(64),
+            flushed: 0,
             out: Vec::new(),
             dir: Vec::new(),
             block_start: 0,
@@ -187,7 +190,7 @@ impl OrderedBlobWriter {
         }
         let block = &self.out[self.block_start..];
         self.dir.push(BlockRef {
-            offset: self.block_start as u64,
+            offset: self.flushed + self.block_start as u64,
             length: block.len() as u64,
             entries: self.block_entries,
             first_key: self.first_key.take().unwrap_or_default(),
@@ -197,9 +200,31 @@ impl OrderedBlobWriter {
         self.block_entries = 0;
     }
 
+    /// Takes the bytes of the blocks closed so far (the blob's next bytes, in order), so a
+    /// large blob streams out in pieces; [`OrderedBlobWriter::finish`] then returns only
+    /// what was not taken. Offsets stay those of the whole blob.
+    pub fn take_closed(&mut self) -> Vec<u8> {
+        let rest = self.out.split_off(self.block_start);
+        let closed = std::mem::replace(&mut self.out, rest);
+        self.flushed += closed.len() as u64;
+        self.block_start = 0;
+        closed
+    }
+
+    /// Bytes written so far (taken or not).
+    pub fn len(&self) -> u64 {
+        self.flushed + self.out.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Finishes the blob: `bytes` of the result are what [`OrderedBlobWriter::take_closed`]
+    /// did not take (the whole blob when it was never called).
     pub fn finish(mut self) -> OrderedBlob {
         self.close_block();
-        let dir_offset = self.out.len() as u64;
+        let dir_offset = self.flushed + self.out.len() as u64;
         let mut d = Vec::new();
         put_varint(&mut d, self.dir.len() as u64);
         for b in &self.dir {
