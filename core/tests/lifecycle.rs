@@ -793,6 +793,56 @@ async fn runs_merge_incrementally() {
     o.close().await.unwrap();
 }
 
+/// A large run is merged in key ranges on both cores and joined: every key answered by the
+/// run, equal keys that straddle the split included, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_runs_merge_in_parallel_ranges() {
+    let d = Data::new();
+    for i in 0..4 {
+        d.write_range(&format!("p{i}.parquet"), i * 60_000, 60_000, 20_000);
+    }
+    let o = open(&d.overlay_url("overlay")).await;
+    table(
+        &o,
+        &d,
+        &["p0.parquet", "p1.parquet", "p2.parquet", "p3.parquet"],
+    )
+    .await;
+    o.create_index(
+        "t",
+        "by_customer",
+        &["customer".into()],
+        IndexOptions::default(),
+    )
+    .await
+    .unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let run = o.snapshot_manifest(0).await.unwrap().tables[0].indexes[0]
+        .run
+        .clone()
+        .expect("a run");
+    assert_eq!(run.ordered.entries, 240_000);
+    for c in 0..37 {
+        let r = o
+            .lookup("t", "by_customer", &s(&format!("c{c}")))
+            .await
+            .unwrap();
+        let want = (0..240_000).filter(|i| i % 37 == c).count();
+        assert_eq!(r.rows.len(), want, "c{c}");
+        assert_eq!(r.stats.files_scanned, 0);
+        assert!(r.rows.iter().all(|x| {
+            let id = ["p0.parquet", "p1.parquet", "p2.parquet", "p3.parquet"]
+                .iter()
+                .position(|f| *f == x.file)
+                .unwrap() as u64
+                * 60_000
+                + x.position;
+            id % 37 == c as u64
+        }));
+    }
+    o.close().await.unwrap();
+}
+
 /// Files registered while a unique index builds are maintained in it; a duplicate they bring
 /// poisons the build instead of failing the writer.
 #[tokio::test]

@@ -77,6 +77,10 @@ pub(crate) struct BlobStream {
     dir: OrderedDirectory,
     chunk: u64,
     next_block: usize,
+    end_block: usize,
+    /// Keys kept: `lo <= key < hi` (a partition of a parallel merge).
+    lo: Option<Vec<u8>>,
+    hi: Option<Vec<u8>>,
     keys: Vec<u8>,
     refs: Vec<(usize, usize, u64)>,
     at: usize,
@@ -86,13 +90,33 @@ impl BlobStream {
     /// Opens a stream (reads the directory and the first chunk).
     pub async fn open(reader: Arc<ObjectStoreReader>, at: &BlobAt<'_>, chunk: u64) -> Result<Self> {
         let (loc, dir) = read_directory(&reader, at).await?;
+        Self::open_range(reader, loc, at.blob_offset, dir, chunk, None, None).await
+    }
+
+    /// A stream over the keys `lo <= key < hi` of a blob whose directory was read already.
+    pub async fn open_range(
+        reader: Arc<ObjectStoreReader>,
+        loc: Location,
+        blob_offset: u64,
+        dir: OrderedDirectory,
+        chunk: u64,
+        lo: Option<Vec<u8>>,
+        hi: Option<Vec<u8>>,
+    ) -> Result<Self> {
+        use std::ops::Bound;
+        let lower = lo.as_deref().map_or(Bound::Unbounded, Bound::Included);
+        let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let blocks = dir.blocks_for(lower, upper);
         let mut s = BlobStream {
             reader,
             loc,
-            blob_offset: at.blob_offset,
+            blob_offset,
             dir,
             chunk,
-            next_block: 0,
+            next_block: blocks.start,
+            end_block: blocks.end,
+            lo,
+            hi,
             keys: Vec::new(),
             refs: Vec::new(),
             at: 0,
@@ -105,7 +129,7 @@ impl BlobStream {
         self.keys.clear();
         self.refs.clear();
         self.at = 0;
-        let blocks = &self.dir.blocks;
+        let blocks = &self.dir.blocks[..self.end_block.min(self.dir.blocks.len())];
         while self.refs.is_empty() && self.next_block < blocks.len() {
             let first = self.next_block;
             let mut end = first + 1;
@@ -116,14 +140,17 @@ impl BlobStream {
                 end += 1;
             }
             let (keys, refs) = (&mut self.keys, &mut self.refs);
+            let (lo, hi) = (self.lo.as_deref(), self.hi.as_deref());
             read_blocks(
                 &self.reader,
                 &self.loc,
                 self.blob_offset,
                 &blocks[first..end],
                 |k, p| {
-                    refs.push((keys.len(), k.len(), p));
-                    keys.extend_from_slice(k);
+                    if lo.is_none_or(|lo| k >= lo) && hi.is_none_or(|hi| k < hi) {
+                        refs.push((keys.len(), k.len(), p));
+                        keys.extend_from_slice(k);
+                    }
                 },
             )
             .await?;
@@ -161,13 +188,19 @@ pub(crate) struct MergeInput {
     pub map: Box<dyn Fn(u64) -> Option<u64> + Send + Sync>,
 }
 
-/// A k-way merge of sorted inputs: [`Merge::next`] yields every kept entry in (key,
-/// position) order. Each input must be sorted by (key, mapped position).
+/// A k-way merge of sorted inputs: [`Merge::next`] moves to every kept entry in (key,
+/// position) order, [`Merge::key`], [`Merge::position`] and [`Merge::input`] describe it.
+/// Each input must be sorted by (key, mapped position).
+///
+/// Entries are read in place from the current input for as long as it holds the smallest
+/// key; only a switch between inputs copies a key into the heap. Inputs with key spans of
+/// their own (ids written in order) merge at the cost of a concatenation.
 pub(crate) struct Merge {
     inputs: Vec<MergeInput>,
     heap: BinaryHeap<Reverse<(Vec<u8>, u64, usize)>>,
     started: bool,
-    last: Option<usize>,
+    /// The input holding the current entry, and the entry's mapped position.
+    current: Option<(usize, u64)>,
 }
 
 impl Merge {
@@ -176,41 +209,158 @@ impl Merge {
             inputs,
             heap: BinaryHeap::new(),
             started: false,
-            last: None,
+            current: None,
         }
     }
 
-    /// The next entry: its key, output position and input; `None` at the end.
-    pub async fn next(&mut self) -> Result<Option<(Vec<u8>, u64, usize)>> {
+    /// Moves to the next entry; `false` at the end.
+    pub async fn next(&mut self) -> Result<bool> {
         if !self.started {
             self.started = true;
             for i in 0..self.inputs.len() {
-                self.push_next(i).await?;
+                if let Some(out) = self.skip_to_kept(i).await? {
+                    let k = self.inputs[i].stream.head().expect("kept").0.to_vec();
+                    self.heap.push(Reverse((k, out, i)));
+                }
+            }
+        } else if let Some((i, _)) = self.current.take() {
+            self.inputs[i].stream.advance().await?;
+            if let Some(out) = self.skip_to_kept(i).await? {
+                let k = self.inputs[i].stream.head().expect("kept").0;
+                let stays = match self.heap.peek() {
+                    None => true,
+                    Some(Reverse((tk, tp, _))) => (k, out) <= (tk.as_slice(), *tp),
+                };
+                if stays {
+                    self.current = Some((i, out));
+                    return Ok(true);
+                }
+                let k = k.to_vec();
+                self.heap.push(Reverse((k, out, i)));
             }
         }
-        if let Some(i) = self.last.take() {
-            self.inputs[i].stream.advance().await?;
-            self.push_next(i).await?;
+        match self.heap.pop() {
+            // The input's stream still stands on the entry the heap copied.
+            Some(Reverse((_, out, i))) => {
+                self.current = Some((i, out));
+                Ok(true)
+            }
+            None => Ok(false),
         }
-        let Some(Reverse(e)) = self.heap.pop() else {
-            return Ok(None);
-        };
-        self.last = Some(e.2);
-        Ok(Some(e))
     }
 
-    /// Pushes input `i`'s next kept entry (skipping left-out ones).
-    async fn push_next(&mut self, i: usize) -> Result<()> {
+    /// The current entry's key (after [`Merge::next`] returned `true`).
+    pub fn key(&self) -> &[u8] {
+        let (i, _) = self.current.expect("a current entry");
+        self.inputs[i].stream.head().expect("current").0
+    }
+
+    /// The current entry's position, mapped by its input.
+    pub fn position(&self) -> u64 {
+        self.current.expect("a current entry").1
+    }
+
+    /// The input of the current entry.
+    pub fn input(&self) -> usize {
+        self.current.expect("a current entry").0
+    }
+
+    /// Advances input `i` past entries its map leaves out; its mapped position, `None` at
+    /// its end.
+    async fn skip_to_kept(&mut self, i: usize) -> Result<Option<u64>> {
         let input = &mut self.inputs[i];
         loop {
-            let Some((k, p)) = input.stream.head() else {
-                return Ok(());
+            let Some((_, p)) = input.stream.head() else {
+                return Ok(None);
             };
             if let Some(out) = (input.map)(p) {
-                self.heap.push(Reverse((k.to_vec(), out, i)));
-                return Ok(());
+                return Ok(Some(out));
             }
             input.stream.advance().await?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The in-place fast path and the heap agree with a plain sort, duplicates included.
+    #[tokio::test]
+    async fn merge_orders_like_a_sort() {
+        use crate::index::ordered::OrderedBlobWriter;
+        use object_store::{memory::InMemory, path::Path, ObjectStoreExt};
+        let store: Arc<dyn object_store::ObjectStore> = Arc::new(InMemory::new());
+        let reader = Arc::new(ObjectStoreReader::new(store.clone(), Path::from("")));
+        // Three inputs: two interleaved, one with a span of its own; equal keys across them.
+        let inputs_keys: Vec<Vec<(Vec<u8>, u64)>> = vec![
+            (0..500u64)
+                .map(|i| ((i * 2).to_be_bytes().to_vec(), i))
+                .collect(),
+            (0..500u64)
+                .map(|i| ((i * 3).to_be_bytes().to_vec(), i))
+                .collect(),
+            (0..300u64)
+                .map(|i| ((10_000 + i).to_be_bytes().to_vec(), i))
+                .collect(),
+        ];
+        let mut metas = Vec::new();
+        for (n, keys) in inputs_keys.iter().enumerate() {
+            let mut w = OrderedBlobWriter::new(256);
+            for (k, p) in keys {
+                w.push(k, *p).unwrap();
+            }
+            let b = w.finish();
+            let path = format!("b{n}");
+            store
+                .put(&Path::from(path.as_str()), b.bytes.clone().into())
+                .await
+                .unwrap();
+            metas.push((
+                path,
+                OrderedMeta {
+                    directory_offset: b.directory.start,
+                    directory_length: b.directory.end - b.directory.start,
+                    directory_sha256: b.directory_sha256.clone(),
+                    entries: b.entries,
+                    min_key: None,
+                    max_key: None,
+                },
+            ));
+        }
+        let mut inputs = Vec::new();
+        for (n, (path, meta)) in metas.iter().enumerate() {
+            let at = BlobAt {
+                bundle_path: path,
+                blob_offset: 0,
+                ordered: meta,
+            };
+            let tag = (n as u64) << 40;
+            // Input 1 leaves odd positions out.
+            let map: Box<dyn Fn(u64) -> Option<u64> + Send + Sync> = if n == 1 {
+                Box::new(move |p| (p % 2 == 0).then_some(tag | p))
+            } else {
+                Box::new(move |p| Some(tag | p))
+            };
+            inputs.push(MergeInput {
+                stream: BlobStream::open(reader.clone(), &at, 1024).await.unwrap(),
+                map,
+            });
+        }
+        let mut m = Merge::new(inputs);
+        let mut got = Vec::new();
+        while m.next().await.unwrap() {
+            got.push((m.key().to_vec(), m.position(), m.input()));
+        }
+        let mut want: Vec<(Vec<u8>, u64, usize)> = Vec::new();
+        for (n, keys) in inputs_keys.iter().enumerate() {
+            for (k, p) in keys {
+                if n != 1 || p % 2 == 0 {
+                    want.push((k.clone(), ((n as u64) << 40) | p, n));
+                }
+            }
+        }
+        want.sort();
+        assert_eq!(got, want);
     }
 }

@@ -8,6 +8,7 @@
 //! its files' blobs to the next build's merge instead of re-reading every file's blob.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
@@ -113,51 +114,40 @@ impl Overlay {
                 order.push(i);
             }
         }
-        let inputs_n = (order.len() - from_previous) + usize::from(from_previous > 0);
-        let chunk = merge::chunk_for(inputs_n);
+        // The inputs: where each blob is and how its positions become run positions.
         let mask = (1u64 << RUN_POSITION_BITS) - 1;
-        let mut inputs = Vec::with_capacity(inputs_n);
-        let opened: Result<()> = async {
-            if let (Some(prev), true) = (previous, from_previous > 0) {
-                let at = BlobAt {
-                    bundle_path: &prev.bundle_path,
-                    blob_offset: prev.blob_offset,
-                    ordered: &prev.ordered,
-                };
-                let remap = remap.clone();
-                inputs.push(MergeInput {
-                    stream: BlobStream::open(self.reader.clone(), &at, chunk).await?,
-                    map: Box::new(move |p| {
-                        let old = (p >> RUN_POSITION_BITS) as usize;
-                        remap
-                            .get(old)
-                            .copied()
-                            .flatten()
-                            .map(|new| new << RUN_POSITION_BITS | (p & mask))
-                    }),
-                });
-            }
-            for (ordinal, &i) in order.iter().enumerate().skip(from_previous) {
-                let a = &covered[i].1;
-                let at = BlobAt {
-                    bundle_path: &a.lineage.bundle_path,
-                    blob_offset: a.lineage.blob_offset,
-                    ordered: &a.ordered,
-                };
-                let tag = (ordinal as u64) << RUN_POSITION_BITS;
-                inputs.push(MergeInput {
-                    stream: BlobStream::open(self.reader.clone(), &at, chunk).await?,
-                    map: Box::new(move |p| Some(tag | p)),
-                });
-            }
-            Ok(())
+        let mut specs: Vec<(String, u64, OrderedMeta, PositionMap)> = Vec::new();
+        if let (Some(prev), true) = (previous, from_previous > 0) {
+            let remap = remap.clone();
+            specs.push((
+                prev.bundle_path.clone(),
+                prev.blob_offset,
+                prev.ordered.clone(),
+                Arc::new(move |p| {
+                    let old = (p >> RUN_POSITION_BITS) as usize;
+                    remap
+                        .get(old)
+                        .copied()
+                        .flatten()
+                        .map(|new| new << RUN_POSITION_BITS | (p & mask))
+                }),
+            ));
         }
-        .await;
-        match opened {
+        for (ordinal, &i) in order.iter().enumerate().skip(from_previous) {
+            let l = &covered[i].1.lineage;
+            let tag = (ordinal as u64) << RUN_POSITION_BITS;
+            specs.push((
+                l.bundle_path.clone(),
+                l.blob_offset,
+                covered[i].1.ordered.clone(),
+                Arc::new(move |p| Some(tag | p)),
+            ));
+        }
+        let partitions = match self.open_partitions(&specs).await {
+            Ok(p) => p,
             Err(e) if is_damage(&e) => return Ok(()),
             Err(e) => return Err(e),
-            Ok(()) => {}
-        }
+        };
 
         let t = self.catalog.begin()?;
         let generation = t
@@ -178,27 +168,46 @@ impl Overlay {
         let mut pw = PuffinWriter::new();
         pw.set_property("skerry.table", tr.name.clone());
         let blob_offset = pw.position();
-        let mut w = OrderedBlobWriter::new(self.block_bytes);
-        // Parts go out as the merge produces them: memory is one part, not the run.
-        let written: Result<()> = async {
-            let mut m = merge::Merge::new(inputs);
-            while let Some((k, p, _)) = m.next().await? {
-                w.push(&k, p)?;
-                if w.len() - pw.position() + blob_offset >= PART_BYTES as u64 {
-                    pw.write_raw(&w.take_closed());
-                    upload
-                        .put_part(PutPayload::from(pw.take()))
-                        .await
-                        .map_err(store_err)?;
-                }
+        let w = OrderedBlobWriter::new(self.block_bytes);
+        // Partitions after the first merge on their own tasks (both cores) into memory; the
+        // first streams its parts out as it goes, then takes the others' blocks as they are.
+        let mut partitions = partitions.into_iter();
+        let first = partitions.next().expect("one partition at least");
+        let block_bytes = self.block_bytes;
+        let rest: Vec<_> = partitions
+            .map(|inputs| {
+                tokio::spawn(merge_partition(
+                    inputs,
+                    OrderedBlobWriter::new(block_bytes),
+                    None,
+                ))
+            })
+            .collect();
+        let written: Result<OrderedBlobWriter> = async {
+            let mut sink = Sink {
+                pw: &mut pw,
+                upload: &mut upload,
+                blob_offset,
+            };
+            let mut w = merge_partition(first, w, Some(&mut sink)).await?;
+            for h in rest {
+                let other = match h.await {
+                    Ok(r) => r?,
+                    Err(e) => std::panic::resume_unwind(e.into_panic()),
+                };
+                w.append(other)?;
+                sink.flush(&mut w, true).await?;
             }
-            Ok(())
+            Ok(w)
         }
         .await;
-        if let Err(e) = written {
-            let _ = upload.abort().await;
-            return if is_damage(&e) { Ok(()) } else { Err(e) };
-        }
+        let w = match written {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = upload.abort().await;
+                return if is_damage(&e) { Ok(()) } else { Err(e) };
+            }
+        };
         let blob = w.finish();
         pw.write_raw(&blob.bytes);
         let blob_length = pw.position() - blob_offset;
@@ -266,6 +275,127 @@ impl Overlay {
         t.bump_version().await?;
         t.commit().await?;
         Ok(())
+    }
+}
+
+/// How an input's stored positions become run positions (`None`: left out).
+type PositionMap = Arc<dyn Fn(u64) -> Option<u64> + Send + Sync>;
+
+/// Inputs with fewer entries in all merge on one task.
+const PARALLEL_MIN_ENTRIES: u64 = 200_000;
+/// Partitions merged in memory hold at most this many bytes of blocks all together.
+const PARALLEL_MAX_BYTES: u64 = 256 << 20;
+
+/// Where finished blocks of the run go: the Puffin file being uploaded in parts.
+struct Sink<'a> {
+    pw: &'a mut PuffinWriter,
+    upload: &'a mut Box<dyn object_store::MultipartUpload>,
+    blob_offset: u64,
+}
+
+impl Sink<'_> {
+    /// Uploads the closed blocks once a part's worth is waiting (or now, with `all`).
+    async fn flush(&mut self, w: &mut OrderedBlobWriter, all: bool) -> Result<()> {
+        let waiting = w.len() - (self.pw.position() - self.blob_offset);
+        if waiting >= PART_BYTES as u64 || (all && waiting > 0) {
+            self.pw.write_raw(&w.take_closed());
+            self.upload
+                .put_part(PutPayload::from(self.pw.take()))
+                .await
+                .map_err(store_err)?;
+        }
+        Ok(())
+    }
+}
+
+/// Merges `inputs` into `w`, streaming parts to `sink` when given (else in memory).
+async fn merge_partition(
+    inputs: Vec<MergeInput>,
+    mut w: OrderedBlobWriter,
+    mut sink: Option<&mut Sink<'_>>,
+) -> Result<OrderedBlobWriter> {
+    let mut m = merge::Merge::new(inputs);
+    while m.next().await? {
+        w.push(m.key(), m.position())?;
+        if let Some(s) = sink.as_deref_mut() {
+            s.flush(&mut w, false).await?;
+        }
+    }
+    Ok(w)
+}
+
+impl Overlay {
+    /// Opens the inputs of a run merge, split into key ranges of about equal entries, one
+    /// per core (one range for small runs, or runs whose in-memory partitions would exceed
+    /// [`PARALLEL_MAX_BYTES`]). Directories are read concurrently, once.
+    async fn open_partitions(
+        &self,
+        specs: &[(String, u64, OrderedMeta, PositionMap)],
+    ) -> Result<Vec<Vec<MergeInput>>> {
+        let dirs = futures::future::try_join_all(specs.iter().map(|(path, off, meta, _)| {
+            let at = BlobAt {
+                bundle_path: path,
+                blob_offset: *off,
+                ordered: meta,
+            };
+            async move { merge::read_directory(&self.reader, &at).await }
+        }))
+        .await?;
+        let entries: u64 = specs.iter().map(|s| s.2.entries).sum();
+        let bytes: u64 = dirs
+            .iter()
+            .flat_map(|(_, d)| d.blocks.iter().map(|b| b.length))
+            .sum();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut splits: Vec<Vec<u8>> = Vec::new();
+        if cores > 1 && entries >= PARALLEL_MIN_ENTRIES && bytes <= PARALLEL_MAX_BYTES {
+            // Split at block first keys so each range holds about entries / cores.
+            let mut firsts: Vec<(&[u8], u64)> = dirs
+                .iter()
+                .flat_map(|(_, d)| d.blocks.iter().map(|b| (b.first_key.as_slice(), b.entries)))
+                .collect();
+            firsts.sort_unstable();
+            let per = entries / cores as u64;
+            let mut acc = 0u64;
+            for (k, n) in &firsts {
+                if acc >= per * (splits.len() as u64 + 1)
+                    && splits.last().is_none_or(|l| l.as_slice() < *k)
+                    && *k > firsts[0].0
+                {
+                    splits.push(k.to_vec());
+                    if splits.len() + 1 == cores {
+                        break;
+                    }
+                }
+                acc += n;
+            }
+        }
+        let n = splits.len() + 1;
+        let chunk = merge::chunk_for(specs.len() * n);
+        let mut out = Vec::with_capacity(n);
+        for part in 0..n {
+            let lo = part.checked_sub(1).map(|i| splits[i].clone());
+            let hi = splits.get(part).cloned();
+            let mut inputs = Vec::with_capacity(specs.len());
+            for ((_, off, _, map), (loc, dir)) in specs.iter().zip(&dirs) {
+                let map = map.clone();
+                inputs.push(MergeInput {
+                    stream: BlobStream::open_range(
+                        self.reader.clone(),
+                        loc.clone(),
+                        *off,
+                        dir.clone(),
+                        chunk,
+                        lo.clone(),
+                        hi.clone(),
+                    )
+                    .await?,
+                    map: Box::new(move |p| map(p)),
+                });
+            }
+            out.push(inputs);
+        }
+        Ok(out)
     }
 }
 

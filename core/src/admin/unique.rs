@@ -178,22 +178,28 @@ impl Overlay {
         // The last live entry: (key, input, position).
         let mut prev: Option<(Vec<u8>, usize, u64)> = None;
         let mut m = merge::Merge::new(inputs);
-        while let Some((k, p, s)) = m.next().await? {
+        while m.next().await? {
+            let (k, p, s) = (m.key(), m.position(), m.input());
             let f = &files[group[s]];
             if !f.live(p) {
                 continue;
             }
-            if let Some((pk, ps, pp)) = &prev {
-                if *pk == k && *ps != s && !has_null(&ix.key, &k)? {
-                    return Err(Self::constraint(
-                        tr,
-                        ix,
-                        (&files[group[*ps]], *pp),
-                        (&f.file.path, f.row(p)),
-                    ));
+            match &mut prev {
+                Some((pk, ps, pp)) => {
+                    if pk.as_slice() == k && *ps != s && !has_null(&ix.key, k)? {
+                        return Err(Self::constraint(
+                            tr,
+                            ix,
+                            (&files[group[*ps]], *pp),
+                            (&f.file.path, f.row(p)),
+                        ));
+                    }
+                    pk.clear();
+                    pk.extend_from_slice(k);
+                    (*ps, *pp) = (s, p);
                 }
+                None => prev = Some((k.to_vec(), s, p)),
             }
-            prev = Some((k, s, p));
         }
         Ok(())
     }

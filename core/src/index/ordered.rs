@@ -72,6 +72,8 @@ pub struct OrderedBlobWriter {
     block_entries: u64,
     prev: Option<(Vec<u8>, u64)>,
     first_key: Option<Vec<u8>>,
+    /// Position of the writer's first entry (ordering check of [`OrderedBlobWriter::append`]).
+    first_position: Option<u64>,
     entries: u64,
 }
 
@@ -139,6 +141,7 @@ impl OrderedBlobWriter {
             block_entries: 0,
             prev: None,
             first_key: None,
+            first_position: None,
             entries: 0,
         }
     }
@@ -163,6 +166,9 @@ impl OrderedBlobWriter {
         };
         if self.block_entries == 0 {
             self.first_key = Some(key.to_vec());
+        }
+        if self.entries == 0 {
+            self.first_position = Some(position);
         }
         put_varint(&mut self.out, shared as u64);
         put_varint(&mut self.out, (key.len() - shared) as u64);
@@ -209,6 +215,36 @@ impl OrderedBlobWriter {
         self.flushed += closed.len() as u64;
         self.block_start = 0;
         closed
+    }
+
+    /// Appends every entry of `other` (a writer over keys all at or after this one's, that
+    /// never gave bytes away): its blocks are copied as they are — a block does not depend on
+    /// where it sits — so sorted partitions of one blob can be written in parallel.
+    pub fn append(&mut self, mut other: OrderedBlobWriter) -> Result<(), BlobError> {
+        self.close_block();
+        other.close_block();
+        if other.flushed != 0 {
+            return Err(BlobError::Corrupt("appended writer gave bytes away"));
+        }
+        if let (Some((pk, pp)), Some(first)) = (&self.prev, other.dir.first()) {
+            if first.first_key.as_slice() < pk.as_slice()
+                || (first.first_key == *pk && other.first_position.is_some_and(|p| p <= *pp))
+            {
+                return Err(BlobError::Unsorted(self.entries));
+            }
+        }
+        let base = self.flushed + self.out.len() as u64;
+        for mut b in other.dir {
+            b.offset += base;
+            self.dir.push(b);
+        }
+        self.out.extend_from_slice(&other.out);
+        self.block_start = self.out.len();
+        self.entries += other.entries;
+        if other.prev.is_some() {
+            self.prev = other.prev;
+        }
+        Ok(())
     }
 
     /// Bytes written so far (taken or not).
