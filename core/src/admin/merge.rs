@@ -15,7 +15,7 @@ use crate::io::{Location, ObjectStoreReader, RangeReader};
 pub(crate) const CHUNK_BYTES: u64 = 256 << 10;
 /// Read-ahead budget shared by all the streams of one merge: with many streams each reads
 /// less at a time (never less than one block).
-pub(crate) const MERGE_BUDGET: u64 = 64 << 20;
+pub(crate) const MERGE_BUDGET: u64 = 32 << 20;
 
 /// Where an ordered blob is: its bundle, its offset there, and the manifest's facts about it
 /// (directory range and SHA-256).
@@ -81,8 +81,14 @@ pub(crate) struct BlobStream {
     /// Keys kept: `lo <= key < hi` (a partition of a parallel merge).
     lo: Option<Vec<u8>>,
     hi: Option<Vec<u8>>,
+    /// The chunk read last (whole blocks `raw_next..raw_end` from blob offset `raw_start`)
+    /// and the entries of the one block decoded from it.
+    raw: bytes::Bytes,
+    raw_start: u64,
+    raw_next: usize,
+    raw_end: usize,
     keys: Vec<u8>,
-    refs: Vec<(usize, usize, u64)>,
+    refs: Vec<(u32, u32, u64)>,
     at: usize,
 }
 
@@ -117,6 +123,10 @@ impl BlobStream {
             end_block: blocks.end,
             lo,
             hi,
+            raw: bytes::Bytes::new(),
+            raw_start: 0,
+            raw_next: 0,
+            raw_end: 0,
             keys: Vec::new(),
             refs: Vec::new(),
             at: 0,
@@ -125,12 +135,42 @@ impl BlobStream {
         Ok(s)
     }
 
+    /// Decodes the next block holding kept entries, reading the next chunk of whole blocks
+    /// when the current one is used up. Only one block is decoded at a time: memory is the
+    /// raw chunk plus one block's entries.
     async fn fill(&mut self) -> Result<()> {
-        self.keys.clear();
-        self.refs.clear();
-        self.at = 0;
-        let blocks = &self.dir.blocks[..self.end_block.min(self.dir.blocks.len())];
-        while self.refs.is_empty() && self.next_block < blocks.len() {
+        let end_block = self.end_block.min(self.dir.blocks.len());
+        loop {
+            self.keys.clear();
+            self.refs.clear();
+            self.at = 0;
+            if self.raw_next < self.raw_end {
+                let b = &self.dir.blocks[self.raw_next];
+                self.raw_next += 1;
+                let block = b
+                    .offset
+                    .checked_sub(self.raw_start)
+                    .and_then(|s| self.raw.get(s as usize..(s + b.length) as usize))
+                    .ok_or(BlobError::Corrupt("block range"))?;
+                let (keys, refs) = (&mut self.keys, &mut self.refs);
+                let (lo, hi) = (self.lo.as_deref(), self.hi.as_deref());
+                ordered::scan_block(block, b, |k, p| {
+                    if lo.is_none_or(|lo| k >= lo) && hi.is_none_or(|hi| k < hi) {
+                        refs.push((keys.len() as u32, k.len() as u32, p));
+                        keys.extend_from_slice(k);
+                    }
+                    true
+                })?;
+                if !self.refs.is_empty() {
+                    return Ok(());
+                }
+                continue;
+            }
+            if self.next_block >= end_block {
+                self.raw = bytes::Bytes::new();
+                return Ok(());
+            }
+            let blocks = &self.dir.blocks[..end_block];
             let first = self.next_block;
             let mut end = first + 1;
             while end < blocks.len()
@@ -139,31 +179,28 @@ impl BlobStream {
             {
                 end += 1;
             }
-            let (keys, refs) = (&mut self.keys, &mut self.refs);
-            let (lo, hi) = (self.lo.as_deref(), self.hi.as_deref());
-            read_blocks(
-                &self.reader,
-                &self.loc,
-                self.blob_offset,
-                &blocks[first..end],
-                |k, p| {
-                    if lo.is_none_or(|lo| k >= lo) && hi.is_none_or(|hi| k < hi) {
-                        refs.push((keys.len(), k.len(), p));
-                        keys.extend_from_slice(k);
-                    }
-                },
-            )
-            .await?;
+            let (start, stop) = (
+                blocks[first].offset,
+                blocks[end - 1]
+                    .offset
+                    .saturating_add(blocks[end - 1].length),
+            );
+            self.raw = self
+                .reader
+                .read_range(&self.loc, self.blob_offset + start..self.blob_offset + stop)
+                .await?;
+            self.raw_start = start;
+            self.raw_next = first;
+            self.raw_end = end;
             self.next_block = end;
         }
-        Ok(())
     }
 
     /// The current entry, `None` at the end.
     pub fn head(&self) -> Option<(&[u8], u64)> {
         self.refs
             .get(self.at)
-            .map(|&(s, l, p)| (&self.keys[s..s + l], p))
+            .map(|&(s, l, p)| (&self.keys[s as usize..(s + l) as usize], p))
     }
 
     /// Moves to the next entry.

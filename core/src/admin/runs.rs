@@ -283,8 +283,9 @@ type PositionMap = Arc<dyn Fn(u64) -> Option<u64> + Send + Sync>;
 
 /// Inputs with fewer entries in all merge on one task.
 const PARALLEL_MIN_ENTRIES: u64 = 200_000;
-/// Partitions merged in memory hold at most this many bytes of blocks all together.
-const PARALLEL_MAX_BYTES: u64 = 256 << 20;
+/// Runs of more input bytes merge on one task: the partitions after the first are held in
+/// memory until the first is written, which bounds them (about half of this).
+const PARALLEL_MAX_BYTES: u64 = 64 << 20;
 
 /// Where finished blocks of the run go: the Puffin file being uploaded in parts.
 struct Sink<'a> {
