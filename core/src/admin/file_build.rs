@@ -7,6 +7,8 @@
 //! tasks — both cores of a two-core machine — and joins their blobs into one bundle
 //! generation per file.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::admin::catalog::IndexRecord;
@@ -67,14 +69,64 @@ impl SortedEntries {
     }
 
     /// Sorts by (key, position): the order of a blob.
+    ///
+    /// Entries pushed in position order with few distinct keys (a region, a status, a day)
+    /// are ranked instead: each distinct key sorted once, then a stable counting sort by rank
+    /// keeps positions in order — no comparison of equal keys. Otherwise a comparison sort.
     pub fn sort(&mut self) {
-        let keys = &self.keys;
-        self.refs.sort_unstable_by(|a, b| {
-            keys[a.0..a.0 + a.1 as usize]
-                .cmp(&keys[b.0..b.0 + b.1 as usize])
-                .then(a.2.cmp(&b.2))
-        });
+        if !self.sort_by_rank() {
+            let keys = &self.keys;
+            self.refs.sort_unstable_by(|a, b| {
+                keys[a.0..a.0 + a.1 as usize]
+                    .cmp(&keys[b.0..b.0 + b.1 as usize])
+                    .then(a.2.cmp(&b.2))
+            });
+        }
         self.sorted = true;
+    }
+
+    /// The ranking sort of [`SortedEntries::sort`]; `false` (nothing changed) when positions
+    /// are not ascending or distinct keys exceed one in 16 entries (at least 256).
+    fn sort_by_rank(&mut self) -> bool {
+        let n = self.refs.len();
+        let limit = (n / 16).max(256);
+        if n < 1024 || self.refs.windows(2).any(|w| w[0].2 >= w[1].2) {
+            return false;
+        }
+        let keys = &self.keys;
+        let key = |r: &(usize, u32, u64)| &keys[r.0..r.0 + r.1 as usize];
+        let mut ids: HashMap<&[u8], u32, BuildHasherDefault<FxHasher>> = HashMap::default();
+        let mut of: Vec<u32> = Vec::with_capacity(n);
+        for r in &self.refs {
+            let next = ids.len() as u32;
+            let id = *ids.entry(key(r)).or_insert(next);
+            if ids.len() > limit {
+                return false;
+            }
+            of.push(id);
+        }
+        // Rank of each id in key order, then counting sort (stable: positions stay ascending).
+        let mut distinct: Vec<(&[u8], u32)> = ids.into_iter().collect();
+        distinct.sort_unstable();
+        let mut rank = vec![0u32; distinct.len()];
+        for (r, (_, id)) in distinct.iter().enumerate() {
+            rank[*id as usize] = r as u32;
+        }
+        let mut start = vec![0usize; distinct.len() + 1];
+        for id in &of {
+            start[rank[*id as usize] as usize + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut out = vec![(0usize, 0u32, 0u64); n];
+        for (r, id) in self.refs.iter().zip(&of) {
+            let slot = &mut start[rank[*id as usize] as usize];
+            out[*slot] = *r;
+            *slot += 1;
+        }
+        self.refs = out;
+        true
     }
 
     /// The entries in order (sorted once [`SortedEntries::sort`] ran).
@@ -285,9 +337,66 @@ pub fn blob_artifact<'a>(
     ))
 }
 
+/// The Fx hash (rustc's): keys of one file need speed, not DoS resistance.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        for b in chunks.remainder() {
+            self.add(*b as u64);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ranking sort (few distinct keys) and the comparison sort (many) both order by
+    /// (key, position), NULLs and empty keys included.
+    #[test]
+    fn both_sorts_order_like_owned_keys() {
+        let key = KeySchema {
+            columns: vec![KeyColumn::new(KeyType::String)],
+        };
+        for distinct in [3u64, 50, 5000] {
+            let mut e = SortedEntries::with_rows(20_000);
+            let mut owned = Vec::new();
+            for p in 0..20_000u64 {
+                let v = match (p * 7919) % distinct {
+                    0 => Value::Null,
+                    1 => Value::String(String::new()),
+                    k => Value::String(format!("k{k}")),
+                };
+                e.push(&key, std::slice::from_ref(&v), p).unwrap();
+                owned.push((key.encode(&[v]).unwrap(), p));
+            }
+            e.sort();
+            owned.sort_unstable();
+            let got: Vec<(Vec<u8>, u64)> = e.iter().map(|(k, p)| (k.to_vec(), p)).collect();
+            assert_eq!(got, owned, "{distinct} distinct keys");
+        }
+    }
     use crate::values::{KeyColumn, KeySchema, KeyType};
 
     #[test]

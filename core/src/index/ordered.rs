@@ -123,6 +123,24 @@ fn get_bytes<'a>(b: &'a [u8], pos: &mut usize, len: u64) -> Result<&'a [u8], Blo
     Ok(s)
 }
 
+/// Length of the common prefix of `a` and `b`, eight bytes at a time.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if x != y {
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
 fn hash16(b: &[u8]) -> [u8; 16] {
     let d = Sha256::digest(b);
     let mut h = [0u8; 16];
@@ -151,19 +169,22 @@ impl OrderedBlobWriter {
         if key.len() > MAX_KEY_BYTES {
             return Err(BlobError::KeyTooLarge(key.len()));
         }
-        let shared = match &self.prev {
+        // The prefix shared with the previous key, which also decides the order check.
+        let common = match &self.prev {
             Some((pk, pp)) => {
-                if (pk.as_slice(), *pp) >= (key, position) {
+                let common = common_prefix(pk, key);
+                let order = match (pk.get(common), key.get(common)) {
+                    (Some(a), Some(b)) => a.cmp(b),
+                    _ => pk.len().cmp(&key.len()).then(pp.cmp(&position)),
+                };
+                if order != std::cmp::Ordering::Less {
                     return Err(BlobError::Unsorted(self.entries));
                 }
-                if self.block_entries == 0 {
-                    0
-                } else {
-                    pk.iter().zip(key).take_while(|(a, b)| a == b).count()
-                }
+                common
             }
             None => 0,
         };
+        let shared = if self.block_entries == 0 { 0 } else { common };
         if self.block_entries == 0 {
             self.first_key = Some(key.to_vec());
         }
@@ -178,8 +199,8 @@ impl OrderedBlobWriter {
         self.entries += 1;
         match &mut self.prev {
             Some((pk, pp)) => {
-                pk.clear();
-                pk.extend_from_slice(key);
+                pk.truncate(common);
+                pk.extend_from_slice(&key[common..]);
                 *pp = position;
             }
             None => self.prev = Some((key.to_vec(), position)),
