@@ -52,7 +52,13 @@ async function child(spec) {
   const t0 = performance.now();
   const report = await overlay.build('t');
   const ms = performance.now() - t0;
-  const peak = process.resourceUsage().maxRSS * 1024;
+  // VmHWM: this process image's own high-water mark. (getrusage's maxRSS survives exec on
+  // Linux: a child forked from the parent that generated the data would report the parent's.)
+  let peak = process.resourceUsage().maxRSS * 1024;
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    if (m) peak = Number(m[1]) * 1024;
+  } catch {}
   const du = (p) => {
     let n = 0;
     if (!fs.existsSync(p)) return 0;
