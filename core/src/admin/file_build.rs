@@ -19,7 +19,10 @@ use crate::formats::lineage::{self, IndexCategory, IndexFile, INDEX_FILE_FORMAT_
 use crate::formats::manifest::{FileEntry, IndexFileEntry, OrderedMeta};
 use crate::index::ordered::{self, OrderedBlobWriter};
 use crate::io::{Location, RangeReader, UrlReader};
-use crate::values::Value;
+use crate::values::{KeyType, Value};
+use arrow_array::cast::AsArray;
+use arrow_array::Array;
+use arrow_schema::DataType;
 
 /// The `(key, position)` entries of one index over one file, keys in one buffer.
 #[derive(Default, Debug)]
@@ -38,6 +41,22 @@ impl SortedEntries {
             refs: Vec::with_capacity(rows),
             sorted: true,
         }
+    }
+
+    /// Appends the one-column string or binary key `value` (`None`: NULL) of the row at
+    /// `position`.
+    pub fn push_bytes(
+        &mut self,
+        key: &crate::values::KeySchema,
+        value: Option<&[u8]>,
+        position: u64,
+    ) -> Result<()> {
+        let start = self.keys.len();
+        key.encode_bytes_into(&mut self.keys, value)?;
+        self.refs
+            .push((start, (self.keys.len() - start) as u32, position));
+        self.sorted = false;
+        Ok(())
     }
 
     /// Appends the key of `values` for the row at `position`.
@@ -75,14 +94,47 @@ impl SortedEntries {
     /// keeps positions in order — no comparison of equal keys. Otherwise a comparison sort.
     pub fn sort(&mut self) {
         if !self.sort_by_rank() {
-            let keys = &self.keys;
-            self.refs.sort_unstable_by(|a, b| {
-                keys[a.0..a.0 + a.1 as usize]
-                    .cmp(&keys[b.0..b.0 + b.1 as usize])
-                    .then(a.2.cmp(&b.2))
-            });
+            self.sort_by_prefix();
         }
         self.sorted = true;
+    }
+
+    /// The comparison sort of [`SortedEntries::sort`]: keys are compared by the eight bytes
+    /// after the prefix all of them share (one integer comparison, cached per entry), and in
+    /// full only when those are equal.
+    fn sort_by_prefix(&mut self) {
+        let keys = &self.keys;
+        let key = |r: &(usize, u32, u64)| &keys[r.0..r.0 + r.1 as usize];
+        let mut lcp = self.refs.first().map_or(0, |r| r.1 as usize);
+        if let Some(first) = self.refs.first() {
+            let f = key(first);
+            for r in &self.refs[1..] {
+                let k = key(r);
+                lcp = lcp.min(k.len());
+                while lcp > 0 && f[..lcp] != k[..lcp] {
+                    lcp = f[..lcp].iter().zip(k).take_while(|(a, b)| a == b).count();
+                }
+                if lcp == 0 {
+                    break;
+                }
+            }
+        }
+        let word = |k: &[u8]| {
+            let mut b = [0u8; 8];
+            let tail = &k[lcp.min(k.len())..];
+            let n = tail.len().min(8);
+            b[..n].copy_from_slice(&tail[..n]);
+            u64::from_be_bytes(b)
+        };
+        let mut tagged: Vec<(u64, (usize, u32, u64))> =
+            self.refs.iter().map(|r| (word(key(r)), *r)).collect();
+        tagged.sort_unstable_by(|(wa, a), (wb, b)| {
+            wa.cmp(wb)
+                .then_with(|| key(a).cmp(key(b)))
+                .then(a.2.cmp(&b.2))
+        });
+        self.refs.clear();
+        self.refs.extend(tagged.into_iter().map(|(_, r)| r));
     }
 
     /// The ranking sort of [`SortedEntries::sort`]; `false` (nothing changed) when positions
@@ -137,10 +189,41 @@ impl SortedEntries {
     }
 }
 
-/// Where an index's key columns sit among the decoded ones.
-enum Pick {
-    Run(std::ops::Range<usize>),
-    Scattered(Vec<usize>),
+/// How an index's keys come out of a decoded batch.
+enum Plan {
+    /// A one-column string or binary key: borrowed bytes of that batch column.
+    Bytes(usize),
+    /// Any other key: values of these batch columns.
+    Values(Vec<usize>),
+}
+
+/// Pushes the keys of a string or binary array (rows from `first`), `false` when `a` is
+/// neither.
+fn push_bytes(
+    e: &mut SortedEntries,
+    key: &crate::values::KeySchema,
+    a: &dyn Array,
+    first: u64,
+) -> Result<bool> {
+    macro_rules! each {
+        ($arr:expr, $bytes:expr) => {{
+            let arr = $arr;
+            for row in 0..arr.len() {
+                let v = (!arr.is_null(row)).then(|| $bytes(arr.value(row)));
+                e.push_bytes(key, v, first + row as u64)?;
+            }
+        }};
+    }
+    match a.data_type() {
+        DataType::Utf8 => each!(a.as_string::<i32>(), str::as_bytes),
+        DataType::LargeUtf8 => each!(a.as_string::<i64>(), str::as_bytes),
+        DataType::Utf8View => each!(a.as_string_view(), str::as_bytes),
+        DataType::Binary => each!(a.as_binary::<i32>(), std::convert::identity),
+        DataType::LargeBinary => each!(a.as_binary::<i64>(), std::convert::identity),
+        DataType::BinaryView => each!(a.as_binary_view(), std::convert::identity),
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// What to index in one file.
@@ -203,58 +286,78 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
             detail: "record count changed".into(),
         });
     }
-    // The union of the indexed fields, decoded once; each index picks its columns from it.
-    let mut union: Vec<i32> = Vec::new();
+    // The union of the indexed columns, decoded once; each index reads its columns from
+    // the batches (a one-column string or binary key straight from the Arrow buffers).
+    let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
+    let mut roots: Vec<usize> = Vec::new();
     for ix in &job.indexes {
         for id in &ix.fields {
-            if !union.contains(id) {
-                union.push(*id);
-            }
+            roots.push(datafile::root_of(&file_fields, *id)?);
         }
     }
-    let picks: Vec<Pick> = job
+    roots.sort_unstable();
+    roots.dedup();
+    let plans: Vec<Plan> = job
         .indexes
         .iter()
-        .map(|ix| {
-            let cols: Vec<usize> = ix
+        .map(|ix| -> Result<Plan> {
+            let cols = ix
                 .fields
                 .iter()
-                .map(|id| union.iter().position(|u| u == id).expect("in the union"))
-                .collect();
-            if cols.windows(2).all(|w| w[1] == w[0] + 1) && !cols.is_empty() {
-                Pick::Run(cols[0]..cols[0] + cols.len())
+                .map(|id| {
+                    let r = datafile::root_of(&file_fields, *id)?;
+                    Ok(roots.binary_search(&r).expect("in the projection"))
+                })
+                .collect::<Result<Vec<usize>>>()?;
+            let bytes_key = matches!(
+                ix.key.columns.as_slice(),
+                [c] if matches!(c.ty, KeyType::String | KeyType::Binary)
+            );
+            Ok(if bytes_key {
+                Plan::Bytes(cols[0])
             } else {
-                Pick::Scattered(cols)
-            }
+                Plan::Values(cols)
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let rows = f.record_count.min(1 << 24) as usize;
     let mut entries: Vec<SortedEntries> = job
         .indexes
         .iter()
         .map(|_| SortedEntries::with_rows(rows))
         .collect();
-    let mut picked: Vec<Value> = Vec::new();
+    let mut vals: Vec<Value> = Vec::new();
     let mut over = false;
-    let mut total = 0u64;
-    datafile::scan_values(data.as_ref(), &loc, &md, &union, |vals, position| {
+    datafile::scan_columns(data.as_ref(), &loc, &md, &roots, |batch, first| {
         if over {
             return Ok(());
         }
-        for ((ix, pick), e) in job.indexes.iter().zip(&picks).zip(&mut entries) {
-            let before = e.entry_bytes();
-            match pick {
-                // Columns adjacent in the union (always so for one-column indexes): no copy.
-                Pick::Run(r) => e.push(&ix.key, &vals[r.clone()], position)?,
-                Pick::Scattered(cols) => {
-                    picked.clear();
-                    picked.extend(cols.iter().map(|&i| vals[i].clone()));
-                    e.push(&ix.key, &picked, position)?;
+        let n = batch.num_rows();
+        for ((ix, plan), e) in job.indexes.iter().zip(&plans).zip(&mut entries) {
+            match plan {
+                Plan::Bytes(c) => {
+                    let a = batch.column(*c).as_ref();
+                    if !push_bytes(e, &ix.key, a, first)? {
+                        // Not a string or binary array after all: the general way.
+                        for row in 0..n {
+                            vals.clear();
+                            vals.push(datafile::value_at(a, row)?);
+                            e.push(&ix.key, &vals, first + row as u64)?;
+                        }
+                    }
+                }
+                Plan::Values(cols) => {
+                    for row in 0..n {
+                        vals.clear();
+                        for c in cols {
+                            vals.push(datafile::value_at(batch.column(*c).as_ref(), row)?);
+                        }
+                        e.push(&ix.key, &vals, first + row as u64)?;
+                    }
                 }
             }
-            total += e.entry_bytes() - before;
         }
-        if total > job.max_bytes {
+        if entries.iter().map(|e| e.entry_bytes()).sum::<u64>() > job.max_bytes {
             over = true;
         }
         Ok(())
@@ -371,6 +474,53 @@ impl FxHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keys encoded from borrowed bytes are the keys of owned values, whatever the
+    /// direction, NULL placement and content (zero bytes, empty, unicode).
+    #[test]
+    fn borrowed_bytes_encode_like_values() {
+        use crate::values::{Direction, NullOrder};
+        let samples: [Option<&str>; 6] = [
+            None,
+            Some(""),
+            Some("a"),
+            Some("a\0b"),
+            Some("\0\0"),
+            Some("éß✓"),
+        ];
+        for ty in [KeyType::String, KeyType::Binary] {
+            for direction in [Direction::Asc, Direction::Desc] {
+                for nulls in [NullOrder::First, NullOrder::Last] {
+                    let key = KeySchema {
+                        columns: vec![KeyColumn {
+                            ty,
+                            direction,
+                            nulls,
+                        }],
+                    };
+                    for v in samples {
+                        let owned = match (v, ty) {
+                            (None, _) => Value::Null,
+                            (Some(s), KeyType::String) => Value::String(s.into()),
+                            (Some(s), _) => Value::Binary(s.as_bytes().to_vec()),
+                        };
+                        let mut a = vec![7u8];
+                        key.encode_bytes_into(&mut a, v.map(str::as_bytes)).unwrap();
+                        let mut b = vec![7u8];
+                        key.encode_into(&mut b, &[owned]).unwrap();
+                        assert_eq!(a, b, "{ty:?} {direction:?} {nulls:?} {v:?}");
+                    }
+                }
+            }
+        }
+        let two = KeySchema {
+            columns: vec![
+                KeyColumn::new(KeyType::String),
+                KeyColumn::new(KeyType::Int64),
+            ],
+        };
+        assert!(two.encode_bytes_into(&mut Vec::new(), Some(b"x")).is_err());
+    }
 
     /// The ranking sort (few distinct keys) and the comparison sort (many) both order by
     /// (key, position), NULLs and empty keys included.

@@ -235,6 +235,8 @@ pub(crate) struct MergeInput {
 pub(crate) struct Merge {
     inputs: Vec<MergeInput>,
     heap: BinaryHeap<Reverse<(Vec<u8>, u64, usize)>>,
+    /// Key buffers popped from the heap, for the next pushes.
+    spare: Vec<Vec<u8>>,
     started: bool,
     /// The input holding the current entry, and the entry's mapped position.
     current: Option<(usize, u64)>,
@@ -245,6 +247,7 @@ impl Merge {
         Merge {
             inputs,
             heap: BinaryHeap::new(),
+            spare: Vec::new(),
             started: false,
             current: None,
         }
@@ -272,13 +275,17 @@ impl Merge {
                     self.current = Some((i, out));
                     return Ok(true);
                 }
-                let k = k.to_vec();
-                self.heap.push(Reverse((k, out, i)));
+                // Key buffers are recycled: random keys switch inputs at nearly every entry.
+                let mut copy = self.spare.pop().unwrap_or_default();
+                copy.clear();
+                copy.extend_from_slice(k);
+                self.heap.push(Reverse((copy, out, i)));
             }
         }
         match self.heap.pop() {
             // The input's stream still stands on the entry the heap copied.
-            Some(Reverse((_, out, i))) => {
+            Some(Reverse((k, out, i))) => {
+                self.spare.push(k);
                 self.current = Some((i, out));
                 Ok(true)
             }

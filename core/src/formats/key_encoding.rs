@@ -63,6 +63,52 @@ impl KeySchema {
         Ok(())
     }
 
+    /// [`KeySchema::encode_into`] of a one-column `string` or `binary` key from borrowed
+    /// bytes (`None`: NULL): the same bytes as `encode_into(&[Value::String(..)])`, without
+    /// an owned value per row (builds decode millions of them).
+    pub fn encode_bytes_into(
+        &self,
+        out: &mut Vec<u8>,
+        value: Option<&[u8]>,
+    ) -> Result<(), KeyError> {
+        let col = match self.columns.as_slice() {
+            [c] if matches!(c.ty, KeyType::String | KeyType::Binary) => c,
+            _ => {
+                return Err(KeyError::Arity {
+                    expected: self.columns.len(),
+                    found: 1,
+                })
+            }
+        };
+        let Some(bytes) = value else {
+            out.push(match col.nulls {
+                NullOrder::First => FLAG_NULL_FIRST,
+                NullOrder::Last => FLAG_NULL_LAST,
+            });
+            return Ok(());
+        };
+        let start = out.len();
+        out.push(FLAG_PRESENT);
+        if let Err(e) = escaped(out, 0, bytes) {
+            out.truncate(start);
+            return Err(e);
+        }
+        if out.len() - start > MAX_KEY_BYTES {
+            let len = out.len() - start;
+            out.truncate(start);
+            return Err(KeyError::KeyTooLarge {
+                len,
+                max: MAX_KEY_BYTES,
+            });
+        }
+        if col.direction == Direction::Desc {
+            for b in &mut out[start + 1..] {
+                *b = !*b;
+            }
+        }
+        Ok(())
+    }
+
     /// Encodes the leading `values.len()` components. Every full key whose leading columns
     /// equal `values` starts with these bytes, and no other key does.
     pub fn encode_prefix(&self, values: &[Value]) -> Result<Vec<u8>, KeyError> {
@@ -441,10 +487,14 @@ fn escaped(out: &mut Vec<u8>, column: usize, bytes: &[u8]) -> Result<(), KeyErro
             max: MAX_VALUE_BYTES,
         });
     }
-    for &b in bytes {
-        out.push(b);
-        if b == 0x00 {
-            out.push(0xFF);
+    if !bytes.contains(&0x00) {
+        out.extend_from_slice(bytes);
+    } else {
+        for &b in bytes {
+            out.push(b);
+            if b == 0x00 {
+                out.push(0xFF);
+            }
         }
     }
     out.extend_from_slice(&[0x00, 0x01]);
