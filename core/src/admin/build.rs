@@ -119,27 +119,8 @@ impl Overlay {
         range: std::ops::Range<u64>,
         max_bytes: u64,
     ) -> Result<(Vec<(Vec<u8>, u64)>, u64, u64)> {
-        let url = format!("{}/{}", tr.location, f.path);
-        let mut loc = Location::new(&url);
-        if let Some(v) = &f.etag {
-            loc = loc.with_version(v);
-        }
-        let changed = |e: Error| match e {
-            Error::Io(crate::io::IoError::Changed { .. }) => Error::Drift {
-                path: f.path.clone(),
-                detail: "version changed".into(),
-            },
-            other => other,
-        };
-        let md = datafile::read_metadata(self.data.as_ref(), &loc, f.size)
-            .await
-            .map_err(changed)?;
-        if md.file_metadata().num_rows().max(0) as u64 != f.record_count {
-            return Err(Error::Drift {
-                path: f.path.clone(),
-                detail: "record count changed".into(),
-            });
-        }
+        let (loc, md) = file_build::open_pinned(self.data.as_ref(), &tr.location, f).await?;
+        let changed = file_build::drift_of(f);
         let mut keys: Vec<(Vec<u8>, u64)> =
             Vec::with_capacity((range.end - range.start).min(1 << 20) as usize);
         let (mut bytes, mut end) = (0u64, range.start);
@@ -400,13 +381,8 @@ impl Overlay {
         }
         let files = self.catalog.files(&t, tr.table_id).await?;
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
-        let mine: HashMap<u64, IndexFileEntry> = self
-            .catalog
-            .artifacts(&t, ix.index_id)
-            .await?
-            .into_iter()
-            .map(|a| (a.file_id, a))
-            .collect();
+        let mine: HashMap<u64, IndexFileEntry> =
+            self.catalog.artifacts_by_file(&t, ix.index_id).await?;
         let cursor0: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
         drop(t);
 
@@ -803,8 +779,10 @@ impl Overlay {
         let mut arts: HashMap<u64, HashMap<u64, IndexFileEntry>> = HashMap::new();
         let mut cursors: HashMap<u64, Option<BuildCursor>> = HashMap::new();
         for ix in &indexes {
-            let a = self.catalog.artifacts(&t, ix.index_id).await?;
-            arts.insert(ix.index_id, a.into_iter().map(|a| (a.file_id, a)).collect());
+            arts.insert(
+                ix.index_id,
+                self.catalog.artifacts_by_file(&t, ix.index_id).await?,
+            );
             cursors.insert(ix.index_id, t.get(&cursor_key(ix.index_id)).await?);
         }
         drop(t);

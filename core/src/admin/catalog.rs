@@ -371,6 +371,20 @@ impl Catalog {
         t.scan(&artifact_prefix(index_id)).await
     }
 
+    /// [`Catalog::artifacts`] by file id.
+    pub async fn artifacts_by_file(
+        &self,
+        t: &Txn<'_>,
+        index_id: u64,
+    ) -> Result<std::collections::HashMap<u64, IndexFileEntry>> {
+        Ok(self
+            .artifacts(t, index_id)
+            .await?
+            .into_iter()
+            .map(|a| (a.file_id, a))
+            .collect())
+    }
+
     pub async fn tables(&self, t: &Txn<'_>) -> Result<Vec<TableRecord>> {
         t.scan("t/").await
     }

@@ -265,27 +265,8 @@ pub enum FileOutcome {
 /// the caller to skip the file.
 pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcome> {
     let f = &job.file;
-    let url = format!("{}/{}", job.location, f.path);
-    let mut loc = Location::new(&url);
-    if let Some(v) = &f.etag {
-        loc = loc.with_version(v);
-    }
-    let changed = |e: Error| match e {
-        Error::Io(crate::io::IoError::Changed { .. }) => Error::Drift {
-            path: f.path.clone(),
-            detail: "version changed".into(),
-        },
-        other => other,
-    };
-    let md = datafile::read_metadata(data.as_ref() as &dyn RangeReader, &loc, f.size)
-        .await
-        .map_err(changed)?;
-    if md.file_metadata().num_rows().max(0) as u64 != f.record_count {
-        return Err(Error::Drift {
-            path: f.path.clone(),
-            detail: "record count changed".into(),
-        });
-    }
+    let (loc, md) = open_pinned(data.as_ref(), &job.location, f).await?;
+    let changed = drift_of(f);
     // The union of the indexed columns, decoded once; each index reads its columns from
     // the batches (a one-column string or binary key straight from the Arrow buffers).
     let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
@@ -388,6 +369,41 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
         });
     }
     Ok(FileOutcome::Built(out))
+}
+
+/// A registered data file's location pinned to its recorded version, and its footer:
+/// `E_DRIFT` when the file is at another version or holds another number of rows.
+pub(crate) async fn open_pinned(
+    data: &UrlReader,
+    table_location: &str,
+    f: &FileEntry,
+) -> Result<(Location, Arc<parquet::file::metadata::ParquetMetaData>)> {
+    let url = format!("{table_location}/{}", f.path);
+    let mut loc = Location::new(&url);
+    if let Some(v) = &f.etag {
+        loc = loc.with_version(v);
+    }
+    let md = datafile::read_metadata(data as &dyn RangeReader, &loc, f.size)
+        .await
+        .map_err(drift_of(f))?;
+    if md.file_metadata().num_rows().max(0) as u64 != f.record_count {
+        return Err(Error::Drift {
+            path: f.path.clone(),
+            detail: "record count changed".into(),
+        });
+    }
+    Ok((loc, md))
+}
+
+/// Maps "the object is at another version" to `E_DRIFT` for `f`; other errors pass.
+pub(crate) fn drift_of(f: &FileEntry) -> impl Fn(Error) -> Error + '_ {
+    move |e| match e {
+        Error::Io(crate::io::IoError::Changed { .. }) => Error::Drift {
+            path: f.path.clone(),
+            detail: "version changed".into(),
+        },
+        other => other,
+    }
 }
 
 /// The blob of `ix` over `f` from its sorted entries, with its lineage (bundle placement

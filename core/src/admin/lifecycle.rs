@@ -665,13 +665,8 @@ impl Overlay {
         let tr = self.catalog.table(&t, table).await?;
         let ix = self.catalog.index(&t, &tr, index).await?;
         let files = self.catalog.files(&t, tr.table_id).await?;
-        let artifacts: HashMap<u64, IndexFileEntry> = self
-            .catalog
-            .artifacts(&t, ix.index_id)
-            .await?
-            .into_iter()
-            .map(|a| (a.file_id, a))
-            .collect();
+        let artifacts: HashMap<u64, IndexFileEntry> =
+            self.catalog.artifacts_by_file(&t, ix.index_id).await?;
         drop(t);
         let mut r = VerifyReport {
             files: files.len() as u64,

@@ -43,13 +43,8 @@ impl Overlay {
             .into_iter()
             .filter(|ix| ix.state == IndexState::Ready)
         {
-            let by_file: HashMap<u64, IndexFileEntry> = self
-                .catalog
-                .artifacts(&t, ix.index_id)
-                .await?
-                .into_iter()
-                .map(|a| (a.file_id, a))
-                .collect();
+            let by_file: HashMap<u64, IndexFileEntry> =
+                self.catalog.artifacts_by_file(&t, ix.index_id).await?;
             let current: Option<TableRun> = t.get(&run_key(ix.index_id)).await?;
             // The run covers the files whose artifact the gate accepts now.
             let covered: Vec<(FileEntry, IndexFileEntry)> = files

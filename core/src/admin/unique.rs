@@ -300,13 +300,8 @@ impl Overlay {
                 return Ok(ix.state);
             }
             let files = self.catalog.files(&t, tr.table_id).await?;
-            let artifacts: HashMap<u64, IndexFileEntry> = self
-                .catalog
-                .artifacts(&t, ix.index_id)
-                .await?
-                .into_iter()
-                .map(|a| (a.file_id, a))
-                .collect();
+            let artifacts: HashMap<u64, IndexFileEntry> =
+                self.catalog.artifacts_by_file(&t, ix.index_id).await?;
             let cursor: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
             drop(t);
             let live = indexed(&tr, &files, &artifacts)?;
