@@ -793,6 +793,116 @@ async fn runs_merge_incrementally() {
     o.close().await.unwrap();
 }
 
+/// Files with key spans of their own (ids written in order) make their run by copying blocks
+/// (positions mapped), on both cores; a registration beyond them extends the run the same
+/// way, and one that overlaps them falls back to the merge. Every id answers from the run,
+/// ranges across file boundaries in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_of_ordered_keys_concatenate() {
+    use skerry_core::values::ValueBound;
+    let d = Data::new();
+    for i in 0..4 {
+        d.write_range(&format!("p{i}.parquet"), i * 60_000, 60_000, 20_000);
+    }
+    d.write_range("after.parquet", 500_000, 1000, 250);
+    d.write_range("overlap.parquet", 59_990, 20, 10);
+    let o = open(&d.overlay_url("overlay")).await;
+    table(
+        &o,
+        &d,
+        &["p0.parquet", "p1.parquet", "p2.parquet", "p3.parquet"],
+    )
+    .await;
+    o.create_index("t", "by_id", &["id".into()], IndexOptions::default())
+        .await
+        .unwrap();
+    let ids = |r: &skerry_core::read::lookup::LookupResult| -> Vec<(String, u64)> {
+        r.rows
+            .iter()
+            .map(|x| (x.file.clone(), x.position))
+            .collect()
+    };
+    let range = |lo: i64, hi: i64, reverse: bool| {
+        let o = &o;
+        async move {
+            o.range(
+                "t",
+                "by_id",
+                ValueBound::Included(vec![Value::Int(lo)]),
+                ValueBound::Included(vec![Value::Int(hi)]),
+                reverse,
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let at = |f: &str, p: u64| (f.to_string(), p);
+    let run_entries = || async {
+        o.snapshot_manifest(0).await.unwrap().tables[0].indexes[0]
+            .run
+            .clone()
+            .expect("a run")
+            .ordered
+            .entries
+    };
+
+    o.build("t", |_| {}).await.unwrap();
+    assert_eq!(run_entries().await, 240_000);
+    for id in [0i64, 59_999, 60_000, 119_999, 180_000, 239_999] {
+        let r = o.lookup("t", "by_id", &[Value::Int(id)]).await.unwrap();
+        let f = format!("p{}.parquet", id / 60_000);
+        assert_eq!(ids(&r), vec![at(&f, (id % 60_000) as u64)], "{id}");
+        assert_eq!(r.stats.files_scanned, 0);
+    }
+    let r = range(59_998, 60_001, false).await;
+    let want = vec![
+        at("p0.parquet", 59_998),
+        at("p0.parquet", 59_999),
+        at("p1.parquet", 0),
+        at("p1.parquet", 1),
+    ];
+    assert_eq!(ids(&r), want);
+    assert_eq!(r.stats.files_scanned, 0);
+    let r = range(59_998, 60_001, true).await;
+    assert_eq!(ids(&r), want.iter().rev().cloned().collect::<Vec<_>>());
+
+    // Beyond the run: the previous run and the new file concatenate.
+    o.register_files("t", &paths(&["after.parquet"]))
+        .await
+        .unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    assert_eq!(run_entries().await, 241_000);
+    let r = range(239_999, 500_001, false).await;
+    assert_eq!(
+        ids(&r),
+        vec![
+            at("p3.parquet", 59_999),
+            at("after.parquet", 0),
+            at("after.parquet", 1)
+        ]
+    );
+    assert_eq!(r.stats.files_scanned, 0);
+
+    // Overlapping p0 and p1: merged.
+    o.register_files("t", &paths(&["overlap.parquet"]))
+        .await
+        .unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    assert_eq!(run_entries().await, 241_020);
+    let r = range(59_999, 60_000, false).await;
+    assert_eq!(
+        ids(&r),
+        vec![
+            at("p0.parquet", 59_999),
+            at("overlap.parquet", 9),
+            at("p1.parquet", 0),
+            at("overlap.parquet", 10),
+        ]
+    );
+    assert_eq!(r.stats.files_scanned, 0);
+    o.close().await.unwrap();
+}
+
 /// A large run is merged in key ranges on both cores and joined: every key answered by the
 /// run, equal keys that straddle the split included, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
@@ -697,6 +698,7 @@ impl Overlay {
         table: &str,
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<BuildReport> {
+        let started = std::time::Instant::now();
         let mut report = BuildReport::default();
         let mut files = std::collections::BTreeSet::new();
         let mut deferred: HashSet<u64> = HashSet::new();
@@ -747,7 +749,9 @@ impl Overlay {
             }
         }
         report.files_indexed = files.len() as u64;
+        tracing::debug!(target: "skerry::build", "files indexed after {:?}", started.elapsed());
         self.build_runs(&tr).await?;
+        tracing::debug!(target: "skerry::build", "runs built after {:?}", started.elapsed());
         Ok(report)
     }
 
@@ -828,88 +832,101 @@ impl Overlay {
         let mut batch_rows = 0u64;
         let mut batch_bundle_bytes = 0u64;
         let mut completed: Vec<String> = Vec::new();
-        let mut queue = work.into_iter().peekable();
-        while queue.peek().is_some() {
-            // A wave: up to `parallel` files that keep the batch within its bounds.
-            let mut wave = Vec::new();
-            while wave.len() < parallel && completed.len() + wave.len() < BATCH_FILES {
-                let Some(next) = queue.next() else {
+        // A sliding window of files being indexed on their own tasks, each result written as
+        // its bundle while the others go on (no file waits for a slower one). The window holds
+        // up to twice `parallel` files, so the cores stay busy while this task waits on a
+        // bundle write, within the entries `parallel` of the largest files would hold.
+        let mut queue = (0..work.len().min(BATCH_FILES)).peekable();
+        let mut running = futures::stream::FuturesUnordered::new();
+        let entries_of = |i: usize| work[i].0.record_count * work[i].1.len() as u64;
+        let budget = FILE_PASS_ENTRIES * parallel as u64;
+        let mut in_flight = 0u64;
+        let spawn = |i: usize| {
+            let (f, pending) = &work[i];
+            let job = FileJob {
+                location: tr.location.clone(),
+                file: (*f).clone(),
+                indexes: pending.clone(),
+                snapshot: tr.snapshot as i64,
+                block_bytes: self.block_bytes,
+                max_bytes: MAX_COMMIT_BYTES,
+            };
+            let task = tokio::spawn(file_build::index_file(self.data.clone(), job));
+            async move { (i, task.await) }
+        };
+        loop {
+            while let Some(&next) = queue.peek() {
+                let fits = running.is_empty()
+                    || (running.len() < 2 * parallel && in_flight + entries_of(next) <= budget);
+                if !fits {
                     break;
-                };
-                wave.push(next);
-            }
-            if wave.is_empty() {
-                break;
-            }
-            let jobs = wave.iter().map(|(f, pending)| {
-                let job = FileJob {
-                    location: tr.location.clone(),
-                    file: (*f).clone(),
-                    indexes: pending.clone(),
-                    snapshot: tr.snapshot as i64,
-                    block_bytes: self.block_bytes,
-                    max_bytes: MAX_COMMIT_BYTES,
-                };
-                tokio::spawn(file_build::index_file(self.data.clone(), job))
-            });
-            let results = futures::future::join_all(jobs.collect::<Vec<_>>()).await;
-            for ((f, pending), res) in wave.into_iter().zip(results) {
-                let res = match res {
-                    Ok(r) => r,
-                    Err(e) => std::panic::resume_unwind(e.into_panic()),
-                };
-                let blobs = match res {
-                    Ok(FileOutcome::Built(b)) => b,
-                    Ok(FileOutcome::TooLarge) => {
-                        deferred.insert(f.file_id);
-                        continue;
-                    }
-                    Err(e) if is_data_error(&e) => {
-                        // Left to the per-index pass, which records the skip in each cursor.
-                        tracing::warn!(target: "skerry::build", file = %f.path, "not indexed: {e}");
-                        deferred.insert(f.file_id);
-                        continue;
-                    }
-                    Err(e) => {
-                        self.delete_objects(&written).await;
-                        return Err(e);
-                    }
-                };
-                let mut fresh = Vec::with_capacity(blobs.len());
-                for b in blobs {
-                    let ix = pending
-                        .iter()
-                        .find(|i| i.index_id == b.index_id)
-                        .expect("a pending index");
-                    report.entries += b.entry_count;
-                    if let Some(pair) = b.duplicate {
-                        // Two rows of the file share a key: the index is poisoned, as a step
-                        // would poison it, and the build fails.
-                        return Err(self.poison_duplicate(&tr, ix, f, pair, &written).await);
-                    }
-                    involved.insert(ix.index_id, ix.clone());
-                    built_for.entry(ix.index_id).or_default().insert(f.file_id);
-                    fresh.push((b.artifact, b.bytes));
                 }
-                let (arts_now, bundle, size) =
-                    match self.write_bundle(&tr, f, &indexes, fresh).await {
-                        Ok(x) => x,
-                        Err(e) => {
-                            self.delete_objects(&written).await;
-                            return Err(e);
-                        }
-                    };
-                written.push(bundle.path.clone());
-                batch_bundle_bytes += size;
-                batch_rows += f.record_count * pending.len() as u64;
-                artifacts.extend(
-                    arts_now
-                        .into_iter()
-                        .filter(|a| pending.iter().any(|i| i.index_id == a.lineage.index_id)),
-                );
-                bundles.push((f.file_id, bundle));
-                completed.push(f.path.clone());
+                queue.next();
+                in_flight += entries_of(next);
+                running.push(spawn(next));
             }
+            let Some((i, res)) = running.next().await else {
+                break;
+            };
+            in_flight -= entries_of(i);
+            let (f, pending) = (work[i].0, &work[i].1);
+            let res = match res {
+                Ok(r) => r,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            };
+            let blobs = match res {
+                Ok(FileOutcome::Built(b)) => b,
+                Ok(FileOutcome::TooLarge) => {
+                    deferred.insert(f.file_id);
+                    continue;
+                }
+                Err(e) if is_data_error(&e) => {
+                    // Left to the per-index pass, which records the skip in each cursor.
+                    tracing::warn!(target: "skerry::build", file = %f.path, "not indexed: {e}");
+                    deferred.insert(f.file_id);
+                    continue;
+                }
+                Err(e) => {
+                    drop(running);
+                    self.delete_objects(&written).await;
+                    return Err(e);
+                }
+            };
+            let mut fresh = Vec::with_capacity(blobs.len());
+            for b in blobs {
+                let ix = pending
+                    .iter()
+                    .find(|i| i.index_id == b.index_id)
+                    .expect("a pending index");
+                report.entries += b.entry_count;
+                if let Some(pair) = b.duplicate {
+                    // Two rows of the file share a key: the index is poisoned, as a step
+                    // would poison it, and the build fails.
+                    drop(running);
+                    return Err(self.poison_duplicate(&tr, ix, f, pair, &written).await);
+                }
+                involved.insert(ix.index_id, ix.clone());
+                built_for.entry(ix.index_id).or_default().insert(f.file_id);
+                fresh.push((b.artifact, b.bytes));
+            }
+            let (arts_now, bundle, size) = match self.write_bundle(&tr, f, &indexes, fresh).await {
+                Ok(x) => x,
+                Err(e) => {
+                    drop(running);
+                    self.delete_objects(&written).await;
+                    return Err(e);
+                }
+            };
+            written.push(bundle.path.clone());
+            batch_bundle_bytes += size;
+            batch_rows += f.record_count * pending.len() as u64;
+            artifacts.extend(
+                arts_now
+                    .into_iter()
+                    .filter(|a| pending.iter().any(|i| i.index_id == a.lineage.index_id)),
+            );
+            bundles.push((f.file_id, bundle));
+            completed.push(f.path.clone());
         }
         if bundles.is_empty() {
             return Ok(false); // every file of the batch was deferred

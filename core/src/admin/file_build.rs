@@ -126,15 +126,33 @@ impl SortedEntries {
             b[..n].copy_from_slice(&tail[..n]);
             u64::from_be_bytes(b)
         };
-        let mut tagged: Vec<(u64, (usize, u32, u64))> =
-            self.refs.iter().map(|r| (word(key(r)), *r)).collect();
-        tagged.sort_unstable_by(|(wa, a), (wb, b)| {
-            wa.cmp(wb)
-                .then_with(|| key(a).cmp(key(b)))
-                .then(a.2.cmp(&b.2))
-        });
-        self.refs.clear();
-        self.refs.extend(tagged.into_iter().map(|(_, r)| r));
+        // Radix sort on the words (stable, a byte a pass, passes where every word has the
+        // same byte skipped), then each run of equal words by full key and position.
+        let mut tagged: Vec<(u64, u32)> = self
+            .refs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (word(key(r)), i as u32))
+            .collect();
+        radix_sort_words(&mut tagged);
+        let refs = &self.refs;
+        let mut i = 0;
+        while i < tagged.len() {
+            let mut j = i + 1;
+            while j < tagged.len() && tagged[j].0 == tagged[i].0 {
+                j += 1;
+            }
+            if j - i > 1 {
+                tagged[i..j].sort_unstable_by(|(_, a), (_, b)| {
+                    let (a, b) = (&refs[*a as usize], &refs[*b as usize]);
+                    key(a).cmp(key(b)).then(a.2.cmp(&b.2))
+                });
+            }
+            i = j;
+        }
+        let sorted: Vec<(usize, u32, u64)> =
+            tagged.iter().map(|&(_, i)| self.refs[i as usize]).collect();
+        self.refs = sorted;
     }
 
     /// The ranking sort of [`SortedEntries::sort`]; `false` (nothing changed) when positions
@@ -186,6 +204,39 @@ impl SortedEntries {
         self.refs
             .iter()
             .map(|&(s, l, p)| (&self.keys[s..s + l as usize], p))
+    }
+}
+
+/// Sorts `(word, index)` pairs by word, stably (LSD radix, one byte a pass; a pass where all
+/// words share the byte is skipped).
+fn radix_sort_words(v: &mut Vec<(u64, u32)>) {
+    if v.len() < 64 {
+        v.sort_by_key(|e| e.0);
+        return;
+    }
+    let mut counts = vec![[0usize; 256]; 8];
+    for (w, _) in v.iter() {
+        for (b, c) in counts.iter_mut().enumerate() {
+            c[((w >> (8 * b)) & 0xff) as usize] += 1;
+        }
+    }
+    let mut scratch = vec![(0u64, 0u32); v.len()];
+    for (b, c) in counts.iter().enumerate() {
+        if c.contains(&v.len()) {
+            continue; // every word has the same byte here
+        }
+        let mut start = [0usize; 256];
+        let mut acc = 0;
+        for (s, n) in start.iter_mut().zip(c) {
+            *s = acc;
+            acc += n;
+        }
+        for e in v.iter() {
+            let d = ((e.0 >> (8 * b)) & 0xff) as usize;
+            scratch[start[d]] = *e;
+            start[d] += 1;
+        }
+        std::mem::swap(v, &mut scratch);
     }
 }
 

@@ -2,8 +2,6 @@
 //! bounded by the number of streams, never by their entries: the uniqueness check across
 //! files ([`crate::admin::unique`]) and table runs ([`crate::admin::runs`]) both use it.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -153,7 +151,16 @@ impl BlobStream {
                     .and_then(|s| self.raw.get(s as usize..(s + b.length) as usize))
                     .ok_or(BlobError::Corrupt("block range"))?;
                 let (keys, refs) = (&mut self.keys, &mut self.refs);
-                let (lo, hi) = (self.lo.as_deref(), self.hi.as_deref());
+                // Bounds are checked per entry only in blocks they cut: a block starting at
+                // or after `lo` holds no key below it, and one followed by a block starting
+                // below `hi` holds none at or above it.
+                let lo = self.lo.as_deref().filter(|lo| b.first_key.as_slice() < *lo);
+                let hi = self.hi.as_deref().filter(|hi| {
+                    self.dir
+                        .blocks
+                        .get(self.raw_next)
+                        .is_none_or(|n| n.first_key.as_slice() >= *hi)
+                });
                 ordered::scan_block(block, b, |k, p| {
                     if lo.is_none_or(|lo| k >= lo) && hi.is_none_or(|hi| k < hi) {
                         refs.push((keys.len() as u32, k.len() as u32, p));
@@ -226,87 +233,132 @@ pub(crate) struct MergeInput {
 }
 
 /// A k-way merge of sorted inputs: [`Merge::next`] moves to every kept entry in (key,
-/// position) order, [`Merge::key`], [`Merge::position`] and [`Merge::input`] describe it.
-/// Each input must be sorted by (key, mapped position).
+/// position, input) order, [`Merge::key`], [`Merge::position`] and [`Merge::input`]
+/// describe it. Each input must be sorted by (key, mapped position).
 ///
-/// Entries are read in place from the current input for as long as it holds the smallest
-/// key; only a switch between inputs copies a key into the heap. Inputs with key spans of
-/// their own (ids written in order) merge at the cost of a concatenation.
+/// A tournament (loser) tree over the inputs' current entries, compared where the streams
+/// hold them: no key is copied, and moving on costs one comparison per level (⌈log₂ k⌉).
 pub(crate) struct Merge {
     inputs: Vec<MergeInput>,
-    heap: BinaryHeap<Reverse<(Vec<u8>, u64, usize)>>,
-    /// Key buffers popped from the heap, for the next pushes.
-    spare: Vec<Vec<u8>>,
+    /// Each input's current mapped position; `None` once it is used up.
+    heads: Vec<Option<u64>>,
+    /// Each input's current key's eight bytes after `shared` (zero-padded, big-endian): a
+    /// different word decides a comparison without reading the keys.
+    words: Vec<u64>,
+    /// Bytes every key of every input starts with (from the blobs' first and last keys).
+    shared: usize,
+    /// `tree[n]` (1 ≤ n < k): the input that lost at node `n`; input `i` is leaf `k + i`.
+    tree: Vec<usize>,
+    /// The input holding the current entry (after the first [`Merge::next`]).
+    winner: Option<usize>,
     started: bool,
-    /// The input holding the current entry, and the entry's mapped position.
-    current: Option<(usize, u64)>,
 }
 
 impl Merge {
     pub fn new(inputs: Vec<MergeInput>) -> Self {
+        let k = inputs.len();
+        let mut bounds = inputs.iter().flat_map(|i| {
+            let d = &i.stream.dir;
+            d.blocks
+                .first()
+                .map(|b| [b.first_key.as_slice(), d.max_key.as_slice()])
+        });
+        let shared = match bounds.next() {
+            None => 0,
+            Some([a, b]) => {
+                let mut n = ordered::common_prefix(a, b);
+                for [x, y] in bounds {
+                    n = n.min(ordered::common_prefix(&a[..n], x));
+                    n = n.min(ordered::common_prefix(&a[..n], y));
+                }
+                n
+            }
+        };
         Merge {
             inputs,
-            heap: BinaryHeap::new(),
-            spare: Vec::new(),
+            heads: vec![None; k],
+            words: vec![0; k],
+            shared,
+            tree: vec![0; k.max(1)],
+            winner: None,
             started: false,
-            current: None,
         }
     }
 
     /// Moves to the next entry; `false` at the end.
     pub async fn next(&mut self) -> Result<bool> {
+        let k = self.inputs.len();
+        if k == 0 {
+            return Ok(false);
+        }
         if !self.started {
             self.started = true;
-            for i in 0..self.inputs.len() {
-                if let Some(out) = self.skip_to_kept(i).await? {
-                    let k = self.inputs[i].stream.head().expect("kept").0.to_vec();
-                    self.heap.push(Reverse((k, out, i)));
-                }
+            for i in 0..k {
+                self.heads[i] = self.skip_to_kept(i).await?;
             }
-        } else if let Some((i, _)) = self.current.take() {
-            self.inputs[i].stream.advance().await?;
-            if let Some(out) = self.skip_to_kept(i).await? {
-                let k = self.inputs[i].stream.head().expect("kept").0;
-                let stays = match self.heap.peek() {
-                    None => true,
-                    Some(Reverse((tk, tp, _))) => (k, out) <= (tk.as_slice(), *tp),
-                };
-                if stays {
-                    self.current = Some((i, out));
-                    return Ok(true);
+            let w = self.play(1);
+            self.winner = Some(w);
+        } else if let Some(w) = self.winner {
+            self.inputs[w].stream.advance().await?;
+            self.heads[w] = self.skip_to_kept(w).await?;
+            // Replay the winner's path to the root.
+            let mut cur = w;
+            let mut n = (w + k) / 2;
+            while n >= 1 {
+                if self.less(self.tree[n], cur) {
+                    std::mem::swap(&mut self.tree[n], &mut cur);
                 }
-                // Key buffers are recycled: random keys switch inputs at nearly every entry.
-                let mut copy = self.spare.pop().unwrap_or_default();
-                copy.clear();
-                copy.extend_from_slice(k);
-                self.heap.push(Reverse((copy, out, i)));
+                n /= 2;
             }
+            self.winner = Some(cur);
         }
-        match self.heap.pop() {
-            // The input's stream still stands on the entry the heap copied.
-            Some(Reverse((k, out, i))) => {
-                self.spare.push(k);
-                self.current = Some((i, out));
-                Ok(true)
+        Ok(self.winner.is_some_and(|w| self.heads[w].is_some()))
+    }
+
+    /// Plays the subtree under node `n`: records its losers, returns its winner.
+    fn play(&mut self, n: usize) -> usize {
+        let k = self.inputs.len();
+        if n >= k {
+            return n - k;
+        }
+        let (a, b) = (self.play(2 * n), self.play(2 * n + 1));
+        if self.less(b, a) {
+            self.tree[n] = a;
+            b
+        } else {
+            self.tree[n] = b;
+            a
+        }
+    }
+
+    /// Does input `a`'s current entry come before input `b`'s? (Used-up inputs come last.)
+    fn less(&self, a: usize, b: usize) -> bool {
+        match (self.heads[a], self.heads[b]) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(_), Some(_)) if self.words[a] != self.words[b] => self.words[a] < self.words[b],
+            (Some(pa), Some(pb)) => {
+                let ka = self.inputs[a].stream.head().map_or(&[][..], |h| h.0);
+                let kb = self.inputs[b].stream.head().map_or(&[][..], |h| h.0);
+                (ka, pa, a) < (kb, pb, b)
             }
-            None => Ok(false),
         }
     }
 
     /// The current entry's key (after [`Merge::next`] returned `true`).
     pub fn key(&self) -> &[u8] {
-        let (i, _) = self.current.expect("a current entry");
-        self.inputs[i].stream.head().expect("current").0
+        let w = self.winner.expect("a current entry");
+        self.inputs[w].stream.head().expect("current").0
     }
 
     /// The current entry's position, mapped by its input.
     pub fn position(&self) -> u64 {
-        self.current.expect("a current entry").1
+        self.heads[self.winner.expect("a current entry")].expect("current")
     }
 
     /// The input of the current entry.
     pub fn input(&self) -> usize {
-        self.current.expect("a current entry").0
+        self.winner.expect("a current entry")
     }
 
     /// Advances input `i` past entries its map leaves out; its mapped position, `None` at
@@ -314,10 +366,15 @@ impl Merge {
     async fn skip_to_kept(&mut self, i: usize) -> Result<Option<u64>> {
         let input = &mut self.inputs[i];
         loop {
-            let Some((_, p)) = input.stream.head() else {
+            let Some((k, p)) = input.stream.head() else {
                 return Ok(None);
             };
             if let Some(out) = (input.map)(p) {
+                let mut w = [0u8; 8];
+                let tail = k.get(self.shared..).unwrap_or_default();
+                let n = tail.len().min(8);
+                w[..n].copy_from_slice(&tail[..n]);
+                self.words[i] = u64::from_be_bytes(w);
                 return Ok(Some(out));
             }
             input.stream.advance().await?;
@@ -329,7 +386,7 @@ impl Merge {
 mod tests {
     use super::*;
 
-    /// The in-place fast path and the heap agree with a plain sort, duplicates included.
+    /// The tournament agrees with a plain sort, duplicates and left-out entries included.
     #[tokio::test]
     async fn merge_orders_like_a_sort() {
         use crate::index::ordered::OrderedBlobWriter;

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use object_store::path::Path;
-use object_store::{ObjectStoreExt, PutPayload};
+use object_store::{ObjectStoreExt, WriteMultipart};
 
 use crate::admin::catalog::*;
 use crate::admin::merge::{self, BlobAt, BlobStream, MergeInput};
@@ -21,6 +21,7 @@ use crate::formats::codec::Codec;
 use crate::formats::manifest::*;
 use crate::formats::puffin::{BlobSpec, PuffinWriter};
 use crate::index::ordered::{self, OrderedBlobWriter};
+use crate::io::RangeReader;
 
 /// Bytes buffered before an upload part goes out (object stores want ≥ 5 MiB parts).
 const PART_BYTES: usize = 8 << 20;
@@ -111,14 +112,15 @@ impl Overlay {
         }
         // The inputs: where each blob is and how its positions become run positions.
         let mask = (1u64 << RUN_POSITION_BITS) - 1;
-        let mut specs: Vec<(String, u64, OrderedMeta, PositionMap)> = Vec::new();
+        let mut specs: Vec<RunInput> = Vec::new();
         if let (Some(prev), true) = (previous, from_previous > 0) {
             let remap = remap.clone();
-            specs.push((
-                prev.bundle_path.clone(),
-                prev.blob_offset,
-                prev.ordered.clone(),
-                Arc::new(move |p| {
+            specs.push(RunInput {
+                path: prev.bundle_path.clone(),
+                offset: prev.blob_offset,
+                meta: prev.ordered.clone(),
+                keeps_all: remap.iter().all(Option::is_some),
+                map: Arc::new(move |p| {
                     let old = (p >> RUN_POSITION_BITS) as usize;
                     remap
                         .get(old)
@@ -126,18 +128,20 @@ impl Overlay {
                         .flatten()
                         .map(|new| new << RUN_POSITION_BITS | (p & mask))
                 }),
-            ));
+            });
         }
         for (ordinal, &i) in order.iter().enumerate().skip(from_previous) {
             let l = &covered[i].1.lineage;
             let tag = (ordinal as u64) << RUN_POSITION_BITS;
-            specs.push((
-                l.bundle_path.clone(),
-                l.blob_offset,
-                covered[i].1.ordered.clone(),
-                Arc::new(move |p| Some(tag | p)),
-            ));
+            specs.push(RunInput {
+                path: l.bundle_path.clone(),
+                offset: l.blob_offset,
+                meta: covered[i].1.ordered.clone(),
+                keeps_all: true,
+                map: Arc::new(move |p| Some(tag | p)),
+            });
         }
+        let started = std::time::Instant::now();
         let partitions = match self.open_partitions(&specs).await {
             Ok(p) => p,
             Err(e) if is_damage(&e) => return Ok(()),
@@ -159,43 +163,51 @@ impl Overlay {
             crate::admin::build::attempt_token()
         );
         let path = Path::from(bundle_path.as_str());
-        let mut upload = self.store.put_multipart(&path).await.map_err(store_err)?;
+        let upload = WriteMultipart::new_with_chunk_size(
+            self.store.put_multipart(&path).await.map_err(store_err)?,
+            PART_BYTES,
+        );
         let mut pw = PuffinWriter::new();
         pw.set_property("skerry.table", tr.name.clone());
         let blob_offset = pw.position();
-        let w = OrderedBlobWriter::new(self.block_bytes);
-        // Partitions after the first merge on their own tasks (both cores) into memory; the
-        // first streams its parts out as it goes, then takes the others' blocks as they are.
-        let mut partitions = partitions.into_iter();
-        let first = partitions.next().expect("one partition at least");
+        let mut sink = Sink { pw, upload };
+        // Every partition merges on a task of its own (both cores) and hands its closed
+        // blocks over a part at a time; this task uploads them in key order — the first
+        // partition's as they come, a later one's (held meanwhile) once those before it are
+        // out — then appends each partition's directory to the first's.
         let block_bytes = self.block_bytes;
-        let rest: Vec<_> = partitions
+        let tasks: Vec<_> = partitions
+            .into_iter()
             .map(|inputs| {
-                tokio::spawn(merge_partition(
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                let task = tokio::spawn(merge_partition(
                     inputs,
                     OrderedBlobWriter::new(block_bytes),
-                    None,
-                ))
+                    tx,
+                ));
+                (rx, task)
             })
             .collect();
         let written: Result<OrderedBlobWriter> = async {
-            let mut sink = Sink {
-                pw: &mut pw,
-                upload: &mut upload,
-                blob_offset,
-            };
-            let mut w = merge_partition(first, w, Some(&mut sink)).await?;
-            for h in rest {
-                let other = match h.await {
+            let mut w: Option<OrderedBlobWriter> = None;
+            for (mut rx, task) in tasks {
+                while let Some(part) = rx.recv().await {
+                    sink.put(part).await?;
+                }
+                let done = match task.await {
                     Ok(r) => r?,
                     Err(e) => std::panic::resume_unwind(e.into_panic()),
                 };
-                w.append(other)?;
-                sink.flush(&mut w, true).await?;
+                let rest = match w.as_mut() {
+                    None => w.insert(done).take_all(),
+                    Some(w) => w.append_streamed(done)?,
+                };
+                sink.put(rest).await?;
             }
-            Ok(w)
+            Ok(w.unwrap_or_else(|| OrderedBlobWriter::new(block_bytes)))
         }
         .await;
+        let Sink { mut pw, upload, .. } = sink;
         let w = match written {
             Ok(w) => w,
             Err(e) => {
@@ -223,18 +235,10 @@ impl Overlay {
             Codec::None,
         );
         let tail = pw.finish();
-        let done: Result<()> = async {
-            upload
-                .put_part(PutPayload::from(tail.bytes))
-                .await
-                .map_err(store_err)?;
-            upload.complete().await.map_err(store_err)?;
-            Ok(())
-        }
-        .await;
-        if let Err(e) = done {
-            let _ = upload.abort().await;
-            return Err(e);
+        let mut upload = upload;
+        upload.put(tail.bytes);
+        if let Err(e) = upload.finish().await {
+            return Err(store_err(e));
         }
         let files = order
             .iter()
@@ -269,6 +273,10 @@ impl Overlay {
         t.put(&run_key(ix.index_id), &run)?;
         t.bump_version().await?;
         t.commit().await?;
+        tracing::debug!(
+            target: "skerry::build",
+            "run of {}.{}: {} entries in {:?}", tr.name, ix.name, run.ordered.entries, started.elapsed()
+        );
         Ok(())
     }
 }
@@ -276,45 +284,127 @@ impl Overlay {
 /// How an input's stored positions become run positions (`None`: left out).
 type PositionMap = Arc<dyn Fn(u64) -> Option<u64> + Send + Sync>;
 
+/// One blob a run is made from: where it is, the manifest's facts about it, how its positions
+/// become run positions, and whether that map keeps every entry.
+struct RunInput {
+    path: String,
+    offset: u64,
+    meta: OrderedMeta,
+    map: PositionMap,
+    keeps_all: bool,
+}
+
+/// A blob whose blocks are copied into a run whole, in order ([`Partition::Concat`]).
+struct ConcatInput {
+    reader: Arc<crate::io::ObjectStoreReader>,
+    loc: crate::io::Location,
+    blob_offset: u64,
+    dir: ordered::OrderedDirectory,
+    map: PositionMap,
+}
+
+/// A key range of a run, written by one task.
+enum Partition {
+    /// Inputs whose keys interleave: a k-way merge.
+    Merge(Vec<MergeInput>),
+    /// Inputs with key spans of their own, in key order (ids or timestamps written in
+    /// order): their blocks are copied with positions mapped, entries never compared.
+    Concat(Vec<ConcatInput>),
+}
+
 /// Inputs with fewer entries in all merge on one task.
 const PARALLEL_MIN_ENTRIES: u64 = 200_000;
 /// Runs of more input bytes merge on one task: the partitions after the first are held in
 /// memory until the first is written, which bounds them (about half of this).
 const PARALLEL_MAX_BYTES: u64 = 64 << 20;
 
-/// Where finished blocks of the run go: the Puffin file being uploaded in parts.
-struct Sink<'a> {
-    pw: &'a mut PuffinWriter,
-    upload: &'a mut Box<dyn object_store::MultipartUpload>,
-    blob_offset: u64,
+/// Where finished blocks of the run go: the Puffin file being uploaded in parts, at most
+/// [`PARTS_IN_FLIGHT`] at a time while the merge goes on.
+struct Sink {
+    pw: PuffinWriter,
+    upload: WriteMultipart,
 }
 
-impl Sink<'_> {
-    /// Uploads the closed blocks once a part's worth is waiting (or now, with `all`).
-    async fn flush(&mut self, w: &mut OrderedBlobWriter, all: bool) -> Result<()> {
-        let waiting = w.len() - (self.pw.position() - self.blob_offset);
-        if waiting >= PART_BYTES as u64 || (all && waiting > 0) {
-            self.pw.write_raw(&w.take_closed());
-            self.upload
-                .put_part(PutPayload::from(self.pw.take()))
-                .await
-                .map_err(store_err)?;
+/// Upload parts of a run in flight at once (memory: this many parts).
+const PARTS_IN_FLIGHT: usize = 2;
+
+impl Sink {
+    /// Uploads the file's pending bytes, then `bytes` (owned: no copy).
+    async fn put(&mut self, bytes: Vec<u8>) -> Result<()> {
+        let head = self.pw.take_and_skip(bytes.len() as u64);
+        for b in [head, bytes] {
+            if !b.is_empty() {
+                self.upload.put(b.into());
+            }
         }
-        Ok(())
+        self.upload
+            .wait_for_capacity(PARTS_IN_FLIGHT)
+            .await
+            .map_err(store_err)
     }
 }
 
-/// Merges `inputs` into `w`, streaming parts to `sink` when given (else in memory).
+/// Writes partition `part` into `w`, sending its closed blocks to `parts` a part's worth at
+/// a time; returns the writer (what it holds is the partition's last bytes).
 async fn merge_partition(
-    inputs: Vec<MergeInput>,
+    part: Partition,
     mut w: OrderedBlobWriter,
-    mut sink: Option<&mut Sink<'_>>,
+    parts: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
 ) -> Result<OrderedBlobWriter> {
-    let mut m = merge::Merge::new(inputs);
-    while m.next().await? {
-        w.push(m.key(), m.position())?;
-        if let Some(s) = sink.as_deref_mut() {
-            s.flush(&mut w, false).await?;
+    let mut sent = 0u64;
+    let mut send = |w: &mut OrderedBlobWriter| {
+        if w.len() - sent >= PART_BYTES as u64 {
+            let closed = w.take_closed();
+            sent += closed.len() as u64;
+            // A failed send: the receiver gave up (its run failed); the run is dropped.
+            let _ = parts.send(closed);
+        }
+    };
+    match part {
+        Partition::Merge(inputs) => {
+            let mut m = merge::Merge::new(inputs);
+            while m.next().await? {
+                w.push(m.key(), m.position())?;
+                send(&mut w);
+            }
+        }
+        Partition::Concat(inputs) => {
+            for input in inputs {
+                let blocks = &input.dir.blocks;
+                let mut first = 0;
+                while first < blocks.len() {
+                    // Whole blocks, up to a chunk at a time.
+                    let mut end = first + 1;
+                    while end < blocks.len()
+                        && (blocks[end].offset + blocks[end].length)
+                            .saturating_sub(blocks[first].offset)
+                            <= merge::CHUNK_BYTES
+                    {
+                        end += 1;
+                    }
+                    let (start, stop) = (
+                        blocks[first].offset,
+                        blocks[end - 1]
+                            .offset
+                            .saturating_add(blocks[end - 1].length),
+                    );
+                    let o = input.blob_offset;
+                    let raw = input
+                        .reader
+                        .read_range(&input.loc, o.saturating_add(start)..o.saturating_add(stop))
+                        .await?;
+                    for b in &blocks[first..end] {
+                        let block = (b.offset - start)
+                            .try_into()
+                            .ok()
+                            .and_then(|s: usize| raw.get(s..s.checked_add(b.length as usize)?))
+                            .ok_or(ordered::BlobError::Corrupt("block range"))?;
+                        w.push_block_mapped(block, b, |p| (input.map)(p))?;
+                        send(&mut w);
+                    }
+                    first = end;
+                }
+            }
         }
     }
     Ok(w)
@@ -324,27 +414,47 @@ impl Overlay {
     /// Opens the inputs of a run merge, split into key ranges of about equal entries, one
     /// per core (one range for small runs, or runs whose in-memory partitions would exceed
     /// [`PARALLEL_MAX_BYTES`]). Directories are read concurrently, once.
-    async fn open_partitions(
-        &self,
-        specs: &[(String, u64, OrderedMeta, PositionMap)],
-    ) -> Result<Vec<Vec<MergeInput>>> {
-        let dirs = futures::future::try_join_all(specs.iter().map(|(path, off, meta, _)| {
+    async fn open_partitions(&self, specs: &[RunInput]) -> Result<Vec<Partition>> {
+        let dirs = futures::future::try_join_all(specs.iter().map(|s| {
             let at = BlobAt {
-                bundle_path: path,
-                blob_offset: *off,
-                ordered: meta,
+                bundle_path: &s.path,
+                blob_offset: s.offset,
+                ordered: &s.meta,
             };
             async move { merge::read_directory(&self.reader, &at).await }
         }))
         .await?;
-        let entries: u64 = specs.iter().map(|s| s.2.entries).sum();
+        let entries: u64 = specs.iter().map(|s| s.meta.entries).sum();
         let bytes: u64 = dirs
             .iter()
             .flat_map(|(_, d)| d.blocks.iter().map(|b| b.length))
             .sum();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let parallel = cores > 1 && entries >= PARALLEL_MIN_ENTRIES && bytes <= PARALLEL_MAX_BYTES;
+        if let Some(order) = concat_order(specs, &dirs) {
+            // Consecutive inputs, split into `cores` groups of about equal entries.
+            let groups = if parallel { cores as u64 } else { 1 };
+            let per = entries.div_ceil(groups).max(1);
+            let mut out: Vec<Vec<ConcatInput>> = vec![Vec::new()];
+            let mut acc = 0u64;
+            for i in order {
+                if acc >= per * out.len() as u64 && !out.last().is_some_and(Vec::is_empty) {
+                    out.push(Vec::new());
+                }
+                acc += specs[i].meta.entries;
+                let (loc, dir) = &dirs[i];
+                out.last_mut().expect("a group").push(ConcatInput {
+                    reader: self.reader.clone(),
+                    loc: loc.clone(),
+                    blob_offset: specs[i].offset,
+                    dir: dir.clone(),
+                    map: specs[i].map.clone(),
+                });
+            }
+            return Ok(out.into_iter().map(Partition::Concat).collect());
+        }
         let mut splits: Vec<Vec<u8>> = Vec::new();
-        if cores > 1 && entries >= PARALLEL_MIN_ENTRIES && bytes <= PARALLEL_MAX_BYTES {
+        if parallel {
             // Split at block first keys so each range holds about entries / cores.
             let mut firsts: Vec<(&[u8], u64)> = dirs
                 .iter()
@@ -373,13 +483,13 @@ impl Overlay {
             let lo = part.checked_sub(1).map(|i| splits[i].clone());
             let hi = splits.get(part).cloned();
             let mut inputs = Vec::with_capacity(specs.len());
-            for ((_, off, _, map), (loc, dir)) in specs.iter().zip(&dirs) {
-                let map = map.clone();
+            for (spec, (loc, dir)) in specs.iter().zip(&dirs) {
+                let map = spec.map.clone();
                 inputs.push(MergeInput {
                     stream: BlobStream::open_range(
                         self.reader.clone(),
                         loc.clone(),
-                        *off,
+                        spec.offset,
                         dir.clone(),
                         chunk,
                         lo.clone(),
@@ -389,10 +499,36 @@ impl Overlay {
                     map: Box::new(move |p| map(p)),
                 });
             }
-            out.push(inputs);
+            out.push(Partition::Merge(inputs));
         }
         Ok(out)
     }
+}
+
+/// The order in which the inputs' blocks concatenate into a sorted run, when they can: every
+/// input keeps all its entries and its keys lie strictly after the previous input's
+/// (directories give each blob's first and last key). Empty inputs are left out.
+fn concat_order(
+    specs: &[RunInput],
+    dirs: &[(crate::io::Location, ordered::OrderedDirectory)],
+) -> Option<Vec<usize>> {
+    if specs.iter().any(|s| !s.keeps_all) {
+        return None;
+    }
+    let mut spans: Vec<(&[u8], &[u8], usize)> = dirs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, d))| {
+            d.blocks
+                .first()
+                .map(|b| (b.first_key.as_slice(), d.max_key.as_slice(), i))
+        })
+        .collect();
+    spans.sort_unstable();
+    spans
+        .windows(2)
+        .all(|w| w[0].1 < w[1].0)
+        .then(|| spans.into_iter().map(|(_, _, i)| i).collect())
 }
 
 /// Does the run's record of a file still describe `f` and its artifact?

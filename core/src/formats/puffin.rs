@@ -253,6 +253,15 @@ impl PuffinWriter {
         std::mem::take(&mut self.buf)
     }
 
+    /// Takes the bytes written so far, like [`PuffinWriter::take`], and counts `n` bytes the
+    /// caller writes to the file itself right after them (a streamed blob's owned buffers,
+    /// uploaded without a copy).
+    pub fn take_and_skip(&mut self, n: u64) -> Vec<u8> {
+        let head = self.take();
+        self.taken += n;
+        head
+    }
+
     /// Describes a blob of `length` stored bytes written at `offset` by
     /// [`PuffinWriter::write_raw`].
     pub fn record_blob(

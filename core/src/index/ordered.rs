@@ -72,9 +72,11 @@ pub struct OrderedBlobWriter {
     block_entries: u64,
     prev: Option<(Vec<u8>, u64)>,
     first_key: Option<Vec<u8>>,
-    /// Position of the writer's first entry (ordering check of [`OrderedBlobWriter::append`]).
+    /// Position of the writer's first entry (ordering check of [`OrderedBlobWriter::append_streamed`]).
     first_position: Option<u64>,
     entries: u64,
+    /// A key buffer reused by [`OrderedBlobWriter::push_block_mapped`].
+    spare_key: Vec<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +100,20 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+/// Writes `v` as a varint at `buf[at..]` (room for 10 bytes); the end.
+fn varint_into(buf: &mut [u8; 20], mut at: usize, mut v: u64) -> usize {
+    while v >= 0x80 && at < buf.len() {
+        buf[at] = (v as u8) | 0x80;
+        v >>= 7;
+        at += 1;
+    }
+    if at < buf.len() {
+        buf[at] = v as u8;
+        at += 1;
+    }
+    at
 }
 
 fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, BlobError> {
@@ -124,7 +140,7 @@ fn get_bytes<'a>(b: &'a [u8], pos: &mut usize, len: u64) -> Result<&'a [u8], Blo
 }
 
 /// Length of the common prefix of `a` and `b`, eight bytes at a time.
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let n = a.len().min(b.len());
     let mut i = 0;
     while i + 8 <= n {
@@ -161,6 +177,7 @@ impl OrderedBlobWriter {
             first_key: None,
             first_position: None,
             entries: 0,
+            spare_key: Vec::new(),
         }
     }
 
@@ -191,10 +208,13 @@ impl OrderedBlobWriter {
         if self.entries == 0 {
             self.first_position = Some(position);
         }
-        put_varint(&mut self.out, shared as u64);
-        put_varint(&mut self.out, (key.len() - shared) as u64);
+        let mut head = [0u8; 20];
+        let n = varint_into(&mut head, 0, shared as u64);
+        let n = varint_into(&mut head, n, (key.len() - shared) as u64);
+        self.out.extend_from_slice(&head[..n]);
         self.out.extend_from_slice(&key[shared..]);
-        put_varint(&mut self.out, position);
+        let n = varint_into(&mut head, 0, position);
+        self.out.extend_from_slice(&head[..n]);
         self.block_entries += 1;
         self.entries += 1;
         match &mut self.prev {
@@ -238,32 +258,144 @@ impl OrderedBlobWriter {
         closed
     }
 
-    /// Appends every entry of `other` (a writer over keys all at or after this one's, that
-    /// never gave bytes away): its blocks are copied as they are — a block does not depend on
-    /// where it sits — so sorted partitions of one blob can be written in parallel.
-    pub fn append(&mut self, mut other: OrderedBlobWriter) -> Result<(), BlobError> {
-        self.close_block();
-        other.close_block();
-        if other.flushed != 0 {
-            return Err(BlobError::Corrupt("appended writer gave bytes away"));
+    /// Appends a block of another blob (`r`, its directory entry, checked against the block's
+    /// hash) as a block of its own, every position mapped by `map`: keys are copied as stored,
+    /// not compressed again, so a run of blobs with key spans of their own is a concatenation.
+    /// The block's entries must come after this writer's last (`Unsorted`), and `map` must
+    /// keep every entry (`Corrupt` when it leaves one out) in order. On an error nothing of
+    /// the block is kept.
+    pub fn push_block_mapped(
+        &mut self,
+        block: &[u8],
+        r: &BlockRef,
+        map: impl Fn(u64) -> Option<u64>,
+    ) -> Result<(), BlobError> {
+        if block.len() as u64 != r.length || hash16(block) != r.hash {
+            return Err(BlobError::Checksum("block"));
         }
+        if r.entries == 0 {
+            return Ok(());
+        }
+        self.close_block();
+        let start = self.out.len();
+        let mut key = std::mem::take(&mut self.spare_key);
+        key.clear();
+        let copied = self.copy_block(block, r, &map, &mut key);
+        match copied {
+            Ok(last) => {
+                self.block_entries = r.entries;
+                self.entries += r.entries;
+                let old = self.prev.replace((key, last));
+                self.spare_key = old.map(|(k, _)| k).unwrap_or_default();
+                self.close_block();
+                Ok(())
+            }
+            Err(e) => {
+                self.out.truncate(start);
+                self.first_key = None;
+                if self.entries == 0 {
+                    self.first_position = None;
+                }
+                self.spare_key = key;
+                Err(e)
+            }
+        }
+    }
+
+    /// The entries of [`OrderedBlobWriter::push_block_mapped`]: written to `out`, `key` left
+    /// holding the last key; the last mapped position.
+    fn copy_block(
+        &mut self,
+        block: &[u8],
+        r: &BlockRef,
+        map: &impl Fn(u64) -> Option<u64>,
+        key: &mut Vec<u8>,
+    ) -> Result<u64, BlobError> {
+        let mut pos = 0usize;
+        let mut head = [0u8; 20];
+        let mut last = 0u64;
+        for i in 0..r.entries {
+            let shared = get_varint(block, &mut pos)?;
+            let slen = get_varint(block, &mut pos)?;
+            if shared > key.len() as u64
+                || (i == 0 && shared != 0)
+                || shared.saturating_add(slen) > MAX_KEY_BYTES as u64
+            {
+                return Err(BlobError::Corrupt("entry key"));
+            }
+            let suffix = get_bytes(block, &mut pos, slen)?;
+            let equal = i > 0 && slen == 0 && shared == key.len() as u64;
+            key.truncate(shared as usize);
+            key.extend_from_slice(suffix);
+            let position = map(get_varint(block, &mut pos)?)
+                .ok_or(BlobError::Corrupt("a concatenated entry left out"))?;
+            if i == 0 {
+                // After this writer's last entry.
+                if let Some((pk, pp)) = &self.prev {
+                    if !(key.as_slice() > pk.as_slice() || (*key == *pk && position > *pp)) {
+                        return Err(BlobError::Unsorted(self.entries));
+                    }
+                }
+                self.first_key = Some(key.clone());
+                if self.entries == 0 {
+                    self.first_position = Some(position);
+                }
+            } else if equal && position <= last {
+                // Keys are sorted as stored; equal keys need ascending mapped positions.
+                return Err(BlobError::Unsorted(self.entries + i));
+            }
+            let n = varint_into(&mut head, 0, shared);
+            let n = varint_into(&mut head, n, slen);
+            self.out.extend_from_slice(&head[..n]);
+            self.out.extend_from_slice(suffix);
+            let n = varint_into(&mut head, 0, position);
+            self.out.extend_from_slice(&head[..n]);
+            last = position;
+        }
+        if pos != block.len() {
+            return Err(BlobError::Corrupt("block length"));
+        }
+        Ok(last)
+    }
+
+    /// Closes the open block and takes every byte not taken yet.
+    pub fn take_all(&mut self) -> Vec<u8> {
+        self.close_block();
+        self.take_closed()
+    }
+
+    /// Appends every entry of `other`, a writer over keys all after this one's whose blob
+    /// streams out right after this one's: every byte of this writer must be taken
+    /// ([`OrderedBlobWriter::take_all`]) and written, then the bytes `other` gave away;
+    /// returns `other`'s remaining bytes, which come next. Blocks do not depend on where they
+    /// sit, so sorted partitions of one blob can be written in parallel.
+    pub fn append_streamed(&mut self, mut other: OrderedBlobWriter) -> Result<Vec<u8>, BlobError> {
+        self.close_block();
+        if !self.out.is_empty() {
+            return Err(BlobError::Corrupt("appended after bytes not taken"));
+        }
+        let rest = other.take_all();
+        self.check_follows(&other)?;
+        for mut b in other.dir {
+            b.offset += self.flushed;
+            self.dir.push(b);
+        }
+        self.flushed += other.flushed;
+        self.entries += other.entries;
+        if other.prev.is_some() {
+            self.prev = other.prev;
+        }
+        Ok(rest)
+    }
+
+    /// `Unsorted` unless `other`'s first entry comes after this writer's last.
+    fn check_follows(&self, other: &OrderedBlobWriter) -> Result<(), BlobError> {
         if let (Some((pk, pp)), Some(first)) = (&self.prev, other.dir.first()) {
             if first.first_key.as_slice() < pk.as_slice()
                 || (first.first_key == *pk && other.first_position.is_some_and(|p| p <= *pp))
             {
                 return Err(BlobError::Unsorted(self.entries));
             }
-        }
-        let base = self.flushed + self.out.len() as u64;
-        for mut b in other.dir {
-            b.offset += base;
-            self.dir.push(b);
-        }
-        self.out.extend_from_slice(&other.out);
-        self.block_start = self.out.len();
-        self.entries += other.entries;
-        if other.prev.is_some() {
-            self.prev = other.prev;
         }
         Ok(())
     }
@@ -563,6 +695,131 @@ mod tests {
             .unwrap();
         }
         out
+    }
+
+    /// Blocks of blobs with key spans of their own, copied in order with positions mapped,
+    /// read back as one blob; out-of-order blocks, left-out entries and damaged blocks are
+    /// refused and leave the writer as it was.
+    #[test]
+    fn blocks_concatenate_with_positions_mapped() {
+        let part = |from: u32, to: u32| -> Vec<(Vec<u8>, u64)> {
+            (from..to)
+                .flat_map(|k| {
+                    (0..2).map(move |r| (format!("k{k:04}").into_bytes(), (k * 2 + r) as u64))
+                })
+                .collect()
+        };
+        let (a, b) = (build(&part(0, 300), 96), build(&part(300, 500), 96));
+        let blocks = |blob: &OrderedBlob| {
+            let d = &blob.bytes[blob.directory.start as usize..blob.directory.end as usize];
+            OrderedDirectory::parse(d, Some(&blob.directory_sha256), blob.directory.start)
+                .unwrap()
+                .blocks
+        };
+        let slice = |blob: &OrderedBlob, r: &BlockRef| {
+            blob.bytes[r.offset as usize..(r.offset + r.length) as usize].to_vec()
+        };
+        let mut w = OrderedBlobWriter::new(96);
+        for (blob, tag) in [(&a, 1u64 << 40), (&b, 2 << 40)] {
+            for r in blocks(blob) {
+                w.push_block_mapped(&slice(blob, &r), &r, |p| Some(tag | p))
+                    .unwrap();
+            }
+        }
+        let whole = w.finish();
+        let mut want: Vec<(Vec<u8>, u64)> = part(0, 300)
+            .into_iter()
+            .map(|(k, p)| (k, 1 << 40 | p))
+            .collect();
+        want.extend(part(300, 500).into_iter().map(|(k, p)| (k, 2 << 40 | p)));
+        assert_eq!(whole.entries, 1000);
+        assert_eq!(lookup(&whole, Bound::Unbounded, Bound::Unbounded), want);
+        assert_eq!(whole.max_key.as_deref(), Some(b"k0499".as_slice()));
+        assert_eq!(whole.min_key.as_deref(), Some(b"k0000".as_slice()));
+
+        let mut w = OrderedBlobWriter::new(96);
+        let (ra, rb) = (blocks(&a), blocks(&b));
+        w.push_block_mapped(&slice(&b, &rb[0]), &rb[0], Some)
+            .unwrap();
+        let before = w.len();
+        // A block of keys before the writer's last.
+        let err = w.push_block_mapped(&slice(&a, &ra[0]), &ra[0], Some);
+        assert!(matches!(err, Err(BlobError::Unsorted(_))));
+        // A map leaving an entry out; a damaged block.
+        let err = w.push_block_mapped(&slice(&b, &rb[1]), &rb[1], |p| (p % 7 != 3).then_some(p));
+        assert!(matches!(err, Err(BlobError::Corrupt(_))));
+        let mut bad = slice(&b, &rb[1]);
+        bad[3] ^= 1;
+        let err = w.push_block_mapped(&bad, &rb[1], Some);
+        assert!(matches!(err, Err(BlobError::Checksum(_))));
+        assert_eq!(w.len(), before);
+        w.push_block_mapped(&slice(&b, &rb[1]), &rb[1], Some)
+            .unwrap();
+        let blob = w.finish();
+        let n = (rb[0].entries + rb[1].entries) as usize;
+        assert_eq!(
+            lookup(&blob, Bound::Unbounded, Bound::Unbounded),
+            part(300, 500)[..n].to_vec()
+        );
+    }
+
+    /// Partitions written apart, streamed out a piece at a time and appended, read back as
+    /// the whole: every entry in order, blocks found at the offsets the directory gives.
+    #[test]
+    fn streamed_partitions_append_into_one_blob() {
+        let entries: Vec<(Vec<u8>, u64)> = (0u32..3000)
+            .map(|i| (format!("key-{:05}", i / 3).into_bytes(), i as u64))
+            .collect();
+        let cuts = [0, 1100, 1101, 3000]; // the second partition holds one entry
+        let mut parts = Vec::new();
+        for w in cuts.windows(2) {
+            let mut p = OrderedBlobWriter::new(128);
+            let mut given = Vec::new();
+            for (n, (k, pos)) in entries[w[0]..w[1]].iter().enumerate() {
+                p.push(k, *pos).unwrap();
+                if n % 97 == 96 {
+                    given.extend(p.take_closed());
+                }
+            }
+            parts.push((p, given));
+        }
+        let mut bytes = Vec::new();
+        let mut it = parts.into_iter();
+        let (mut w, given) = it.next().unwrap();
+        bytes.extend(given);
+        bytes.extend(w.take_all());
+        for (p, given) in it {
+            bytes.extend(given);
+            let rest = w.append_streamed(p).unwrap();
+            bytes.extend(rest);
+        }
+        let mut blob = w.finish();
+        bytes.extend(&blob.bytes);
+        blob.bytes = bytes;
+        assert_eq!(blob.entries, 3000);
+        assert_eq!(lookup(&blob, Bound::Unbounded, Bound::Unbounded), entries);
+        let k = b"key-00500".as_slice();
+        assert_eq!(
+            lookup(&blob, Bound::Included(k), Bound::Included(k)),
+            entries[1500..1503].to_vec()
+        );
+
+        // Bytes not taken, or a partition that does not follow, are refused.
+        let mut a = OrderedBlobWriter::new(128);
+        a.push(b"b", 1).unwrap();
+        let mut later = OrderedBlobWriter::new(128);
+        later.push(b"c", 0).unwrap();
+        assert!(matches!(
+            a.append_streamed(later),
+            Err(BlobError::Corrupt(_))
+        ));
+        a.take_all();
+        let mut earlier = OrderedBlobWriter::new(128);
+        earlier.push(b"a", 9).unwrap();
+        assert!(matches!(
+            a.append_streamed(earlier),
+            Err(BlobError::Unsorted(_))
+        ));
     }
 
     #[test]
