@@ -81,8 +81,39 @@ async function child(spec) {
   }));
 }
 
+/**
+ * The peer: LanceDB (bench/package.json, installed by scripts/bench.sh) builds its BTREE (and
+ * BITMAP) indexes over the same rows, appended in the same 100,000-row pieces (one fragment
+ * each, as Skerry's files), from its own format — conversion not timed, as the issue measured.
+ */
+async function lanceChild(spec) {
+  const lancedb = await import(path.join(path.dirname(fileURLToPath(import.meta.url)), 'node_modules/@lancedb/lancedb/dist/index.js'));
+  const db = await lancedb.connect(`${spec.dir}/lance`);
+  let t;
+  for (let s = 0; s < ROWS; s += PER_FILE) {
+    const rows = [];
+    for (let i = s; i < Math.min(ROWS, s + PER_FILE); i++) {
+      const r = row(i);
+      rows.push({ id: r[0], email: r[1], region: r[2] });
+    }
+    if (!t) t = await db.createTable('t', rows);
+    else await t.add(rows);
+  }
+  const out = {};
+  for (const [col, kind] of spec.indexes) {
+    const t0 = performance.now();
+    await t.createIndex(col, { config: lancedb.Index[kind](), replace: true });
+    out[`${col} ${kind}`] = performance.now() - t0;
+  }
+  process.stdout.write(JSON.stringify(out));
+}
+
 if (process.argv[2] === '--child') {
   await child(JSON.parse(process.argv[3]));
+  process.exit(0);
+}
+if (process.argv[2] === '--lance') {
+  await lanceChild(JSON.parse(process.argv[3]));
   process.exit(0);
 }
 
@@ -101,8 +132,7 @@ for (let f = 0; f < nfiles; f++) {
 }
 console.log(`data: ${ROWS} rows in ${nfiles} files, ${(dataBytes / 2 ** 20).toFixed(1)} MiB, written in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
-// Peers measured on this machine (issue 13), for the table: LanceDB BTREE over 2M ids from
-// its own format 0.62 s, BITMAP 1.4 s; DuckDB PRIMARY KEY (ART) from Parquet 5.2 s.
+// Peer measured when the issue was filed: DuckDB PRIMARY KEY (ART) from Parquet 5.2 s.
 const cases = [
   ['region', [['by_region', ['region'], false]]],
   ['id', [['by_id', ['id'], false]]],
@@ -127,6 +157,19 @@ for (const [name, indexes] of cases) {
   console.log(`| ${name} | ${(r.ms / 1000).toFixed(2)} s | ${mib(r.peak)} MiB | ${r.bundleFiles} (${(r.bundleFiles / nfiles).toFixed(2)}/file) | ${r.runs} | ${mib(r.bundleBytes)} MiB | ${(r.catalogBytes / 1024).toFixed(0)} KiB | ${(r.catalogBytes / r.entries).toFixed(2)} |`);
   fs.rmSync(dir, { recursive: true, force: true });
 }
+// The peer in this run: LanceDB's BTREE per column (and BITMAP on region).
+let lance = null;
+const lanceDir = fs.mkdtempSync(path.join(root, 'lance-'));
+try {
+  const out = execFileSync(process.execPath, [self, '--lance', JSON.stringify({
+    dir: lanceDir, indexes: [['id', 'btree'], ['email', 'btree'], ['region', 'btree'], ['region', 'bitmap']],
+  })], { maxBuffer: 1 << 20, stdio: ['ignore', 'pipe', 'pipe'] });
+  lance = JSON.parse(out.toString());
+  console.log(`\nLanceDB 0.31 (same rows, ${nfiles} fragments): ` + Object.entries(lance).map(([k, ms]) => `${k} ${(ms / 1000).toFixed(2)} s`).join(', '));
+} catch (e) {
+  console.log(`\nLanceDB peer not run (npm install --prefix bench): ${String(e.stderr || e.message).split('\n')[0]}`);
+}
+fs.rmSync(lanceDir, { recursive: true, force: true });
 const per2m = (r) => (r.ms / 1000) * (2_000_000 / ROWS);
 const peak = Math.max(...Object.values(results).map((r) => r.peak));
 console.log('\n| ratio | value | goal |');
@@ -134,6 +177,10 @@ console.log('|---|---|---|');
 console.log(`| id: unique / non-unique | ${(results['id unique'].ms / results.id.ms).toFixed(2)}× | ≤ 1.5× |`);
 console.log(`| email: unique / non-unique | ${(results['email unique'].ms / results.email.ms).toFixed(2)}× | ≤ 1.5× |`);
 for (const k of ['region', 'id', 'email']) console.log(`| ${k} (non-unique) per 2M rows / 0.6 s | ${(per2m(results[k]) / 0.6).toFixed(2)}× (${per2m(results[k]).toFixed(2)} s) | ≤ 1× |`);
+if (lance) {
+  for (const k of ['region', 'id', 'email']) console.log(`| ${k}: Skerry build / LanceDB BTREE build (same rows, this run) | ${(results[k].ms / lance[`${k} btree`]).toFixed(2)}× | ≤ 1× |`);
+  console.log(`| region: Skerry build / LanceDB BITMAP build | ${(results.region.ms / lance['region bitmap']).toFixed(2)}× | |`);
+}
 console.log(`| five indexes / sum of single builds | ${(results['five in one build()'].ms / ['id unique', 'email unique', 'region'].reduce((s, k) => s + results[k].ms, 0)).toFixed(2)}× (of id, email unique + region) | |`);
 console.log(`| bundle generations per file, five indexes | ${(results['five in one build()'].bundleFiles / nfiles).toFixed(2)} | 1 |`);
 console.log(`| peak RSS of any build / 512 MiB | ${(peak / (512 * 2 ** 20)).toFixed(2)}× (${mib(peak)} MiB at ${ROWS} rows) | ≤ 1× at 10M |`);

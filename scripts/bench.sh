@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 bash scripts/build.sh all --release
+# The peers measured in the same runs (bench/package.json; not part of the workspace).
+[ -d bench/node_modules/@lancedb/lancedb ] || npm install --prefix bench --no-audit --no-fund
 node bench/build.mjs
 if [ -n "${SKERRY_BENCH_SCALE:-}" ]; then node bench/build.mjs --scale; fi
 node bench/lookups.mjs

@@ -721,6 +721,232 @@ async fn unique_across_files_is_checked_at_the_flip() {
     o.close().await.unwrap();
 }
 
+/// A large group of overlapping files is checked in key ranges on both cores: the pair
+/// reported is the one with the lowest key whichever range finds it first, and deleted rows
+/// do not collide in any range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unique_check_across_large_overlaps_runs_in_ranges() {
+    let d = Data::new();
+    let evens: Vec<(i64, Option<&str>, &str)> = (0..150_000).map(|i| (2 * i, None, "c")).collect();
+    let mut odds: Vec<(i64, Option<&str>, &str)> =
+        (0..150_000).map(|i| (2 * i + 1, None, "c")).collect();
+    // Two keys a's rows hold too: one high (second range), one low (first range).
+    odds.push((250_000, None, "c"));
+    odds.push((10, None, "c"));
+    d.write(&"a.parquet".to_string(), &evens, 50_000);
+    d.write(&"b.parquet".to_string(), &odds, 50_000);
+    let files = ["a.parquet", "b.parquet"];
+    let o = open(&d.overlay_url("one")).await;
+    table(&o, &d, &files).await;
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    let e = o.build("t", |_| {}).await.unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("a.parquet@5") && msg.contains("b.parquet@150001"),
+        "{msg}"
+    );
+    o.close().await.unwrap();
+
+    // Without the low pair (a's row deleted), the high one is found in its range.
+    let o = open(&d.overlay_url("two")).await;
+    table(&o, &d, &files).await;
+    o.register_deletes(
+        "t",
+        &[FileDeletes {
+            file: "a.parquet".into(),
+            positions: vec![5],
+        }],
+    )
+    .await
+    .unwrap();
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    let e = o.build("t", |_| {}).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("a.parquet@125000") && msg.contains("b.parquet@150000"),
+        "{msg}"
+    );
+    o.close().await.unwrap();
+
+    // Both of a's rows deleted: ready.
+    let o = open(&d.overlay_url("three")).await;
+    table(&o, &d, &files).await;
+    o.register_deletes(
+        "t",
+        &[FileDeletes {
+            file: "a.parquet".into(),
+            positions: vec![5, 125_000],
+        }],
+    )
+    .await
+    .unwrap();
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    assert_eq!(
+        o.index_record("t", "by_id").await.unwrap().state,
+        IndexState::Ready
+    );
+    let r = o
+        .lookup("t", "by_id", &[Value::Int(250_000)])
+        .await
+        .unwrap();
+    assert_eq!(r.rows.len(), 1);
+    assert_eq!(r.rows[0].file, "b.parquet");
+    o.close().await.unwrap();
+}
+
+/// With a table run to write (four files or more), uniqueness across files is checked by the
+/// run's own merge, in key ranges on both cores: the lowest shared key is reported, the index
+/// poisoned, no run recorded or left behind; deleted rows and NULLs never collide, and the
+/// run of the index that becomes ready answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unique_check_rides_on_the_run_merge() {
+    let d = Data::new();
+    let rows = |ids: Vec<i64>| -> Vec<(i64, Option<&'static str>, &'static str)> {
+        ids.into_iter()
+            .map(|i| (i, (i % 10 == 3).then_some("x@x"), "c"))
+            .collect()
+    };
+    // Evens and odds below and above 150,000: two overlapping pairs; b0 and b1 also hold one
+    // id each that a0 and a1 hold (10 at a0@5, 250,000 at a1@50,000). Email "x@x" repeats in
+    // every file but only on rows with id % 10 == 3, NULL elsewhere.
+    let mut b0: Vec<i64> = (0..75_000).map(|i| 2 * i + 1).collect();
+    b0.push(10);
+    let mut b1: Vec<i64> = (75_000..150_000).map(|i| 2 * i + 1).collect();
+    b1.push(250_000);
+    d.write(
+        "a0.parquet",
+        &rows((0..75_000).map(|i| 2 * i).collect()),
+        25_000,
+    );
+    d.write(
+        "a1.parquet",
+        &rows((75_000..150_000).map(|i| 2 * i).collect()),
+        25_000,
+    );
+    d.write("b0.parquet", &rows(b0), 25_000);
+    d.write("b1.parquet", &rows(b1), 25_000);
+    let files = ["a0.parquet", "a1.parquet", "b0.parquet", "b1.parquet"];
+    let runs_left = |name: &str| -> usize {
+        let dir = d.dir.path().join(name).join("bundles");
+        walk(&dir)
+            .iter()
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("run-"))
+            .count()
+    };
+
+    let o = open(&d.overlay_url("one")).await;
+    table(&o, &d, &files).await;
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    let e = o.build("t", |_| {}).await.unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("a0.parquet@5 ") && msg.contains("b0.parquet@75000"),
+        "{msg}"
+    );
+    assert_eq!(
+        o.index_record("t", "by_id").await.unwrap().state,
+        IndexState::Poisoned
+    );
+    o.close().await.unwrap();
+    assert_eq!(runs_left("one"), 0);
+
+    // a0's row deleted: the pair in the upper range is found.
+    let o = open(&d.overlay_url("two")).await;
+    table(&o, &d, &files).await;
+    let del = |positions: Vec<u64>| FileDeletes {
+        file: "a0.parquet".into(),
+        positions,
+    };
+    o.register_deletes("t", &[del(vec![5])]).await.unwrap();
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    let msg = o.build("t", |_| {}).await.unwrap_err().to_string();
+    assert!(
+        msg.contains("a1.parquet@50000") && msg.contains("b1.parquet@75000"),
+        "{msg}"
+    );
+    o.close().await.unwrap();
+
+    // Both rows deleted (a1's too): by_id becomes ready with its run. A unique email is
+    // poisoned: "x@x" repeats on live rows (the NULLs around it never collide).
+    let o = open(&d.overlay_url("three")).await;
+    table(&o, &d, &files).await;
+    o.register_deletes(
+        "t",
+        &[
+            del(vec![5]),
+            FileDeletes {
+                file: "a1.parquet".into(),
+                positions: vec![50_000],
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    assert_eq!(
+        o.index_record("t", "by_id").await.unwrap().state,
+        IndexState::Ready
+    );
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let run = m.tables[0].indexes[0].run.clone().expect("a run");
+    assert_eq!(run.ordered.entries, 300_002);
+    assert_eq!(runs_left("three"), 1);
+    for (id, file, pos) in [
+        (250_000i64, "b1.parquet", 75_000u64),
+        (10, "b0.parquet", 75_000),
+        (299_999, "b1.parquet", 74_999),
+    ] {
+        let r = o.lookup("t", "by_id", &[Value::Int(id)]).await.unwrap();
+        assert_eq!(
+            r.rows
+                .iter()
+                .map(|x| (x.file.as_str(), x.position))
+                .collect::<Vec<_>>(),
+            vec![(file, pos)],
+            "{id}"
+        );
+        assert_eq!(r.stats.files_scanned, 0);
+    }
+    o.create_index("t", "by_email", &["email".into()], unique())
+        .await
+        .unwrap();
+    let e = o.build("t", |_| {}).await.unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
+    o.close().await.unwrap();
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 /// A table run grows by merging: after a registration, the next build merges the previous
 /// run with the new file's blob only (the covered files keep their ordinals), and the run
 /// answers every file's keys.

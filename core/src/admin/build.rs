@@ -163,6 +163,7 @@ impl Overlay {
             ix,
             entries.iter().map(|(k, p)| (k.as_slice(), *p)),
             self.block_bytes,
+            entries.iter().map(|(k, _)| k.len() + 8).sum(),
         )
     }
 
@@ -210,6 +211,8 @@ impl Overlay {
         let mut w = PuffinWriter::new();
         w.set_property("skerry.table", tr.name.clone());
         w.set_property("skerry.data-file", f.path.clone());
+        // The blobs go out as they are (owned buffers, no copy into the file's bytes).
+        let mut chunks: Vec<bytes::Bytes> = Vec::with_capacity(2 * pending.len() + 1);
         for (entry, bytes) in &mut pending {
             let mut props = BTreeMap::new();
             props.insert(
@@ -231,14 +234,21 @@ impl Overlay {
                 sequence_number: entry.lineage.source_sequence_number,
                 properties: props,
             };
-            let m = w.add_stored_blob(spec, bytes, Codec::None);
+            let offset = w.position();
+            let blob = std::mem::take(bytes);
+            let length = blob.len() as u64;
+            chunks.push(w.take_and_skip(length).into());
+            chunks.push(blob.into());
+            let m = w.record_blob(spec, offset, length, Codec::None);
             entry.lineage.bundle_path = bundle_path.clone();
             entry.lineage.blob_offset = m.offset;
             entry.lineage.blob_length = m.length;
         }
         let file = w.finish();
-        let size = file.bytes.len() as u64;
-        self.put_new(&bundle_path, file.bytes).await?;
+        let size = total_len(&chunks) + file.bytes.len() as u64;
+        chunks.push(file.bytes);
+        self.put_new(&bundle_path, PutPayload::from_iter(chunks))
+            .await?;
         Ok((
             pending.into_iter().map(|(e, _)| e).collect(),
             BundleRecord {
@@ -1008,6 +1018,11 @@ impl Overlay {
         self.dirs.clear();
         *self.model.lock().expect("model cache") = None;
     }
+}
+
+/// Bytes in `chunks`.
+fn total_len(chunks: &[bytes::Bytes]) -> u64 {
+    chunks.iter().map(|c| c.len() as u64).sum()
 }
 
 /// A token unique to one build-step attempt on this machine: wall-clock nanoseconds, the

@@ -93,10 +93,30 @@ impl SortedEntries {
     /// are ranked instead: each distinct key sorted once, then a stable counting sort by rank
     /// keeps positions in order — no comparison of equal keys. Otherwise a comparison sort.
     pub fn sort(&mut self) {
-        if !self.sort_by_rank() {
+        if !self.sorted && !self.in_order() && !self.sort_by_rank() {
             self.sort_by_prefix();
         }
         self.sorted = true;
+    }
+
+    /// Are the entries in (key, position) order already (ids or timestamps written in
+    /// order)? Stops at the first pair out of order.
+    fn in_order(&self) -> bool {
+        let key = |r: &(usize, u32, u64)| &self.keys[r.0..r.0 + r.1 as usize];
+        self.refs
+            .windows(2)
+            .all(|w| (key(&w[0]), w[0].2) < (key(&w[1]), w[1].2))
+    }
+
+    /// Reserves room for `rows` entries in all, keys sized like those pushed so far (at
+    /// most `max_bytes` of keys): one allocation instead of doublings and copies.
+    pub fn reserve_rows(&mut self, rows: usize, max_bytes: usize) {
+        let Some(per) = self.keys.len().checked_div(self.refs.len()) else {
+            return;
+        };
+        let keys = rows.saturating_mul(per + 1).min(max_bytes);
+        self.keys.reserve(keys.saturating_sub(self.keys.len()));
+        self.refs.reserve(rows.saturating_sub(self.refs.len()));
     }
 
     /// The comparison sort of [`SortedEntries::sort`]: keys are compared by the eight bytes
@@ -389,6 +409,11 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
                 }
             }
         }
+        if first == 0 {
+            for e in &mut entries {
+                e.reserve_rows(rows, job.max_bytes as usize);
+            }
+        }
         if entries.iter().map(|e| e.entry_bytes()).sum::<u64>() > job.max_bytes {
             over = true;
         }
@@ -403,7 +428,10 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
     let mut out = Vec::with_capacity(job.indexes.len());
     for (ix, mut e) in job.indexes.iter().zip(entries) {
         e.sort();
-        let (artifact, bytes) = blob_artifact(job.snapshot, f, ix, e.iter(), job.block_bytes)?;
+        // About the blob's size: keys (compression makes them smaller) and positions.
+        let hint = e.entry_bytes() as usize;
+        let (artifact, bytes) =
+            blob_artifact(job.snapshot, f, ix, e.iter(), job.block_bytes, hint)?;
         let (entry_count, entry_bytes) = (e.len() as u64, e.entry_bytes());
         let duplicate = if ix.unique {
             crate::admin::unique::first_duplicate(&ix.key, e.iter(), deleted.as_ref())?
@@ -465,8 +493,10 @@ pub fn blob_artifact<'a>(
     ix: &IndexRecord,
     entries: impl Iterator<Item = (&'a [u8], u64)>,
     block_bytes: usize,
+    size_hint: usize,
 ) -> Result<(IndexFileEntry, Vec<u8>)> {
     let mut bw = OrderedBlobWriter::new(block_bytes);
+    bw.reserve(size_hint);
     for (k, p) in entries {
         bw.push(k, p)?;
     }

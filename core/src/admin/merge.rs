@@ -92,6 +92,7 @@ pub(crate) struct BlobStream {
 
 impl BlobStream {
     /// Opens a stream (reads the directory and the first chunk).
+    #[cfg(test)]
     pub async fn open(reader: Arc<ObjectStoreReader>, at: &BlobAt<'_>, chunk: u64) -> Result<Self> {
         let (loc, dir) = read_directory(&reader, at).await?;
         Self::open_range(reader, loc, at.blob_offset, dir, chunk, None, None).await
@@ -210,6 +211,13 @@ impl BlobStream {
             .map(|&(s, l, p)| (&self.keys[s as usize..(s + l) as usize], p))
     }
 
+    /// Moves to the next entry of the decoded block; `false` when it is used up (then
+    /// [`BlobStream::fill`] decodes the next).
+    fn step(&mut self) -> bool {
+        self.at += 1;
+        self.at < self.refs.len()
+    }
+
     /// Moves to the next entry.
     pub async fn advance(&mut self) -> Result<()> {
         self.at += 1;
@@ -218,6 +226,46 @@ impl BlobStream {
         }
         Ok(())
     }
+}
+
+/// Keys splitting the blobs of `dirs` (holding `entries` in all) into `parts` key ranges of
+/// about equal entries, at block first keys: range `i` is `splits[i-1] <= key < splits[i]`,
+/// so equal keys never straddle two. Fewer splits when the blocks do not allow as many.
+pub(crate) fn split_keys<'a>(
+    dirs: impl Iterator<Item = &'a OrderedDirectory>,
+    entries: u64,
+    parts: usize,
+) -> Vec<Vec<u8>> {
+    let mut firsts: Vec<(&[u8], u64)> = dirs
+        .flat_map(|d| d.blocks.iter().map(|b| (b.first_key.as_slice(), b.entries)))
+        .collect();
+    firsts.sort_unstable();
+    let mut splits: Vec<Vec<u8>> = Vec::new();
+    let per = entries / parts.max(1) as u64;
+    let mut acc = 0u64;
+    for (k, n) in &firsts {
+        if splits.len() + 1 >= parts {
+            break;
+        }
+        if acc >= per * (splits.len() as u64 + 1)
+            && splits.last().is_none_or(|l| l.as_slice() < *k)
+            && *k > firsts[0].0
+        {
+            splits.push(k.to_vec());
+        }
+        acc += n;
+    }
+    splits
+}
+
+/// The eight bytes of `k` after its first `shared` (zero-padded), big-endian: words that
+/// differ order their keys.
+fn word_after(k: &[u8], shared: usize) -> u64 {
+    let mut w = [0u8; 8];
+    let tail = k.get(shared..).unwrap_or_default();
+    let n = tail.len().min(8);
+    w[..n].copy_from_slice(&tail[..n]);
+    u64::from_be_bytes(w)
 }
 
 /// The chunk each of `streams` streams of one merge reads at a time.
@@ -299,8 +347,16 @@ impl Merge {
             let w = self.play(1);
             self.winner = Some(w);
         } else if let Some(w) = self.winner {
-            self.inputs[w].stream.advance().await?;
-            self.heads[w] = self.skip_to_kept(w).await?;
+            // The common case stays synchronous: the next entry is in the decoded block and
+            // the input keeps it.
+            let stream = &mut self.inputs[w].stream;
+            if !stream.step() {
+                stream.fill().await?;
+            }
+            self.heads[w] = match self.kept(w) {
+                Some(out) => Some(out),
+                None => self.skip_to_kept(w).await?,
+            };
             // Replay the winner's path to the root.
             let mut cur = w;
             let mut n = (w + k) / 2;
@@ -361,6 +417,16 @@ impl Merge {
         self.winner.expect("a current entry")
     }
 
+    /// Input `i`'s current entry's mapped position when there is one and its map keeps it
+    /// (its word then set).
+    fn kept(&mut self, i: usize) -> Option<u64> {
+        let input = &self.inputs[i];
+        let (k, p) = input.stream.head()?;
+        let out = (input.map)(p)?;
+        self.words[i] = word_after(k, self.shared);
+        Some(out)
+    }
+
     /// Advances input `i` past entries its map leaves out; its mapped position, `None` at
     /// its end.
     async fn skip_to_kept(&mut self, i: usize) -> Result<Option<u64>> {
@@ -370,11 +436,7 @@ impl Merge {
                 return Ok(None);
             };
             if let Some(out) = (input.map)(p) {
-                let mut w = [0u8; 8];
-                let tail = k.get(self.shared..).unwrap_or_default();
-                let n = tail.len().min(8);
-                w[..n].copy_from_slice(&tail[..n]);
-                self.words[i] = u64::from_be_bytes(w);
+                self.words[i] = word_after(k, self.shared);
                 return Ok(Some(out));
             }
             input.stream.advance().await?;
@@ -463,5 +525,97 @@ mod tests {
         }
         want.sort();
         assert_eq!(got, want);
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    #[tokio::test]
+    async fn tmp_merge_speed() {
+        use crate::index::ordered::OrderedBlobWriter;
+        use object_store::{memory::InMemory, path::Path, ObjectStoreExt};
+        let store: Arc<dyn object_store::ObjectStore> = Arc::new(InMemory::new());
+        let reader = Arc::new(ObjectStoreReader::new(store.clone(), Path::from("")));
+        let mut metas = Vec::new();
+        let n = 100_000u64;
+        for f in 0..20u64 {
+            let mut keys: Vec<(Vec<u8>, u64)> = (0..n)
+                .map(|i| {
+                    let id = ((f * n + i) * 7919) % (20 * n);
+                    (format!("\x05user-{id:09}@example.com").into_bytes(), i)
+                })
+                .collect();
+            keys.sort();
+            let mut w = OrderedBlobWriter::new(16 * 1024);
+            for (k, p) in &keys {
+                w.push(k, *p).unwrap();
+            }
+            let b = w.finish();
+            let path = format!("b{f}");
+            store
+                .put(&Path::from(path.as_str()), b.bytes.clone().into())
+                .await
+                .unwrap();
+            metas.push((
+                path,
+                OrderedMeta {
+                    directory_offset: b.directory.start,
+                    directory_length: b.directory.end - b.directory.start,
+                    directory_sha256: b.directory_sha256.clone(),
+                    entries: b.entries,
+                    min_key: None,
+                    max_key: None,
+                },
+            ));
+        }
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            let mut inputs = Vec::new();
+            for (path, meta) in &metas {
+                let at = BlobAt {
+                    bundle_path: path,
+                    blob_offset: 0,
+                    ordered: meta,
+                };
+                inputs.push(MergeInput {
+                    stream: BlobStream::open(reader.clone(), &at, 256 << 10)
+                        .await
+                        .unwrap(),
+                    map: Box::new(Some),
+                });
+            }
+            let mut m = Merge::new(inputs);
+            let mut c = 0u64;
+            let mut x = 0u64;
+            while m.next().await.unwrap() {
+                c += 1;
+                x ^= m.key().len() as u64 ^ m.position();
+            }
+            eprintln!("merged {c} in {:?} ({x})", t.elapsed());
+            let t = std::time::Instant::now();
+            let mut w = OrderedBlobWriter::new(16 * 1024);
+            let mut inputs = Vec::new();
+            for (path, meta) in &metas {
+                let at = BlobAt {
+                    bundle_path: path,
+                    blob_offset: 0,
+                    ordered: meta,
+                };
+                inputs.push(MergeInput {
+                    stream: BlobStream::open(reader.clone(), &at, 256 << 10)
+                        .await
+                        .unwrap(),
+                    map: Box::new(Some),
+                });
+            }
+            let mut m = Merge::new(inputs);
+            while m.next().await.unwrap() {
+                w.push(m.key(), m.position()).unwrap();
+            }
+            let b = w.finish();
+            eprintln!("merged+written {} in {:?}", b.entries, t.elapsed());
+        }
     }
 }

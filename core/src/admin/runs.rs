@@ -16,12 +16,14 @@ use object_store::{ObjectStoreExt, WriteMultipart};
 use crate::admin::catalog::*;
 use crate::admin::merge::{self, BlobAt, BlobStream, MergeInput};
 use crate::admin::overlay::{store_err, Overlay, RUN_MIN_FILES};
+use crate::admin::unique::{has_null, row_name, Indexed, UniqueCheck};
 use crate::error::{Error, Result};
 use crate::formats::codec::Codec;
 use crate::formats::manifest::*;
 use crate::formats::puffin::{BlobSpec, PuffinWriter};
 use crate::index::ordered::{self, OrderedBlobWriter};
 use crate::io::RangeReader;
+use crate::values::KeySchema;
 
 /// Bytes buffered before an upload part goes out (object stores want ≥ 5 MiB parts).
 const PART_BYTES: usize = 8 << 20;
@@ -82,12 +84,35 @@ impl Overlay {
         covered: &[(FileEntry, IndexFileEntry)],
         previous: Option<&TableRun>,
     ) -> Result<()> {
+        let Some(run) = self.write_run(tr, ix, covered, previous, None).await? else {
+            return Ok(());
+        };
+        let t = self.catalog.begin()?;
+        t.put(&run_key(ix.index_id), &run)?;
+        t.bump_version().await?;
+        t.commit().await?;
+        Ok(())
+    }
+
+    /// Writes the run of `covered` (merging `previous` where it still holds) and returns its
+    /// record, uncommitted; `None` when the run cannot be made (beyond its position encoding,
+    /// or an input is damaged: per-file blobs serve the index). With `check` (a unique index
+    /// about to become ready), two live rows of different files sharing a non-NULL key fail
+    /// [`Error::Constraint`] — found in the same pass, since equal keys meet in the merge.
+    pub(crate) async fn write_run(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        covered: &[(FileEntry, IndexFileEntry)],
+        previous: Option<&TableRun>,
+        check: Option<UniqueCheck>,
+    ) -> Result<Option<TableRun>> {
         if covered.len() as u64 >= 1 << (64 - RUN_POSITION_BITS)
             || covered
                 .iter()
                 .any(|(f, _)| f.record_count >= 1 << RUN_POSITION_BITS)
         {
-            return Ok(()); // beyond the run's position encoding: per-file blobs serve it
+            return Ok(None); // beyond the run's position encoding: per-file blobs serve it
         }
         // Ordinals: the previous run's files still covered unchanged keep their order (so
         // its entries stay sorted after renumbering), then the rest in file order.
@@ -144,9 +169,17 @@ impl Overlay {
         let started = std::time::Instant::now();
         let partitions = match self.open_partitions(&specs).await {
             Ok(p) => p,
-            Err(e) if is_damage(&e) => return Ok(()),
+            Err(e) if is_damage(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
+        // The check sees run positions: members by ordinal.
+        let check = check.map(|c| {
+            Arc::new(RunCheck {
+                key: c.key,
+                index: c.index,
+                members: order.iter().map(|&i| c.members[i].clone()).collect(),
+            })
+        });
 
         let t = self.catalog.begin()?;
         let generation = t
@@ -184,6 +217,7 @@ impl Overlay {
                     inputs,
                     OrderedBlobWriter::new(block_bytes),
                     tx,
+                    check.clone(),
                 ));
                 (rx, task)
             })
@@ -212,7 +246,7 @@ impl Overlay {
             Ok(w) => w,
             Err(e) => {
                 let _ = upload.abort().await;
-                return if is_damage(&e) { Ok(()) } else { Err(e) };
+                return if is_damage(&e) { Ok(None) } else { Err(e) };
             }
         };
         let blob = w.finish();
@@ -269,15 +303,46 @@ impl Overlay {
             },
             files,
         };
-        let t = self.catalog.begin()?;
-        t.put(&run_key(ix.index_id), &run)?;
-        t.bump_version().await?;
-        t.commit().await?;
         tracing::debug!(
             target: "skerry::build",
             "run of {}.{}: {} entries in {:?}", tr.name, ix.name, run.ordered.entries, started.elapsed()
         );
-        Ok(())
+        Ok(Some(run))
+    }
+}
+
+/// [`UniqueCheck`] by run ordinal, shared by the partitions.
+struct RunCheck {
+    members: Vec<Indexed>,
+    key: KeySchema,
+    index: String,
+}
+
+impl RunCheck {
+    /// The member and row position of a run position.
+    fn at(&self, run_position: u64) -> Option<(&Indexed, u64)> {
+        let m = self
+            .members
+            .get((run_position >> RUN_POSITION_BITS) as usize)?;
+        Some((m, run_position & ((1 << RUN_POSITION_BITS) - 1)))
+    }
+
+    fn live(&self, run_position: u64) -> bool {
+        self.at(run_position).is_some_and(|(m, p)| m.live(p))
+    }
+
+    fn constraint(&self, a: u64, b: u64) -> Error {
+        let name = |q: u64| {
+            self.at(q).map_or_else(
+                || "?".to_string(),
+                |(m, p)| row_name(&m.file.path, m.row(p)),
+            )
+        };
+        Error::Constraint {
+            index: self.index.clone(),
+            existing: name(a),
+            row: name(b),
+        }
     }
 }
 
@@ -350,6 +415,7 @@ async fn merge_partition(
     part: Partition,
     mut w: OrderedBlobWriter,
     parts: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    check: Option<Arc<RunCheck>>,
 ) -> Result<OrderedBlobWriter> {
     let mut sent = 0u64;
     let mut send = |w: &mut OrderedBlobWriter| {
@@ -363,11 +429,32 @@ async fn merge_partition(
     match part {
         Partition::Merge(inputs) => {
             let mut m = merge::Merge::new(inputs);
+            // Under a check: the last live entry's key and run position.
+            let mut last: Option<(Vec<u8>, u64)> = None;
             while m.next().await? {
-                w.push(m.key(), m.position())?;
+                let (k, p) = (m.key(), m.position());
+                if let Some(c) = check.as_deref().filter(|c| c.live(p)) {
+                    match &mut last {
+                        Some((lk, lp)) => {
+                            // Equal keys of one file were checked when its blob was built.
+                            if lk.as_slice() == k
+                                && *lp >> RUN_POSITION_BITS != p >> RUN_POSITION_BITS
+                                && !has_null(&c.key, k)?
+                            {
+                                return Err(c.constraint(*lp, p));
+                            }
+                            lk.clear();
+                            lk.extend_from_slice(k);
+                            *lp = p;
+                        }
+                        None => last = Some((k.to_vec(), p)),
+                    }
+                }
+                w.push(k, p)?;
                 send(&mut w);
             }
         }
+        // Key spans of their own: no key is shared across files, nothing to check.
         Partition::Concat(inputs) => {
             for input in inputs {
                 let blocks = &input.dir.blocks;
@@ -453,29 +540,11 @@ impl Overlay {
             }
             return Ok(out.into_iter().map(Partition::Concat).collect());
         }
-        let mut splits: Vec<Vec<u8>> = Vec::new();
-        if parallel {
-            // Split at block first keys so each range holds about entries / cores.
-            let mut firsts: Vec<(&[u8], u64)> = dirs
-                .iter()
-                .flat_map(|(_, d)| d.blocks.iter().map(|b| (b.first_key.as_slice(), b.entries)))
-                .collect();
-            firsts.sort_unstable();
-            let per = entries / cores as u64;
-            let mut acc = 0u64;
-            for (k, n) in &firsts {
-                if acc >= per * (splits.len() as u64 + 1)
-                    && splits.last().is_none_or(|l| l.as_slice() < *k)
-                    && *k > firsts[0].0
-                {
-                    splits.push(k.to_vec());
-                    if splits.len() + 1 == cores {
-                        break;
-                    }
-                }
-                acc += n;
-            }
-        }
+        let splits = if parallel {
+            merge::split_keys(dirs.iter().map(|(_, d)| d), entries, cores)
+        } else {
+            Vec::new()
+        };
         let n = splits.len() + 1;
         let chunk = merge::chunk_for(specs.len() * n);
         let mut out = Vec::with_capacity(n);

@@ -17,14 +17,15 @@
 
 use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use roaring::RoaringTreemap;
 
 use crate::admin::catalog::*;
 use crate::admin::merge::{self, BlobAt, BlobStream, MergeInput};
-use crate::admin::overlay::Overlay;
+use crate::admin::overlay::{Overlay, RUN_MIN_FILES};
 use crate::error::{Error, Result};
-use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, TableRun};
 use crate::values::KeySchema;
 
 /// Times the flip to ready merges again after losing to a concurrent commit.
@@ -35,7 +36,7 @@ pub(crate) fn row_name(path: &str, id: RowIdentity) -> String {
     format!("{path}@{} (row id {})", id.position, id.row_id)
 }
 
-fn has_null(key: &KeySchema, k: &[u8]) -> Result<bool> {
+pub(crate) fn has_null(key: &KeySchema, k: &[u8]) -> Result<bool> {
     Ok(key.decode(k)?.iter().any(|v| v.is_null()))
 }
 
@@ -60,7 +61,52 @@ pub(crate) fn first_duplicate<'a>(
     Ok(None)
 }
 
+/// Groups of overlapping blobs with at least this many entries are checked in key ranges on
+/// all cores.
+const PARALLEL_CHECK_ENTRIES: u64 = 200_000;
+
+/// The first two live entries of different inputs sharing a non-NULL key in the merge of
+/// `inputs` (input `i` holds the blob of `members[i]`): `((input, position), (input,
+/// position))`.
+async fn first_shared(
+    inputs: Vec<MergeInput>,
+    members: Arc<Vec<Indexed>>,
+    key: KeySchema,
+) -> Result<Option<((usize, u64), (usize, u64))>> {
+    // The last live entry: (key, input, position).
+    let mut prev: Option<(Vec<u8>, usize, u64)> = None;
+    let mut m = merge::Merge::new(inputs);
+    while m.next().await? {
+        let (k, p, s) = (m.key(), m.position(), m.input());
+        if !members[s].live(p) {
+            continue;
+        }
+        match &mut prev {
+            Some((pk, ps, pp)) => {
+                if pk.as_slice() == k && *ps != s && !has_null(&key, k)? {
+                    return Ok(Some(((*ps, *pp), (s, p))));
+                }
+                pk.clear();
+                pk.extend_from_slice(k);
+                (*ps, *pp) = (s, p);
+            }
+            None => prev = Some((k.to_vec(), s, p)),
+        }
+    }
+    Ok(None)
+}
+
+/// What a run written for a unique index checks ([`Overlay::write_run`]): the covered files
+/// (in `covered` order) with their delete masks, the key schema (NULLs never collide) and the
+/// index's name for the error.
+pub(crate) struct UniqueCheck {
+    pub members: Vec<Indexed>,
+    pub key: KeySchema,
+    pub index: String,
+}
+
 /// A registered file with its delete mask and the index's accepted artifact over it.
+#[derive(Clone)]
 pub(crate) struct Indexed {
     pub file: FileEntry,
     pub deleted: Option<RoaringTreemap>,
@@ -68,14 +114,14 @@ pub(crate) struct Indexed {
 }
 
 impl Indexed {
-    fn row(&self, position: u64) -> RowIdentity {
+    pub(crate) fn row(&self, position: u64) -> RowIdentity {
         RowIdentity {
             file_id: self.file.file_id,
             position,
             row_id: self.file.row_id_start.unwrap_or(0) + position,
         }
     }
-    fn live(&self, position: u64) -> bool {
+    pub(crate) fn live(&self, position: u64) -> bool {
         !self.deleted.as_ref().is_some_and(|m| m.contains(position))
     }
     fn span(&self) -> Option<(Vec<u8>, Vec<u8>)> {
@@ -151,6 +197,8 @@ impl Overlay {
         self.merge_check(tr, ix, files, &group).await
     }
 
+    /// Merges the blobs of `group` (files whose spans overlap), in key ranges on all cores
+    /// for large groups, and fails on the first key two of their live rows share.
     async fn merge_check(
         &self,
         tr: &TableRecord,
@@ -161,47 +209,76 @@ impl Overlay {
         if group.len() < 2 {
             return Ok(());
         }
-        let chunk = merge::chunk_for(group.len());
-        let mut inputs = Vec::with_capacity(group.len());
-        for &i in group {
+        let dirs = futures::future::try_join_all(group.iter().map(|&i| {
             let a = &files[i].artifact;
-            let at = BlobAt {
-                bundle_path: &a.lineage.bundle_path,
-                blob_offset: a.lineage.blob_offset,
-                ordered: &a.ordered,
+            async move {
+                let at = BlobAt {
+                    bundle_path: &a.lineage.bundle_path,
+                    blob_offset: a.lineage.blob_offset,
+                    ordered: &a.ordered,
+                };
+                merge::read_directory(&self.reader, &at).await
+            }
+        }))
+        .await?;
+        let entries: u64 = group
+            .iter()
+            .map(|&i| files[i].artifact.ordered.entries)
+            .sum();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let splits = if cores > 1 && entries >= PARALLEL_CHECK_ENTRIES {
+            merge::split_keys(dirs.iter().map(|(_, d)| d), entries, cores)
+        } else {
+            Vec::new()
+        };
+        let n = splits.len() + 1;
+        let chunk = merge::chunk_for(group.len() * n);
+        let members: Arc<Vec<Indexed>> =
+            Arc::new(group.iter().map(|&i| files[i].clone()).collect());
+        let mut tasks = Vec::with_capacity(n);
+        for part in 0..n {
+            let lo = part.checked_sub(1).map(|i| splits[i].clone());
+            let hi = splits.get(part).cloned();
+            let mut inputs = Vec::with_capacity(group.len());
+            for (&i, (loc, dir)) in group.iter().zip(&dirs) {
+                inputs.push(MergeInput {
+                    stream: BlobStream::open_range(
+                        self.reader.clone(),
+                        loc.clone(),
+                        files[i].artifact.lineage.blob_offset,
+                        dir.clone(),
+                        chunk,
+                        lo.clone(),
+                        hi.clone(),
+                    )
+                    .await?,
+                    map: Box::new(Some),
+                });
+            }
+            tasks.push(tokio::spawn(first_shared(
+                inputs,
+                members.clone(),
+                ix.key.clone(),
+            )));
+        }
+        // Every range is checked; the first in key order that found a pair reports it.
+        let mut found = None;
+        for t in tasks {
+            let r = match t.await {
+                Ok(r) => r?,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
             };
-            inputs.push(MergeInput {
-                stream: BlobStream::open(self.reader.clone(), &at, chunk).await?,
-                map: Box::new(Some),
-            });
+            found = found.or(r);
         }
-        // The last live entry: (key, input, position).
-        let mut prev: Option<(Vec<u8>, usize, u64)> = None;
-        let mut m = merge::Merge::new(inputs);
-        while m.next().await? {
-            let (k, p, s) = (m.key(), m.position(), m.input());
-            let f = &files[group[s]];
-            if !f.live(p) {
-                continue;
-            }
-            match &mut prev {
-                Some((pk, ps, pp)) => {
-                    if pk.as_slice() == k && *ps != s && !has_null(&ix.key, k)? {
-                        return Err(Self::constraint(
-                            tr,
-                            ix,
-                            (&files[group[*ps]], *pp),
-                            (&f.file.path, f.row(p)),
-                        ));
-                    }
-                    pk.clear();
-                    pk.extend_from_slice(k);
-                    (*ps, *pp) = (s, p);
-                }
-                None => prev = Some((k.to_vec(), s, p)),
-            }
+        match found {
+            Some(((a, pa), (b, pb))) => Err(Self::constraint(
+                tr,
+                ix,
+                (&members[a], pa),
+                (&members[b].file.path, members[b].row(pb)),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Fails [`Error::Constraint`] when a key of `new` (non-NULL keys of rows being
@@ -290,6 +367,19 @@ impl Overlay {
     /// rows share a key (the cross-file merge); a duplicate poisons it (`E_CONSTRAINT`).
     /// Returns the index's state after the call. A registration or build step committed
     /// between the merge and the flip makes it merge again (at most [`FLIP_RETRIES`] times).
+    /// `e`, after poisoning `ix` when it is a constraint violation.
+    async fn poison_on_constraint(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        e: Error,
+    ) -> Result<Error> {
+        if matches!(e, Error::Constraint { .. }) {
+            self.poison(tr, ix).await?;
+        }
+        Ok(e)
+    }
+
     pub(crate) async fn finish_unique(&self, table: &str, index: &str) -> Result<IndexState> {
         let mut attempts = 0;
         loop {
@@ -303,16 +393,38 @@ impl Overlay {
             let artifacts: HashMap<u64, IndexFileEntry> =
                 self.catalog.artifacts_by_file(&t, ix.index_id).await?;
             let cursor: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
+            let previous: Option<TableRun> = t.get(&run_key(ix.index_id)).await?;
             drop(t);
             let live = indexed(&tr, &files, &artifacts)?;
             if cursor.is_some() || live.len() != files.len() {
                 return Ok(IndexState::Building); // rows left to index, or files skipped
             }
-            if let Err(e) = self.check_unique_across(&tr, &ix, &live).await {
-                if matches!(e, Error::Constraint { .. }) {
-                    self.poison(&tr, &ix).await?;
+            // The table run, written now, checks uniqueness in the same pass (equal keys meet
+            // in its merge); without one (small tables, runs that cannot be made), the merge
+            // of overlapping blobs checks it.
+            let mut run = None;
+            if live.len() >= RUN_MIN_FILES {
+                let covered: Vec<(FileEntry, IndexFileEntry)> = live
+                    .iter()
+                    .map(|m| (m.file.clone(), m.artifact.clone()))
+                    .collect();
+                let check = UniqueCheck {
+                    members: live.clone(),
+                    key: ix.key.clone(),
+                    index: format!("{}.{}", tr.name, ix.name),
+                };
+                run = match self
+                    .write_run(&tr, &ix, &covered, previous.as_ref(), Some(check))
+                    .await
+                {
+                    Ok(run) => run,
+                    Err(e) => return Err(self.poison_on_constraint(&tr, &ix, e).await?),
+                };
+            }
+            if run.is_none() {
+                if let Err(e) = self.check_unique_across(&tr, &ix, &live).await {
+                    return Err(self.poison_on_constraint(&tr, &ix, e).await?);
                 }
-                return Err(e);
             }
             let t = self.catalog.begin()?;
             let tr_now = self.catalog.table(&t, table).await?;
@@ -327,6 +439,9 @@ impl Overlay {
                     rec.state = IndexState::Ready;
                     rec.generation += 1;
                     t.put(&index_key(tr.table_id, ix.index_id), &rec)?;
+                    if let Some(run) = &run {
+                        t.put(&run_key(ix.index_id), run)?;
+                    }
                     t.delete(&certificate_key(ix.index_id))?;
                     t.bump_version().await?;
                     t.commit().await
@@ -336,6 +451,12 @@ impl Overlay {
                     tr.name, ix.name
                 ))),
             };
+            if committed.is_err() {
+                if let Some(run) = &run {
+                    self.delete_objects(std::slice::from_ref(&run.bundle_path))
+                        .await;
+                }
+            }
             match committed {
                 Ok(()) => {
                     self.invalidate();

@@ -358,6 +358,11 @@ impl OrderedBlobWriter {
         Ok(last)
     }
 
+    /// Reserves room for `additional` more bytes of blocks.
+    pub fn reserve(&mut self, additional: usize) {
+        self.out.reserve(additional);
+    }
+
     /// Closes the open block and takes every byte not taken yet.
     pub fn take_all(&mut self) -> Vec<u8> {
         self.close_block();
