@@ -163,7 +163,7 @@ const lanceDir = fs.mkdtempSync(path.join(root, 'lance-'));
 try {
   const out = execFileSync(process.execPath, [self, '--lance', JSON.stringify({
     dir: lanceDir, indexes: [['id', 'btree'], ['email', 'btree'], ['region', 'btree'], ['region', 'bitmap']],
-  })], { maxBuffer: 1 << 20, stdio: ['ignore', 'pipe', 'pipe'] });
+  })], { maxBuffer: 1 << 20, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SKERRY_BENCH_ROWS: String(ROWS) } });
   lance = JSON.parse(out.toString());
   console.log(`\nLanceDB 0.31 (same rows, ${nfiles} fragments): ` + Object.entries(lance).map(([k, ms]) => `${k} ${(ms / 1000).toFixed(2)} s`).join(', '));
 } catch (e) {

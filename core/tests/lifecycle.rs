@@ -733,8 +733,8 @@ async fn unique_check_across_large_overlaps_runs_in_ranges() {
     // Two keys a's rows hold too: one high (second range), one low (first range).
     odds.push((250_000, None, "c"));
     odds.push((10, None, "c"));
-    d.write(&"a.parquet".to_string(), &evens, 50_000);
-    d.write(&"b.parquet".to_string(), &odds, 50_000);
+    d.write("a.parquet", &evens, 50_000);
+    d.write("b.parquet", &odds, 50_000);
     let files = ["a.parquet", "b.parquet"];
     let o = open(&d.overlay_url("one")).await;
     table(&o, &d, &files).await;
@@ -1032,7 +1032,8 @@ async fn runs_of_ordered_keys_concatenate() {
     }
     d.write_range("after.parquet", 500_000, 1000, 250);
     d.write_range("overlap.parquet", 59_990, 20, 10);
-    let o = open(&d.overlay_url("overlay")).await;
+    let mut o = open(&d.overlay_url("overlay")).await;
+    o.set_run_part_bytes(4096);
     table(
         &o,
         &d,
@@ -1130,14 +1131,17 @@ async fn runs_of_ordered_keys_concatenate() {
 }
 
 /// A large run is merged in key ranges on both cores and joined: every key answered by the
-/// run, equal keys that straddle the split included, in order.
+/// run, equal keys that straddle the split included, in order — also when the second range
+/// holds back (more parts than it may keep while the first is written).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_runs_merge_in_parallel_ranges() {
     let d = Data::new();
     for i in 0..4 {
         d.write_range(&format!("p{i}.parquet"), i * 60_000, 60_000, 20_000);
     }
-    let o = open(&d.overlay_url("overlay")).await;
+    let mut o = open(&d.overlay_url("overlay")).await;
+    // Parts of 4 KiB: the second range fills what it may hold and waits for the first.
+    o.set_run_part_bytes(4096);
     table(
         &o,
         &d,

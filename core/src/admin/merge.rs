@@ -79,15 +79,23 @@ pub(crate) struct BlobStream {
     /// Keys kept: `lo <= key < hi` (a partition of a parallel merge).
     lo: Option<Vec<u8>>,
     hi: Option<Vec<u8>>,
-    /// The chunk read last (whole blocks `raw_next..raw_end` from blob offset `raw_start`)
-    /// and the entries of the one block decoded from it.
+    /// The chunk read last (whole blocks `raw_next..raw_end` from blob offset `raw_start`).
     raw: bytes::Bytes,
     raw_start: u64,
     raw_next: usize,
     raw_end: usize,
-    keys: Vec<u8>,
-    refs: Vec<(u32, u32, u64)>,
-    at: usize,
+    /// The block being read (verified; its bytes in `raw`), entries decoded one at a time:
+    /// the next entry at `pos`, `left` entries to go, bounds checked per entry or not.
+    block: std::ops::Range<usize>,
+    pos: usize,
+    left: u64,
+    first: bool,
+    check_lo: bool,
+    check_hi: bool,
+    /// The current entry (when `has`).
+    key: Vec<u8>,
+    position: u64,
+    has: bool,
 }
 
 impl BlobStream {
@@ -126,50 +134,57 @@ impl BlobStream {
             raw_start: 0,
             raw_next: 0,
             raw_end: 0,
-            keys: Vec::new(),
-            refs: Vec::new(),
-            at: 0,
+            block: 0..0,
+            pos: 0,
+            left: 0,
+            first: true,
+            check_lo: false,
+            check_hi: false,
+            key: Vec::new(),
+            position: 0,
+            has: false,
         };
         s.fill().await?;
         Ok(s)
     }
 
-    /// Decodes the next block holding kept entries, reading the next chunk of whole blocks
-    /// when the current one is used up. Only one block is decoded at a time: memory is the
-    /// raw chunk plus one block's entries.
+    /// Moves to the first kept entry of the next block holding one, reading the next chunk
+    /// of whole blocks when the current one is used up (`has` false at the end). Memory is
+    /// the raw chunk and one key.
     async fn fill(&mut self) -> Result<()> {
         let end_block = self.end_block.min(self.dir.blocks.len());
         loop {
-            self.keys.clear();
-            self.refs.clear();
-            self.at = 0;
+            self.has = false;
             if self.raw_next < self.raw_end {
                 let b = &self.dir.blocks[self.raw_next];
                 self.raw_next += 1;
-                let block = b
+                let start = b
                     .offset
                     .checked_sub(self.raw_start)
-                    .and_then(|s| self.raw.get(s as usize..(s + b.length) as usize))
+                    .and_then(|s| usize::try_from(s).ok())
                     .ok_or(BlobError::Corrupt("block range"))?;
-                let (keys, refs) = (&mut self.keys, &mut self.refs);
+                let range = start..start.saturating_add(b.length as usize);
+                let bytes = self
+                    .raw
+                    .get(range.clone())
+                    .ok_or(BlobError::Corrupt("block range"))?;
+                ordered::verify_block(bytes, b)?;
                 // Bounds are checked per entry only in blocks they cut: a block starting at
                 // or after `lo` holds no key below it, and one followed by a block starting
                 // below `hi` holds none at or above it.
-                let lo = self.lo.as_deref().filter(|lo| b.first_key.as_slice() < *lo);
-                let hi = self.hi.as_deref().filter(|hi| {
+                self.check_lo = self
+                    .lo
+                    .as_deref()
+                    .is_some_and(|lo| b.first_key.as_slice() < lo);
+                self.check_hi = self.hi.as_deref().is_some_and(|hi| {
                     self.dir
                         .blocks
                         .get(self.raw_next)
-                        .is_none_or(|n| n.first_key.as_slice() >= *hi)
+                        .is_none_or(|n| n.first_key.as_slice() >= hi)
                 });
-                ordered::scan_block(block, b, |k, p| {
-                    if lo.is_none_or(|lo| k >= lo) && hi.is_none_or(|hi| k < hi) {
-                        refs.push((keys.len() as u32, k.len() as u32, p));
-                        keys.extend_from_slice(k);
-                    }
-                    true
-                })?;
-                if !self.refs.is_empty() {
+                (self.block, self.pos, self.left, self.first) = (range, 0, b.entries, true);
+                self.key.clear();
+                if self.step()? {
                     return Ok(());
                 }
                 continue;
@@ -206,22 +221,49 @@ impl BlobStream {
 
     /// The current entry, `None` at the end.
     pub fn head(&self) -> Option<(&[u8], u64)> {
-        self.refs
-            .get(self.at)
-            .map(|&(s, l, p)| (&self.keys[s as usize..(s + l) as usize], p))
+        self.has.then_some((self.key.as_slice(), self.position))
     }
 
-    /// Moves to the next entry of the decoded block; `false` when it is used up (then
-    /// [`BlobStream::fill`] decodes the next).
-    fn step(&mut self) -> bool {
-        self.at += 1;
-        self.at < self.refs.len()
+    /// Moves to the next kept entry of the current block; `false` when the block holds no
+    /// more (then [`BlobStream::fill`] moves to the next). Past `hi`, the stream ends.
+    fn step(&mut self) -> Result<bool> {
+        let block = self.raw.get(self.block.clone()).unwrap_or_default();
+        while self.left > 0 {
+            self.left -= 1;
+            self.position = ordered::next_entry(block, &mut self.pos, self.first, &mut self.key)?;
+            self.first = false;
+            if self.left == 0 && self.pos != block.len() {
+                return Err(BlobError::Corrupt("block length").into());
+            }
+            if self.check_lo
+                && self
+                    .lo
+                    .as_deref()
+                    .is_some_and(|lo| self.key.as_slice() < lo)
+            {
+                continue;
+            }
+            if self.check_hi
+                && self
+                    .hi
+                    .as_deref()
+                    .is_some_and(|hi| self.key.as_slice() >= hi)
+            {
+                // Sorted: nothing after this is kept.
+                (self.left, self.raw_next, self.next_block) = (0, self.raw_end, usize::MAX);
+                self.has = false;
+                return Ok(false);
+            }
+            self.has = true;
+            return Ok(true);
+        }
+        self.has = false;
+        Ok(false)
     }
 
     /// Moves to the next entry.
     pub async fn advance(&mut self) -> Result<()> {
-        self.at += 1;
-        if self.at >= self.refs.len() {
+        if !self.step()? {
             self.fill().await?;
         }
         Ok(())
@@ -350,7 +392,7 @@ impl Merge {
             // The common case stays synchronous: the next entry is in the decoded block and
             // the input keeps it.
             let stream = &mut self.inputs[w].stream;
-            if !stream.step() {
+            if !stream.step()? {
                 stream.fill().await?;
             }
             self.heads[w] = match self.kept(w) {
@@ -525,97 +567,5 @@ mod tests {
         }
         want.sort();
         assert_eq!(got, want);
-    }
-}
-
-#[cfg(test)]
-mod speed {
-    use super::*;
-
-    #[tokio::test]
-    async fn tmp_merge_speed() {
-        use crate::index::ordered::OrderedBlobWriter;
-        use object_store::{memory::InMemory, path::Path, ObjectStoreExt};
-        let store: Arc<dyn object_store::ObjectStore> = Arc::new(InMemory::new());
-        let reader = Arc::new(ObjectStoreReader::new(store.clone(), Path::from("")));
-        let mut metas = Vec::new();
-        let n = 100_000u64;
-        for f in 0..20u64 {
-            let mut keys: Vec<(Vec<u8>, u64)> = (0..n)
-                .map(|i| {
-                    let id = ((f * n + i) * 7919) % (20 * n);
-                    (format!("\x05user-{id:09}@example.com").into_bytes(), i)
-                })
-                .collect();
-            keys.sort();
-            let mut w = OrderedBlobWriter::new(16 * 1024);
-            for (k, p) in &keys {
-                w.push(k, *p).unwrap();
-            }
-            let b = w.finish();
-            let path = format!("b{f}");
-            store
-                .put(&Path::from(path.as_str()), b.bytes.clone().into())
-                .await
-                .unwrap();
-            metas.push((
-                path,
-                OrderedMeta {
-                    directory_offset: b.directory.start,
-                    directory_length: b.directory.end - b.directory.start,
-                    directory_sha256: b.directory_sha256.clone(),
-                    entries: b.entries,
-                    min_key: None,
-                    max_key: None,
-                },
-            ));
-        }
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            let mut inputs = Vec::new();
-            for (path, meta) in &metas {
-                let at = BlobAt {
-                    bundle_path: path,
-                    blob_offset: 0,
-                    ordered: meta,
-                };
-                inputs.push(MergeInput {
-                    stream: BlobStream::open(reader.clone(), &at, 256 << 10)
-                        .await
-                        .unwrap(),
-                    map: Box::new(Some),
-                });
-            }
-            let mut m = Merge::new(inputs);
-            let mut c = 0u64;
-            let mut x = 0u64;
-            while m.next().await.unwrap() {
-                c += 1;
-                x ^= m.key().len() as u64 ^ m.position();
-            }
-            eprintln!("merged {c} in {:?} ({x})", t.elapsed());
-            let t = std::time::Instant::now();
-            let mut w = OrderedBlobWriter::new(16 * 1024);
-            let mut inputs = Vec::new();
-            for (path, meta) in &metas {
-                let at = BlobAt {
-                    bundle_path: path,
-                    blob_offset: 0,
-                    ordered: meta,
-                };
-                inputs.push(MergeInput {
-                    stream: BlobStream::open(reader.clone(), &at, 256 << 10)
-                        .await
-                        .unwrap(),
-                    map: Box::new(Some),
-                });
-            }
-            let mut m = Merge::new(inputs);
-            while m.next().await.unwrap() {
-                w.push(m.key(), m.position()).unwrap();
-            }
-            let b = w.finish();
-            eprintln!("merged+written {} in {:?}", b.entries, t.elapsed());
-        }
     }
 }

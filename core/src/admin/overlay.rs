@@ -164,6 +164,8 @@ pub struct Overlay {
     /// Read model of the catalog head, keyed by catalog version.
     pub(crate) model: std::sync::Mutex<Option<(u64, Arc<Manifest>)>>,
     pub(crate) block_bytes: usize,
+    /// Bytes of a table run's upload parts ([`crate::admin::runs`]).
+    pub(crate) run_part_bytes: usize,
     /// Verbs that write overlay objects before committing references to them hold it shared;
     /// vacuum holds it exclusively, so it never deletes an object about to be referenced.
     pub(crate) writing: tokio::sync::RwLock<()>,
@@ -189,6 +191,7 @@ impl Overlay {
             model: std::sync::Mutex::new(None),
             scan_only: std::sync::atomic::AtomicBool::new(false),
             block_bytes: ordered::DEFAULT_BLOCK_BYTES,
+            run_part_bytes: crate::admin::runs::PART_BYTES,
             writing: tokio::sync::RwLock::new(()),
             queued: Default::default(),
         })
@@ -197,6 +200,13 @@ impl Overlay {
     /// Sets the ordered index block size used by later builds (tests use small blocks).
     pub fn set_block_bytes(&mut self, n: usize) {
         self.block_bytes = n;
+    }
+
+    /// Sets the part size of table run uploads (tests use small parts to exercise the
+    /// hand-over between merge partitions; object stores want at least 5 MiB).
+    #[doc(hidden)]
+    pub fn set_run_part_bytes(&mut self, n: usize) {
+        self.run_part_bytes = n.max(1024);
     }
 
     /// Reader of the overlay's objects (for stats and tests).

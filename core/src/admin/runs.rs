@@ -26,7 +26,7 @@ use crate::io::RangeReader;
 use crate::values::KeySchema;
 
 /// Bytes buffered before an upload part goes out (object stores want ≥ 5 MiB parts).
-const PART_BYTES: usize = 8 << 20;
+pub(crate) const PART_BYTES: usize = 8 << 20;
 
 /// Is `e` damage in a stored blob (a run is then not built; per-file blobs keep answering
 /// and their readers reject the damaged one)?
@@ -198,7 +198,7 @@ impl Overlay {
         let path = Path::from(bundle_path.as_str());
         let upload = WriteMultipart::new_with_chunk_size(
             self.store.put_multipart(&path).await.map_err(store_err)?,
-            PART_BYTES,
+            self.run_part_bytes,
         );
         let mut pw = PuffinWriter::new();
         pw.set_property("skerry.table", tr.name.clone());
@@ -206,18 +206,21 @@ impl Overlay {
         let mut sink = Sink { pw, upload };
         // Every partition merges on a task of its own (both cores) and hands its closed
         // blocks over a part at a time; this task uploads them in key order — the first
-        // partition's as they come, a later one's (held meanwhile) once those before it are
-        // out — then appends each partition's directory to the first's.
+        // partition's as they come, a later one's (up to its share of [`HELD_PARTS`] held
+        // meanwhile) once those before it are out — then appends each partition's directory to the first's.
         let block_bytes = self.block_bytes;
+        let held = (HELD_PARTS / partitions.len().saturating_sub(1).max(1)).max(1);
+        let part_bytes = self.run_part_bytes as u64;
         let tasks: Vec<_> = partitions
             .into_iter()
             .map(|inputs| {
-                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                let (tx, rx) = tokio::sync::mpsc::channel(held);
                 let task = tokio::spawn(merge_partition(
                     inputs,
                     OrderedBlobWriter::new(block_bytes),
                     tx,
                     check.clone(),
+                    part_bytes,
                 ));
                 (rx, task)
             })
@@ -379,9 +382,10 @@ enum Partition {
 
 /// Inputs with fewer entries in all merge on one task.
 const PARALLEL_MIN_ENTRIES: u64 = 200_000;
-/// Runs of more input bytes merge on one task: the partitions after the first are held in
-/// memory until the first is written, which bounds them (about half of this).
-const PARALLEL_MAX_BYTES: u64 = 64 << 20;
+/// Parts the partitions after the first may hold, in all, while the ones before them are
+/// written (memory: this many [`PART_BYTES`]); a partition that has filled its share waits.
+/// Large runs then merge in parallel as far as this allows, any size within the same memory.
+const HELD_PARTS: usize = 16;
 
 /// Where finished blocks of the run go: the Puffin file being uploaded in parts, at most
 /// [`PARTS_IN_FLIGHT`] at a time while the merge goes on.
@@ -414,17 +418,20 @@ impl Sink {
 async fn merge_partition(
     part: Partition,
     mut w: OrderedBlobWriter,
-    parts: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    parts: tokio::sync::mpsc::Sender<Vec<u8>>,
     check: Option<Arc<RunCheck>>,
+    part_bytes: u64,
 ) -> Result<OrderedBlobWriter> {
     let mut sent = 0u64;
-    let mut send = |w: &mut OrderedBlobWriter| {
-        if w.len() - sent >= PART_BYTES as u64 {
+    // Hands a part over once one is closed, waiting while this partition's share is held;
+    // `false` when the receiver gave up (its run failed): the partition stops.
+    let mut send = async |w: &mut OrderedBlobWriter| {
+        if w.len() - sent >= part_bytes {
             let closed = w.take_closed();
             sent += closed.len() as u64;
-            // A failed send: the receiver gave up (its run failed); the run is dropped.
-            let _ = parts.send(closed);
+            return parts.send(closed).await.is_ok();
         }
+        true
     };
     match part {
         Partition::Merge(inputs) => {
@@ -451,7 +458,9 @@ async fn merge_partition(
                     }
                 }
                 w.push(k, p)?;
-                send(&mut w);
+                if !send(&mut w).await {
+                    return Ok(w);
+                }
             }
         }
         // Key spans of their own: no key is shared across files, nothing to check.
@@ -487,7 +496,9 @@ async fn merge_partition(
                             .and_then(|s: usize| raw.get(s..s.checked_add(b.length as usize)?))
                             .ok_or(ordered::BlobError::Corrupt("block range"))?;
                         w.push_block_mapped(block, b, |p| (input.map)(p))?;
-                        send(&mut w);
+                        if !send(&mut w).await {
+                            return Ok(w);
+                        }
                     }
                     first = end;
                 }
@@ -499,8 +510,7 @@ async fn merge_partition(
 
 impl Overlay {
     /// Opens the inputs of a run merge, split into key ranges of about equal entries, one
-    /// per core (one range for small runs, or runs whose in-memory partitions would exceed
-    /// [`PARALLEL_MAX_BYTES`]). Directories are read concurrently, once.
+    /// per core (one range for small runs). Directories are read concurrently, once.
     async fn open_partitions(&self, specs: &[RunInput]) -> Result<Vec<Partition>> {
         let dirs = futures::future::try_join_all(specs.iter().map(|s| {
             let at = BlobAt {
@@ -512,12 +522,8 @@ impl Overlay {
         }))
         .await?;
         let entries: u64 = specs.iter().map(|s| s.meta.entries).sum();
-        let bytes: u64 = dirs
-            .iter()
-            .flat_map(|(_, d)| d.blocks.iter().map(|b| b.length))
-            .sum();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let parallel = cores > 1 && entries >= PARALLEL_MIN_ENTRIES && bytes <= PARALLEL_MAX_BYTES;
+        let parallel = cores > 1 && entries >= PARALLEL_MIN_ENTRIES;
         if let Some(order) = concat_order(specs, &dirs) {
             // Consecutive inputs, split into `cores` groups of about equal entries.
             let groups = if parallel { cores as u64 } else { 1 };

@@ -604,24 +604,11 @@ pub fn scan_block(
     r: &BlockRef,
     mut f: impl FnMut(&[u8], u64) -> bool,
 ) -> Result<(), BlobError> {
-    if block.len() as u64 != r.length || hash16(block) != r.hash {
-        return Err(BlobError::Checksum("block"));
-    }
+    verify_block(block, r)?;
     let mut pos = 0usize;
     let mut key: Vec<u8> = Vec::new();
     for i in 0..r.entries {
-        let shared = get_varint(block, &mut pos)?;
-        let slen = get_varint(block, &mut pos)?;
-        if shared > key.len() as u64
-            || (i == 0 && shared != 0)
-            || shared.saturating_add(slen) > MAX_KEY_BYTES as u64
-        {
-            return Err(BlobError::Corrupt("entry key"));
-        }
-        let suffix = get_bytes(block, &mut pos, slen)?;
-        key.truncate(shared as usize);
-        key.extend_from_slice(suffix);
-        let position = get_varint(block, &mut pos)?;
+        let position = next_entry(block, &mut pos, i == 0, &mut key)?;
         if !f(&key, position) {
             return Ok(());
         }
@@ -630,6 +617,37 @@ pub fn scan_block(
         return Err(BlobError::Corrupt("block length"));
     }
     Ok(())
+}
+
+/// Checks a block's bytes against its directory entry (length and hash).
+pub fn verify_block(block: &[u8], r: &BlockRef) -> Result<(), BlobError> {
+    if block.len() as u64 != r.length || hash16(block) != r.hash {
+        return Err(BlobError::Checksum("block"));
+    }
+    Ok(())
+}
+
+/// Decodes the entry of `block` at `*pos` (moved past it): `key` holds the previous entry's
+/// key (empty for the `first` of the block) and becomes this one's; returns its position.
+/// Entries are read one at a time by streams ([`scan_block`] reads them all).
+pub fn next_entry(
+    block: &[u8],
+    pos: &mut usize,
+    first: bool,
+    key: &mut Vec<u8>,
+) -> Result<u64, BlobError> {
+    let shared = get_varint(block, pos)?;
+    let slen = get_varint(block, pos)?;
+    if shared > key.len() as u64
+        || (first && shared != 0)
+        || shared.saturating_add(slen) > MAX_KEY_BYTES as u64
+    {
+        return Err(BlobError::Corrupt("entry key"));
+    }
+    let suffix = get_bytes(block, pos, slen)?;
+    key.truncate(shared as usize);
+    key.extend_from_slice(suffix);
+    get_varint(block, pos)
 }
 
 /// Calls `f(key, position)` for every entry of a whole blob in order: trailer, directory and
