@@ -51,12 +51,17 @@ impl SortedEntries {
         value: Option<&[u8]>,
         position: u64,
     ) -> Result<()> {
-        let start = self.keys.len();
-        key.encode_bytes_into(&mut self.keys, value)?;
-        self.refs
-            .push((start, (self.keys.len() - start) as u32, position));
-        self.sorted = false;
-        Ok(())
+        self.push_encoded(position, |out| key.encode_bytes_into(out, value))
+    }
+
+    /// Appends the one-column int64 key `value` (`None`: NULL) of the row at `position`.
+    pub fn push_i64(
+        &mut self,
+        key: &crate::values::KeySchema,
+        value: Option<i64>,
+        position: u64,
+    ) -> Result<()> {
+        self.push_encoded(position, |out| key.encode_i64_into(out, value))
     }
 
     /// Appends the key of `values` for the row at `position`.
@@ -66,8 +71,17 @@ impl SortedEntries {
         values: &[Value],
         position: u64,
     ) -> Result<()> {
+        self.push_encoded(position, |out| key.encode_into(out, values))
+    }
+
+    /// Appends the key `encode` writes (into the shared buffer) for the row at `position`.
+    fn push_encoded(
+        &mut self,
+        position: u64,
+        encode: impl FnOnce(&mut Vec<u8>) -> std::result::Result<(), crate::values::KeyError>,
+    ) -> Result<()> {
         let start = self.keys.len();
-        key.encode_into(&mut self.keys, values)?;
+        encode(&mut self.keys)?;
         self.refs
             .push((start, (self.keys.len() - start) as u32, position));
         self.sorted = false;
@@ -264,6 +278,8 @@ fn radix_sort_words(v: &mut Vec<(u64, u32)>) {
 enum Plan {
     /// A one-column string or binary key: borrowed bytes of that batch column.
     Bytes(usize),
+    /// A one-column int64 key: the integers of that batch column.
+    Int64(usize),
     /// Any other key: values of these batch columns.
     Values(Vec<usize>),
 }
@@ -365,8 +381,11 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
                 ix.key.columns.as_slice(),
                 [c] if matches!(c.ty, KeyType::String | KeyType::Binary)
             );
+            let int_key = matches!(ix.key.columns.as_slice(), [c] if c.ty == KeyType::Int64);
             Ok(if bytes_key {
                 Plan::Bytes(cols[0])
+            } else if int_key {
+                Plan::Int64(cols[0])
             } else {
                 Plan::Values(cols)
             })
@@ -395,6 +414,25 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
                             vals.clear();
                             vals.push(datafile::value_at(a, row)?);
                             e.push(&ix.key, &vals, first + row as u64)?;
+                        }
+                    }
+                }
+                Plan::Int64(c) => {
+                    let a = batch.column(*c).as_ref();
+                    match a.as_primitive_opt::<arrow_array::types::Int64Type>() {
+                        Some(ints) => {
+                            for row in 0..n {
+                                let v = (!ints.is_null(row)).then(|| ints.value(row));
+                                e.push_i64(&ix.key, v, first + row as u64)?;
+                            }
+                        }
+                        // Another integer width: the general way (range checks included).
+                        None => {
+                            for row in 0..n {
+                                vals.clear();
+                                vals.push(datafile::value_at(a, row)?);
+                                e.push(&ix.key, &vals, first + row as u64)?;
+                            }
                         }
                     }
                 }
@@ -617,6 +655,36 @@ mod tests {
             ],
         };
         assert!(two.encode_bytes_into(&mut Vec::new(), Some(b"x")).is_err());
+        assert!(two.encode_i64_into(&mut Vec::new(), Some(1)).is_err());
+
+        // Plain integers, likewise.
+        for direction in [Direction::Asc, Direction::Desc] {
+            for nulls in [NullOrder::First, NullOrder::Last] {
+                let key = KeySchema {
+                    columns: vec![KeyColumn {
+                        ty: KeyType::Int64,
+                        direction,
+                        nulls,
+                    }],
+                };
+                for v in [
+                    None,
+                    Some(0),
+                    Some(-1),
+                    Some(1),
+                    Some(i64::MIN),
+                    Some(i64::MAX),
+                    Some(1 << 40),
+                ] {
+                    let mut a = vec![7u8];
+                    key.encode_i64_into(&mut a, v).unwrap();
+                    let mut b = vec![7u8];
+                    key.encode_into(&mut b, &[v.map_or(Value::Null, Value::Int)])
+                        .unwrap();
+                    assert_eq!(a, b, "{direction:?} {nulls:?} {v:?}");
+                }
+            }
+        }
     }
 
     /// The ranking sort (few distinct keys) and the comparison sort (many) both order by

@@ -63,6 +63,36 @@ impl KeySchema {
         Ok(())
     }
 
+    /// [`KeySchema::encode_into`] of a one-column `int64` key from a plain integer (`None`:
+    /// NULL): the same bytes as `encode_into(&[Value::Int(..)])`, without a value per row.
+    pub fn encode_i64_into(&self, out: &mut Vec<u8>, value: Option<i64>) -> Result<(), KeyError> {
+        let col = match self.columns.as_slice() {
+            [c] if c.ty == KeyType::Int64 => c,
+            _ => {
+                return Err(KeyError::Arity {
+                    expected: self.columns.len(),
+                    found: 1,
+                })
+            }
+        };
+        let Some(n) = value else {
+            out.push(match col.nulls {
+                NullOrder::First => FLAG_NULL_FIRST,
+                NullOrder::Last => FLAG_NULL_LAST,
+            });
+            return Ok(());
+        };
+        let mut body = ((n as u64) ^ (1 << 63)).to_be_bytes();
+        if col.direction == Direction::Desc {
+            for b in &mut body {
+                *b = !*b;
+            }
+        }
+        out.push(FLAG_PRESENT);
+        out.extend_from_slice(&body);
+        Ok(())
+    }
+
     /// [`KeySchema::encode_into`] of a one-column `string` or `binary` key from borrowed
     /// bytes (`None`: NULL): the same bytes as `encode_into(&[Value::String(..)])`, without
     /// an owned value per row (builds decode millions of them).
