@@ -20,6 +20,9 @@ use crate::values::{Direction, KeyColumn, KeySchema, NullOrder, Value, ValueBoun
 
 /// Tables with at least this many indexed files get a table-wide sorted run per index.
 pub const RUN_MIN_FILES: usize = 4;
+/// Bytes buffered before a table run's upload part goes out (object stores want ≥ 5 MiB
+/// parts).
+pub const RUN_PART_BYTES: usize = 8 << 20;
 
 pub use crate::io::store::OpenOptions;
 pub(crate) use crate::io::store::{open_store, store_err};
@@ -191,7 +194,7 @@ impl Overlay {
             model: std::sync::Mutex::new(None),
             scan_only: std::sync::atomic::AtomicBool::new(false),
             block_bytes: ordered::DEFAULT_BLOCK_BYTES,
-            run_part_bytes: crate::admin::runs::PART_BYTES,
+            run_part_bytes: RUN_PART_BYTES,
             writing: tokio::sync::RwLock::new(()),
             queued: Default::default(),
         })

@@ -25,9 +25,6 @@ use crate::index::ordered::{self, OrderedBlobWriter};
 use crate::io::RangeReader;
 use crate::values::KeySchema;
 
-/// Bytes buffered before an upload part goes out (object stores want ≥ 5 MiB parts).
-pub(crate) const PART_BYTES: usize = 8 << 20;
-
 /// Is `e` damage in a stored blob (a run is then not built; per-file blobs keep answering
 /// and their readers reject the damaged one)?
 fn is_damage(e: &Error) -> bool {
@@ -383,7 +380,8 @@ enum Partition {
 /// Inputs with fewer entries in all merge on one task.
 const PARALLEL_MIN_ENTRIES: u64 = 200_000;
 /// Parts the partitions after the first may hold, in all, while the ones before them are
-/// written (memory: this many [`PART_BYTES`]); a partition that has filled its share waits.
+/// written (memory: this many parts of
+/// [`crate::admin::overlay::RUN_PART_BYTES`]); a partition that has filled its share waits.
 /// Large runs then merge in parallel as far as this allows, any size within the same memory.
 const HELD_PARTS: usize = 16;
 
