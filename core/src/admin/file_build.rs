@@ -535,9 +535,7 @@ pub fn blob_artifact<'a>(
 ) -> Result<(IndexFileEntry, Vec<u8>)> {
     let mut bw = OrderedBlobWriter::new(block_bytes);
     bw.reserve(size_hint);
-    for (k, p) in entries {
-        bw.push(k, p)?;
-    }
+    bw.push_all(entries)?;
     let blob = bw.finish();
     let lineage = IndexFile {
         format_version: INDEX_FILE_FORMAT_VERSION,

@@ -183,11 +183,68 @@ impl OrderedBlobWriter {
 
     /// Appends an entry; entries must come in ascending (key, position) order.
     pub fn push(&mut self, key: &[u8], position: u64) -> Result<(), BlobError> {
+        let mut prev = self.prev.take();
+        let written = self.write_entry(
+            prev.as_ref().map(|(k, p)| (k.as_slice(), *p)),
+            key,
+            position,
+        );
+        if let Ok(common) = written {
+            match &mut prev {
+                Some((pk, pp)) => {
+                    pk.truncate(common);
+                    pk.extend_from_slice(&key[common..]);
+                    *pp = position;
+                }
+                None => prev = Some((key.to_vec(), position)),
+            }
+        }
+        self.prev = prev;
+        written.map(|_| ())
+    }
+
+    /// Appends entries in ascending (key, position) order, as many [`OrderedBlobWriter::push`]
+    /// calls would (the same bytes), comparing each with the previous borrowed key instead of
+    /// a copy of it.
+    pub fn push_all<'a>(
+        &mut self,
+        entries: impl IntoIterator<Item = (&'a [u8], u64)>,
+    ) -> Result<(), BlobError> {
+        let before = self.prev.take();
+        let mut last: Option<(&'a [u8], u64)> = None;
+        let mut written = Ok(());
+        for (k, p) in entries {
+            let prev = match last {
+                Some(l) => Some(l),
+                None => before.as_ref().map(|(k, p)| (k.as_slice(), *p)),
+            };
+            if let Err(e) = self.write_entry(prev, k, p) {
+                written = Err(e);
+                break;
+            }
+            last = Some((k, p));
+        }
+        self.prev = match last {
+            Some((k, p)) => Some((k.to_vec(), p)),
+            None => before,
+        };
+        written
+    }
+
+    /// Writes one entry after `prev` (the writer's last entry) and closes the block when
+    /// full; `self.prev` is the caller's to update. Returns the prefix length `key` shares
+    /// with the previous key.
+    fn write_entry(
+        &mut self,
+        prev: Option<(&[u8], u64)>,
+        key: &[u8],
+        position: u64,
+    ) -> Result<usize, BlobError> {
         if key.len() > MAX_KEY_BYTES {
             return Err(BlobError::KeyTooLarge(key.len()));
         }
         // The prefix shared with the previous key, which also decides the order check.
-        let common = match &self.prev {
+        let common = match prev {
             Some((pk, pp)) => {
                 let common = common_prefix(pk, key);
                 let order = match (pk.get(common), key.get(common)) {
@@ -217,18 +274,10 @@ impl OrderedBlobWriter {
         self.out.extend_from_slice(&head[..n]);
         self.block_entries += 1;
         self.entries += 1;
-        match &mut self.prev {
-            Some((pk, pp)) => {
-                pk.truncate(common);
-                pk.extend_from_slice(&key[common..]);
-                *pp = position;
-            }
-            None => self.prev = Some((key.to_vec(), position)),
-        }
         if self.out.len() - self.block_start >= self.block_bytes {
             self.close_block();
         }
-        Ok(())
+        Ok(common)
     }
 
     fn close_block(&mut self) {
@@ -718,6 +767,43 @@ mod tests {
             .unwrap();
         }
         out
+    }
+
+    /// `push_all` writes the bytes entry-by-entry pushes write, continues after them, and
+    /// refuses the same disorder.
+    #[test]
+    fn push_all_equals_pushes() {
+        let entries: Vec<(Vec<u8>, u64)> = (0u32..2000)
+            .map(|i| (format!("k{:05}", i / 3).into_bytes(), i as u64))
+            .collect();
+        let (a, b) = entries.split_at(700);
+        let mut one = OrderedBlobWriter::new(128);
+        for (k, p) in &entries {
+            one.push(k, *p).unwrap();
+        }
+        let mut all = OrderedBlobWriter::new(128);
+        for (k, p) in a {
+            all.push(k, *p).unwrap();
+        }
+        all.push_all(b.iter().map(|(k, p)| (k.as_slice(), *p)))
+            .unwrap();
+        assert_eq!(all.finish().bytes, one.finish().bytes);
+
+        let mut w = OrderedBlobWriter::new(128);
+        w.push_all([(b"b".as_slice(), 1)]).unwrap();
+        assert!(matches!(
+            w.push_all([(b"a".as_slice(), 2)]),
+            Err(BlobError::Unsorted(_))
+        ));
+        assert!(matches!(
+            w.push_all([(b"b".as_slice(), 1)]),
+            Err(BlobError::Unsorted(_))
+        ));
+        w.push_all([(b"b".as_slice(), 2), (b"c".as_slice(), 0)])
+            .unwrap();
+        let blob = w.finish();
+        assert_eq!(blob.entries, 3);
+        assert_eq!(blob.max_key.as_deref(), Some(b"c".as_slice()));
     }
 
     /// Blocks of blobs with key spans of their own, copied in order with positions mapped,
