@@ -781,15 +781,7 @@ impl Overlay {
     ) -> Result<bool> {
         let _writing = self.writing.read().await;
         let t = self.catalog.begin()?;
-        let tr = self.catalog.table(&t, table).await?;
-        let files = self.catalog.files(&t, tr.table_id).await?;
-        let indexes: Vec<IndexRecord> = self
-            .catalog
-            .indexes(&t, tr.table_id)
-            .await?
-            .into_iter()
-            .filter(|i| i.state != IndexState::Poisoned)
-            .collect();
+        let (tr, files, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
         let mut arts: HashMap<u64, HashMap<u64, IndexFileEntry>> = HashMap::new();
         let mut cursors: HashMap<u64, Option<BuildCursor>> = HashMap::new();
         for ix in &indexes {

@@ -367,6 +367,24 @@ impl Catalog {
         t.scan(&index_prefix(table_id)).await
     }
 
+    /// A table's record, its files and its indexes that are not poisoned (what writers
+    /// maintain), read in `t`.
+    pub async fn table_files_live_indexes(
+        &self,
+        t: &Txn<'_>,
+        table: &str,
+    ) -> Result<(TableRecord, Vec<FileEntry>, Vec<IndexRecord>)> {
+        let tr = self.table(t, table).await?;
+        let files = self.files(t, tr.table_id).await?;
+        let indexes = self
+            .indexes(t, tr.table_id)
+            .await?
+            .into_iter()
+            .filter(|i| i.state != IndexState::Poisoned)
+            .collect();
+        Ok((tr, files, indexes))
+    }
+
     pub async fn artifacts(&self, t: &Txn<'_>, index_id: u64) -> Result<Vec<IndexFileEntry>> {
         t.scan(&artifact_prefix(index_id)).await
     }

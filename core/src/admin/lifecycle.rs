@@ -137,15 +137,7 @@ impl Overlay {
         }
         let _writing = self.writing.read().await;
         let t = self.catalog.begin()?;
-        let tr = self.catalog.table(&t, table).await?;
-        let existing = self.catalog.files(&t, tr.table_id).await?;
-        let indexes: Vec<IndexRecord> = self
-            .catalog
-            .indexes(&t, tr.table_id)
-            .await?
-            .into_iter()
-            .filter(|i| i.state != IndexState::Poisoned)
-            .collect();
+        let (tr, existing, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
         drop(t);
         if let Some(p) = paths
             .iter()

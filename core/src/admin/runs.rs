@@ -56,10 +56,12 @@ impl Overlay {
                 continue;
             }
             let same = current.as_ref().is_some_and(|r| {
+                let run: HashMap<u64, &RunFile> =
+                    r.files.iter().map(|rf| (rf.file_id, rf)).collect();
                 r.files.len() == covered.len()
                     && covered
                         .iter()
-                        .all(|(f, a)| r.files.iter().any(|rf| same_file(rf, f, a)))
+                        .all(|(f, a)| run.get(&f.file_id).is_some_and(|rf| same_file(rf, f, a)))
             });
             if !same {
                 todo.push((ix, covered, current));
@@ -116,8 +118,17 @@ impl Overlay {
         let mut order: Vec<usize> = Vec::with_capacity(covered.len());
         let mut remap: Vec<Option<u64>> = Vec::new();
         if let Some(prev) = previous {
+            let by_id: HashMap<u64, usize> = covered
+                .iter()
+                .enumerate()
+                .map(|(i, (f, _))| (f.file_id, i))
+                .collect();
             for rf in &prev.files {
-                match covered.iter().position(|(f, a)| same_file(rf, f, a)) {
+                match by_id
+                    .get(&rf.file_id)
+                    .copied()
+                    .filter(|&i| same_file(rf, &covered[i].0, &covered[i].1))
+                {
                     Some(i) => {
                         remap.push(Some(order.len() as u64));
                         order.push(i);
@@ -127,11 +138,11 @@ impl Overlay {
             }
         }
         let from_previous = order.len();
-        for i in 0..covered.len() {
-            if !order[..from_previous].contains(&i) {
-                order.push(i);
-            }
+        let mut taken = vec![false; covered.len()];
+        for &i in &order {
+            taken[i] = true;
         }
+        order.extend((0..covered.len()).filter(|&i| !taken[i]));
         // The inputs: where each blob is and how its positions become run positions.
         let mask = (1u64 << RUN_POSITION_BITS) - 1;
         let mut specs: Vec<RunInput> = Vec::new();

@@ -51,14 +51,7 @@ impl KeySchema {
                 out.truncate(start);
                 return Err(e);
             }
-            if out.len() - start > MAX_KEY_BYTES {
-                let len = out.len() - start;
-                out.truncate(start);
-                return Err(KeyError::KeyTooLarge {
-                    len,
-                    max: MAX_KEY_BYTES,
-                });
-            }
+            within_limit(out, start)?;
         }
         Ok(())
     }
@@ -76,18 +69,11 @@ impl KeySchema {
             }
         };
         let Some(n) = value else {
-            out.push(match col.nulls {
-                NullOrder::First => FLAG_NULL_FIRST,
-                NullOrder::Last => FLAG_NULL_LAST,
-            });
+            out.push(null_flag(col));
             return Ok(());
         };
         let mut body = ((n as u64) ^ (1 << 63)).to_be_bytes();
-        if col.direction == Direction::Desc {
-            for b in &mut body {
-                *b = !*b;
-            }
-        }
+        in_direction(col, &mut body);
         out.push(FLAG_PRESENT);
         out.extend_from_slice(&body);
         Ok(())
@@ -111,10 +97,7 @@ impl KeySchema {
             }
         };
         let Some(bytes) = value else {
-            out.push(match col.nulls {
-                NullOrder::First => FLAG_NULL_FIRST,
-                NullOrder::Last => FLAG_NULL_LAST,
-            });
+            out.push(null_flag(col));
             return Ok(());
         };
         let start = out.len();
@@ -123,19 +106,8 @@ impl KeySchema {
             out.truncate(start);
             return Err(e);
         }
-        if out.len() - start > MAX_KEY_BYTES {
-            let len = out.len() - start;
-            out.truncate(start);
-            return Err(KeyError::KeyTooLarge {
-                len,
-                max: MAX_KEY_BYTES,
-            });
-        }
-        if col.direction == Direction::Desc {
-            for b in &mut out[start + 1..] {
-                *b = !*b;
-            }
-        }
+        within_limit(out, start)?;
+        in_direction(col, &mut out[start + 1..]);
         Ok(())
     }
 
@@ -432,19 +404,42 @@ fn encode_component(
     v: &Value,
 ) -> Result<(), KeyError> {
     if v.is_null() {
-        out.push(match col.nulls {
-            NullOrder::First => FLAG_NULL_FIRST,
-            NullOrder::Last => FLAG_NULL_LAST,
-        });
+        out.push(null_flag(col));
         return Ok(());
     }
     out.push(FLAG_PRESENT);
     let start = out.len();
     encode_body(out, column, col.ty, v)?;
+    in_direction(col, &mut out[start..]);
+    Ok(())
+}
+
+/// The one byte of a NULL component: where the column puts NULLs.
+fn null_flag(col: &KeyColumn) -> u8 {
+    match col.nulls {
+        NullOrder::First => FLAG_NULL_FIRST,
+        NullOrder::Last => FLAG_NULL_LAST,
+    }
+}
+
+/// A component's body as stored: inverted under a descending column.
+fn in_direction(col: &KeyColumn, body: &mut [u8]) {
     if col.direction == Direction::Desc {
-        for b in &mut out[start..] {
+        for b in body {
             *b = !*b;
         }
+    }
+}
+
+/// `KeyTooLarge` (and the key's bytes from `start` dropped) once they exceed the limit.
+fn within_limit(out: &mut Vec<u8>, start: usize) -> Result<(), KeyError> {
+    let len = out.len() - start;
+    if len > MAX_KEY_BYTES {
+        out.truncate(start);
+        return Err(KeyError::KeyTooLarge {
+            len,
+            max: MAX_KEY_BYTES,
+        });
     }
     Ok(())
 }
