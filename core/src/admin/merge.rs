@@ -193,21 +193,8 @@ impl BlobStream {
                 self.raw = bytes::Bytes::new();
                 return Ok(());
             }
-            let blocks = &self.dir.blocks[..end_block];
             let first = self.next_block;
-            let mut end = first + 1;
-            while end < blocks.len()
-                && (blocks[end].offset + blocks[end].length).saturating_sub(blocks[first].offset)
-                    <= self.chunk
-            {
-                end += 1;
-            }
-            let (start, stop) = (
-                blocks[first].offset,
-                blocks[end - 1]
-                    .offset
-                    .saturating_add(blocks[end - 1].length),
-            );
+            let (end, start, stop) = chunk_of(&self.dir.blocks[..end_block], first, self.chunk);
             self.raw = self
                 .reader
                 .read_range(&self.loc, self.blob_offset + start..self.blob_offset + stop)
@@ -308,6 +295,23 @@ fn word_after(k: &[u8], shared: usize) -> u64 {
     let n = tail.len().min(8);
     w[..n].copy_from_slice(&tail[..n]);
     u64::from_be_bytes(w)
+}
+
+/// The whole blocks from `first` read in one request of at most `chunk` bytes (at least
+/// one block): the end block and the byte range `start..stop` within the blob.
+pub(crate) fn chunk_of(blocks: &[BlockRef], first: usize, chunk: u64) -> (usize, u64, u64) {
+    let mut end = first + 1;
+    while end < blocks.len()
+        && (blocks[end].offset + blocks[end].length).saturating_sub(blocks[first].offset) <= chunk
+    {
+        end += 1;
+    }
+    let last = &blocks[end - 1];
+    (
+        end,
+        blocks[first].offset,
+        last.offset.saturating_add(last.length),
+    )
 }
 
 /// The chunk each of `streams` streams of one merge reads at a time.

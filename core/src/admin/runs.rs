@@ -3,9 +3,11 @@
 //!
 //! A run is merged, never sorted in memory: the previous run (for the files it still covers
 //! unchanged, their ordinals kept in order) plus the blobs of the files it lacks, streamed
-//! through a k-way merge ([`crate::admin::merge`]) into a multipart upload. Memory is one
-//! read chunk per input and one upload part, whatever the table's size; a registration adds
-//! its files' blobs to the next build's merge instead of re-reading every file's blob.
+//! through a k-way merge ([`crate::admin::merge`]) into a multipart upload — or, when the
+//! inputs' key spans follow one another, their blocks concatenated. Memory is one read chunk
+//! per input, the upload parts in flight and the parts later key ranges hold (bounded), whatever
+//! the table's size; a registration adds its files' blobs to the next build's merge instead
+//! of re-reading every file's blob.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -479,20 +481,7 @@ async fn merge_partition(
                 let mut first = 0;
                 while first < blocks.len() {
                     // Whole blocks, up to a chunk at a time.
-                    let mut end = first + 1;
-                    while end < blocks.len()
-                        && (blocks[end].offset + blocks[end].length)
-                            .saturating_sub(blocks[first].offset)
-                            <= merge::CHUNK_BYTES
-                    {
-                        end += 1;
-                    }
-                    let (start, stop) = (
-                        blocks[first].offset,
-                        blocks[end - 1]
-                            .offset
-                            .saturating_add(blocks[end - 1].length),
-                    );
+                    let (end, start, stop) = merge::chunk_of(blocks, first, merge::CHUNK_BYTES);
                     let o = input.blob_offset;
                     let raw = input
                         .reader
