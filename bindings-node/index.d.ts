@@ -83,6 +83,19 @@ export declare class Overlay {
    * `warning` events for rejected indexes.
    */
   query(table: string, options?: QueryOptions): Promise<QueryResult>
+  /**
+   * The plan `query(table, options)` would follow, file by file, without reading data or
+   * index blocks: the index and why (or why none), files answered by the index, pruned
+   * or scanned (and why), and the requests and round trips to expect.
+   */
+  explain(table: string, options?: QueryOptions): Promise<Explain>
+  /**
+   * This handle's counters in the Prometheus text format: reads by verb, requests and
+   * bytes (index, data), read cache hits, misses and bytes per tier, files answered by
+   * index / scanned / pruned / rejected (by reason), repairs queued and drained, builds and
+   * the running build's progress.
+   */
+  metrics(): Promise<string>
   /** Files queued for repair because a query rejected their index of `index`. */
   repairs(table: string, index: string): Promise<Repair[]>
   /**
@@ -409,6 +422,47 @@ export interface QueryStats {
   rowGroups: number; rowGroupsPruned: number; rowsPrunedByPages: number; rowsScanned: number;
   requests: number; bytes: number; cacheHits: number;
   indexRequests: number; indexBytes: number; dataRequests: number; dataBytes: number; elapsedMs: number;
+  /** Why the usable index was not used: a scan was expected to read less. */
+  indexDeclined?: string;
+}
+/** Read cache counters of one tier. */
+export interface CacheTier { hits: number; misses: number; entries: number; bytes: number }
+/** A reader's counters (`metrics()` of the wasm reader; the addon returns Prometheus text). */
+export interface Metrics {
+  reads: Record<'lookup' | 'lookupMany' | 'range' | 'nulls' | 'fetchRows' | 'query', number>;
+  requests: { index: number; data: number };
+  bytes: { index: number; data: number };
+  cache: { budget: number; directory: CacheTier; metadata: CacheTier; block: CacheTier };
+  files: { index: number; scanned: number; pruned: number; rejected: number; drifted: number };
+  /** Rejected indexes by reason code. */
+  rejections: Record<string, number>;
+  /** Queries that scanned because the index would have read more. */
+  indexDeclined: number;
+  repairs: { queued: number; drained: number };
+  builds: number;
+  buildProgress: { done: number; total: number };
+}
+/** One data file in an `explain` plan. */
+export interface FilePlan {
+  file: string;
+  /** `run`/`index`: answered by the index; `prune`: skipped by its key bounds; `scan`. */
+  action: 'run' | 'index' | 'prune' | 'scan';
+  /** Why it is pruned or scanned (a rejected index names the read gate's reason code). */
+  reason?: string;
+  /** Whether its footer and page index are in the reader's cache. */
+  metadataCached: boolean;
+}
+/** The plan of a query (`explain`), computed without reading data or index blocks. */
+export interface Explain {
+  index?: string;
+  /** Why that index, or why none (e.g. a scan is expected to read less). */
+  reason: string;
+  indexColumns: string[]; keys: number; residual: string[];
+  /** Upper estimate of the rows the index names, from its directories. */
+  estimatedRows?: number;
+  files: FilePlan[];
+  /** Requests to expect (overlay, data files) and sequential round trips, given what is cached. */
+  indexRequests: number; dataRequests: number; roundTrips: number;
 }
 export interface QueryResult {
   /** Arrow IPC stream of the requested columns. */

@@ -9,9 +9,20 @@ const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': '
 
 // With `{ cache: true }` responses are cacheable (`Cache-Control: max-age`, `Last-Modified`),
 // and `If-None-Match` / `If-Range` are honoured, so a browser's HTTP cache takes part.
-export async function startRangeServer(root, { cache = false } = {}) {
-  const stats = { requests: 0, bytes: 0, log: [] };
+// `{ latencyMs }` delays every response (a network round trip). `stats.trips` counts
+// sequential round trips: a request that arrives after another one was answered is one trip
+// deeper than it; requests in flight together share a trip.
+export async function startRangeServer(root, { cache = false, latencyMs = 0 } = {}) {
+  const stats = { requests: 0, bytes: 0, trips: 0, log: [] };
+  let answered = 0; // deepest trip answered so far
   const server = http.createServer((req, res) => {
+    const depth = answered + 1;
+    stats.trips = Math.max(stats.trips, depth);
+    res.on('finish', () => { answered = Math.max(answered, depth); });
+    if (latencyMs > 0) setTimeout(() => serve(req, res), latencyMs);
+    else serve(req, res);
+  });
+  function serve(req, res) {
     const url = new URL(req.url, 'http://x');
     const file = path.join(root, decodeURIComponent(url.pathname));
     const cors = {
@@ -59,13 +70,13 @@ export async function startRangeServer(root, { cache = false } = {}) {
     if (req.method === 'HEAD') { res.end(); return; }
     stats.bytes += len;
     fs.createReadStream(file, { start, end }).pipe(res);
-  });
+  }
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address();
   return {
     url: `http://127.0.0.1:${port}`,
     stats,
-    reset() { stats.requests = 0; stats.bytes = 0; stats.log.length = 0; },
+    reset() { stats.requests = 0; stats.bytes = 0; stats.trips = 0; answered = 0; stats.log.length = 0; },
     close: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(resolve); }),
   };
 }

@@ -8,7 +8,8 @@ export type {
   SkippedFile, TableInfo, RegisterReport, FileDeletes, DeleteReport, StepOptions,
   StepReport, CursorInfo, VacuumReport, VacuumOptions, VerifyReport, Certificate, QueryStats,
   Repair, RefreshOptions, KeyValue, Decimal, Cell, Row, FetchedRows, ColumnCondition, QueryOptions,
-  QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError,
+  QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError, Explain, FilePlan,
+  Metrics, CacheTier,
 } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
 

@@ -824,6 +824,34 @@ impl Overlay {
         self.read(env, "query", vec![table, options])
     }
 
+    /// The plan `query(table, options)` would follow, file by file, without reading data or
+    /// index blocks: the index and why (or why none), files answered by the index, pruned
+    /// or scanned (and why), and the requests and round trips to expect.
+    #[napi(
+        ts_args_type = "table: string, options?: QueryOptions",
+        ts_return_type = "Promise<Explain>"
+    )]
+    pub fn explain<'env>(
+        &self,
+        env: &'env Env,
+        table: Unknown<'_>,
+        options: Unknown<'_>,
+    ) -> Result<PromiseRaw<'env, Js>> {
+        self.read(env, "explain", vec![table, options])
+    }
+
+    /// This handle's counters in the Prometheus text format: reads by verb, requests and
+    /// bytes (index, data), read cache hits, misses and bytes per tier, files answered by
+    /// index / scanned / pruned / rejected (by reason), repairs queued and drained, builds and
+    /// the running build's progress.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn metrics<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, String>> {
+        let h = self.handle.clone();
+        run(env, async move {
+            Ok(h.snapshot().await?.metrics().prometheus())
+        })
+    }
+
     /// Files queued for repair because a query rejected their index of `index`.
     #[napi(ts_return_type = "Promise<Repair[]>")]
     pub fn repairs<'env>(

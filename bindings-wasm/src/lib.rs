@@ -16,7 +16,7 @@ mod api {
     use skerry_core::formats::manifest::{self, Manifest};
     use skerry_core::host::{HostValue, ReadCall, MAX_DEPTH, MAX_ITEMS, TOO_LONG};
     use skerry_core::io::{BoxFut, IoError, Location, ObjectMeta, RangeReader};
-    use skerry_core::read::lookup::DirectoryCache;
+    use skerry_core::read::cache::ReadCache;
     use skerry_core::Snapshot;
     use wasm_bindgen::prelude::*;
     use wasm_bindgen::JsCast;
@@ -266,7 +266,8 @@ mod api {
         /// name.
         allow_origins: Vec<String>,
         manifest: RefCell<Arc<Manifest>>,
-        dirs: Arc<DirectoryCache>,
+        cache: Arc<ReadCache>,
+        metrics: Arc<skerry_core::read::metrics::Metrics>,
         scan_only: std::cell::Cell<bool>,
         /// Table name (lowercase) → data location override.
         tables: HashMap<String, String>,
@@ -279,9 +280,10 @@ mod api {
                 self.overlay.clone(),
                 self.data.clone(),
                 self.manifest.borrow().clone(),
-                self.dirs.clone(),
+                self.cache.clone(),
             )
             .with_scan_only(self.scan_only.get())
+            .with_metrics(self.metrics.clone())
         }
 
         async fn load(&self) -> Result<(), JsValue> {
@@ -321,7 +323,6 @@ mod api {
             }
             *self.data.prefixes.borrow_mut() = prefixes;
             *self.manifest.borrow_mut() = Arc::new(m);
-            self.dirs.clear();
             Ok(())
         }
     }
@@ -534,7 +535,8 @@ export interface ReaderOptions {
                     catalog_version: 0,
                     tables: vec![],
                 })),
-                dirs: Arc::new(DirectoryCache::default()),
+                cache: Arc::new(ReadCache::default()),
+                metrics: Arc::new(skerry_core::read::metrics::Metrics::default()),
                 scan_only: std::cell::Cell::new(false),
                 tables,
             });
@@ -691,6 +693,20 @@ export interface ReaderOptions {
             self.read("query", &[&table, &options])
         }
 
+        /// The plan `query(table, options)` would follow, file by file, without reading data
+        /// or index blocks (see the addon's `explain`).
+        #[wasm_bindgen(unchecked_return_type = "Promise<Explain>")]
+        pub fn explain(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_optional_param_type = "QueryOptions")] options: Option<
+                JsValue,
+            >,
+        ) -> js_sys::Promise {
+            let options = options.unwrap_or(JsValue::UNDEFINED);
+            self.read("explain", &[&table, &options])
+        }
+
         /// Adds a listener: `warning` (an index was rejected during a query; the file was
         /// scanned instead).
         pub fn on(
@@ -726,6 +742,16 @@ export interface ReaderOptions {
                     .retain(|f| !JsValue::from(f.clone()).eq(&JsValue::from(listener.clone())));
             }
             Ok(())
+        }
+
+        /// This reader's counters (the addon's `metrics()` as one object): reads by verb,
+        /// requests and bytes, cache tiers, files by how they were answered, rejections by
+        /// reason.
+        #[wasm_bindgen(unchecked_return_type = "Metrics")]
+        pub fn metrics(&self) -> JsValue {
+            to_js(skerry_core::host::output::metrics(
+                &self.inner.snapshot().metrics(),
+            ))
         }
 
         /// Requests and bytes this reader has made: `{ overlay: {requests, bytes}, data: {…} }`.

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{ObjectStoreReader, UrlReader};
-use skerry_core::read::lookup::{DirectoryCache, Lookup, LookupResult};
+use skerry_core::read::cache::ReadCache;
+use skerry_core::read::lookup::{Lookup, LookupResult};
 use skerry_core::values::{Value, ValueBound};
 
 #[path = "support/mod.rs"]
@@ -93,21 +94,21 @@ fn bench(c: &mut Criterion) {
         ("range1000", Shape::Range(500_000, 501_000)),
         ("is_null", Shape::IsNull),
     ];
-    let dirs = DirectoryCache::default();
+    let dirs = ReadCache::default();
     let indexed = Lookup {
         overlay: &s.reader,
         data: &s.data,
         manifest: &s.indexed,
-        dirs: &dirs,
+        cache: &dirs,
         scan_only: false,
     };
-    let no_dirs = DirectoryCache::default();
+    let no_dirs = ReadCache::default();
     // The baseline: the same queries answered by scanning every file's column.
     let scanned = Lookup {
         overlay: &s.reader,
         data: &s.data,
         manifest: &s.indexed,
-        dirs: &no_dirs,
+        cache: &no_dirs,
         scan_only: true,
     };
     let mut summary = vec![];

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{ObjectStoreReader, UrlReader};
-use skerry_core::read::lookup::{DirectoryCache, Lookup};
+use skerry_core::read::cache::ReadCache;
+use skerry_core::read::lookup::Lookup;
 use skerry_core::read::plan::{Query, QueryResult};
 use skerry_core::read::predicate::{Condition, Op};
 use skerry_core::values::Value;
@@ -106,19 +107,19 @@ fn bench(c: &mut Criterion) {
             q(vec![Condition::new("customer", Op::IsNull)], Some(100)),
         ),
     ];
-    let (dirs, no_dirs) = (DirectoryCache::default(), DirectoryCache::default());
+    let (dirs, no_dirs) = (ReadCache::default(), ReadCache::default());
     let indexed = Lookup {
         overlay: &reader,
         data: &data,
         manifest: &m,
-        dirs: &dirs,
+        cache: &dirs,
         scan_only: false,
     };
     let scanned = Lookup {
         overlay: &reader,
         data: &data,
         manifest: &m,
-        dirs: &no_dirs,
+        cache: &no_dirs,
         scan_only: true,
     };
     let run =

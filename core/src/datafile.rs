@@ -21,6 +21,9 @@ use crate::values::{FieldInfo, KeyType, Value};
 
 /// Speculative tail read that usually fetches the whole footer at once.
 pub const FOOTER_PREFETCH: u64 = 64 * 1024;
+/// Largest total of pages [`read_rows`] fetches up front (in one round of parallel
+/// requests); a larger selection is fetched row group by row group as the decoder asks.
+pub const MAX_ROWS_PREFETCH: u64 = 64 << 20;
 /// Rows per decoded batch (bounds memory while scanning).
 pub const BATCH_ROWS: usize = 8192;
 
@@ -37,6 +40,74 @@ pub async fn read_metadata<R: RangeReader + ?Sized>(
     }
     let bytes = r.read_range(loc, size - tail..size).await?;
     decode_metadata(r, loc, size, bytes, PageIndexPolicy::Skip).await
+}
+
+/// [`read_metadata`], and where the file's metadata region starts (see
+/// [`metadata_offset`]).
+pub async fn read_metadata_located<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    size: u64,
+) -> Result<(Arc<ParquetMetaData>, u64)> {
+    let tail = FOOTER_PREFETCH.min(size);
+    if tail < 8 {
+        return Err(Error::parquet(format!(
+            "{} is too short for Parquet",
+            loc.path
+        )));
+    }
+    let bytes = r.read_range(loc, size - tail..size).await?;
+    let footer_len = u32::from_le_bytes(
+        bytes[bytes.len() - 8..bytes.len() - 4]
+            .try_into()
+            .expect("4 bytes"),
+    ) as u64;
+    let md = decode_metadata(r, loc, size, bytes, PageIndexPolicy::Skip).await?;
+    let footer_start = size.saturating_sub(8 + footer_len);
+    Ok((md.clone(), metadata_offset(&md, footer_start)))
+}
+
+/// Where a file's metadata region starts: the lowest offset of its column and offset
+/// indexes that lie before the footer (writers put the page index just before it), else the
+/// footer's start.
+pub fn metadata_offset(md: &ParquetMetaData, footer_start: u64) -> u64 {
+    md.row_groups()
+        .iter()
+        .flat_map(|g| g.columns())
+        .flat_map(|c| [c.column_index_offset(), c.offset_index_offset()])
+        .flatten()
+        .filter_map(|o| u64::try_from(o).ok())
+        .filter(|o| *o < footer_start)
+        .min()
+        .unwrap_or(footer_start)
+}
+
+/// Largest metadata region read in one request from a recorded offset; a larger one (or a
+/// manifest claiming one) is read the probing way.
+pub const MAX_METADATA_READ: u64 = 8 << 20;
+
+/// Reads a file's metadata with its page index, in ONE request when `metadata_offset` (the
+/// start of its metadata region, as the manifest records it) is known: `[offset, size)` of a
+/// file expected to be `size` bytes. Returns the metadata and the file's size and version as
+/// the store reports them now.
+pub async fn read_metadata_from<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    size: u64,
+    metadata_offset: Option<u64>,
+) -> Result<(Arc<ParquetMetaData>, ObjectMeta)> {
+    let len = match metadata_offset {
+        Some(o) if o < size && size - o <= MAX_METADATA_READ => (size - o).max(8),
+        _ => FOOTER_PREFETCH,
+    };
+    let (tail, meta) = r.read_tail(loc, size, len).await?;
+    if meta.size == 0 || tail.len() as u64 > meta.size {
+        return Err(Error::parquet(format!("{} is empty", loc.path)));
+    }
+    Ok((
+        decode_metadata(r, loc, meta.size, tail, PageIndexPolicy::Optional).await?,
+        meta,
+    ))
 }
 
 /// Reads a file's metadata when its size is unknown (or must be confirmed): ONE suffix read
@@ -165,11 +236,38 @@ pub async fn read_rows<R: RangeReader + ?Sized>(
         .with_row_selection(selection)
         .with_batch_size(BATCH_ROWS)
         .build()?;
+    // Every page the decoder will ask for (dictionary and data pages of each projected column
+    // in each row group), fetched at once in parallel requests: one round trip, whatever the
+    // number of row groups.
+    let gap = r.coalesce_gap().min(crate::io::PAGE_COALESCE_GAP);
+    let planned: Vec<std::ops::Range<u64>> = dec.scan_plan().map(|p| p.range).collect();
+    let planned_bytes: u64 = planned.iter().map(|p| p.end - p.start).sum();
+    let prefetched = if planned_bytes <= MAX_ROWS_PREFETCH {
+        let merged = crate::io::coalesce_ranges(&planned, gap);
+        let got = r.read_ranges_gap(loc, &merged, 0).await?;
+        merged.into_iter().zip(got).collect::<Vec<_>>()
+    } else {
+        vec![]
+    };
     let mut batches = Vec::new();
     loop {
         match dec.try_decode()? {
             DecodeResult::NeedsData(ranges) => {
-                let bytes: Vec<Bytes> = r.read_ranges(loc, &ranges).await?;
+                let have: Vec<Option<Bytes>> = ranges
+                    .iter()
+                    .map(|want| {
+                        prefetched
+                            .iter()
+                            .find(|(have, _)| have.start <= want.start && want.end <= have.end)
+                            .map(|(have, b)| {
+                                b.slice(
+                                    (want.start - have.start) as usize
+                                        ..(want.end - have.start) as usize,
+                                )
+                            })
+                    })
+                    .collect();
+                let bytes = crate::io::read_missing(r, loc, &ranges, have, gap, |_, _| {}).await?;
                 dec.push_ranges(ranges, bytes)?;
             }
             DecodeResult::Data(b) => batches.push(b),

@@ -1746,7 +1746,7 @@ mod vacuum_property {
         }
         assert!(versions.len() as u64 <= retain);
         let reader = o.reader();
-        let dirs = skerry_core::read::lookup::DirectoryCache::default();
+        let dirs = skerry_core::read::cache::ReadCache::default();
         for p in versions {
             let b = reader.read_all(&Location::new(&p)).await.unwrap();
             let m = skerry_core::formats::manifest::Manifest::from_json(&b).unwrap();
@@ -1767,7 +1767,7 @@ mod vacuum_property {
                 overlay: reader.as_ref(),
                 data: o.data_reader().as_ref(),
                 manifest: &m,
-                dirs: &dirs,
+                cache: &dirs,
                 scan_only: false,
             };
             if m.table("t")

@@ -10,7 +10,8 @@ use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Over
 use skerry_core::admin::sample::{customer_of, orders_parquet, SampleCodec};
 use skerry_core::formats::manifest;
 use skerry_core::io::{Location, ObjectStoreReader, RangeReader};
-use skerry_core::read::lookup::{DirectoryCache, Lookup, RowRef};
+use skerry_core::read::cache::ReadCache;
+use skerry_core::read::lookup::{Lookup, RowRef};
 use skerry_core::values::Value;
 use skerry_core::Error;
 
@@ -217,13 +218,13 @@ async fn index_publish_and_lookup() {
     let t = m.table("orders").unwrap();
     assert_eq!(t.files.len(), 3);
     assert_eq!(t.index("by_customer").unwrap().files.len(), 3);
-    let dirs = DirectoryCache::default();
+    let dirs = ReadCache::default();
     let data = skerry_core::io::UrlReader::new(vec![]);
     let l = Lookup {
         overlay: &reader,
         data: &data,
         manifest: &m,
-        dirs: &dirs,
+        cache: &dirs,
         scan_only: false,
     };
     let want = "customer-00042";

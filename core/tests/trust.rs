@@ -12,7 +12,8 @@ use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Over
 use skerry_core::admin::sample::{orders_parquet, SampleCodec};
 use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{Location, ObjectStoreReader, RangeReader};
-use skerry_core::read::lookup::{DirectoryCache, Lookup};
+use skerry_core::read::cache::ReadCache;
+use skerry_core::read::lookup::Lookup;
 use skerry_core::read::plan::Query;
 use skerry_core::read::predicate::{Condition, Op};
 use skerry_core::read::reader::OverlayReader;
@@ -487,12 +488,12 @@ async fn extreme_manifest_numbers_never_panic() {
             let Ok(raw) = serde_json::from_slice::<Manifest>(&bytes) else {
                 continue;
             };
-            let dirs = DirectoryCache::default();
+            let dirs = ReadCache::default();
             let l = Lookup {
                 overlay: &reader,
                 data: o.data_reader().as_ref(),
                 manifest: &raw,
-                dirs: &dirs,
+                cache: &dirs,
                 scan_only: false,
             };
             for r in [

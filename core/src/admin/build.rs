@@ -708,6 +708,21 @@ impl Overlay {
         table: &str,
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<BuildReport> {
+        let metrics = self.metrics.clone();
+        let on_progress = move |p: &Progress| {
+            metrics.build_progress(p.done, p.total);
+            on_progress(p)
+        };
+        let report = self.build_all(table, on_progress).await;
+        self.metrics.record_build();
+        report
+    }
+
+    async fn build_all(
+        &self,
+        table: &str,
+        mut on_progress: impl FnMut(&Progress),
+    ) -> Result<BuildReport> {
         let started = std::time::Instant::now();
         let mut report = BuildReport::default();
         let mut files = std::collections::BTreeSet::new();
@@ -1005,9 +1020,9 @@ impl Overlay {
         n
     }
 
-    /// Drops cached read models and directories after a catalog change.
+    /// Drops the cached read model after a catalog change. (The read cache needs nothing:
+    /// its keys name the exact bytes they hold, `crate::read::cache`.)
     pub(crate) fn invalidate(&self) {
-        self.dirs.clear();
         *self.model.lock().expect("model cache") = None;
     }
 }

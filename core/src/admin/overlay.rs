@@ -14,7 +14,8 @@ use crate::formats::lineage::{self, ActiveSnapshot};
 use crate::formats::manifest::*;
 use crate::index::ordered;
 use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
-use crate::read::lookup::{DirectoryCache, LookupResult};
+use crate::read::cache::ReadCache;
+use crate::read::lookup::LookupResult;
 use crate::read::snapshot::{RejectionSink, Snapshot};
 use crate::values::{Direction, KeyColumn, KeySchema, NullOrder, Value, ValueBound};
 
@@ -161,7 +162,9 @@ pub struct Overlay {
     pub(crate) reader: Arc<ObjectStoreReader>,
     pub(crate) data: Arc<UrlReader>,
     pub(crate) catalog: Catalog,
-    pub(crate) dirs: Arc<DirectoryCache>,
+    pub(crate) cache: Arc<ReadCache>,
+    /// Counters of reads, repairs and builds (`metrics()`).
+    pub(crate) metrics: Arc<crate::read::metrics::Metrics>,
     /// Answer every file by scanning (benchmarks, debugging): see [`Overlay::set_scan_only`].
     scan_only: std::sync::atomic::AtomicBool,
     /// Read model of the catalog head, keyed by catalog version.
@@ -190,7 +193,8 @@ impl Overlay {
             reader,
             data: Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout)),
             catalog,
-            dirs: Arc::new(DirectoryCache::default()),
+            cache: Arc::new(ReadCache::default()),
+            metrics: Arc::new(crate::read::metrics::Metrics::default()),
             model: std::sync::Mutex::new(None),
             scan_only: std::sync::atomic::AtomicBool::new(false),
             block_bytes: ordered::DEFAULT_BLOCK_BYTES,
@@ -270,7 +274,8 @@ impl Overlay {
         if let Some(v) = &meta.version {
             loc = loc.with_version(v);
         }
-        let md = datafile::read_metadata(self.data.as_ref(), &loc, meta.size).await?;
+        let (md, metadata_offset) =
+            datafile::read_metadata_located(self.data.as_ref(), &loc, meta.size).await?;
         let fields = datafile::fields(&datafile::arrow_schema(&md)?);
         let (sha256, _) = lineage::sha256_object(
             self.data.as_ref(),
@@ -288,6 +293,7 @@ impl Overlay {
             sha256,
             row_id_start: None,
             deletes: None,
+            metadata_offset: Some(metadata_offset),
         };
         Ok((entry, fields, md))
     }
@@ -616,11 +622,15 @@ impl Overlay {
     /// reports nothing to the repair queue; [`Overlay::snapshot_with_repairs`] does.
     pub async fn snapshot(&self) -> Result<Snapshot> {
         let m = self.head_model().await?;
-        Ok(
-            Snapshot::new(self.reader.clone(), self.data.clone(), m, self.dirs.clone())
-                .with_pinned_versions(true)
-                .with_scan_only(self.scan_only.load(std::sync::atomic::Ordering::Relaxed)),
+        Ok(Snapshot::new(
+            self.reader.clone(),
+            self.data.clone(),
+            m,
+            self.cache.clone(),
         )
+        .with_pinned_versions(true)
+        .with_metrics(self.metrics.clone())
+        .with_scan_only(self.scan_only.load(std::sync::atomic::Ordering::Relaxed)))
     }
 
     /// [`Overlay::snapshot`] whose rejected indexes queue their files for repair
@@ -860,7 +870,6 @@ impl Overlay {
         }
         t.put(&table_key(tr.table_id), &tr)?;
         t.commit().await?;
-        self.dirs.clear();
         Ok(report)
     }
 }

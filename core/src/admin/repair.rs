@@ -102,6 +102,7 @@ impl Overlay {
             }
             return Err(err);
         }
+        self.metrics.record_repairs_queued(todo.len() as u64);
         Ok(())
     }
 
@@ -168,6 +169,7 @@ impl Overlay {
             }
         }
         self.invalidate();
+        self.metrics.record_repairs_drained(entries.len() as u64);
         tracing::info!(target: "skerry::repair", index = %ix.name, files = entries.len(), "repairs drained");
         Ok(entries.into_iter().map(|e| e.file_id).collect())
     }

@@ -265,6 +265,16 @@ impl Overlay {
         let blob = w.finish();
         pw.write_raw(&blob.bytes);
         let blob_length = pw.position() - blob_offset;
+        // The directory sits in the blob's last bytes (those not streamed yet).
+        let directory = {
+            let streamed = blob_length - blob.bytes.len() as u64;
+            let dir = &blob.directory;
+            (dir.end - dir.start <= INLINE_DIRECTORY_MAX && dir.start >= streamed).then(|| {
+                hex::encode(
+                    &blob.bytes[(dir.start - streamed) as usize..(dir.end - streamed) as usize],
+                )
+            })
+        };
         let mut props = std::collections::BTreeMap::new();
         props.insert("skerry.index-id".to_string(), ix.index_id.to_string());
         props.insert("skerry.run".to_string(), "true".to_string());
@@ -315,6 +325,7 @@ impl Overlay {
                 max_key: blob.max_key.as_ref().map(hex::encode),
             },
             files,
+            directory,
         };
         tracing::debug!(
             target: "skerry::build",

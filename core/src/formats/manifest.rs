@@ -73,6 +73,13 @@ pub struct FileEntry {
     /// (`docs/manifest.md`). Every answer leaves these rows out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletes: Option<String>,
+    /// Where the file's Parquet metadata starts: its page index (column and offset indexes)
+    /// when it has one, else its footer. `[metadata_offset, size)` holds everything a reader
+    /// needs before it reads pages, so a cold read of it is one exact range request instead
+    /// of a suffix probe and a page-index read. Absent for files registered before it was
+    /// recorded (readers then probe the suffix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_offset: Option<u64>,
 }
 
 /// Largest delete mask a reader decodes (hex characters).
@@ -176,7 +183,15 @@ pub struct TableRun {
     pub ordered: OrderedMeta,
     /// Covered files, by ordinal.
     pub files: Vec<RunFile>,
+    /// The blob's directory bytes (hex), when at most [`INLINE_DIRECTORY_MAX`] bytes: a
+    /// reader that has the manifest then needs no request to find a key's block (verified
+    /// against `ordered.directory_sha256` like a directory read from the bundle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
 }
+
+/// Largest run directory a manifest carries inline ([`TableRun::directory`]).
+pub const INLINE_DIRECTORY_MAX: u64 = 256 << 10;
 
 /// What a run knows about a covered file (the read gate's facts at build time).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -275,6 +290,14 @@ impl Manifest {
                 path(&f.path, &format!("table {tn}: data file path"))?;
                 num(f.size, "data file size")?;
                 num(f.record_count, "data file record count")?;
+                if f.metadata_offset
+                    .is_some_and(|o| o.saturating_add(8) > f.size)
+                {
+                    return Err(bad(format!(
+                        "{}: metadata offset past the file's footer",
+                        f.path
+                    )));
+                }
                 if let Some(s) = f.row_id_start {
                     if s.checked_add(f.record_count)
                         .is_none_or(|end| end > i64::MAX as u64)
@@ -298,6 +321,14 @@ impl Manifest {
                     num(r.blob_offset, &what)?;
                     num(r.blob_length, &what)?;
                     ordered(&r.ordered, r.blob_length, &what)?;
+                    if r.directory.as_ref().is_some_and(|d| {
+                        d.len() as u64 != 2 * r.ordered.directory_length
+                            || r.ordered.directory_length > INLINE_DIRECTORY_MAX
+                    }) {
+                        return Err(bad(format!(
+                            "{what}: inline run directory is not its directory's length"
+                        )));
+                    }
                     if r.files.len() as u64 > 1 << (64 - RUN_POSITION_BITS) {
                         return Err(bad(format!("{what}: run covers too many files")));
                     }

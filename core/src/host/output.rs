@@ -174,6 +174,126 @@ pub fn query_stats(s: QueryStats) -> HostValue {
         ("dataRequests", HostValue::count(s.data_requests)),
         ("dataBytes", HostValue::count(s.data_bytes)),
         ("elapsedMs", HostValue::Number(s.elapsed_ms)),
+        (
+            "indexDeclined",
+            HostValue::opt(s.index_declined, HostValue::String),
+        ),
+    ])
+}
+
+/// `{ index?, reason, indexColumns, keys, residual, estimatedRows?, files: [{ file, action,
+/// reason?, metadataCached }], indexRequests, dataRequests, roundTrips }`.
+pub fn explain(e: crate::read::explain::Explain) -> HostValue {
+    use crate::read::explain::FileAction;
+    let files = e
+        .files
+        .into_iter()
+        .map(|f| {
+            let action = match f.action {
+                FileAction::Run => "run",
+                FileAction::Index => "index",
+                FileAction::Prune => "prune",
+                FileAction::Scan => "scan",
+            };
+            HostValue::object([
+                ("file", HostValue::String(f.file)),
+                ("action", HostValue::string(action)),
+                ("reason", HostValue::opt(f.reason, HostValue::String)),
+                ("metadataCached", HostValue::Bool(f.metadata_cached)),
+            ])
+        })
+        .collect();
+    HostValue::object([
+        ("index", HostValue::opt(e.index, HostValue::String)),
+        ("reason", HostValue::String(e.reason)),
+        ("indexColumns", HostValue::strings(e.index_columns)),
+        ("keys", HostValue::count(e.keys)),
+        ("residual", HostValue::strings(e.residual)),
+        (
+            "estimatedRows",
+            HostValue::opt(e.estimated_rows, HostValue::count),
+        ),
+        ("files", HostValue::Array(files)),
+        ("indexRequests", HostValue::count(e.index_requests)),
+        ("dataRequests", HostValue::count(e.data_requests)),
+        ("roundTrips", HostValue::count(e.round_trips)),
+    ])
+}
+
+/// A handle's counters as one object (the wasm reader's `metrics()`; the addon renders the
+/// same report as Prometheus text). See [`crate::read::metrics`].
+pub fn metrics(r: &crate::read::metrics::MetricsReport) -> HostValue {
+    use crate::read::cache::{Tier, TierStats};
+    let pairs = |v: Vec<(String, u64)>| {
+        HostValue::Object(
+            v.into_iter()
+                .map(|(k, n)| (k, HostValue::count(n)))
+                .collect(),
+        )
+    };
+    let tier = |t: &TierStats| {
+        HostValue::object([
+            ("hits", HostValue::count(t.hits)),
+            ("misses", HostValue::count(t.misses)),
+            ("entries", HostValue::count(t.entries)),
+            ("bytes", HostValue::count(t.bytes)),
+        ])
+    };
+    HostValue::object([
+        (
+            "reads",
+            pairs(r.reads.iter().map(|(v, n)| (v.to_string(), *n)).collect()),
+        ),
+        (
+            "requests",
+            HostValue::object([
+                ("index", HostValue::count(r.index_io.requests)),
+                ("data", HostValue::count(r.data_io.requests)),
+            ]),
+        ),
+        (
+            "bytes",
+            HostValue::object([
+                ("index", HostValue::count(r.index_io.bytes)),
+                ("data", HostValue::count(r.data_io.bytes)),
+            ]),
+        ),
+        (
+            "cache",
+            HostValue::object([
+                ("budget", HostValue::count(r.cache.budget)),
+                ("directory", tier(r.cache.tier(Tier::Directory))),
+                ("metadata", tier(r.cache.tier(Tier::Metadata))),
+                ("block", tier(r.cache.tier(Tier::Block))),
+            ]),
+        ),
+        (
+            "files",
+            HostValue::object([
+                ("index", HostValue::count(r.files_by_index)),
+                ("scanned", HostValue::count(r.files_scanned)),
+                ("pruned", HostValue::count(r.files_pruned)),
+                ("rejected", HostValue::count(r.files_rejected)),
+                ("drifted", HostValue::count(r.files_drifted)),
+            ]),
+        ),
+        ("rejections", pairs(r.rejections.clone())),
+        ("indexDeclined", HostValue::count(r.index_declined)),
+        (
+            "repairs",
+            HostValue::object([
+                ("queued", HostValue::count(r.repairs_queued)),
+                ("drained", HostValue::count(r.repairs_drained)),
+            ]),
+        ),
+        ("builds", HostValue::count(r.builds)),
+        (
+            "buildProgress",
+            HostValue::object([
+                ("done", HostValue::count(r.build_done)),
+                ("total", HostValue::count(r.build_total)),
+            ]),
+        ),
     ])
 }
 

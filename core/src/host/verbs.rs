@@ -48,6 +48,10 @@ pub enum ReadCall {
         table: String,
         query: Query,
     },
+    Explain {
+        table: String,
+        query: Query,
+    },
 }
 
 /// What a read verb answers, and the `warning` events it raises.
@@ -58,7 +62,7 @@ pub struct Answer {
 }
 
 /// The names of the read verbs, as hosts spell them.
-pub const READ_VERBS: [&str; 7] = [
+pub const READ_VERBS: [&str; 8] = [
     "lookup",
     "lookupMany",
     "range",
@@ -66,6 +70,7 @@ pub const READ_VERBS: [&str; 7] = [
     "locate",
     "fetchRows",
     "query",
+    "explain",
 ];
 
 fn arg(args: &[HostValue], i: usize) -> &HostValue {
@@ -124,6 +129,10 @@ impl ReadCall {
                 table: table()?,
                 query: input::query(arg(args, 1))?,
             },
+            "explain" => ReadCall::Explain {
+                table: table()?,
+                query: input::query(arg(args, 1))?,
+            },
             other => return Err(input::invalid(format!("unknown read verb {other}"))),
         })
     }
@@ -172,6 +181,9 @@ impl ReadCall {
             } => plain(output::batch(
                 &snapshot.fetch(&table, &rows, &columns).await?,
             )?),
+            ReadCall::Explain { table, query } => {
+                plain(output::explain(snapshot.explain(&table, &query).await?))
+            }
             ReadCall::Query { table, query } => {
                 let t0 = clock.map(|c| c());
                 let mut r = snapshot.query(&table, &query).await?;

@@ -65,6 +65,11 @@ pub use markers::*;
 /// [`RangeReader::read_ranges`].
 pub const DEFAULT_COALESCE_GAP: u64 = 64 * 1024;
 
+/// The gap bridged when fetching the pages that hold a few rows: pages of other rows (or
+/// other column chunks) between them are not worth reading, and the requests go out in
+/// parallel.
+pub const PAGE_COALESCE_GAP: u64 = 8 * 1024;
+
 /// An object to read: its path relative to the reader's root, and optionally the version
 /// (ETag or object version) the caller expects.
 ///
@@ -314,11 +319,22 @@ pub trait RangeReader: MaybeSend + MaybeSync {
         loc: &'a Location,
         ranges: &'a [Range<u64>],
     ) -> BoxFut<'a, Result<Vec<Bytes>, IoError>> {
+        self.read_ranges_gap(loc, ranges, self.coalesce_gap())
+    }
+
+    /// [`RangeReader::read_ranges`] bridging gaps of at most `max_gap` bytes: the merged
+    /// requests are issued in parallel, so a small gap costs requests, not round trips.
+    fn read_ranges_gap<'a>(
+        &'a self,
+        loc: &'a Location,
+        ranges: &'a [Range<u64>],
+        max_gap: u64,
+    ) -> BoxFut<'a, Result<Vec<Bytes>, IoError>> {
         Box::pin(async move {
             for r in ranges {
                 check_range(loc, r)?;
             }
-            let merged = coalesce_ranges(ranges, self.coalesce_gap());
+            let merged = coalesce_ranges(ranges, max_gap);
             let fetched = futures::future::try_join_all(
                 merged.iter().map(|m| self.read_range(loc, m.clone())),
             )
@@ -338,6 +354,35 @@ pub trait RangeReader: MaybeSend + MaybeSync {
     fn stats(&self) -> IoStats {
         self.counters().snapshot()
     }
+}
+
+/// The bytes of every range of `ranges`, taking those `have` holds (same order, `None` for
+/// the ones to read) as they are and reading the rest with one
+/// [`RangeReader::read_ranges_gap`]; `fetched` sees each range read.
+pub async fn read_missing<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    ranges: &[Range<u64>],
+    mut have: Vec<Option<Bytes>>,
+    gap: u64,
+    mut fetched: impl FnMut(&Range<u64>, &Bytes),
+) -> Result<Vec<Bytes>, IoError> {
+    let missing: Vec<Range<u64>> = ranges
+        .iter()
+        .zip(&have)
+        .filter(|(_, b)| b.is_none())
+        .map(|(r, _)| r.clone())
+        .collect();
+    if !missing.is_empty() {
+        let got = r.read_ranges_gap(loc, &missing, gap).await?;
+        let mut got = missing.iter().zip(got);
+        for slot in have.iter_mut().filter(|b| b.is_none()) {
+            let (range, bytes) = got.next().expect("one read per missing range");
+            fetched(range, &bytes);
+            *slot = Some(bytes);
+        }
+    }
+    Ok(have.into_iter().flatten().collect())
 }
 
 /// Rejects empty and inverted ranges.

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,13 +16,15 @@ use crate::error::{Error, Result};
 use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
 use crate::formats::manifest::{
     FileEntry, IndexFileEntry, IndexManifest, IndexState, Manifest, OrderedMeta, TableManifest,
-    RUN_POSITION_BITS,
+    TableRun, RUN_POSITION_BITS,
 };
 use crate::formats::rowset::{locate, Located, RowSet};
 use crate::index::ordered::{scan_block, BlobError, OrderedDirectory};
-use crate::io::{IoStats, Location, RangeReader};
+use crate::io::{IoStats, Location, ObjectMeta, RangeReader};
+use crate::read::cache::ReadCache;
 use crate::read::range::{ByteRange, RangeError, RangeFilter};
 use crate::values::{KeyError, KeySchema, Value, ValueBound};
+use parquet::file::metadata::ParquetMetaData;
 use roaring::RoaringTreemap;
 
 /// One matching row.
@@ -84,33 +86,6 @@ pub struct Candidates {
     pub row_ids: Vec<u64>,
 }
 
-/// Parsed block directories, keyed by bundle path + blob offset (bundles are immutable).
-#[derive(Default)]
-pub struct DirectoryCache {
-    dirs: Mutex<HashMap<(String, u64), Arc<OrderedDirectory>>>,
-    hits: std::sync::atomic::AtomicU64,
-}
-
-impl DirectoryCache {
-    pub fn clear(&self) {
-        self.dirs.lock().expect("directory cache").clear();
-    }
-    /// Directories served from the cache since it was created.
-    pub fn hits(&self) -> u64 {
-        self.hits.load(std::sync::atomic::Ordering::Relaxed)
-    }
-    fn get(&self, k: &(String, u64)) -> Option<Arc<OrderedDirectory>> {
-        let d = self.dirs.lock().expect("directory cache").get(k).cloned();
-        if d.is_some() {
-            self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        d
-    }
-    fn put(&self, k: (String, u64), d: Arc<OrderedDirectory>) {
-        self.dirs.lock().expect("directory cache").insert(k, d);
-    }
-}
-
 /// Answers lookups from one pinned manifest.
 pub struct Lookup<'a> {
     /// Reads the overlay (paths relative to its root).
@@ -118,7 +93,8 @@ pub struct Lookup<'a> {
     /// Reads data files (paths are full locations as [`TableManifest::data_location`] gives).
     pub data: &'a dyn RangeReader,
     pub manifest: &'a Manifest,
-    pub dirs: &'a DirectoryCache,
+    /// The read handle's cache (directories, data file metadata, blocks).
+    pub cache: &'a ReadCache,
     /// Answer every file by scanning it, ignoring indexes (benchmarks and debugging; the
     /// answer is the same).
     pub scan_only: bool,
@@ -134,6 +110,15 @@ pub(crate) struct Probe {
 /// How many files an accessor works on at once (each costs at most a directory read and one
 /// coalesced block read).
 pub const FILE_WINDOW: usize = 16;
+
+/// Where the reads that follow a metadata read go: pinned to the version the metadata came
+/// from when `pin` (the caller pins, or the metadata was cached), as the store reported it.
+pub(crate) fn reads_at(loc: Location, meta: &ObjectMeta, pin: bool) -> Location {
+    match (&meta.version, pin) {
+        (Some(v), true) => loc.with_version(v),
+        _ => loc,
+    }
+}
 
 /// One file's contribution: matching (key, position) pairs and how they were found.
 struct FileAnswer {
@@ -248,8 +233,8 @@ impl Lookup<'_> {
                     loc = loc.with_version(v);
                 }
             }
-            let (md, meta) =
-                datafile::read_metadata_with_page_index(self.data, &loc, Some(f.size)).await?;
+            let (md, meta, cached) = self.file_metadata(f, &loc).await?;
+            let loc = reads_at(loc, &meta, cached);
             let count = md.file_metadata().num_rows().max(0) as u64;
             if meta.size != f.size || count != f.record_count {
                 return Err(Error::Drift {
@@ -288,6 +273,35 @@ impl Lookup<'_> {
             .map(|c| arrow_select::take::take(c.as_ref(), &index, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(arrow_array::RecordBatch::try_new(schema, cols)?)
+    }
+
+    /// A data file's metadata with its page index: from the read cache when an earlier read
+    /// of the same recorded file (location, size, record count, ETag) left it there, else
+    /// read — one request when the manifest records where the metadata starts. Returns the
+    /// metadata, the size and version the store reported, and whether it came from the cache
+    /// (reads using cached metadata must be pinned to that version, [`reads_at`]).
+    pub(crate) async fn file_metadata(
+        &self,
+        f: &FileEntry,
+        loc: &Location,
+    ) -> Result<(Arc<ParquetMetaData>, ObjectMeta, bool)> {
+        let etag = f.etag.as_deref();
+        if let Some((md, meta)) = self.cache.metadata(&loc.path, f.size, f.record_count, etag) {
+            return Ok((md, meta, true));
+        }
+        let (md, meta) =
+            datafile::read_metadata_from(self.data, loc, f.size, f.metadata_offset).await?;
+        if meta.size == f.size && md.file_metadata().num_rows().max(0) as u64 == f.record_count {
+            self.cache.put_metadata(
+                &loc.path,
+                f.size,
+                f.record_count,
+                etag,
+                md.clone(),
+                meta.clone(),
+            );
+        }
+        Ok((md, meta, false))
     }
 
     fn ready_index<'m>(
@@ -611,21 +625,15 @@ impl Lookup<'_> {
             })
     }
 
-    async fn probe_blob(
+    /// The blob's directory (read and cached unless cached or inline) and the blocks the
+    /// probe's ranges can touch, in order, with the ranges that reach the blob at all; `None`
+    /// when the blob's key bounds exclude every range (nothing read).
+    #[allow(clippy::type_complexity)]
+    async fn wanted_blocks<'p>(
         &self,
-        ix: &IndexManifest,
-        b: BlobRef<'_>,
-        probe: &Probe,
-    ) -> Result<Option<Vec<(Vec<u8>, u64)>>, RejectReason> {
-        let corrupt = |err: BlobError| match err {
-            BlobError::Checksum(what) => RejectReason::BlobChecksum {
-                expected: b.ordered.directory_sha256.clone(),
-                found: format!("{what} bytes differ"),
-            },
-            other => RejectReason::Corrupt {
-                message: other.to_string(),
-            },
-        };
+        b: &BlobRef<'_>,
+        probe: &'p Probe,
+    ) -> Result<Option<(Arc<OrderedDirectory>, Vec<usize>, Vec<&'p ByteRange>)>, RejectReason> {
         let unhex = |h: &Option<String>| h.as_deref().map(hex::decode).transpose();
         let (min, max) = match (unhex(&b.ordered.min_key), unhex(&b.ordered.max_key)) {
             (Ok(Some(a)), Ok(Some(m))) => (a, m),
@@ -656,12 +664,11 @@ impl Lookup<'_> {
                 message: "directory outside the blob".into(),
             });
         }
-        let bundle = Location::new(b.bundle_path);
-        let cache_key = (b.bundle_path.to_string(), b.offset);
         let out_of_range = || RejectReason::Corrupt {
             message: "blob range overflows".into(),
         };
-        let dir = match self.dirs.get(&cache_key) {
+        let sha = &b.ordered.directory_sha256;
+        let dir = match self.cache.directory(b.bundle_path, b.offset, sha) {
             Some(d) => d,
             None => {
                 let start = b
@@ -673,21 +680,17 @@ impl Lookup<'_> {
                     .ok_or_else(out_of_range)?;
                 let bytes = self
                     .overlay
-                    .read_range(&bundle, start..end)
+                    .read_range(&Location::new(b.bundle_path), start..end)
                     .await
                     .map_err(index_io)?;
-                let d = OrderedDirectory::parse(
-                    &bytes,
-                    Some(&b.ordered.directory_sha256),
-                    b.ordered.directory_offset,
-                )
-                .map_err(corrupt)?;
+                let d = OrderedDirectory::parse(&bytes, Some(sha), b.ordered.directory_offset)
+                    .map_err(|e| b.corrupt(e))?;
                 let d = Arc::new(d);
-                self.dirs.put(cache_key, d.clone());
+                self.cache
+                    .put_directory(b.bundle_path, b.offset, sha, d.clone());
                 d
             }
         };
-        // The union of the blocks every range can touch, in order.
         let mut wanted: Vec<usize> = live
             .iter()
             .flat_map(|r| {
@@ -700,6 +703,53 @@ impl Lookup<'_> {
             .collect();
         wanted.sort_unstable();
         wanted.dedup();
+        Ok(Some((dir, wanted, live)))
+    }
+
+    /// About how many entries a probe of the blob matches, from the directory alone: the
+    /// entries of every block that lies wholly inside a probed range, and one for each block
+    /// a range only enters (a point key is one entry, not its block's). `None` when the
+    /// directory cannot be had.
+    async fn estimate_blob(&self, b: &BlobRef<'_>, probe: &Probe) -> Option<u64> {
+        let (dir, wanted, live) = match self.wanted_blocks(b, probe).await {
+            Ok(None) => return Some(0),
+            Ok(Some(w)) => w,
+            Err(_) => return None,
+        };
+        let inside = |i: usize| {
+            let first = dir.blocks[i].first_key.as_slice();
+            let last_bound = dir.blocks.get(i + 1).map(|n| n.first_key.as_slice());
+            live.iter().any(|r| {
+                first >= r.start.as_slice()
+                    && match (&r.end, last_bound) {
+                        (None, _) => true,
+                        (Some(end), Some(next)) => next <= end.as_slice(),
+                        (Some(end), None) => dir.max_key.as_slice() < end.as_slice(),
+                    }
+            })
+        };
+        Some(
+            wanted
+                .iter()
+                .map(|&i| if inside(i) { dir.blocks[i].entries } else { 1 })
+                .fold(0u64, u64::saturating_add),
+        )
+    }
+
+    async fn probe_blob(
+        &self,
+        ix: &IndexManifest,
+        b: BlobRef<'_>,
+        probe: &Probe,
+    ) -> Result<Option<Vec<(Vec<u8>, u64)>>, RejectReason> {
+        let corrupt = |err: BlobError| b.corrupt(err);
+        let Some((dir, wanted, live)) = self.wanted_blocks(&b, probe).await? else {
+            return Ok(None);
+        };
+        let bundle = Location::new(b.bundle_path);
+        let out_of_range = || RejectReason::Corrupt {
+            message: "blob range overflows".into(),
+        };
         let spans: Vec<_> = wanted
             .iter()
             .map(|&i| &dir.blocks[i])
@@ -709,9 +759,18 @@ impl Lookup<'_> {
             })
             .collect::<Option<_>>()
             .ok_or_else(out_of_range)?;
-        let fetched = self
-            .overlay
-            .read_ranges(&bundle, &spans)
+        // Cached blocks are served as they are (each is verified against the directory's
+        // hash when scanned); the rest in one coalesced read, then cached.
+        let cached: Vec<Option<bytes::Bytes>> = spans
+            .iter()
+            .map(|r| self.cache.block(b.bundle_path, r.start, r.end))
+            .collect();
+        let gap = self.overlay.coalesce_gap();
+        let fetched =
+            crate::io::read_missing(self.overlay, &bundle, &spans, cached, gap, |r, bytes| {
+                self.cache
+                    .put_block(b.bundle_path, r.start, r.end, bytes.clone())
+            })
             .await
             .map_err(index_io)?;
         let mut entries = Vec::new();
@@ -750,6 +809,77 @@ impl Lookup<'_> {
         Ok(Some(entries))
     }
 
+    /// The run's blob, its inline directory (when the manifest carries one) parsed, verified
+    /// and cached so that probing it reads no directory.
+    fn run_blob<'r>(&self, run: &'r TableRun) -> BlobRef<'r> {
+        if let Some(h) = &run.directory {
+            let sha = &run.ordered.directory_sha256;
+            if !self
+                .cache
+                .has_directory(&run.bundle_path, run.blob_offset, sha)
+            {
+                let parsed = hex::decode(h).ok().and_then(|bytes| {
+                    OrderedDirectory::parse(&bytes, Some(sha), run.ordered.directory_offset).ok()
+                });
+                // An inline directory that does not verify is ignored: the bundle's is read.
+                if let Some(d) = parsed {
+                    self.cache
+                        .put_directory(&run.bundle_path, run.blob_offset, sha, Arc::new(d));
+                }
+            }
+        }
+        BlobRef {
+            bundle_path: &run.bundle_path,
+            offset: run.blob_offset,
+            length: run.blob_length,
+            ordered: &run.ordered,
+            rows: None,
+        }
+    }
+
+    /// At most how many index entries a probe of `ix` would decode over the files it
+    /// answers, and the rows of those files — from directories alone (the run's, else each
+    /// file's, read in parallel and cached). `None` when a directory cannot be had (the
+    /// probe will reject it and report why).
+    pub(crate) async fn estimate(
+        &self,
+        t: &TableManifest,
+        ix: &IndexManifest,
+        probe: &Probe,
+    ) -> Option<(u64, u64)> {
+        let rows = |ids: &mut dyn Iterator<Item = u64>| -> u64 {
+            let by_id: HashMap<u64, u64> = t
+                .files
+                .iter()
+                .map(|f| (f.file_id, f.record_count))
+                .collect();
+            ids.filter_map(|id| by_id.get(&id))
+                .fold(0u64, |a, n| a.saturating_add(*n))
+        };
+        if let Some(run) = &ix.run {
+            let entries = self.estimate_blob(&self.run_blob(run), probe).await?;
+            return Some((entries, rows(&mut run.files.iter().map(|f| f.file_id))));
+        }
+        let mut total = 0u64;
+        for window in ix.files.chunks(FILE_WINDOW) {
+            let est = futures::future::join_all(window.iter().map(|e| async move {
+                let blob = BlobRef {
+                    bundle_path: &e.lineage.bundle_path,
+                    offset: e.lineage.blob_offset,
+                    length: e.lineage.blob_length,
+                    ordered: &e.ordered,
+                    rows: Some(e.lineage.source_record_count),
+                };
+                self.estimate_blob(&blob, probe).await
+            }))
+            .await;
+            for e in est {
+                total = total.saturating_add(e?);
+            }
+        }
+        Some((total, rows(&mut ix.files.iter().map(|e| e.file_id))))
+    }
+
     /// Answers the files a table run covers with one probe of the run. Returns which files
     /// (indexes into `t.files`) it covered and their entries as (key, file index, position);
     /// an unusable run covers nothing (its files go the per-file way) and is reported.
@@ -764,36 +894,11 @@ impl Lookup<'_> {
         let Some(run) = &ix.run else {
             return (covered, vec![]);
         };
-        let by_id: HashMap<u64, usize> = t
-            .files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.file_id, i))
-            .collect();
-        // ordinal -> file index, for run files whose facts still match the table's.
-        let mut ordinal_to_file: Vec<Option<usize>> = vec![None; run.files.len()];
-        for (o, rf) in run.files.iter().enumerate() {
-            if let Some(&i) = by_id.get(&rf.file_id) {
-                let f = &t.files[i];
-                if f.path == rf.path
-                    && f.sha256.eq_ignore_ascii_case(&rf.sha256)
-                    && f.record_count == rf.record_count
-                    && rf.sequence_number <= t.snapshot.sequence_number
-                {
-                    ordinal_to_file[o] = Some(i);
-                }
-            }
-        }
+        let ordinal_to_file = run_coverage(t, run);
         if ordinal_to_file.iter().all(Option::is_none) {
             return (covered, vec![]);
         }
-        let blob = BlobRef {
-            bundle_path: &run.bundle_path,
-            offset: run.blob_offset,
-            length: run.blob_length,
-            ordered: &run.ordered,
-            rows: None,
-        };
+        let blob = self.run_blob(run);
         let entries = match self.probe_blob(ix, blob, probe).await {
             Ok(e) => e.unwrap_or_default(),
             Err(reason) => {
@@ -844,6 +949,44 @@ impl Lookup<'_> {
     }
 }
 
+/// Whether a blob's key bounds let any of `ranges` in (an empty blob holds nothing; bounds
+/// that do not decode are not trusted to exclude anything).
+pub(crate) fn reaches(o: &OrderedMeta, ranges: &[ByteRange]) -> bool {
+    let unhex = |h: &Option<String>| h.as_deref().map(hex::decode);
+    match (unhex(&o.min_key), unhex(&o.max_key)) {
+        (Some(Ok(min)), Some(Ok(max))) => ranges.iter().any(|r| {
+            r.start.as_slice() <= max.as_slice()
+                && r.end.as_deref().is_none_or(|end| end > min.as_slice())
+        }),
+        (None, None) => false,
+        _ => true,
+    }
+}
+
+/// For each run ordinal, the index in `t.files` of the file it still covers: the file's
+/// current facts (path, SHA-256, record count) equal the run's and its snapshot is not in the
+/// future; `None` for an ordinal whose file drifted or left the table.
+pub(crate) fn run_coverage(t: &TableManifest, run: &TableRun) -> Vec<Option<usize>> {
+    let by_id: HashMap<u64, usize> = t
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.file_id, i))
+        .collect();
+    run.files
+        .iter()
+        .map(|rf| {
+            let &i = by_id.get(&rf.file_id)?;
+            let f = &t.files[i];
+            (f.path == rf.path
+                && f.sha256.eq_ignore_ascii_case(&rf.sha256)
+                && f.record_count == rf.record_count
+                && rf.sequence_number <= t.snapshot.sequence_number)
+                .then_some(i)
+        })
+        .collect()
+}
+
 /// A blob to probe: where it is and its ordered-index facts.
 struct BlobRef<'a> {
     bundle_path: &'a str,
@@ -853,6 +996,20 @@ struct BlobRef<'a> {
     /// Rows of the data file: every position must be below it (`None` for a table run,
     /// whose positions are checked per covered file).
     rows: Option<u64>,
+}
+
+impl BlobRef<'_> {
+    fn corrupt(&self, err: BlobError) -> RejectReason {
+        match err {
+            BlobError::Checksum(what) => RejectReason::BlobChecksum {
+                expected: self.ordered.directory_sha256.clone(),
+                found: format!("{what} bytes differ"),
+            },
+            other => RejectReason::Corrupt {
+                message: other.to_string(),
+            },
+        }
+    }
 }
 
 fn range_err(e: RangeError) -> Error {

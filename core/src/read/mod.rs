@@ -7,11 +7,17 @@
 //! - [`predicate`] and [`plan`]: `query({ where, columns, limit })` — index choice, hybrid
 //!   index/scan per file, re-checks of index answers (`docs/query.md`);
 //! - [`range`]: bounds and IS NULL prefixes as byte ranges of an ordered index;
-//! - [`prune`]: statistics and page-index pruning of data files.
+//! - [`prune`]: statistics and page-index pruning of data files;
+//! - [`cache`]: the read handle's cache (directories, data-file metadata, index blocks);
+//! - [`explain`]: the per-file plan of a query, without running it;
+//! - [`metrics`]: a handle's counters, as Prometheus text or one object.
 //!
 //! Native only: [`reader`], the read-only open of a published overlay.
 
+pub mod cache;
+pub mod explain;
 pub mod lookup;
+pub mod metrics;
 pub mod plan;
 pub mod predicate;
 pub mod prune;

@@ -38,7 +38,7 @@ use crate::formats::manifest::{
     FileEntry, IndexFileEntry, IndexManifest, IndexState, TableManifest,
 };
 use crate::io::{IoStats, Location, ObjectMeta};
-use crate::read::lookup::{Lookup, LookupStats, Probe, RowRef, FILE_WINDOW};
+use crate::read::lookup::{reaches, reads_at, Lookup, LookupStats, Probe, RowRef, FILE_WINDOW};
 use crate::read::predicate::{Condition, Predicate};
 use crate::read::range::ByteRange;
 use crate::values::{Direction, KeyError, Value};
@@ -49,6 +49,18 @@ pub const MAX_KEY_COMBINATIONS: usize = 4096;
 /// Most rows one answer holds (a query matching more fails `E_LIMIT` unless it has a
 /// `limit`, which may not exceed this either): bounds what a query allocates.
 pub const MAX_QUERY_ROWS: u64 = 1_000_000;
+
+/// A query scans instead of using its index when the index's blocks to read hold more than
+/// 1/`SCAN_SHARE` of the rows the index answers (fewer when a `limit` caps them): pages hold
+/// many rows each, so at that share nearly every page of the needed columns would be
+/// fetched by position anyway, after the index's blocks.
+pub const SCAN_SHARE: u64 = 8;
+
+/// A query reads the metadata of at most this many candidate files while it probes the
+/// index ([`Lookup::prefetch_candidates`])…
+pub const PREFETCH_FILES: usize = 4;
+/// …or of any number whose metadata regions total at most this.
+pub const PREFETCH_BYTES: u64 = 1 << 20;
 
 /// A question asked of a table.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -110,6 +122,10 @@ pub struct QueryStats {
     pub data_bytes: u64,
     /// Wall time, filled in by the caller that owns a clock (0 when none did).
     pub elapsed_ms: f64,
+    /// Why the index that could serve the predicate was not used, when a scan was expected to
+    /// read less (see [`SCAN_SHARE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_declined: Option<String>,
 }
 
 impl QueryStats {
@@ -312,7 +328,7 @@ impl Lookup<'_> {
     /// (`E_UNSUPPORTED`), data files that cannot be read (`E_IO`, `E_PARQUET`). A rejected or
     /// missing index never fails a query.
     pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {
-        let (o0, d0, h0) = (self.overlay.stats(), self.data.stats(), self.dirs.hits());
+        let (o0, d0, h0) = (self.overlay.stats(), self.data.stats(), self.cache.hits());
         let t = self.manifest.table(table)?;
         let pred = Predicate::bind(t, &q.conditions)?;
         if q.limit.is_some_and(|l| l > MAX_QUERY_ROWS) {
@@ -338,12 +354,19 @@ impl Lookup<'_> {
                 .collect::<Result<_>>()?,
             None => t.fields.iter().filter(|f| f.key_type.is_some()).collect(),
         };
-        let plan = if self.scan_only {
+        let mut plan = if self.scan_only {
             None
         } else {
             choose(t, &pred)?
         };
         let mut stats = QueryStats::default();
+        // Never worse than a scan (see [`SCAN_SHARE`]).
+        if let Some(p) = &plan {
+            if let (_, Some(why)) = self.weigh(t, p, q).await {
+                stats.index_declined = Some(why);
+                plan = None;
+            }
+        }
         if let Some(p) = &plan {
             stats.index = Some(p.index.name.clone());
             stats.index_columns = p
@@ -370,7 +393,20 @@ impl Lookup<'_> {
         if let (Some(p), Some(probe)) = (&plan, &probe) {
             if !p.ranges.is_empty() {
                 let mut ls = LookupStats::default();
-                let (c, entries) = self.probe_run(t, p.index, probe, &mut ls).await;
+                // The metadata of the few files the keys can be in is read while the index
+                // is probed, so their pages can be fetched as soon as the index answers.
+                let prefetch = futures::future::join_all(
+                    self.prefetch_candidates(t, p, probe)
+                        .into_iter()
+                        .map(|f| async move {
+                            let loc = Location::new(t.data_location(f));
+                            // A failure here is met again (and reported) by the file's read.
+                            let _ = self.file_metadata(f, &loc).await;
+                        }),
+                );
+                let ((c, entries), _) =
+                    futures::future::join(self.probe_run(t, p.index, probe, &mut ls), prefetch)
+                        .await;
                 covered = c;
                 stats.rejections.extend(ls.rejections);
                 for (k, i, pos) in entries {
@@ -504,8 +540,79 @@ impl Lookup<'_> {
         stats.data_bytes = d.bytes;
         stats.requests = o.requests + d.requests;
         stats.bytes = o.bytes + d.bytes;
-        stats.cache_hits = o.cache_hits + d.cache_hits + (self.dirs.hits() - h0);
+        stats.cache_hits = o.cache_hits + d.cache_hits + (self.cache.hits() - h0);
         Ok(QueryResult { rows, batch, stats })
+    }
+
+    /// The index's estimate of the entries it would name (from directories), and why a scan
+    /// should answer instead, when the entries to read exceed 1/[`SCAN_SHARE`] of the rows the
+    /// index answers (fewer when a `limit` caps them). An answer a query without a limit must
+    /// refuse (over [`MAX_QUERY_ROWS`]) keeps the index: it is refused from the index's count,
+    /// before any row is read.
+    pub(crate) async fn weigh(
+        &self,
+        t: &TableManifest,
+        p: &IndexPlan<'_>,
+        q: &Query,
+    ) -> (Option<u64>, Option<String>) {
+        if p.ranges.is_empty() {
+            return (None, None);
+        }
+        let probe = Probe {
+            ranges: p.ranges.clone(),
+            filter: None,
+        };
+        let Some((entries, rows)) = self.estimate(t, p.index, &probe).await else {
+            return (None, None);
+        };
+        let wanted = entries.min(q.limit.unwrap_or(u64::MAX));
+        let refusable = q.limit.is_none() && entries > MAX_QUERY_ROWS;
+        let why = (rows > 0 && wanted.saturating_mul(SCAN_SHARE) > rows && !refusable).then(|| {
+            format!(
+                "{}: its blocks name up to {entries} of {rows} rows; a scan reads less",
+                p.index.name
+            )
+        });
+        (Some(entries), why)
+    }
+
+    /// The files whose metadata a query reads while it probes the index: those the probe's
+    /// key ranges can reach by the manifest's per-file key bounds (or without an index entry:
+    /// they are scanned), when they are few — at most [`PREFETCH_FILES`], or any number whose
+    /// metadata regions total at most [`PREFETCH_BYTES`] — and not cached yet.
+    fn prefetch_candidates<'t>(
+        &self,
+        t: &'t TableManifest,
+        plan: &IndexPlan<'_>,
+        probe: &Probe,
+    ) -> Vec<&'t FileEntry> {
+        let by_file: HashMap<u64, &IndexFileEntry> =
+            plan.index.files.iter().map(|e| (e.file_id, e)).collect();
+        let reachable = |e: &IndexFileEntry| reaches(&e.ordered, &probe.ranges);
+        let mut out = Vec::new();
+        let mut bytes = 0u64;
+        for f in &t.files {
+            if by_file.get(&f.file_id).is_some_and(|e| !reachable(e)) {
+                continue;
+            }
+            let loc = t.data_location(f);
+            if self
+                .cache
+                .has_metadata(&loc, f.size, f.record_count, f.etag.as_deref())
+            {
+                continue;
+            }
+            bytes = bytes.saturating_add(
+                f.metadata_offset
+                    .map_or(datafile::FOOTER_PREFETCH, |o| f.size.saturating_sub(o)),
+            );
+            out.push(f);
+        }
+        if out.len() <= PREFETCH_FILES || bytes <= PREFETCH_BYTES {
+            out
+        } else {
+            vec![]
+        }
     }
 
     /// What differs between the store's view of a data file and the manifest's facts.
@@ -572,7 +679,7 @@ impl Lookup<'_> {
                 Answer::Scan => {}
             }
         }
-        let mut read: Option<(Arc<ParquetMetaData>, ObjectMeta)> = None;
+        let mut read: Option<(Arc<ParquetMetaData>, ObjectMeta, bool)> = None;
         if let (Some((entries, pruned)), Some(plan)) = (entries, plan) {
             let ix = plan.index;
             let mut positions = Vec::new();
@@ -644,8 +751,7 @@ impl Lookup<'_> {
                     }
                 }
             } else {
-                let (md, meta) =
-                    datafile::read_metadata_with_page_index(self.data, &loc, Some(f.size)).await?;
+                let (md, meta, cached) = self.file_metadata(f, &loc).await?;
                 let rows = md.file_metadata().num_rows().max(0) as u64;
                 match Self::drift(f, &meta, Some(rows), q) {
                     None => {
@@ -654,7 +760,7 @@ impl Lookup<'_> {
                         st.files_by_index = 1;
                         return Ok(FileHits {
                             positions,
-                            read: Some((md, pinned(loc, &meta, q))),
+                            read: Some((md, reads_at(loc, &meta, q.pin_versions || cached))),
                             rows: None,
                             stats: st,
                             pending: true,
@@ -666,25 +772,24 @@ impl Lookup<'_> {
                             &mut st,
                             rejection(ix, entry, RejectReason::Drifted { detail }),
                         );
-                        read = Some((md, meta));
+                        read = Some((md, meta, cached));
                     }
                 }
             }
         }
         // 2. A scan of the file as it is now.
-        let (md, meta) = match read {
+        let (md, meta, cached) = match read {
             Some(r) => r,
             None => {
-                let (md, meta) =
-                    datafile::read_metadata_with_page_index(self.data, &loc, Some(f.size)).await?;
+                let (md, meta, cached) = self.file_metadata(f, &loc).await?;
                 let rows = md.file_metadata().num_rows().max(0) as u64;
                 if Self::drift(f, &meta, Some(rows), q).is_some() {
                     st.drifted.push(f.path.clone());
                 }
-                (md, meta)
+                (md, meta, cached)
             }
         };
-        let loc = pinned(loc, &meta, q);
+        let loc = reads_at(loc, &meta, q.pin_versions || cached);
         self.scan_file(pred, f, md, loc, st).await
     }
 
@@ -926,9 +1031,8 @@ impl Lookup<'_> {
             Some(r) => r,
             None => {
                 let loc = Location::new(t.data_location(f));
-                let (md, meta) =
-                    datafile::read_metadata_with_page_index(self.data, &loc, Some(f.size)).await?;
-                (md, pinned(loc, &meta, q))
+                let (md, meta, cached) = self.file_metadata(f, &loc).await?;
+                (md, reads_at(loc, &meta, q.pin_versions || cached))
             }
         };
         let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
@@ -958,14 +1062,6 @@ enum Answer<'a> {
 
 fn answer_entry<'m>(plan: &IndexPlan<'m>, f: &FileEntry) -> Option<&'m IndexFileEntry> {
     plan.index.files.iter().find(|e| e.file_id == f.file_id)
-}
-
-/// Natively, reads after the footer are pinned to the version the footer came from.
-fn pinned(loc: Location, meta: &ObjectMeta, q: &Query) -> Location {
-    match (&meta.version, q.pin_versions) {
-        (Some(v), true) => loc.with_version(v),
-        _ => loc,
-    }
 }
 
 /// One batch of the answer: the parts (one per file, in order) under one schema whose

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::formats::manifest::{self, Manifest};
 use crate::io::store::{open_store, OpenOptions};
 use crate::io::{ObjectStoreReader, UrlReader};
-use crate::read::lookup::DirectoryCache;
+use crate::read::cache::ReadCache;
 use crate::read::snapshot::Snapshot;
 
 /// A read-only view of the newest published version of an overlay.
@@ -22,7 +22,8 @@ pub struct OverlayReader {
     reader: Arc<ObjectStoreReader>,
     data: Arc<UrlReader>,
     manifest: RwLock<Arc<Manifest>>,
-    dirs: Arc<DirectoryCache>,
+    cache: Arc<ReadCache>,
+    metrics: Arc<crate::read::metrics::Metrics>,
     scan_only: AtomicBool,
 }
 
@@ -43,7 +44,8 @@ impl OverlayReader {
             reader,
             data,
             manifest: RwLock::new(Arc::new(m)),
-            dirs: Arc::new(DirectoryCache::default()),
+            cache: Arc::new(ReadCache::default()),
+            metrics: Arc::new(crate::read::metrics::Metrics::default()),
             scan_only: AtomicBool::new(false),
         })
     }
@@ -69,7 +71,6 @@ impl OverlayReader {
             )));
         }
         *self.manifest.write().expect("manifest lock") = Arc::new(m);
-        self.dirs.clear();
         Ok(v)
     }
 
@@ -85,9 +86,10 @@ impl OverlayReader {
             self.reader.clone(),
             self.data.clone(),
             self.pinned(),
-            self.dirs.clone(),
+            self.cache.clone(),
         )
         .with_pinned_versions(true)
+        .with_metrics(self.metrics.clone())
         .with_scan_only(self.scan_only.load(Ordering::Relaxed))
     }
 }

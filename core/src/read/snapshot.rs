@@ -15,7 +15,9 @@ use crate::error::Result;
 use crate::formats::lineage::Rejection;
 use crate::formats::manifest::Manifest;
 use crate::io::{BoxFut, MaybeSend, MaybeSync, RangeReader};
-use crate::read::lookup::{DirectoryCache, LocateResult, Lookup, LookupResult, RowRef};
+use crate::read::cache::ReadCache;
+use crate::read::lookup::{LocateResult, Lookup, LookupResult, RowRef};
+use crate::read::metrics::{Metrics, MetricsReport};
 use crate::read::plan::{Query, QueryResult};
 use crate::values::{Value, ValueBound};
 
@@ -36,10 +38,11 @@ pub struct Snapshot {
     overlay: Arc<dyn RangeReader>,
     data: Arc<dyn RangeReader>,
     manifest: Arc<Manifest>,
-    dirs: Arc<DirectoryCache>,
+    cache: Arc<ReadCache>,
     scan_only: bool,
     pin_versions: bool,
     sink: Option<Arc<dyn RejectionSink>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Snapshot {
@@ -49,16 +52,17 @@ impl Snapshot {
         overlay: Arc<dyn RangeReader>,
         data: Arc<dyn RangeReader>,
         manifest: Arc<Manifest>,
-        dirs: Arc<DirectoryCache>,
+        cache: Arc<ReadCache>,
     ) -> Snapshot {
         Snapshot {
             overlay,
             data,
             manifest,
-            dirs,
+            cache,
             scan_only: false,
             pin_versions: false,
             sink: None,
+            metrics: None,
         }
     }
 
@@ -80,6 +84,23 @@ impl Snapshot {
         self
     }
 
+    /// Counts every read of this snapshot into the handle's `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Snapshot {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The handle's counters with its readers' requests and bytes and its cache's tiers
+    /// (empty counters when the snapshot was made without [`Snapshot::with_metrics`]).
+    pub fn metrics(&self) -> MetricsReport {
+        let none = Metrics::default();
+        self.metrics.as_deref().unwrap_or(&none).report(
+            self.overlay.stats(),
+            self.data.stats(),
+            self.cache.stats(),
+        )
+    }
+
     pub fn manifest(&self) -> &Arc<Manifest> {
         &self.manifest
     }
@@ -93,7 +114,7 @@ impl Snapshot {
             overlay: self.overlay.as_ref(),
             data: self.data.as_ref(),
             manifest: &self.manifest,
-            dirs: &self.dirs,
+            cache: &self.cache,
             scan_only: self.scan_only,
         }
     }
@@ -104,8 +125,11 @@ impl Snapshot {
         }
     }
 
-    async fn told(&self, table: &str, r: Result<LookupResult>) -> Result<LookupResult> {
+    async fn told(&self, verb: &str, table: &str, r: Result<LookupResult>) -> Result<LookupResult> {
         let r = r?;
+        if let Some(m) = &self.metrics {
+            m.record_lookup(verb, &r.stats);
+        }
         self.tell(table, &r.stats.rejections).await;
         Ok(r)
     }
@@ -113,7 +137,7 @@ impl Snapshot {
     /// Rows whose indexed columns equal `key` (see [`Lookup::lookup`]).
     pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
         let r = self.lookup_view().lookup(table, index, key).await;
-        self.told(table, r).await
+        self.told("lookup", table, r).await
     }
 
     /// `index IN (keys)` (see [`Lookup::lookup_many`]).
@@ -124,7 +148,7 @@ impl Snapshot {
         keys: &[Vec<Value>],
     ) -> Result<LookupResult> {
         let r = self.lookup_view().lookup_many(table, index, keys).await;
-        self.told(table, r).await
+        self.told("lookupMany", table, r).await
     }
 
     /// `lower ≤ index ≤ upper` (see [`Lookup::range`]); with `column`, refused
@@ -143,7 +167,7 @@ impl Snapshot {
             view.check_range_column(table, index, &lower, &upper, c)?;
         }
         let r = view.range(table, index, lower, upper, reverse).await;
-        self.told(table, r).await
+        self.told("range", table, r).await
     }
 
     /// `E_REFUSED` unless `lower`/`upper` range over `column` of `index` (see
@@ -172,7 +196,7 @@ impl Snapshot {
             .lookup_view()
             .nulls(table, index, prefix, reverse)
             .await;
-        self.told(table, r).await
+        self.told("nulls", table, r).await
     }
 
     /// Where rows with stable ids `ids` are (see [`Lookup::locate`]).
@@ -187,9 +211,46 @@ impl Snapshot {
         rows: &[RowRef],
         columns: &[String],
     ) -> Result<RecordBatch> {
-        self.lookup_view()
+        let r = self
+            .lookup_view()
             .fetch(table, rows, columns, self.pin_versions)
-            .await
+            .await;
+        let r = match self.changed(r) {
+            Some(r) => r,
+            None => {
+                self.lookup_view()
+                    .fetch(table, rows, columns, self.pin_versions)
+                    .await
+            }
+        };
+        if let (Some(m), Ok(_)) = (&self.metrics, &r) {
+            m.record_fetch();
+        }
+        r
+    }
+
+    /// `None` (ask again) when `r` failed because a data file changed under a version a
+    /// read was pinned to — a file rewritten since its metadata was cached: the cached
+    /// metadata is dropped so the second attempt reads the files as they are (and reports
+    /// drift). A second `E_CHANGED` is returned (the file changed during the read).
+    fn changed<T>(&self, r: Result<T>) -> Option<Result<T>> {
+        match r {
+            Err(crate::error::Error::Io(crate::io::IoError::Changed { .. })) => {
+                self.cache.forget_metadata();
+                None
+            }
+            r => Some(r),
+        }
+    }
+
+    /// The read handle's cache.
+    pub fn cache(&self) -> &Arc<ReadCache> {
+        &self.cache
+    }
+
+    /// The plan `q` over `table` would follow (see [`crate::read::explain`]).
+    pub async fn explain(&self, table: &str, q: &Query) -> Result<crate::read::explain::Explain> {
+        self.lookup_view().explain(table, q).await
     }
 
     /// Answers `q` over `table` (see [`crate::read::plan`]). Natively the wall time is in the
@@ -201,13 +262,20 @@ impl Snapshot {
         };
         #[cfg(not(target_arch = "wasm32"))]
         let t0 = std::time::Instant::now();
+        let r = self.lookup_view().query(table, &q).await;
         #[allow(unused_mut)]
-        let mut r = self.lookup_view().query(table, &q).await?;
+        let mut r = match self.changed(r) {
+            Some(r) => r?,
+            None => self.lookup_view().query(table, &q).await?,
+        };
         #[cfg(not(target_arch = "wasm32"))]
         {
             r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
         }
         self.tell(table, &r.stats.rejections).await;
+        if let Some(m) = &self.metrics {
+            m.record_query(&r.stats);
+        }
         Ok(r)
     }
 }

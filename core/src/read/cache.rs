@@ -1,0 +1,458 @@
+//! [`ReadCache`]: what a read handle keeps between reads — parsed block directories, data
+//! files' Parquet metadata (footer and page index) and index blocks — under one byte budget,
+//! least recently used first out.
+//!
+//! It lives on the read handle (the addon's `Overlay`, the read-only reader, the wasm
+//! reader) and every [`crate::read::Snapshot`] of it shares it, so a Worker that keeps its
+//! reader at module scope answers later requests warm, across `refresh()`.
+//!
+//! Nothing cached can be served stale, because every key names the exact bytes it holds:
+//! - a directory by bundle path, blob offset **and the directory's SHA-256** from the
+//!   manifest (a rebuilt blob has another hash, so another key);
+//! - an index block by bundle path and byte range; bundles are never rewritten in place, and
+//!   every block is verified against its hash in the (verified) directory on every use;
+//! - a data file's metadata by location, the size, record count and ETag the manifest
+//!   recorded, and it is cached only when the store reported a version (ETag) for it. Reads
+//!   answered from cached metadata are pinned to that version, so a file rewritten since
+//!   fails the read (`E_CHANGED`) instead of returning other rows; the snapshot then drops
+//!   cached metadata and answers again from the files as they are (see
+//!   [`crate::read::Snapshot`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use parquet::file::metadata::ParquetMetaData;
+use serde::Serialize;
+
+use crate::index::ordered::OrderedDirectory;
+use crate::io::ObjectMeta;
+
+/// The default byte budget of a read handle's cache.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+
+/// What a cache entry is, for the per-tier counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tier {
+    Directory,
+    Metadata,
+    Block,
+}
+
+const TIERS: [Tier; 3] = [Tier::Directory, Tier::Metadata, Tier::Block];
+
+impl Tier {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Directory => "directory",
+            Tier::Metadata => "metadata",
+            Tier::Block => "block",
+        }
+    }
+    fn slot(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Directory {
+        bundle: Arc<str>,
+        offset: u64,
+        sha256: Arc<str>,
+    },
+    Metadata {
+        location: Arc<str>,
+        size: u64,
+        rows: u64,
+        etag: Option<Arc<str>>,
+    },
+    Block {
+        bundle: Arc<str>,
+        start: u64,
+        end: u64,
+    },
+}
+
+impl Key {
+    fn tier(&self) -> Tier {
+        match self {
+            Key::Directory { .. } => Tier::Directory,
+            Key::Metadata { .. } => Tier::Metadata,
+            Key::Block { .. } => Tier::Block,
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Entry {
+    Directory(Arc<OrderedDirectory>),
+    Metadata(Arc<ParquetMetaData>, ObjectMeta),
+    Block(Bytes),
+}
+
+#[derive(Default)]
+struct Lru {
+    entries: HashMap<Key, (Entry, u64, u64)>, // entry, bytes, last-use tick
+    by_use: BTreeMap<u64, Key>,
+    tick: u64,
+    bytes: u64,
+}
+
+impl Lru {
+    fn touch(&mut self, k: &Key) -> Option<Entry> {
+        self.tick += 1;
+        let tick = self.tick;
+        let (e, _, used) = self.entries.get_mut(k)?;
+        let old = std::mem::replace(used, tick);
+        let e = e.clone();
+        if let Some(key) = self.by_use.remove(&old) {
+            self.by_use.insert(tick, key);
+        }
+        Some(e)
+    }
+
+    fn remove(&mut self, k: &Key) {
+        if let Some((_, bytes, used)) = self.entries.remove(k) {
+            self.bytes -= bytes;
+            self.by_use.remove(&used);
+        }
+    }
+
+    fn insert(&mut self, k: Key, e: Entry, bytes: u64, budget: u64) {
+        if bytes > budget / 4 {
+            return; // one entry never takes more than a quarter of the budget
+        }
+        self.remove(&k);
+        self.tick += 1;
+        self.by_use.insert(self.tick, k.clone());
+        self.entries.insert(k, (e, bytes, self.tick));
+        self.bytes += bytes;
+        while self.bytes > budget {
+            let Some((_, old)) = self.by_use.pop_first() else {
+                break;
+            };
+            if let Some((_, b, _)) = self.entries.remove(&old) {
+                self.bytes -= b;
+            }
+        }
+    }
+}
+
+/// Counters of one tier.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TierStats {
+    pub hits: u64,
+    pub misses: u64,
+    /// Entries and bytes held now.
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// A snapshot of the cache's counters, per tier.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheStats {
+    pub budget: u64,
+    pub directory: TierStats,
+    pub metadata: TierStats,
+    pub block: TierStats,
+}
+
+impl CacheStats {
+    pub fn tier(&self, t: Tier) -> &TierStats {
+        match t {
+            Tier::Directory => &self.directory,
+            Tier::Metadata => &self.metadata,
+            Tier::Block => &self.block,
+        }
+    }
+    /// Hits over every tier.
+    pub fn hits(&self) -> u64 {
+        self.directory.hits + self.metadata.hits + self.block.hits
+    }
+}
+
+/// The read handle's cache (see the module docs). Cheap to share behind an `Arc`; safe to use
+/// from many reads at once.
+pub struct ReadCache {
+    budget: AtomicU64,
+    lru: Mutex<Lru>,
+    hits: [AtomicU64; 3],
+    misses: [AtomicU64; 3],
+}
+
+impl Default for ReadCache {
+    fn default() -> Self {
+        ReadCache::with_budget(DEFAULT_CACHE_BYTES)
+    }
+}
+
+impl ReadCache {
+    /// A cache holding at most `budget` bytes (0 caches nothing).
+    pub fn with_budget(budget: u64) -> ReadCache {
+        ReadCache {
+            budget: AtomicU64::new(budget),
+            lru: Mutex::default(),
+            hits: Default::default(),
+            misses: Default::default(),
+        }
+    }
+
+    /// Changes the budget, evicting down to it.
+    pub fn set_budget(&self, budget: u64) {
+        self.budget.store(budget, Ordering::Relaxed);
+        let mut lru = self.lock();
+        while lru.bytes > budget {
+            let Some((_, old)) = lru.by_use.pop_first() else {
+                break;
+            };
+            if let Some((_, b, _)) = lru.entries.remove(&old) {
+                lru.bytes -= b;
+            }
+        }
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.budget.load(Ordering::Relaxed)
+    }
+
+    /// Drops everything (counters are kept).
+    pub fn clear(&self) {
+        *self.lock() = Lru::default();
+    }
+
+    /// Hits over every tier since the cache was created.
+    pub fn hits(&self) -> u64 {
+        self.hits.iter().map(|h| h.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Counters and occupancy per tier.
+    pub fn stats(&self) -> CacheStats {
+        let lru = self.lock();
+        let mut held = [(0u64, 0u64); 3];
+        for (k, (_, b, _)) in &lru.entries {
+            let h = &mut held[k.tier().slot()];
+            h.0 += 1;
+            h.1 += b;
+        }
+        let tier = |t: Tier| TierStats {
+            hits: self.hits[t.slot()].load(Ordering::Relaxed),
+            misses: self.misses[t.slot()].load(Ordering::Relaxed),
+            entries: held[t.slot()].0,
+            bytes: held[t.slot()].1,
+        };
+        let mut s = CacheStats {
+            budget: self.budget(),
+            ..Default::default()
+        };
+        for t in TIERS {
+            let v = tier(t);
+            match t {
+                Tier::Directory => s.directory = v,
+                Tier::Metadata => s.metadata = v,
+                Tier::Block => s.block = v,
+            }
+        }
+        s
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
+        // A panic while holding the lock leaves a consistent map (every method restores the
+        // invariants before it could panic), so a poisoned lock is still usable.
+        self.lru.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, k: &Key) -> Option<Entry> {
+        let e = self.lock().touch(k);
+        let slot = k.tier().slot();
+        match e {
+            Some(_) => self.hits[slot].fetch_add(1, Ordering::Relaxed),
+            None => self.misses[slot].fetch_add(1, Ordering::Relaxed),
+        };
+        e
+    }
+
+    fn put(&self, k: Key, e: Entry, bytes: u64) {
+        let budget = self.budget();
+        self.lock().insert(k, e, bytes, budget);
+    }
+
+    /// The parsed directory of the blob at `offset` in `bundle` whose bytes hash to `sha256`.
+    pub fn directory(
+        &self,
+        bundle: &str,
+        offset: u64,
+        sha256: &str,
+    ) -> Option<Arc<OrderedDirectory>> {
+        match self.get(&dir_key(bundle, offset, sha256)) {
+            Some(Entry::Directory(d)) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Whether [`ReadCache::directory`] would answer (not counted as a hit or miss).
+    pub fn has_directory(&self, bundle: &str, offset: u64, sha256: &str) -> bool {
+        self.lock()
+            .entries
+            .contains_key(&dir_key(bundle, offset, sha256))
+    }
+
+    pub fn put_directory(&self, bundle: &str, offset: u64, sha256: &str, d: Arc<OrderedDirectory>) {
+        let bytes = 64
+            + d.max_key.len() as u64
+            + d.blocks
+                .iter()
+                .map(|b| 64 + b.first_key.len() as u64)
+                .sum::<u64>();
+        self.put(dir_key(bundle, offset, sha256), Entry::Directory(d), bytes);
+    }
+
+    /// A data file's metadata (with its page index) and the size and version the store
+    /// reported when it was read, for the facts the manifest recorded.
+    pub fn metadata(
+        &self,
+        location: &str,
+        size: u64,
+        rows: u64,
+        etag: Option<&str>,
+    ) -> Option<(Arc<ParquetMetaData>, ObjectMeta)> {
+        match self.get(&meta_key(location, size, rows, etag)) {
+            Some(Entry::Metadata(md, meta)) => Some((md, meta)),
+            _ => None,
+        }
+    }
+
+    /// Whether [`ReadCache::metadata`] would answer (not counted as a hit or miss).
+    pub fn has_metadata(&self, location: &str, size: u64, rows: u64, etag: Option<&str>) -> bool {
+        self.lock()
+            .entries
+            .contains_key(&meta_key(location, size, rows, etag))
+    }
+
+    /// Caches a data file's metadata; ignored unless `meta` carries a version (reads from
+    /// cached metadata are pinned to it).
+    pub fn put_metadata(
+        &self,
+        location: &str,
+        size: u64,
+        rows: u64,
+        etag: Option<&str>,
+        md: Arc<ParquetMetaData>,
+        meta: ObjectMeta,
+    ) {
+        if meta.version.is_none() {
+            return;
+        }
+        let bytes = md.memory_size() as u64;
+        self.put(
+            meta_key(location, size, rows, etag),
+            Entry::Metadata(md, meta),
+            bytes,
+        );
+    }
+
+    /// Drops every cached data file metadata (a read found a file changed under its cached
+    /// version).
+    pub fn forget_metadata(&self) {
+        let mut lru = self.lock();
+        let stale: Vec<Key> = lru
+            .entries
+            .keys()
+            .filter(|k| k.tier() == Tier::Metadata)
+            .cloned()
+            .collect();
+        for k in &stale {
+            lru.remove(k);
+        }
+    }
+
+    /// The bytes `start..end` of `bundle`, when cached.
+    pub fn block(&self, bundle: &str, start: u64, end: u64) -> Option<Bytes> {
+        match self.get(&Key::Block {
+            bundle: Arc::from(bundle),
+            start,
+            end,
+        }) {
+            Some(Entry::Block(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn put_block(&self, bundle: &str, start: u64, end: u64, bytes: Bytes) {
+        let n = bytes.len() as u64;
+        self.put(
+            Key::Block {
+                bundle: Arc::from(bundle),
+                start,
+                end,
+            },
+            Entry::Block(bytes),
+            n,
+        );
+    }
+}
+
+fn dir_key(bundle: &str, offset: u64, sha256: &str) -> Key {
+    Key::Directory {
+        bundle: Arc::from(bundle),
+        offset,
+        sha256: Arc::from(sha256.to_ascii_lowercase()),
+    }
+}
+
+fn meta_key(location: &str, size: u64, rows: u64, etag: Option<&str>) -> Key {
+    Key::Metadata {
+        location: Arc::from(location),
+        size,
+        rows,
+        etag: etag.map(Arc::from),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_evicted_least_recently_used_first_within_the_budget() {
+        let c = ReadCache::with_budget(400);
+        c.put_block("b", 0, 100, Bytes::from(vec![1u8; 100]));
+        c.put_block("b", 100, 200, Bytes::from(vec![2u8; 100]));
+        c.put_block("b", 200, 300, Bytes::from(vec![3u8; 100]));
+        assert!(c.block("b", 0, 100).is_some()); // now most recent
+        c.put_block("b", 300, 400, Bytes::from(vec![4u8; 100]));
+        c.put_block("b", 400, 500, Bytes::from(vec![5u8; 100]));
+        // 100..200 was the least recently used: evicted to stay within 400 bytes.
+        assert!(c.block("b", 100, 200).is_none());
+        assert_eq!(c.block("b", 0, 100).unwrap()[0], 1);
+        assert!(c.block("b", 400, 500).is_some());
+        let s = c.stats();
+        assert!(s.block.bytes <= 400, "{s:?}");
+        assert_eq!(s.block.entries, 4);
+        assert_eq!(s.block.misses, 1);
+        assert_eq!(s.block.hits, 3);
+        // An entry over a quarter of the budget is never cached; a zero budget caches nothing.
+        c.put_block("b", 0, 101, Bytes::from(vec![0u8; 101]));
+        assert!(c.block("b", 0, 101).is_none());
+        c.set_budget(0);
+        assert_eq!(c.stats().block.entries, 0);
+        c.put_block("b", 0, 1, Bytes::from_static(b"x"));
+        assert!(c.block("b", 0, 1).is_none());
+    }
+
+    #[test]
+    fn directories_are_keyed_by_their_hash() {
+        let c = ReadCache::default();
+        let d = Arc::new(OrderedDirectory {
+            blocks: vec![],
+            max_key: vec![1],
+        });
+        c.put_directory("x.puffin", 4, "AB", d);
+        assert!(c.directory("x.puffin", 4, "ab").is_some());
+        assert!(c.directory("x.puffin", 4, "cd").is_none());
+        assert!(c.directory("x.puffin", 5, "ab").is_none());
+    }
+}

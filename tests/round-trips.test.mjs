@@ -1,0 +1,89 @@
+// Round trips of the wasm reader over HTTP (issue 14), counted by the range server as
+// sequential depth with a 15 ms delay per response so requests issued together overlap: a
+// cold reader (HEAD + manifest + query) answers a point query in at most 4, a warm one in 2;
+// IN-10 and a 1,000-row range over several files and row groups in at most 3 (2 once the
+// files' metadata is cached). The same answers as the addon.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { startRangeServer } from '../scripts/range-server.mjs';
+
+const require = createRequire(import.meta.url);
+const { Overlay, sampleOrdersParquet } = require('skerry');
+const { OverlayReader } = require('skerry-wasm');
+
+const FILES = 6;
+const PER = 20_000;
+let root, server, overlay;
+
+before(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-trips-'));
+  fs.mkdirSync(path.join(root, 'data'), { recursive: true });
+  for (let f = 0; f < FILES; f++) {
+    fs.writeFileSync(path.join(root, 'data', `p${f}.parquet`), sampleOrdersParquet(f * PER, PER, 5_000, 'snappy'));
+  }
+  overlay = await Overlay.open(`file://${root}/overlay`);
+  await overlay.registerParquetTable('orders', `file://${root}/data`);
+  await overlay.createIndex('orders', 'by_id', ['order_id'], { unique: true });
+  await overlay.build('orders');
+  await overlay.publish();
+  server = await startRangeServer(root, { latencyMs: 15 });
+});
+
+after(async () => {
+  await overlay?.close();
+  await server?.close();
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+const open = () => OverlayReader.open(`${server.url}/overlay`, { tables: { orders: `${server.url}/data` } });
+const columns = ['order_id', 'customer', 'amount', 'day'];
+const ids = (r) => r.rows.map((x) => Number(x.order_id));
+
+async function same(reader, options) {
+  const w = await reader.query('orders', { ...options, columns });
+  const a = await overlay.query('orders', { ...options, columns });
+  assert.deepEqual(w.rows, a.rows);
+  return w;
+}
+
+test('a cold reader answers a point query in 4 round trips, a warm one in 2', async () => {
+  server.reset();
+  const reader = await open();
+  const r = await same(reader, { where: { order_id: 3 * PER + 77 } });
+  assert.deepEqual(ids(r), [3 * PER + 77]);
+  const coldTrips = server.stats.trips;
+  assert.ok(coldTrips <= 4, `cold: ${coldTrips} trips: ${JSON.stringify(server.stats.log)}`);
+  for (const id of [3 * PER + 15_001, 3 * PER + 9, 3 * PER + 4_321]) {
+    server.reset();
+    const w = await reader.query('orders', { where: { order_id: id }, columns });
+    assert.deepEqual(ids(w), [id]);
+    assert.ok(server.stats.trips <= 2, `warm ${id}: ${server.stats.trips} trips: ${JSON.stringify(server.stats.log)}`);
+    assert.ok(w.stats.indexBytes <= 64 * 1024, JSON.stringify(w.stats));
+  }
+});
+
+test('IN-10 and a 1,000-row range fan out: 3 round trips, 2 with metadata cached', async () => {
+  const reader = await open();
+  await reader.query('orders', { where: { order_id: 1 }, columns }); // manifest read, one file's metadata
+  const keys = Array.from({ length: 10 }, (_, k) => k * 11_987 + 5);
+  server.reset();
+  let r = await same(reader, { where: { order_id: { in: keys } } });
+  assert.deepEqual(ids(r), keys);
+  assert.ok(server.stats.trips <= 3, `IN-10: ${server.stats.trips} trips: ${JSON.stringify(server.stats.log)}`);
+  const keys2 = keys.map((k) => k + 3);
+  server.reset();
+  r = await same(reader, { where: { order_id: { in: keys2 } } });
+  assert.deepEqual(ids(r), keys2);
+  assert.ok(server.stats.trips <= 2, `IN-10 warm: ${server.stats.trips} trips`);
+  // 1,000 rows across a file boundary.
+  const lo = 2 * PER - 400;
+  server.reset();
+  r = await same(reader, { where: { order_id: { gte: lo, lt: lo + 1000 } } });
+  assert.deepEqual(ids(r), Array.from({ length: 1000 }, (_, k) => lo + k));
+  assert.ok(server.stats.trips <= 3, `range: ${server.stats.trips} trips: ${JSON.stringify(server.stats.log)}`);
+  assert.equal(r.stats.index, 'by_id');
+});
