@@ -103,15 +103,17 @@ for (const [name, make] of Object.entries(shapes)) {
 let hyp = null;
 try {
   const hp = await import(path.join(here, 'node_modules/hyparquet/src/index.js'));
-  hyp = {};
+  const measured = {};
   for (const [name, make] of Object.entries(shapes)) {
     const ms = [];
     let last;
     for (let i = 0; i < 2; i++) {
       const q = make();
-      const filter = 'in' in (q.where.id ?? {}) ? { id: { $in: q.where.id.in } }
-        : typeof q.where.id === 'number' ? { id: { $eq: q.where.id } }
-          : { id: { $gte: q.where.id.gte, $lt: q.where.id.lt } };
+      const id = q.where.id;
+      // hyparquet reads int64 as bigint and compares strictly.
+      const filter = typeof id === 'number' ? { id: { $eq: BigInt(id) } }
+        : 'in' in id ? { id: { $in: id.in.map(BigInt) } }
+          : { id: { $gte: BigInt(id.gte), $lt: BigInt(id.lt) } };
       server.reset();
       const t = performance.now();
       const rows = (await Promise.all(files.map(async (f) => {
@@ -122,28 +124,29 @@ try {
       if (rows.length !== q.n) throw new Error(`hyparquet ${name}: ${rows.length} rows, want ${q.n}`);
       last = { trips: server.stats.trips, requests: server.stats.requests, bytes: server.stats.bytes };
     }
-    hyp[name] = { p50: median(ms), ...last };
+    measured[name] = { p50: median(ms), ...last };
   }
+  hyp = measured;
 } catch (e) {
   console.log(`hyparquet peer not run (npm install --prefix bench): ${String(e.message).split('\n')[0]}`);
 }
 
-// LanceDB, local, from the same rows (read through Skerry as Arrow, converted untimed).
+// LanceDB, local, from the same rows (read through Skerry, converted untimed; NULL amounts
+// become NaN and timestamps numbers, so LanceDB can infer the schema from plain objects).
 let lance = null;
 try {
   const lancedb = await import(path.join(here, 'node_modules/@lancedb/lancedb/dist/index.js'));
-  const arrow = await import(path.join(here, 'node_modules/apache-arrow/Arrow.node.mjs'));
   const db = await lancedb.connect(path.join(dir, 'lance'));
   let tbl;
   const per = ROWS / files.length;
   for (let f = 0; f < files.length; f++) {
     const r = await overlay.query('t', { where: { id: { gte: f * per, lt: (f + 1) * per } }, columns: COLUMNS });
-    const batch = arrow.tableFromIPC(r.ipc);
-    if (!tbl) tbl = await db.createTable('t', batch);
-    else await tbl.add(batch);
+    const rows = r.rows.map((x) => ({ ...x, id: Number(x.id), ts: Number(x.ts instanceof Date ? x.ts.getTime() : x.ts), amount: x.amount ?? NaN }));
+    if (!tbl) tbl = await db.createTable('t', rows);
+    else await tbl.add(rows);
   }
   await tbl.createIndex('id', { config: lancedb.Index.btree() });
-  lance = {};
+  const timed = {};
   for (const [name, make] of Object.entries(shapes)) {
     const ms = [];
     for (let i = 0; i < 50; i++) {
@@ -153,8 +156,9 @@ try {
       ms.push(performance.now() - t);
       if (rows.length !== q.n) throw new Error(`lance ${name}: ${rows.length} rows, want ${q.n}`);
     }
-    lance[name] = { p50: median(ms) };
+    timed[name] = { p50: median(ms) };
   }
+  lance = timed;
 } catch (e) {
   console.log(`LanceDB peer not run (npm install --prefix bench): ${String(e.message).split('\n')[0]}`);
 }

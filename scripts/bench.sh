@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Benchmarks (not part of `npm test`), on release builds (what users install): the Node
-# end-to-end build, lookup and query benchmarks on the addon and wasm reader, then the
-# criterion benchmarks. `SKERRY_BENCH_SCALE=1` adds the 10M-row build run.
+# end-to-end build, lookup, query and read (vs LanceDB and hyparquet) benchmarks on the addon
+# and wasm reader, then the criterion benchmarks. `SKERRY_BENCH_SCALE=1` adds the 10M-row build run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 bash scripts/build.sh all --release
 # The peers measured in the same runs (bench/package.json; not part of the workspace).
-[ -d bench/node_modules/@lancedb/lancedb ] || npm install --prefix bench --no-audit --no-fund
+[ -d bench/node_modules/@lancedb/lancedb ] && [ -d bench/node_modules/hyparquet ] || npm install --prefix bench --no-audit --no-fund
+# The read benchmark's table is written by pyarrow (another writer than Skerry's own).
+python3 -c "import pyarrow" 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pyarrow
 node bench/build.mjs
 if [ -n "${SKERRY_BENCH_SCALE:-}" ]; then node bench/build.mjs --scale; fi
 node bench/lookups.mjs
 node bench/query.mjs
+node bench/reads.mjs
 cargo bench -p skerry-core

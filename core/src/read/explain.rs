@@ -135,6 +135,10 @@ impl Lookup<'_> {
             }
             None => vec![false; t.files.len()],
         };
+        let by_file: std::collections::HashMap<u64, &IndexFileEntry> = plan
+            .as_ref()
+            .map(|p| p.index.files.iter().map(|e| (e.file_id, e)).collect())
+            .unwrap_or_default();
         let mut files = Vec::with_capacity(t.files.len());
         let (mut blob_reads, mut meta_reads, mut page_reads) = (0u64, 0u64, 0u64);
         let mut dirs_to_read = 0u64;
@@ -143,9 +147,7 @@ impl Lookup<'_> {
             let metadata_cached =
                 self.cache
                     .has_metadata(&loc, f.size, f.record_count, f.etag.as_deref());
-            let entry: Option<&IndexFileEntry> = plan
-                .as_ref()
-                .and_then(|p| p.index.files.iter().find(|e| e.file_id == f.file_id));
+            let entry: Option<&IndexFileEntry> = by_file.get(&f.file_id).copied();
             let (action, why) = match &plan {
                 None => (FileAction::Scan, None),
                 Some(p) => {

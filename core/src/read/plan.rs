@@ -429,7 +429,10 @@ impl Lookup<'_> {
             let futs = window.iter().map(|&i| {
                 let f = &t.files[i];
                 let answer = if covered[i] {
-                    Answer::Run(run_hits.remove(&i).unwrap_or_default())
+                    Answer::Run(
+                        run_hits.remove(&i).unwrap_or_default(),
+                        by_file.get(&f.file_id).copied(),
+                    )
                 } else if let Some(e) = by_file.get(&f.file_id) {
                     Answer::Entry(e)
                 } else {
@@ -661,11 +664,16 @@ impl Lookup<'_> {
             bundle_path: e.map(|e| e.lineage.bundle_path.clone()),
             reason,
         };
+        let own_entry = match &answer {
+            Answer::Run(_, e) => *e,
+            Answer::Entry(e) => Some(*e),
+            Answer::Scan => None,
+        };
         // 1. The index's entries for this file, when it may answer.
         let mut entries: Option<(Vec<(Vec<u8>, u64)>, bool)> = None; // (entries, pruned)
         if let (Some(plan), Some(probe)) = (plan, probe) {
             match answer {
-                Answer::Run(e) => entries = Some((e, false)),
+                Answer::Run(e, _) => entries = Some((e, false)),
                 Answer::Entry(e) => {
                     match ReadGate::check(&f.path, Some(&e.lineage), Some(&f.facts()), t.snapshot) {
                         GateDecision::Accept => match self.probe(plan.index, e, probe).await {
@@ -708,7 +716,7 @@ impl Lookup<'_> {
                     st.files_by_index = 1
                 }
             };
-            let entry = answer_entry(plan, f);
+            let entry = own_entry;
             if let Some(e) = bad {
                 reject(
                     &mut st,
@@ -1053,8 +1061,9 @@ impl Lookup<'_> {
 
 /// How a file may be answered.
 enum Answer<'a> {
-    /// The table run covers it: these are its entries within the probe.
-    Run(Vec<(Vec<u8>, u64)>),
+    /// The table run covers it: these are its entries within the probe (and its own index
+    /// entry, when it has one).
+    Run(Vec<(Vec<u8>, u64)>, Option<&'a IndexFileEntry>),
     /// Its own index file.
     Entry(&'a IndexFileEntry),
     Scan,
