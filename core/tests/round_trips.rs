@@ -445,6 +445,19 @@ async fn a_cold_reader_opens_and_answers_a_point_in_few_round_trips() {
     assert_eq!(opened, 2);
     rd.answers(&snap, any_of(&want), &want, 5 - opened, "cold IN-10")
         .await;
+
+    // A cold reader's 1,000-row range across a file and a row group boundary: HEAD +
+    // manifest + 3 (block with the two files' metadata, pages).
+    let rd = Reader::new(&fx);
+    rd.trips.reset();
+    let m = rd.open().await;
+    let snap = rd.snapshot(&m);
+    let opened = rd.trips.count();
+    let (lo, hi) = (2 * ROWS - 300, 2 * ROWS + 700);
+    let want: Vec<i64> = (lo..hi).collect();
+    let between = Op::Between(Value::Int(lo), Value::Int(hi - 1));
+    rd.answers(&snap, between, &want, 5 - opened, "cold range")
+        .await;
 }
 
 #[tokio::test]
