@@ -737,3 +737,64 @@ async fn metrics_count_reads_cache_tiers_repairs_and_builds() {
         .prometheus()
         .contains("skerry_repairs_total{state=\"drained\"}"));
 }
+
+#[tokio::test]
+async fn hostile_metadata_offsets_and_inline_directories_are_refused_or_not_trusted() {
+    let fx = fixture().await;
+    let rd = Reader::new(&fx);
+    let good = rd.open().await;
+    // Out of bounds: refused at parse time.
+    let mut m = good.clone();
+    let size = m.tables[0].files[0].size;
+    m.tables[0].files[0].metadata_offset = Some(size - 7);
+    assert_eq!(
+        Manifest::from_json(&m.to_json()).unwrap_err().code(),
+        "E_MANIFEST"
+    );
+    let mut m = good.clone();
+    let run = by_id_run(&mut m);
+    let dir = run.directory.clone().expect("an inline directory");
+    run.directory = Some(dir[2..].to_string());
+    assert_eq!(
+        Manifest::from_json(&m.to_json()).unwrap_err().code(),
+        "E_MANIFEST"
+    );
+
+    // In bounds but wrong: a metadata offset that cuts the page index (or spans the whole
+    // file) and an inline directory of the right length whose bytes do not hash to the
+    // recorded SHA-256 — the answers stay right; the bundle's directory is read instead.
+    let id = 2 * ROWS + 4_242;
+    for (offset, flip) in [(Some(size - 8), true), (Some(0), false), (None, true)] {
+        let mut m = good.clone();
+        for f in &mut m.tables[0].files {
+            f.metadata_offset = offset.map(|o| o.min(f.size - 8));
+        }
+        if flip {
+            let d = by_id_run(&mut m).directory.as_mut().unwrap();
+            let flipped = if d.starts_with('0') { "1" } else { "0" };
+            d.replace_range(0..1, flipped);
+        }
+        let m = Manifest::from_json(&m.to_json()).unwrap();
+        let rd = Reader::new(&fx);
+        let snap = rd.snapshot(&m);
+        let r = snap
+            .query("t", &query(Op::Eq(Value::Int(id))))
+            .await
+            .unwrap();
+        check_rows(&r, &[id]);
+        assert!(r.stats.rejections.is_empty(), "{:?}", r.stats);
+        if flip {
+            // Directory + block from the bundle.
+            assert_eq!(r.stats.index_requests, 2, "{:?}", r.stats);
+        }
+    }
+}
+
+fn by_id_run(m: &mut Manifest) -> &mut skerry_core::formats::manifest::TableRun {
+    m.tables[0]
+        .indexes
+        .iter_mut()
+        .find(|i| i.name == "by_id")
+        .and_then(|i| i.run.as_mut())
+        .expect("a run over 4 files")
+}
