@@ -17,7 +17,7 @@ use crate::datafile;
 use crate::error::{Error, Result};
 use crate::formats::lineage;
 use crate::formats::manifest::{
-    manifest_path, read_head, FileEntry, IndexFileEntry, IndexState, Manifest, TableRun,
+    load_part, manifest_path, read_head, FileEntry, IndexFileEntry, IndexState, Manifest, TableRun,
 };
 use crate::index::ordered;
 use crate::io::{Location, RangeReader};
@@ -491,7 +491,7 @@ impl Overlay {
             t.commit().await?;
         }
         self.reclaim_dropped(&tomb, &mut report).await?;
-        let manifests = self.stored_manifests().await?;
+        let (manifests, _) = self.stored_manifests().await?;
         let retained: Vec<u64> = manifests.iter().map(|(v, _)| *v).collect();
         self.sweep(&retained, &mut report).await?;
         self.invalidate();
@@ -513,25 +513,35 @@ impl Overlay {
         Ok(())
     }
 
-    /// Manifest versions stored under `manifests/`, oldest first, with their paths.
-    async fn stored_manifests(&self) -> Result<Vec<(u64, String)>> {
+    /// Manifest versions stored under `manifests/`, oldest first, with their paths; and the
+    /// part objects stored there (`manifests/<version>/…`), with their versions.
+    async fn stored_manifests(&self) -> Result<(Vec<(u64, String)>, Vec<(u64, Path)>)> {
         let mut out = Vec::new();
+        let mut parts = Vec::new();
         let mut s = self.store.list(Some(&Path::from("manifests")));
         while let Some(m) = s.next().await {
             let m = m.map_err(store_err)?;
             let p = m.location.as_ref().to_string();
-            if let Some(v) = p
-                .strip_prefix("manifests/")
-                .and_then(|n| n.strip_suffix(".json"))
+            let Some(name) = p.strip_prefix("manifests/") else {
+                continue;
+            };
+            if let Some(v) = name
+                .strip_suffix(".json")
                 .and_then(|n| n.parse::<u64>().ok())
             {
                 if p == manifest_path(v) {
                     out.push((v, p));
                 }
+            } else if let Some((dir, _)) = name.split_once('/') {
+                if let Ok(v) = dir.parse::<u64>() {
+                    if dir.len() == 20 {
+                        parts.push((v, m.location));
+                    }
+                }
             }
         }
         out.sort();
-        Ok(out)
+        Ok((out, parts))
     }
 
     /// Every overlay object the catalog head references.
@@ -565,8 +575,13 @@ impl Overlay {
             let m = Manifest::from_json(&b)?;
             for t in &m.tables {
                 for ix in &t.indexes {
-                    live.extend(ix.files.iter().map(|a| a.lineage.bundle_path.clone()));
-                    live.extend(ix.run.iter().map(|r| r.bundle_path.clone()));
+                    load_part(self.reader.as_ref(), &m, t, ix).await?;
+                    live.extend(
+                        ix.file_entries()
+                            .iter()
+                            .map(|a| a.lineage.bundle_path.clone()),
+                    );
+                    live.extend(ix.table_run().map(|r| r.bundle_path.clone()));
                 }
             }
         }
@@ -605,7 +620,7 @@ impl Overlay {
         }
         let _exclusive = self.writing.write().await;
         let mut report = VacuumReport::default();
-        let manifests = self.stored_manifests().await?;
+        let (manifests, parts) = self.stored_manifests().await?;
         let head = match read_head(self.reader.as_ref()).await {
             Ok(h) => Some(h.version),
             Err(Error::Io(crate::io::IoError::NotFound { .. })) => None,
@@ -624,6 +639,16 @@ impl Overlay {
                     .await
                     .map_err(store_err)?;
                 report.manifests += 1;
+            }
+        }
+        // Parts go with their manifest; parts without one are a publish that failed before
+        // writing its root (publishes are held off while vacuum runs).
+        for (v, p) in parts {
+            if !retained.contains(&v) {
+                match self.store.delete(&p).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(store_err(e)),
+                }
             }
         }
         let t = self.catalog.begin()?;

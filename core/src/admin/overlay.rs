@@ -126,6 +126,8 @@ pub struct BuildReport {
 pub struct PublishReport {
     pub version: u64,
     pub path: String,
+    /// Bytes written: the manifest and its parts (large index lists, see
+    /// [`crate::formats::manifest::PartRef`]).
     pub bytes: u64,
 }
 
@@ -167,6 +169,8 @@ pub struct Overlay {
     pub(crate) metrics: Arc<crate::read::metrics::Metrics>,
     /// Answer every file by scanning (benchmarks, debugging): see [`Overlay::set_scan_only`].
     scan_only: std::sync::atomic::AtomicBool,
+    /// See [`Overlay::set_part_min_bytes`].
+    part_min_bytes: std::sync::atomic::AtomicUsize,
     /// Read model of the catalog head, keyed by catalog version.
     pub(crate) model: std::sync::Mutex<Option<(u64, Arc<Manifest>)>>,
     pub(crate) block_bytes: usize,
@@ -197,6 +201,9 @@ impl Overlay {
             metrics: Arc::new(crate::read::metrics::Metrics::default()),
             model: std::sync::Mutex::new(None),
             scan_only: std::sync::atomic::AtomicBool::new(false),
+            part_min_bytes: std::sync::atomic::AtomicUsize::new(
+                crate::formats::manifest::PART_MIN_BYTES,
+            ),
             block_bytes: ordered::DEFAULT_BLOCK_BYTES,
             run_part_bytes: RUN_PART_BYTES,
             writing: tokio::sync::RwLock::new(()),
@@ -499,6 +506,8 @@ impl Overlay {
                     state: ix.state,
                     files: artifacts,
                     run: t.get(&run_key(ix.index_id)).await?,
+                    part: None,
+                    loaded: Default::default(),
                 });
             }
             let s = tr.snapshot as i64;
@@ -516,7 +525,7 @@ impl Overlay {
             });
         }
         Ok(Manifest {
-            format_version: MANIFEST_FORMAT_VERSION,
+            format_version: FORMAT_VERSION_WHOLE,
             version,
             catalog_version,
             tables,
@@ -525,29 +534,50 @@ impl Overlay {
 
     /// Writes the catalog head as a new immutable manifest version and moves `HEAD` to it.
     pub async fn publish(&self) -> Result<PublishReport> {
+        // Vacuum (exclusive) must not take the parts of a version still being published.
+        let _writing = self.writing.read().await;
         // Reserve the version in the catalog first: a fenced (stale) writer fails here,
         // before it can write a manifest or move HEAD.
         let t = self.catalog.begin()?;
         let version = t.get::<u64>("m/published").await?.unwrap_or(0) + 1;
         t.put("m/published", &version)?;
         t.commit().await?;
-        let m = self.snapshot_manifest(version).await?;
+        let mut m = self.snapshot_manifest(version).await?;
         let path = manifest_path(version);
-        let body = m.to_json();
-        let bytes = body.len() as u64;
         let create = PutOptions {
             mode: PutMode::Create,
             ..Default::default()
         };
+        // Large index lists go into parts beside the root, written first: a reader that
+        // sees the root finds them (and verifies them by size and SHA-256).
+        let concurrent = |e| match e {
+            object_store::Error::AlreadyExists { .. } => Error::Conflict(format!(
+                "manifest version {version} was published concurrently"
+            )),
+            e => store_err(e),
+        };
+        let parts = m.split_parts(
+            self.part_min_bytes
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        let mut bytes = 0;
+        for (p, body) in parts {
+            bytes += body.len() as u64;
+            self.store
+                .put_opts(
+                    &Path::from(p.as_str()),
+                    PutPayload::from(body),
+                    create.clone(),
+                )
+                .await
+                .map_err(concurrent)?;
+        }
+        let body = m.to_json();
+        bytes += body.len() as u64;
         self.store
             .put_opts(&Path::from(path.as_str()), PutPayload::from(body), create)
             .await
-            .map_err(|e| match e {
-                object_store::Error::AlreadyExists { .. } => Error::Conflict(format!(
-                    "manifest version {version} was published concurrently"
-                )),
-                e => store_err(e),
-            })?;
+            .map_err(concurrent)?;
         self.move_head(&Head {
             version,
             path: path.clone(),
@@ -734,6 +764,13 @@ impl Overlay {
     pub fn set_scan_only(&self, on: bool) {
         self.scan_only
             .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Index lists larger than `bytes` are published as parts beside the manifest (default
+    /// [`crate::formats::manifest::PART_MIN_BYTES`]; 0 splits every index with lists).
+    pub fn set_part_min_bytes(&self, bytes: usize) {
+        self.part_min_bytes
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Where rows with stable ids `ids` are (see [`Snapshot::locate`]).

@@ -10,8 +10,14 @@ use crate::io::{Location, RangeReader};
 use crate::values::FieldInfo;
 use crate::values::KeySchema;
 
-/// Manifest format version this build writes and reads.
-pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+/// Newest manifest format version this build reads: 1, or 2 when some index lists are
+/// split out into parts ([`PartRef`]; a version-1 reader would otherwise see those indexes
+/// empty and scan every file). Writers write 1 unless they split.
+pub const MANIFEST_FORMAT_VERSION: u32 = FORMAT_VERSION_SPLIT;
+/// The format version of a manifest that holds all its lists inline.
+pub const FORMAT_VERSION_WHOLE: u32 = 1;
+/// The format version of a manifest with parts (and of the parts).
+pub const FORMAT_VERSION_SPLIT: u32 = 2;
 /// Path of the pointer to the newest manifest, relative to the overlay root.
 pub const HEAD_PATH: &str = "manifests/HEAD";
 /// Largest manifest object a reader accepts.
@@ -164,11 +170,127 @@ pub struct IndexManifest {
     pub key: KeySchema,
     pub unique: bool,
     pub state: IndexState,
-    /// Per data file that has the index: where its blob is and what prunes it.
+    /// Per data file that has the index: where its blob is and what prunes it. Empty when
+    /// the lists live in a [`IndexManifest::part`]; readers go through
+    /// [`IndexManifest::file_entries`], which sees either.
     pub files: Vec<IndexFileEntry>,
-    /// The table-wide sorted run of this index, when built (many-file tables).
+    /// The table-wide sorted run of this index, when built (many-file tables). Readers go
+    /// through [`IndexManifest::table_run`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<TableRun>,
+    /// Where `files` and `run` are when the manifest splits them out of the root document
+    /// (large tables: see [`PART_MIN_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<PartRef>,
+    /// The part once read and verified ([`IndexManifest::attach`]): set once per pinned
+    /// manifest, shared by every snapshot of it.
+    #[serde(skip)]
+    pub loaded: std::sync::OnceLock<std::sync::Arc<IndexPart>>,
+}
+
+/// An index's lists split out of the root manifest: an object beside it, named by the
+/// version (`manifests/<version>/<table id>-<index id>.json`), bound to the root by its size
+/// and SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRef {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    /// Entries in the part's `files` (what listings show without reading it).
+    pub files: u64,
+}
+
+/// The document a [`PartRef`] names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexPart {
+    pub format_version: u32,
+    pub version: u64,
+    pub table_id: u64,
+    pub index_id: u64,
+    pub files: Vec<IndexFileEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<TableRun>,
+}
+
+/// An index whose `files` and `run` serialize to more than this many bytes is published
+/// as a part ([`PartRef`]): the root of a 10,000-file table then holds its file list and
+/// index headers, and each index's lists are read when a query first uses that index.
+pub const PART_MIN_BYTES: usize = 1 << 20;
+
+/// Path of the part holding index `index_id` of table `table_id` in manifest `version`.
+pub fn part_path(version: u64, table_id: u64, index_id: u64) -> String {
+    format!("manifests/{version:020}/{table_id}-{index_id}.json")
+}
+
+impl IndexManifest {
+    /// Per data file that has the index. For a split index whose part is not loaded yet
+    /// this is empty — every file is then answered by scanning (the same answer, slower):
+    /// readers load parts ([`crate::read::lookup::Lookup::load_part`]) before planning.
+    pub fn file_entries(&self) -> &[IndexFileEntry] {
+        match (&self.part, self.loaded.get()) {
+            (None, _) => &self.files,
+            (Some(_), Some(p)) => &p.files,
+            (Some(_), None) => &[],
+        }
+    }
+
+    /// The table-wide run (see [`IndexManifest::file_entries`] for split indexes).
+    pub fn table_run(&self) -> Option<&TableRun> {
+        match (&self.part, self.loaded.get()) {
+            (None, _) => self.run.as_ref(),
+            (Some(_), Some(p)) => p.run.as_ref(),
+            (Some(_), None) => None,
+        }
+    }
+
+    /// Whether the index's lists are at hand (inline, or the part loaded).
+    pub fn lists_ready(&self) -> bool {
+        self.part.is_none() || self.loaded.get().is_some()
+    }
+
+    /// How many data files the index lists (without reading a part).
+    pub fn listed_files(&self) -> u64 {
+        match &self.part {
+            Some(p) => p.files,
+            None => self.files.len() as u64,
+        }
+    }
+
+    /// Verifies and attaches the bytes of this index's part: the size and SHA-256 the root
+    /// recorded, the same version, table and index, and the checks of
+    /// [`Manifest::validate`]. Errors: `E_MANIFEST`.
+    pub fn attach(&self, version: u64, table: &TableManifest, bytes: &[u8]) -> Result<()> {
+        let Some(r) = &self.part else {
+            return Ok(());
+        };
+        let what = format!("index {}.{}: part {}", table.name, self.name, r.path);
+        if bytes.len() as u64 != r.size {
+            return Err(Error::Manifest(format!(
+                "{what} is {} bytes, the manifest says {}",
+                bytes.len(),
+                r.size
+            )));
+        }
+        use sha2::Digest;
+        if hex::encode(sha2::Sha256::digest(bytes)) != r.sha256.to_ascii_lowercase() {
+            return Err(Error::Manifest(format!("{what}: SHA-256 mismatch")));
+        }
+        let p: IndexPart =
+            serde_json::from_slice(bytes).map_err(|e| Error::Manifest(format!("{what}: {e}")))?;
+        if p.format_version > MANIFEST_FORMAT_VERSION
+            || p.version != version
+            || p.table_id != table.table_id
+            || p.index_id != self.index_id
+            || p.files.len() as u64 != r.files
+        {
+            return Err(Error::Manifest(format!(
+                "{what} belongs to another manifest, table or index"
+            )));
+        }
+        validate_lists(&table.name, &self.name, &p.files, p.run.as_ref())?;
+        let _ = self.loaded.set(std::sync::Arc::new(p));
+        Ok(())
+    }
 }
 
 /// A table-wide sorted run: every covered file's entries in one ordered blob
@@ -264,26 +386,7 @@ impl Manifest {
         fn bad(what: String) -> Error {
             Error::Manifest(what)
         }
-        let path = |p: &str, what: &str| -> Result<()> {
-            crate::io::path::check_relative(p)
-                .map(|_| ())
-                .map_err(|e| bad(format!("{what}: {e}")))
-        };
-        let num = |n: u64, what: &str| -> Result<()> {
-            if n > MAX_MANIFEST_NUMBER {
-                return Err(bad(format!("{what} {n} is out of range")));
-            }
-            Ok(())
-        };
-        let ordered = |o: &OrderedMeta, blob_len: u64, what: &str| -> Result<()> {
-            num(o.directory_offset, what)?;
-            num(o.directory_length, what)?;
-            num(o.entries, what)?;
-            if o.directory_offset + o.directory_length > blob_len {
-                return Err(bad(format!("{what}: directory outside the blob")));
-            }
-            Ok(())
-        };
+        let (path, num) = (check_path, check_num);
         for t in &self.tables {
             let tn = &t.name;
             for f in &t.files {
@@ -307,35 +410,24 @@ impl Manifest {
                 }
             }
             for ix in &t.indexes {
-                let what = format!("index {tn}.{}", ix.name);
-                for e in &ix.files {
-                    let l = &e.lineage;
-                    path(&l.bundle_path, &what)?;
-                    num(l.blob_offset, &what)?;
-                    num(l.blob_length, &what)?;
-                    num(l.source_record_count, &what)?;
-                    ordered(&e.ordered, l.blob_length, &what)?;
-                }
-                if let Some(r) = &ix.run {
-                    path(&r.bundle_path, &what)?;
-                    num(r.blob_offset, &what)?;
-                    num(r.blob_length, &what)?;
-                    ordered(&r.ordered, r.blob_length, &what)?;
-                    if r.directory.as_ref().is_some_and(|d| {
-                        d.len() as u64 != 2 * r.ordered.directory_length
-                            || r.ordered.directory_length > INLINE_DIRECTORY_MAX
-                    }) {
+                validate_lists(tn, &ix.name, &ix.files, ix.run.as_ref())?;
+                if let Some(p) = &ix.part {
+                    let what = format!("index {tn}.{}: part", ix.name);
+                    path(&p.path, &what)?;
+                    if !p.path.starts_with("manifests/") || !ix.files.is_empty() || ix.run.is_some()
+                    {
                         return Err(bad(format!(
-                            "{what}: inline run directory is not its directory's length"
+                            "{what} must be under manifests/ and replace the inline lists"
                         )));
                     }
-                    if r.files.len() as u64 > 1 << (64 - RUN_POSITION_BITS) {
-                        return Err(bad(format!("{what}: run covers too many files")));
+                    if p.size > MAX_MANIFEST_BYTES {
+                        return Err(bad(format!(
+                            "{what} is larger than {MAX_MANIFEST_BYTES} bytes"
+                        )));
                     }
-                    for rf in &r.files {
-                        if rf.record_count > 1 << RUN_POSITION_BITS {
-                            return Err(bad(format!("{what}: run file record count")));
-                        }
+                    num(p.files, &what)?;
+                    if p.sha256.len() != 64 || !p.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return Err(bad(format!("{what}: sha256 is not 64 hex digits")));
                     }
                 }
             }
@@ -346,6 +438,117 @@ impl Manifest {
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("manifest serializes")
     }
+
+    /// Moves every index's lists that serialize to more than `min_bytes` (normally
+    /// [`PART_MIN_BYTES`]) into a part, returning the parts' (path, bytes) for the publisher to write before the root;
+    /// the manifest becomes format version 2 when it splits anything.
+    pub fn split_parts(&mut self, min_bytes: usize) -> Vec<(String, Vec<u8>)> {
+        use sha2::Digest;
+        let mut out = Vec::new();
+        let version = self.version;
+        for t in &mut self.tables {
+            for ix in &mut t.indexes {
+                if ix.part.is_some() {
+                    continue;
+                }
+                let part = IndexPart {
+                    format_version: FORMAT_VERSION_SPLIT,
+                    version,
+                    table_id: t.table_id,
+                    index_id: ix.index_id,
+                    files: std::mem::take(&mut ix.files),
+                    run: ix.run.take(),
+                };
+                let bytes = serde_json::to_vec(&part).expect("part serializes");
+                if bytes.len() <= min_bytes || part.files.is_empty() && part.run.is_none() {
+                    ix.files = part.files;
+                    ix.run = part.run;
+                    continue;
+                }
+                let path = part_path(version, t.table_id, ix.index_id);
+                ix.part = Some(PartRef {
+                    path: path.clone(),
+                    size: bytes.len() as u64,
+                    sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+                    files: part.files.len() as u64,
+                });
+                out.push((path, bytes));
+            }
+        }
+        if !out.is_empty() {
+            self.format_version = FORMAT_VERSION_SPLIT;
+        }
+        out
+    }
+}
+
+/// `E_MANIFEST` naming `what` unless `p` is a safe relative path.
+fn check_path(p: &str, what: &str) -> Result<()> {
+    crate::io::path::check_relative(p)
+        .map(|_| ())
+        .map_err(|e| Error::Manifest(format!("{what}: {e}")))
+}
+
+/// `E_MANIFEST` naming `what` unless `n` ≤ [`MAX_MANIFEST_NUMBER`].
+fn check_num(n: u64, what: &str) -> Result<()> {
+    if n > MAX_MANIFEST_NUMBER {
+        return Err(Error::Manifest(format!("{what} {n} is out of range")));
+    }
+    Ok(())
+}
+
+/// The checks of [`Manifest::validate`] on one index's lists (inline or from a part).
+fn validate_lists(
+    table: &str,
+    index: &str,
+    files: &[IndexFileEntry],
+    run: Option<&TableRun>,
+) -> Result<()> {
+    fn bad(what: String) -> Error {
+        Error::Manifest(what)
+    }
+    let (path, num) = (check_path, check_num);
+    let ordered = |o: &OrderedMeta, blob_len: u64, what: &str| -> Result<()> {
+        num(o.directory_offset, what)?;
+        num(o.directory_length, what)?;
+        num(o.entries, what)?;
+        if o.directory_offset + o.directory_length > blob_len {
+            return Err(bad(format!("{what}: directory outside the blob")));
+        }
+        Ok(())
+    };
+    let what = format!("index {table}.{index}");
+    for e in files {
+        let l = &e.lineage;
+        path(&l.bundle_path, &what)?;
+        num(l.blob_offset, &what)?;
+        num(l.blob_length, &what)?;
+        num(l.source_record_count, &what)?;
+        ordered(&e.ordered, l.blob_length, &what)?;
+    }
+    if let Some(r) = run {
+        path(&r.bundle_path, &what)?;
+        num(r.blob_offset, &what)?;
+        num(r.blob_length, &what)?;
+        ordered(&r.ordered, r.blob_length, &what)?;
+        if r.directory.as_ref().is_some_and(|d| {
+            d.len() as u64 != 2 * r.ordered.directory_length
+                || r.ordered.directory_length > INLINE_DIRECTORY_MAX
+        }) {
+            return Err(bad(format!(
+                "{what}: inline run directory is not its directory's length"
+            )));
+        }
+        if r.files.len() as u64 > 1 << (64 - RUN_POSITION_BITS) {
+            return Err(bad(format!("{what}: run covers too many files")));
+        }
+        for rf in &r.files {
+            if rf.record_count > 1 << RUN_POSITION_BITS {
+                return Err(bad(format!("{what}: run file record count")));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl TableManifest {
@@ -392,6 +595,22 @@ pub async fn read_latest<R: RangeReader + ?Sized>(r: &R) -> Result<Manifest> {
         )));
     }
     Ok(m)
+}
+
+/// Reads and attaches the part of `ix` (in `table` of `m`) unless its lists are at hand
+/// ([`IndexManifest::lists_ready`]): one read of at most the size the root recorded, then
+/// [`IndexManifest::attach`]'s checks. Errors: `E_MANIFEST`, or the read's.
+pub async fn load_part<R: RangeReader + ?Sized>(
+    r: &R,
+    m: &Manifest,
+    table: &TableManifest,
+    ix: &IndexManifest,
+) -> Result<()> {
+    let Some(p) = ix.part.as_ref().filter(|_| !ix.lists_ready()) else {
+        return Ok(());
+    };
+    let bytes = read_small(r, &p.path, p.size).await?;
+    ix.attach(m.version, table, &bytes)
 }
 
 /// Reads `HEAD` or a manifest, bounded by [`MAX_MANIFEST_BYTES`] while reading.

@@ -96,6 +96,10 @@ pub fn check_relative(path: &str) -> Result<&str, IoError> {
         return Err(refuse(path, "too long"));
     }
     check_form(path, path, true)?;
+    if !path.contains('%') {
+        // Nothing to decode: the checks above are the whole answer.
+        return Ok(path);
+    }
     let mut cur = path.to_string();
     for _ in 0..MAX_DECODE_ROUNDS {
         let Some(next) = percent_decode(&cur) else {

@@ -88,6 +88,9 @@ impl Lookup<'_> {
         } else {
             choose(t, &pred)?
         };
+        if let Some(p) = &plan {
+            self.load_part(t, p.index).await?;
+        }
         let mut reason = match (&plan, self.scan_only) {
             (_, true) => "scan-only mode".to_string(),
             (None, _) => "no ready index has a leading column the predicate fixes or ranges".into(),
@@ -125,7 +128,7 @@ impl Lookup<'_> {
             ),
             None => (vec![], 0, vec![]),
         };
-        let covered: Vec<bool> = match plan.as_ref().and_then(|p| p.index.run.as_ref()) {
+        let covered: Vec<bool> = match plan.as_ref().and_then(|p| p.index.table_run()) {
             Some(run) => {
                 let mut c = vec![false; t.files.len()];
                 for i in run_coverage(t, run).into_iter().flatten() {
@@ -137,7 +140,13 @@ impl Lookup<'_> {
         };
         let by_file: std::collections::HashMap<u64, &IndexFileEntry> = plan
             .as_ref()
-            .map(|p| p.index.files.iter().map(|e| (e.file_id, e)).collect())
+            .map(|p| {
+                p.index
+                    .file_entries()
+                    .iter()
+                    .map(|e| (e.file_id, e))
+                    .collect()
+            })
             .unwrap_or_default();
         let mut files = Vec::with_capacity(t.files.len());
         let (mut blob_reads, mut meta_reads, mut page_reads) = (0u64, 0u64, 0u64);
@@ -210,7 +219,7 @@ impl Lookup<'_> {
         if run_used {
             let run = plan
                 .as_ref()
-                .and_then(|p| p.index.run.as_ref())
+                .and_then(|p| p.index.table_run())
                 .expect("a run answers files");
             let dir_cached = run.directory.is_some()
                 || self.cache.has_directory(

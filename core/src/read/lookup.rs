@@ -304,7 +304,20 @@ impl Lookup<'_> {
         Ok((md, meta, false))
     }
 
-    fn ready_index<'m>(
+    /// `index` of `table` when it is ready, with its lists loaded (a split manifest's part
+    /// is read on first use).
+    async fn ready_index<'m>(
+        &'m self,
+        table: &str,
+        index: &str,
+    ) -> Result<(&'m TableManifest, &'m IndexManifest)> {
+        let (t, ix) = self.ready_header(table, index)?;
+        self.load_part(t, ix).await?;
+        Ok((t, ix))
+    }
+
+    /// `index` of `table` when it is ready (its lists possibly not loaded).
+    fn ready_header<'m>(
         &'m self,
         table: &str,
         index: &str,
@@ -318,6 +331,12 @@ impl Lookup<'_> {
             });
         }
         Ok((t, ix))
+    }
+
+    /// Makes `ix`'s per-file entries and run available: a no-op unless the manifest split
+    /// them into a part that is not loaded yet ([`crate::formats::manifest::load_part`]).
+    pub async fn load_part(&self, t: &TableManifest, ix: &IndexManifest) -> Result<()> {
+        crate::formats::manifest::load_part(self.overlay, self.manifest, t, ix).await
     }
 
     /// `index = key` (a full key) over every file of `table`. A key containing NULL matches
@@ -335,7 +354,7 @@ impl Lookup<'_> {
         index: &str,
         keys: &[Vec<Value>],
     ) -> Result<LookupResult> {
-        let (t, ix) = self.ready_index(table, index)?;
+        let (t, ix) = self.ready_index(table, index).await?;
         let mut encoded = Vec::with_capacity(keys.len());
         for k in keys {
             let k = ix.key.coerce(k.clone())?;
@@ -370,7 +389,7 @@ impl Lookup<'_> {
         upper: ValueBound,
         reverse: bool,
     ) -> Result<LookupResult> {
-        let (t, ix) = self.ready_index(table, index)?;
+        let (t, ix) = self.ready_index(table, index).await?;
         let coerce = |b: ValueBound| -> Result<ValueBound> {
             Ok(match b {
                 ValueBound::Included(v) => ValueBound::Included(ix.key.coerce(v)?),
@@ -407,7 +426,7 @@ impl Lookup<'_> {
         upper: &ValueBound,
         column: &str,
     ) -> Result<()> {
-        let (t, ix) = self.ready_index(table, index)?;
+        let (t, ix) = self.ready_header(table, index)?;
         let field = t
             .fields
             .iter()
@@ -441,7 +460,7 @@ impl Lookup<'_> {
         prefix: &[Option<Value>],
         reverse: bool,
     ) -> Result<LookupResult> {
-        let (t, ix) = self.ready_index(table, index)?;
+        let (t, ix) = self.ready_index(table, index).await?;
         let vals: Vec<Value> = prefix
             .iter()
             .map(|v| v.clone().unwrap_or(Value::Null))
@@ -479,7 +498,7 @@ impl Lookup<'_> {
             return Ok(out);
         }
         let by_file: HashMap<u64, &IndexFileEntry> =
-            ix.files.iter().map(|e| (e.file_id, e)).collect();
+            ix.file_entries().iter().map(|e| (e.file_id, e)).collect();
         let probe = &probe;
         // Files the table run covers are answered by one probe of the run.
         let (covered, mut all) = if self.scan_only {
@@ -856,12 +875,12 @@ impl Lookup<'_> {
             ids.filter_map(|id| by_id.get(&id))
                 .fold(0u64, |a, n| a.saturating_add(*n))
         };
-        if let Some(run) = &ix.run {
+        if let Some(run) = ix.table_run() {
             let entries = self.estimate_blob(&self.run_blob(run), probe).await?;
             return Some((entries, rows(&mut run.files.iter().map(|f| f.file_id))));
         }
         let mut total = 0u64;
-        for window in ix.files.chunks(FILE_WINDOW) {
+        for window in ix.file_entries().chunks(FILE_WINDOW) {
             let est = futures::future::join_all(window.iter().map(|e| async move {
                 let blob = BlobRef {
                     bundle_path: &e.lineage.bundle_path,
@@ -877,7 +896,10 @@ impl Lookup<'_> {
                 total = total.saturating_add(e?);
             }
         }
-        Some((total, rows(&mut ix.files.iter().map(|e| e.file_id))))
+        Some((
+            total,
+            rows(&mut ix.file_entries().iter().map(|e| e.file_id)),
+        ))
     }
 
     /// Answers the files a table run covers with one probe of the run. Returns which files
@@ -891,7 +913,7 @@ impl Lookup<'_> {
         stats: &mut LookupStats,
     ) -> (Vec<bool>, Vec<(Vec<u8>, usize, u64)>) {
         let mut covered = vec![false; t.files.len()];
-        let Some(run) = &ix.run else {
+        let Some(run) = ix.table_run() else {
             return (covered, vec![]);
         };
         let ordinal_to_file = run_coverage(t, run);

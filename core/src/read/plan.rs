@@ -359,6 +359,9 @@ impl Lookup<'_> {
         } else {
             choose(t, &pred)?
         };
+        if let Some(p) = &plan {
+            self.load_part(t, p.index).await?;
+        }
         let mut stats = QueryStats::default();
         // Never worse than a scan (see [`SCAN_SHARE`]).
         if let Some(p) = &plan {
@@ -416,7 +419,13 @@ impl Lookup<'_> {
         }
         let by_file: HashMap<u64, &IndexFileEntry> = plan
             .as_ref()
-            .map(|p| p.index.files.iter().map(|e| (e.file_id, e)).collect())
+            .map(|p| {
+                p.index
+                    .file_entries()
+                    .iter()
+                    .map(|e| (e.file_id, e))
+                    .collect()
+            })
             .unwrap_or_default();
         let limit = q.limit.unwrap_or(u64::MAX);
         let mut hits: Vec<(usize, FileHits)> = Vec::new();
@@ -589,8 +598,12 @@ impl Lookup<'_> {
         plan: &IndexPlan<'_>,
         probe: &Probe,
     ) -> Vec<&'t FileEntry> {
-        let by_file: HashMap<u64, &IndexFileEntry> =
-            plan.index.files.iter().map(|e| (e.file_id, e)).collect();
+        let by_file: HashMap<u64, &IndexFileEntry> = plan
+            .index
+            .file_entries()
+            .iter()
+            .map(|e| (e.file_id, e))
+            .collect();
         let reachable = |e: &IndexFileEntry| reaches(&e.ordered, &probe.ranges);
         let mut out = Vec::new();
         let mut bytes = 0u64;
@@ -1070,7 +1083,10 @@ enum Answer<'a> {
 }
 
 fn answer_entry<'m>(plan: &IndexPlan<'m>, f: &FileEntry) -> Option<&'m IndexFileEntry> {
-    plan.index.files.iter().find(|e| e.file_id == f.file_id)
+    plan.index
+        .file_entries()
+        .iter()
+        .find(|e| e.file_id == f.file_id)
 }
 
 /// One batch of the answer: the parts (one per file, in order) under one schema whose
