@@ -178,3 +178,100 @@ async fn point_lookups_over_100_files_read_one_block() {
         FILES as usize
     );
 }
+
+/// Manifest at scale (issue 14): a 100,000-file manifest where the index's key bounds prune
+/// every file but one. The query, `explain` and a lookup plan every file from the manifest
+/// alone (no read of a pruned file or its blob), count each pruned file once, and answer from
+/// the one real file. (A per-file search of the index's entries — what once made a
+/// 430,000-file lookup run for minutes — makes this test ~7× slower, not wrong; its guard is
+/// the time, which tests do not assert.)
+#[tokio::test]
+async fn a_100k_file_manifest_is_walked_once() {
+    use skerry_core::read::plan::Query;
+    use skerry_core::read::predicate::{Condition, Op};
+    const SYNTHETIC: u64 = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        data.join("real.parquet"),
+        orders_parquet(0, 500, 100, SampleCodec::Snappy).unwrap(),
+    )
+    .unwrap();
+    let overlay_url = format!("file://{}", dir.path().join("overlay").display());
+    let o = Overlay::open(&overlay_url, OpenOptions::default())
+        .await
+        .unwrap();
+    o.register_parquet_table(
+        "orders",
+        &format!("file://{}", data.display()),
+        FileSelection::Prefix(String::new()),
+    )
+    .await
+    .unwrap();
+    o.create_index(
+        "orders",
+        "by_id",
+        &["order_id".into()],
+        IndexOptions { unique: true },
+    )
+    .await
+    .unwrap();
+    o.build("orders", |_| {}).await.unwrap();
+    let mut m = o.snapshot_manifest(1).await.unwrap();
+    // Key bounds (canonical int64 keys, hex) of ids [lo, hi].
+    let key = |v: i64| format!("01{:016x}", (v as u64) ^ (1 << 63));
+    {
+        let t = &mut m.tables[0];
+        let real_file = t.files[0].clone();
+        let real_entry = t.indexes[0].files[0].clone();
+        assert_eq!(real_entry.ordered.min_key.as_deref(), Some(&*key(0)));
+        t.indexes[0].run = None;
+        for i in 1..=SYNTHETIC {
+            let mut f = real_file.clone();
+            f.file_id = real_file.file_id + i;
+            f.path = format!("synthetic/{i:06}.parquet");
+            f.row_id_start = Some(i * 1_000_000);
+            let mut e = real_entry.clone();
+            e.file_id = f.file_id;
+            e.lineage.source_path = f.path.clone();
+            let lo = i as i64 * 1_000_000;
+            e.ordered.min_key = Some(key(lo));
+            e.ordered.max_key = Some(key(lo + 499));
+            t.files.push(f);
+            t.indexes[0].files.push(e);
+        }
+    }
+    m.validate().unwrap();
+    let reader = ObjectStoreReader::from_url(&overlay_url, &[]).unwrap();
+    let data_reader = UrlReader::new(vec![]);
+    let cache = ReadCache::default();
+    let l = Lookup {
+        overlay: &reader,
+        data: &data_reader,
+        manifest: &m,
+        cache: &cache,
+        scan_only: false,
+    };
+    let q = Query {
+        conditions: vec![Condition::new("order_id", Op::Eq(Value::Int(321)))],
+        columns: Some(vec!["order_id".into()]),
+        ..Default::default()
+    };
+    let r = l.query("orders", &q).await.unwrap();
+    assert_eq!(r.rows.len(), 1);
+    assert_eq!(
+        (r.rows[0].file.as_str(), r.rows[0].position),
+        ("real.parquet", 321)
+    );
+    assert_eq!(r.stats.files_pruned, SYNTHETIC);
+    assert_eq!((r.stats.files_by_index, r.stats.files_scanned), (1, 0));
+    let e = l.explain("orders", &q).await.unwrap();
+    assert_eq!(e.files.len() as u64, SYNTHETIC + 1);
+    let l2 = l
+        .lookup("orders", "by_id", &[Value::Int(499)])
+        .await
+        .unwrap();
+    assert_eq!(l2.rows.len(), 1);
+    assert_eq!(l2.stats.files_pruned, SYNTHETIC);
+}

@@ -435,8 +435,48 @@ impl Lookup<'_> {
             if found >= limit {
                 break;
             }
-            let futs = window.iter().map(|&i| {
+            let mut pruned: Vec<(usize, FileHits)> = Vec::new();
+            let (pred, plan_ref, probe_ref) = (&pred, plan.as_ref(), probe.as_ref());
+            let futs = window.iter().filter_map(|&i| {
                 let f = &t.files[i];
+                if let (false, Some(e), Some(probe), false) = (
+                    covered[i],
+                    by_file.get(&f.file_id),
+                    probe_ref,
+                    q.verify_files,
+                ) {
+                    // The index's key bounds exclude every probed key and the read gate
+                    // accepts the entry: pruned here, without a future per file (a query
+                    // over 100,000s of files walks them in one cheap pass).
+                    if !crate::read::lookup::reaches(&e.ordered, &probe.ranges)
+                        && matches!(
+                            ReadGate::check(
+                                &f.path,
+                                Some(&e.lineage),
+                                Some(&f.facts()),
+                                t.snapshot
+                            ),
+                            GateDecision::Accept
+                        )
+                    {
+                        let stats = QueryStats {
+                            files: 1,
+                            files_pruned: 1,
+                            ..Default::default()
+                        };
+                        pruned.push((
+                            i,
+                            FileHits {
+                                positions: Vec::new(),
+                                read: None,
+                                rows: None,
+                                stats,
+                                pending: false,
+                            },
+                        ));
+                        return None;
+                    }
+                }
                 let answer = if covered[i] {
                     Answer::Run(
                         run_hits.remove(&i).unwrap_or_default(),
@@ -447,13 +487,21 @@ impl Lookup<'_> {
                 } else {
                     Answer::Scan
                 };
-                self.query_file(t, &pred, plan.as_ref(), probe.as_ref(), f, answer, q)
+                Some(async move {
+                    (
+                        i,
+                        self.query_file(t, pred, plan_ref, probe_ref, f, answer, q)
+                            .await,
+                    )
+                })
             });
-            let answers = futures::future::join_all(futs).await;
+            let answers = futures::future::join_all(futs.collect::<Vec<_>>()).await;
             let mut slots = Vec::with_capacity(window.len());
-            for (&i, a) in window.iter().zip(answers) {
+            for (i, a) in answers {
                 slots.push((i, Some(a?)));
             }
+            slots.extend(pruned.into_iter().map(|(i, h)| (i, Some(h))));
+            slots.sort_unstable_by_key(|s| s.0);
             // Index answers are confirmed (their rows re-checked) only for the files the
             // limit still needs: in file order, in parallel batches whose index counts reach
             // it.
