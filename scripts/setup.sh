@@ -40,6 +40,14 @@ if ! command -v moto_server >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
 fi
 
+# Real Iceberg tables for the Iceberg reader's tests (core/tests/iceberg.rs runs
+# tests/iceberg/make_tables.py): pyiceberg with its sqlite catalog and pyarrow.
+if ! python3 -c "import pyiceberg, pyarrow, sqlalchemy" >/dev/null 2>&1 \
+  || [ "$(python3 -c 'import pyiceberg; print(pyiceberg.__version__)')" != "$PYICEBERG_VERSION" ]; then
+  step "pip install pyiceberg[sql-sqlite,pyarrow] $PYICEBERG_VERSION"
+  python3 -m pip install --quiet --disable-pip-version-check "pyiceberg[sql-sqlite,pyarrow]==$PYICEBERG_VERSION"
+fi
+
 if [ -f package-lock.json ]; then
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     step "npm ci"

@@ -43,6 +43,10 @@ pub enum Error {
     CatalogFormat { found: u32, supported: u32 },
     #[error("malformed manifest: {0}")]
     Manifest(String),
+    /// An upstream Iceberg table's metadata, manifest list or manifest is malformed, names a
+    /// path outside the table, or uses something this build does not read.
+    #[error("iceberg: {0}")]
+    Iceberg(String),
     #[error("index {index} is {state}, not ready")]
     IndexNotReady { index: String, state: String },
     #[error("refused: {0}")]
@@ -95,6 +99,7 @@ impl Error {
             Error::Conflict(_) => "E_CONFLICT",
             Error::CatalogFormat { .. } => "E_CATALOG_FORMAT",
             Error::Manifest(_) => "E_MANIFEST",
+            Error::Iceberg(_) => "E_ICEBERG",
             Error::IndexNotReady { .. } => "E_INDEX_NOT_READY",
             Error::Drift { .. } => "E_DRIFT",
             Error::Refused(_) => "E_REFUSED",

@@ -5,11 +5,14 @@
 //!   bounded compression [`codec`]s;
 //! - [`lineage`]: the `IndexFile` lineage record and the read gate (`docs/lineage.md`);
 //! - [`manifest`]: the published read model (`docs/manifest.md`);
-//! - [`rowset`]: row-id summaries and delete masks.
+//! - [`rowset`]: row-id summaries and delete masks;
+//! - [`iceberg`]: reading upstream Iceberg tables (metadata, manifest lists, manifests;
+//!   `docs/iceberg.md`).
 //!
 //! Index blob formats live by kind in [`crate::index`].
 
 pub mod codec;
+pub mod iceberg;
 pub mod key_encoding;
 pub mod lineage;
 pub mod manifest;
