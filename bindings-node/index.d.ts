@@ -226,6 +226,12 @@ export interface OpenOptions {
   readOnly?: boolean
   /** Limit on each read of overlay objects and data files (`E_TIMEOUT` past it). */
   timeoutMs?: number
+  /**
+   * Writers: publish an index's per-file lists as a separate part of the manifest when
+   * they exceed this many bytes (default 1 MiB; 0 splits every index), so readers of large
+   * tables parse only what a read uses (`docs/manifest.md`).
+   */
+  manifestPartBytes?: number
 }
 
 /** Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`. */

@@ -54,7 +54,9 @@ export declare const Overlay: {
    * `s3://bucket/prefix`. With `{ readOnly: true }`: a read-only view of the newest published
    * version that never opens the catalog, so it never fences the writer (writer verbs fail
    * `E_READ_ONLY`; `refresh()` moves to the newest published version). `timeoutMs` bounds
-   * every read of overlay objects and data files (`E_TIMEOUT`).
+   * every read of overlay objects and data files (`E_TIMEOUT`). `manifestPartBytes` (writers):
+   * an index's per-file lists larger than this are published as a separate manifest part,
+   * read by readers on first use (default 1 MiB; 0 splits every index).
    */
   open(url: string, options?: OpenOptions): Promise<Overlay>;
 };

@@ -231,13 +231,15 @@ for (const method of Object.keys(SIGNATURES)) {
   if (typeof fn === 'function') native.Overlay.prototype[method] = guard(method, fn);
 }
 
-const OPEN = { storage: 'object', readOnly: 'boolean', timeoutMs: 'count' };
+const OPEN = { storage: 'object', readOnly: 'boolean', timeoutMs: 'count', manifestPartBytes: 'count' };
 
 class Overlay {
   /**
    * Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`,
    * `s3://bucket/prefix`. With `{ readOnly: true }`, a read-only view of the newest
-   * published version that never fences the writer; `timeoutMs` bounds every read.
+   * published version that never fences the writer; `timeoutMs` bounds every read;
+   * `manifestPartBytes` (writers) is the size past which an index's lists are published as a
+   * manifest part (default 1 MiB).
    */
   static open(url, options) {
     try {
@@ -245,6 +247,9 @@ class Overlay {
       check('Overlay.open', 'options', OPEN, options);
       if (options && options.timeoutMs !== undefined && (options.timeoutMs < 1 || options.timeoutMs > 2 ** 32 - 1)) {
         throw invalid('Overlay.open: options.timeoutMs must be from 1 to 2^32-1');
+      }
+      if (options && options.manifestPartBytes !== undefined && options.manifestPartBytes > 2 ** 32 - 1) {
+        throw invalid('Overlay.open: options.manifestPartBytes must be at most 2^32-1');
       }
     } catch (e) {
       return Promise.reject(e);

@@ -35,6 +35,10 @@ pub struct OpenOptions {
     pub read_only: Option<bool>,
     /// Limit on each read of overlay objects and data files (`E_TIMEOUT` past it).
     pub timeout_ms: Option<u32>,
+    /// Writers: publish an index's per-file lists as a separate part of the manifest when
+    /// they exceed this many bytes (default 1 MiB; 0 splits every index), so readers of large
+    /// tables parse only what a read uses (`docs/manifest.md`).
+    pub manifest_part_bytes: Option<u32>,
 }
 
 /// Which files `registerParquetTable` records.
@@ -387,9 +391,14 @@ pub fn open_overlay<'env>(
     url: String,
     options: Option<OpenOptions>,
 ) -> Result<PromiseRaw<'env, Overlay>> {
-    let (storage, read_only, timeout_ms) = match options {
-        Some(o) => (o.storage, o.read_only.unwrap_or(false), o.timeout_ms),
-        None => (None, false, None),
+    let (storage, read_only, timeout_ms, part_bytes) = match options {
+        Some(o) => (
+            o.storage,
+            o.read_only.unwrap_or(false),
+            o.timeout_ms,
+            o.manifest_part_bytes,
+        ),
+        None => (None, false, None, None),
     };
     let opts = ov::OpenOptions {
         storage: storage.map(|m| m.into_iter().collect()).unwrap_or_default(),
@@ -401,7 +410,11 @@ pub fn open_overlay<'env>(
                 skerry_core::read::reader::OverlayReader::open(&url, opts).await?,
             ))
         } else {
-            Handle::Writer(Arc::new(ov::Overlay::open(&url, opts).await?))
+            let o = ov::Overlay::open(&url, opts).await?;
+            if let Some(n) = part_bytes {
+                o.set_part_min_bytes(n as usize);
+            }
+            Handle::Writer(Arc::new(o))
         };
         Ok(Overlay { handle })
     })
