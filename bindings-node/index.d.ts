@@ -16,6 +16,14 @@ export declare class Overlay {
    * each file's size, ETag, record count and SHA-256, and the schema with field ids.
    */
   registerParquetTable(name: string, location: string, options?: RegisterOptions | undefined | null): Promise<TableInfo>
+  /**
+   * Mounts a read-only Iceberg table as table `name`, at the current snapshot of the
+   * metadata file `metadataUrl` (`file://…/metadata/00003-….metadata.json`, `s3://…`): its
+   * live Parquet data files are registered and can be indexed, queried and published.
+   * Upstream is never written. Not yet: delete files (merge-on-read) and data files of
+   * different schemas fail `E_UNSUPPORTED`; malformed metadata `E_ICEBERG`.
+   */
+  mountIceberg(name: string, metadataUrl: string): Promise<TableInfo>
   /** The registered tables, in name order, with their file and row counts. */
   listTables(): Promise<TableInfo[]>
   /**

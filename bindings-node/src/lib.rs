@@ -549,6 +549,25 @@ impl Overlay {
         })
     }
 
+    /// Mounts a read-only Iceberg table as table `name`, at the current snapshot of the
+    /// metadata file `metadataUrl` (`file://…/metadata/00003-….metadata.json`, `s3://…`): its
+    /// live Parquet data files are registered and can be indexed, queried and published.
+    /// Upstream is never written. Not yet: delete files (merge-on-read) and data files of
+    /// different schemas fail `E_UNSUPPORTED`; malformed metadata `E_ICEBERG`.
+    #[napi(ts_return_type = "Promise<TableInfo>")]
+    pub fn mount_iceberg<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        metadata_url: String,
+    ) -> Result<PromiseRaw<'env, TableInfo>> {
+        let w = self.writer();
+        run(env, async move {
+            let t = w?.mount_iceberg(&name, &metadata_url).await?;
+            Ok(table_info(t))
+        })
+    }
+
     /// The registered tables, in name order, with their file and row counts.
     #[napi(ts_return_type = "Promise<TableInfo[]>")]
     pub fn list_tables<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Vec<TableInfo>>> {

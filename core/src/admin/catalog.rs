@@ -47,12 +47,15 @@ pub struct TableRecord {
     pub table_id: u64,
     pub name: String,
     pub location: String,
-    /// `parquet` (plain Parquet files registered through Skerry).
+    /// `parquet` (plain Parquet files registered through Skerry) or `iceberg` (mounted).
     pub source: String,
     pub fields: Vec<FieldInfo>,
     /// Catalog version of the table's last file-set change (its snapshot id and sequence).
     pub snapshot: u64,
     pub next_row_id: u64,
+    /// The upstream Iceberg table of a mounted table (`source` = `iceberg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iceberg: Option<crate::admin::iceberg::IcebergSource>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

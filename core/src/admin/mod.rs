@@ -1,11 +1,12 @@
 //! Native administration (feature `native`): the SlateDB [`catalog`], the [`overlay`] verbs
-//! (register, create/drop index, publish, refresh), [`build`] in bounded steps,
+//! (register, create/drop index, publish, refresh), mounting read-only [`iceberg`] tables, [`build`] in bounded steps,
 //! [`lifecycle`] (new files, deletes, vacuum, verify), the [`repair`] queue, and [`sample`]
 //! data for examples and tests.
 
 pub mod build;
 pub(crate) mod catalog;
 pub mod file_build;
+pub mod iceberg;
 pub mod lifecycle;
 pub(crate) mod merge;
 pub mod overlay;

@@ -365,6 +365,7 @@ impl Overlay {
             fields: fields.clone(),
             snapshot: version,
             next_row_id,
+            iceberg: None,
         };
         t.put(&table_key(table_id), &rec)?;
         t.put(&table_name_key(name), &table_id)?;

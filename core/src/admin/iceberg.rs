@@ -1,0 +1,126 @@
+//! Mounting a read-only Iceberg table as an overlay table (issue 16, first slice): the data
+//! files of the table's current snapshot are registered like a Parquet table's, and the
+//! upstream (metadata file, snapshot) is recorded. Nothing upstream is ever written.
+//!
+//! Not yet (each a typed refusal, never a wrong answer): snapshots with delete files
+//! (merge-on-read), data files whose schemas differ (schema evolution), formats other than
+//! Parquet, and following new snapshots (`sync`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::admin::catalog::{table_key, TableRecord};
+use crate::admin::overlay::{FileSelection, Overlay, TableInfo};
+use crate::error::{Error, Result};
+use crate::formats::iceberg::{self, metadata::MAX_METADATA_BYTES, TableMetadata};
+use crate::io::{Location, ObjectStoreReader, RangeReader};
+
+/// What an Iceberg-backed table was mounted from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IcebergSource {
+    /// The metadata file read (`…/metadata/00003-….metadata.json`).
+    pub metadata_location: String,
+    /// The table's location (data paths are relative to it).
+    pub location: String,
+    pub snapshot_id: i64,
+    pub sequence_number: i64,
+    pub format_version: u8,
+}
+
+impl Overlay {
+    /// Mounts the Iceberg table whose metadata file is `metadata_url` (`file://`, `s3://`, …)
+    /// as table `name`, at its current snapshot: its live data files are registered (their
+    /// facts read and checked against the manifests' record counts and sizes) and can be
+    /// indexed, queried and published like any table. Errors: `E_ICEBERG` (malformed or
+    /// escaping metadata, a data file that does not match its manifest entry),
+    /// `E_UNSUPPORTED` (delete files, mixed schemas, non-Parquet files), `E_INVALID` (no
+    /// snapshot), `E_EXISTS`, and the reads' errors.
+    pub async fn mount_iceberg(&self, name: &str, metadata_url: &str) -> Result<TableInfo> {
+        crate::values::names::check("table", name)?;
+        let bytes = self
+            .data
+            .read_all_max(&Location::new(metadata_url), MAX_METADATA_BYTES)
+            .await
+            .map_err(|e| match e {
+                crate::io::IoError::TooLarge { .. } => Error::Iceberg(format!(
+                    "{metadata_url} is larger than {MAX_METADATA_BYTES} bytes"
+                )),
+                e => e.into(),
+            })?;
+        let meta = TableMetadata::from_json(&bytes)?;
+        let snapshot_id = meta.current_snapshot().ok_or_else(|| {
+            Error::Invalid(format!(
+                "{metadata_url}: the table has no snapshot to mount"
+            ))
+        })?;
+        let location = meta.location.trim_end_matches('/').to_string();
+        let reader = self.rooted(&location)?;
+        let files = iceberg::snapshot_files(&reader, &meta, snapshot_id).await?;
+        if !files.deletes.is_empty() {
+            return Err(Error::Unsupported(format!(
+                "{name}: snapshot {snapshot_id} has {} delete files (merge-on-read); applying them is not implemented yet",
+                files.deletes.len()
+            )));
+        }
+        if let Some(f) = files.data.iter().find(|f| f.format != "PARQUET") {
+            return Err(Error::Unsupported(format!(
+                "{name}: {} is {}; only Parquet data files are read",
+                f.path, f.format
+            )));
+        }
+        let paths: Vec<String> = files.data.iter().map(|f| f.path.clone()).collect();
+        let info = self
+            .register_parquet_table(name, &location, FileSelection::List(paths))
+            .await
+            .map_err(|e| match e {
+                Error::Invalid(m) if m.contains("different schema") => Error::Unsupported(format!(
+                    "{name}: the snapshot's data files have different schemas (schema evolution is not mounted yet): {m}"
+                )),
+                e => e,
+            })?;
+        // The files' own facts must agree with their manifest entries.
+        let t = self.catalog.begin()?;
+        let registered = self.catalog.files(&t, info.table_id).await?;
+        for f in &files.data {
+            let Some(r) = registered.iter().find(|r| r.path == f.path) else {
+                return Err(Error::Iceberg(format!("{} was not registered", f.path)));
+            };
+            if r.record_count != f.record_count || r.size != f.size {
+                return Err(Error::Iceberg(format!(
+                    "{}: {} rows and {} bytes, its manifest entry says {} rows and {} bytes",
+                    f.path, r.record_count, r.size, f.record_count, f.size
+                )));
+            }
+        }
+        let mut rec: TableRecord = t
+            .get(&table_key(info.table_id))
+            .await?
+            .ok_or_else(|| Error::catalog(format!("table {name} has no record")))?;
+        rec.source = "iceberg".into();
+        rec.iceberg = Some(IcebergSource {
+            metadata_location: metadata_url.to_string(),
+            location,
+            snapshot_id,
+            sequence_number: files.sequence_number,
+            format_version: meta.format_version,
+        });
+        t.put(&table_key(info.table_id), &rec)?;
+        t.commit().await?;
+        Ok(info)
+    }
+
+    /// What table `name` was mounted from (`None` for a Parquet table).
+    pub async fn iceberg_source(&self, name: &str) -> Result<Option<IcebergSource>> {
+        let t = self.catalog.begin()?;
+        Ok(self.catalog.table(&t, name).await?.iceberg)
+    }
+
+    /// A reader of the objects under `location` (paths relative to it), through the
+    /// overlay's data-file stores and their options.
+    fn rooted(&self, location: &str) -> Result<ObjectStoreReader> {
+        let (store, inner) = self.data.resolve(&Location::new(format!("{location}/")))?;
+        Ok(ObjectStoreReader::new(
+            store.store().clone(),
+            object_store::path::Path::from(inner.path.trim_end_matches('/')),
+        ))
+    }
+}

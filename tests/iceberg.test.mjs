@@ -1,0 +1,88 @@
+// Iceberg-backed overlays in the real runtimes (issue 16, first slice): a table written by
+// pyiceberg (tests/iceberg/make_tables.py) is mounted through the addon, indexed, queried,
+// published, and answered by the wasm reader over HTTP from the manifest and the data files
+// alone — the same rows as the addon, the rows the table holds. Upstream is never written.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { startRangeServer } from '../scripts/range-server.mjs';
+
+const require = createRequire(import.meta.url);
+const { Overlay } = require('skerry');
+const { OverlayReader } = require('skerry-wasm');
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+let root, expected, overlay, server;
+
+/** Every file under `dir` with its size and mtime (to prove nothing upstream changed). */
+function snapshotTree(dir) {
+  const out = {};
+  for (const e of fs.readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!e.isFile()) continue;
+    const p = path.join(e.parentPath ?? e.path, e.name);
+    const st = fs.statSync(p);
+    out[p] = `${st.size}:${st.mtimeMs}`;
+  }
+  return out;
+}
+
+before(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-iceberg-'));
+  execFileSync('python3', [path.join(here, 'iceberg', 'make_tables.py'), root], { stdio: 'pipe' });
+  expected = JSON.parse(fs.readFileSync(path.join(root, 'expected.json'), 'utf8'));
+  overlay = await Overlay.open(`file://${root}/overlay`);
+  server = await startRangeServer(root);
+});
+
+after(async () => {
+  await overlay?.close();
+  await server?.close();
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+const region = (i) => ['eu', 'us', 'ap'][i % 3];
+
+test('a mounted pyiceberg table is indexed, queried and read by the wasm reader over HTTP', async () => {
+  const upstream = snapshotTree(path.join(root, 'warehouse'));
+  const t = expected['db.parted'];
+  const info = await overlay.mountIceberg('parted', t.metadata_location);
+  assert.equal(Number(info.rows), t.snapshots.at(-1).rows);
+  await overlay.createIndex('parted', 'by_id', ['id'], { unique: true });
+  await overlay.createIndex('parted', 'by_region', ['region']);
+  await overlay.build('parted');
+  const want = Array.from({ length: 900 }, (_, i) => i).filter((i) => region(i) === 'eu');
+  const a = await overlay.query('parted', { where: { region: 'eu' }, columns: ['id', 'region', 'qty'] });
+  assert.deepEqual(a.rows.map((r) => Number(r.id)).sort((x, y) => x - y), want);
+  assert.ok(a.rows.every((r) => r.region === 'eu' && Number(r.qty) === Number(r.id) % 7));
+  assert.equal(a.stats.index, 'by_region');
+  await overlay.publish();
+
+  const reader = await OverlayReader.open(`${server.url}/overlay`, {
+    tables: { parted: `${server.url}/warehouse/db/parted` },
+  });
+  const w = await reader.query('parted', { where: { region: 'eu' }, columns: ['id', 'region', 'qty'] });
+  assert.deepEqual(w.rows, a.rows);
+  for (const [id, found] of [[5, true], [4, false], [899, true]]) {
+    const r = await reader.query('parted', { where: { id }, columns: ['id', 'region'] });
+    assert.deepEqual(r.rows.map((x) => Number(x.id)), found ? [id] : [], `id ${id}`);
+  }
+  // Nothing under the warehouse was written.
+  assert.deepEqual(snapshotTree(path.join(root, 'warehouse')), upstream);
+});
+
+test('what the first slice does not mount is a typed refusal', async () => {
+  const err = await overlay.mountIceberg('events', expected['db.events'].metadata_location).then(() => null, (e) => e);
+  assert.equal(err?.code, 'E_UNSUPPORTED', String(err));
+  const missing = await overlay.mountIceberg('nope', `file://${root}/none.metadata.json`).then(() => null, (e) => e);
+  assert.equal(missing?.code, 'E_NOT_FOUND', String(missing));
+  for (const bad of [undefined, 42, {}]) {
+    const e = await overlay.mountIceberg('x', bad).then(() => null, (x) => x);
+    assert.equal(e?.code, 'E_INVALID', `${bad}: ${e}`);
+  }
+  assert.deepEqual((await overlay.listTables()).map((t) => t.name), ['parted']);
+});
