@@ -86,3 +86,18 @@ test('what the first slice does not mount is a typed refusal', async () => {
   }
   assert.deepEqual((await overlay.listTables()).map((t) => t.name), ['parted']);
 });
+
+test('the CLI mounts a table by its directory (newest metadata file)', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const bin = path.join(here, '../bindings-node/bin/skerry.js');
+  const dir = expected['db.v1'].location;
+  const run = (...args) => spawnSync(process.execPath, [bin, ...args, '--overlay', `file://${root}/cli-overlay`], { encoding: 'utf8' });
+  const r = run('mount-iceberg', 'v1', dir, '--json');
+  assert.equal(r.status, 0, r.stderr);
+  const t = JSON.parse(r.stdout);
+  assert.equal(t.name, 'v1');
+  assert.equal(Number(t.rows), 300);
+  const missing = run('mount-iceberg', 'none', `file://${root}/nowhere`);
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /E_NOT_FOUND/);
+});

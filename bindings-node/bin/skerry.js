@@ -47,6 +47,15 @@ const COMMANDS = {
       return { result: t, text: `table ${t.name}: ${t.files} files, ${t.rows} rows, ${t.fields.length} columns` };
     },
   },
+  'mount-iceberg': {
+    usage: 'skerry mount-iceberg <table> <metadata-url>',
+    about: 'Mount a read-only Iceberg table at its current snapshot: <metadata-url> is its metadata file (…/metadata/00003-….metadata.json) or its table directory. Upstream is never written.',
+    args: ['table', 'metadata-url'],
+    run: async (o, [table, url]) => {
+      const t = await o.mountIceberg(table, url);
+      return { result: t, text: `table ${t.name} (iceberg): ${t.files} files, ${t.rows} rows, ${t.fields.length} columns` };
+    },
+  },
   index: {
     usage: 'skerry index create <table> <name> <column>... [--unique]\n       skerry index drop <table> <name> [--purge]\n       skerry index list [<table>]',
     about: 'Define, drop or list ordered indexes. A column may end in :desc and/or :nulls-first.',
@@ -345,7 +354,8 @@ function help(name, spec, sub) {
   const lines = [];
   if (!name) {
     lines.push(`skerry ${VERSION} — overlay indexes beside Parquet tables`, '', 'Usage: skerry <command> [options]', '', 'Commands:');
-    for (const [n, c] of Object.entries(COMMANDS)) lines.push(`  ${n.padEnd(9)} ${c.about}`);
+    const pad = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
+    for (const [n, c] of Object.entries(COMMANDS)) lines.push(`  ${n.padEnd(pad)} ${c.about}`);
     lines.push('', 'Options:');
     for (const [k, v] of Object.entries(GLOBAL)) lines.push(optionLine(k, v));
     lines.push('', 'Run `skerry <command> --help` for a command. Exit codes: 0 done, 1 error (code on stderr), 2 usage, 3 verify found mismatches.');

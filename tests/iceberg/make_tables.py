@@ -131,6 +131,32 @@ for name in ["db.events", "db.parted", "db.v1"]:
         "snapshots": snaps,
     }
 
+# Table directories a mount locates the metadata file in: one with a gzip-compressed metadata
+# file (`.gz.metadata.json`), one with a `version-hint.text` naming `v2.metadata.json` beside
+# an older `v1` and a decoy `v10` that is not valid JSON.
+import gzip
+import shutil
+
+dirs = {}
+gz_dir = os.path.join(out, "dirs", "gz")
+os.makedirs(os.path.join(gz_dir, "metadata"))
+with open(catalog.load_table("db.v1").metadata_location.removeprefix("file://"), "rb") as src:
+    with open(os.path.join(gz_dir, "metadata", "00001-copy.gz.metadata.json"), "wb") as dst:
+        dst.write(gzip.compress(src.read()))
+dirs["gz"] = {"dir": f"file://{gz_dir}", "table": "db.v1"}
+hint_dir = os.path.join(out, "dirs", "hint")
+os.makedirs(os.path.join(hint_dir, "metadata"))
+parted_meta = catalog.load_table("db.parted").metadata_location.removeprefix("file://")
+shutil.copy(parted_meta, os.path.join(hint_dir, "metadata", "v2.metadata.json"))
+first = sorted(os.listdir(os.path.dirname(parted_meta)))[0]
+shutil.copy(os.path.join(os.path.dirname(parted_meta), first), os.path.join(hint_dir, "metadata", "v1.metadata.json"))
+with open(os.path.join(hint_dir, "metadata", "v10.metadata.json"), "w") as f:
+    f.write("not json")
+with open(os.path.join(hint_dir, "metadata", "version-hint.text"), "w") as f:
+    f.write("2\n")
+dirs["hint"] = {"dir": f"file://{hint_dir}", "table": "db.parted"}
+expected["dirs"] = dirs
+
 with open(os.path.join(out, "expected.json"), "w") as f:
     json.dump(expected, f, indent=1)
 print(f"wrote {out}/expected.json")

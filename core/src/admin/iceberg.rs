@@ -27,15 +27,18 @@ pub struct IcebergSource {
 }
 
 impl Overlay {
-    /// Mounts the Iceberg table whose metadata file is `metadata_url` (`file://`, `s3://`, …)
-    /// as table `name`, at its current snapshot: its live data files are registered (their
+    /// Mounts the Iceberg table at `source` (`file://`, `s3://`, …) as table `name`, at its
+    /// current snapshot. `source` is a metadata file (`….metadata.json`, `.gz.metadata.json`
+    /// too) or the table's directory, whose newest metadata file is used
+    /// ([`Overlay::locate_metadata`]): its live data files are registered (their
     /// facts read and checked against the manifests' record counts and sizes) and can be
     /// indexed, queried and published like any table. Errors: `E_ICEBERG` (malformed or
     /// escaping metadata, a data file that does not match its manifest entry),
     /// `E_UNSUPPORTED` (delete files, mixed schemas, non-Parquet files), `E_INVALID` (no
     /// snapshot), `E_EXISTS`, and the reads' errors.
-    pub async fn mount_iceberg(&self, name: &str, metadata_url: &str) -> Result<TableInfo> {
+    pub async fn mount_iceberg(&self, name: &str, source: &str) -> Result<TableInfo> {
         crate::values::names::check("table", name)?;
+        let metadata_url = &self.locate_metadata(source).await?;
         let bytes = self
             .data
             .read_all_max(&Location::new(metadata_url), MAX_METADATA_BYTES)
@@ -106,6 +109,52 @@ impl Overlay {
         t.put(&table_key(info.table_id), &rec)?;
         t.commit().await?;
         Ok(info)
+    }
+
+    /// The metadata file `source` names: itself when it ends in `.metadata.json`; else, taking
+    /// it as a table directory, `metadata/v<N>.metadata.json` where `metadata/version-hint.text`
+    /// holds `N` (and that file exists), else the newest `*.metadata.json` in `metadata/`
+    /// ([`crate::formats::iceberg::metadata::newest_metadata`]). Errors: `E_NOT_FOUND` when the
+    /// directory holds no metadata file.
+    pub async fn locate_metadata(&self, source: &str) -> Result<String> {
+        if source.ends_with(".metadata.json") {
+            return Ok(source.to_string());
+        }
+        let dir = format!("{}/metadata", source.trim_end_matches('/'));
+        let r = self.rooted(&dir)?;
+        if let Ok(hint) = r
+            .read_all_max(&Location::new("version-hint.text"), 1024)
+            .await
+        {
+            let v = String::from_utf8_lossy(&hint).trim().to_string();
+            if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+                for n in [
+                    format!("v{v}.metadata.json"),
+                    format!("v{v}.gz.metadata.json"),
+                ] {
+                    if r.head(&Location::new(&n)).await.is_ok() {
+                        return Ok(format!("{dir}/{n}"));
+                    }
+                }
+            }
+        }
+        let listed = r
+            .store()
+            .list_with_delimiter(Some(r.root()))
+            .await
+            .map_err(crate::admin::overlay::store_err)?;
+        let names: Vec<String> = listed
+            .objects
+            .iter()
+            .filter_map(|o| o.location.filename().map(str::to_string))
+            .collect();
+        match iceberg::metadata::newest_metadata(names.iter().map(String::as_str)) {
+            Some(n) => Ok(format!("{dir}/{n}")),
+            None => Err(Error::NotFound {
+                kind: "Iceberg metadata file",
+                name: dir,
+            }),
+        }
     }
 
     /// What table `name` was mounted from (`None` for a Parquet table).

@@ -140,13 +140,73 @@ pub struct PartitionField {
     pub transform: String,
 }
 
+/// The newest metadata file among the names in a table's `metadata/` directory: the highest
+/// version of `v<N>.metadata.json` (Hadoop tables) or `<NNNNN>-<uuid>.metadata.json`
+/// (catalog tables), either optionally `.gz.metadata.json`. `None` when there is none.
+pub fn newest_metadata<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    names
+        .into_iter()
+        .filter_map(|n| metadata_version(n).map(|v| (v, n)))
+        .max()
+        .map(|(_, n)| n)
+}
+
+/// The version a metadata file name carries (see [`newest_metadata`]).
+pub fn metadata_version(name: &str) -> Option<u64> {
+    let stem = name
+        .strip_suffix(".gz.metadata.json")
+        .or_else(|| name.strip_suffix(".metadata.json"))?;
+    let digits = match stem.strip_prefix('v') {
+        Some(rest) => rest,
+        None => stem.split('-').next()?,
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// A metadata file's JSON: as is, or gunzipped when it is gzip (`.gz.metadata.json`),
+/// inflating at most [`MAX_METADATA_BYTES`]. Errors: `E_ICEBERG`.
+pub fn metadata_json(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>> {
+    if bytes.get(..2) != Some(&[0x1f, 0x8b][..]) {
+        return Ok(bytes.into());
+    }
+    // RFC 1952: ID1 ID2 CM FLG MTIME(4) XFL OS, optional FEXTRA / FNAME / FCOMMENT / FHCRC,
+    // then raw deflate, then CRC32 and ISIZE.
+    let bad_gz = || bad("gzip-compressed metadata is malformed");
+    if bytes.len() < 18 || bytes[2] != 8 {
+        return Err(bad_gz());
+    }
+    let flags = bytes[3];
+    let mut at = 10usize;
+    if flags & 0x04 != 0 {
+        let n = bytes.get(at..at + 2).ok_or_else(bad_gz)?;
+        at += 2 + u16::from_le_bytes([n[0], n[1]]) as usize;
+    }
+    for bit in [0x08, 0x10] {
+        if flags & bit != 0 {
+            let nul = bytes.get(at..).and_then(|r| r.iter().position(|&b| b == 0));
+            at += nul.ok_or_else(bad_gz)? + 1;
+        }
+    }
+    if flags & 0x02 != 0 {
+        at += 2;
+    }
+    let body = bytes.get(at..bytes.len() - 8).ok_or_else(bad_gz)?;
+    let out = miniz_oxide::inflate::decompress_to_vec_with_limit(body, MAX_METADATA_BYTES as usize)
+        .map_err(|_| bad("gzip-compressed metadata does not inflate within bounds"))?;
+    Ok(out.into())
+}
+
 impl TableMetadata {
     /// Parses and checks a metadata file: a supported format version, a location, snapshot
     /// ids unique, the current snapshot and every ref naming a snapshot that exists, a
     /// manifest list (or v1 manifests) per snapshot. Errors: `E_ICEBERG`.
     pub fn from_json(bytes: &[u8]) -> Result<TableMetadata> {
+        let bytes = metadata_json(bytes)?;
         let m: TableMetadata =
-            serde_json::from_slice(bytes).map_err(|e| bad(format!("table metadata: {e}")))?;
+            serde_json::from_slice(&bytes).map_err(|e| bad(format!("table metadata: {e}")))?;
         if m.format_version == 0 || m.format_version > MAX_FORMAT_VERSION {
             return Err(bad(format!(
                 "table format version {} is not supported (this build reads 1 to {MAX_FORMAT_VERSION})",
@@ -272,6 +332,50 @@ mod tests {
         assert_eq!(schema.fields[1].primitive(), Some("long"));
         assert_eq!(m.schema_by_id(Some(0)).unwrap().fields.len(), 1);
         assert_eq!(m.snapshot(7).unwrap_err().code(), "E_NOT_FOUND");
+    }
+
+    #[test]
+    fn finds_the_newest_metadata_file() {
+        let names = [
+            "00002-aa.metadata.json",
+            "00010-bb.metadata.json",
+            "00009-cc.gz.metadata.json",
+            "version-hint.text",
+            "snap-1-0-x.avro",
+            "x.metadata.json",
+        ];
+        assert_eq!(newest_metadata(names), Some("00010-bb.metadata.json"));
+        assert_eq!(
+            newest_metadata([
+                "v1.metadata.json",
+                "v12.gz.metadata.json",
+                "v9.metadata.json"
+            ]),
+            Some("v12.gz.metadata.json")
+        );
+        assert_eq!(newest_metadata(["a.avro", "vx.metadata.json"]), None);
+    }
+
+    #[test]
+    fn gzip_metadata_is_inflated_bounded() {
+        // gzip of the spec example with an FNAME field (as `gzip` writes it).
+        let deflated = miniz_oxide::deflate::compress_to_vec(V2.as_bytes(), 6);
+        let mut gz = vec![0x1f, 0x8b, 8, 0x08, 0, 0, 0, 0, 0, 3];
+        gz.extend(b"m.json\0");
+        gz.extend(&deflated);
+        gz.extend([0u8; 8]); // CRC32 and ISIZE are not needed to inflate
+        let m = TableMetadata::from_json(&gz).unwrap();
+        assert_eq!(m.format_version, 2);
+        for bad in [
+            &gz[..12],
+            &gz[..gz.len() - 20],
+            &[0x1f, 0x8b, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0][..],
+        ] {
+            assert_eq!(
+                TableMetadata::from_json(bad).unwrap_err().code(),
+                "E_ICEBERG"
+            );
+        }
     }
 
     #[test]
