@@ -18,8 +18,12 @@ pub const MAX_INFLATED_BLOCK: usize = 64 << 20;
 pub const MAX_INFLATED_FILE: usize = 512 << 20;
 /// Deepest schema nesting accepted.
 pub const MAX_DEPTH: usize = 32;
-/// Most values (of any type, nested ones included) one file may decode to.
+/// Most values (of any type, nested ones included, skipped ones too) one file may hold: a
+/// bound on decoding time.
 pub const MAX_VALUES: u64 = 50_000_000;
+/// Most values one file may decode into memory (skipped fields excluded): a bound on what
+/// the decoded records occupy (~32 bytes each).
+pub const MAX_KEPT_VALUES: u64 = 4_000_000;
 
 /// A decoded datum. `int` and `long` are [`Value::Long`], `float` and `double`
 /// [`Value::Double`], `bytes` and `fixed` [`Value::Bytes`]; a union decodes to its branch.
@@ -240,23 +244,33 @@ fn primitive(name: &str) -> Option<Schema> {
     })
 }
 
-fn decode(c: &mut Cursor<'_>, s: &Schema, budget: &mut u64) -> Result<Value> {
-    if *budget == 0 {
-        return Err(fail(c.what, "too many values"));
+/// What a file may still decode: all values (time), and values kept in memory.
+struct Limits {
+    values: u64,
+    kept: u64,
+}
+
+impl Limits {
+    fn count(&mut self, what: &str, keep: bool) -> Result<()> {
+        if self.values == 0 || (keep && self.kept == 0) {
+            return Err(fail(what, "too many values"));
+        }
+        self.values -= 1;
+        if keep {
+            self.kept -= 1;
+        }
+        Ok(())
     }
-    *budget -= 1;
+}
+
+/// Decodes a datum; record fields named in `skip` (at any depth) are stepped over without
+/// being kept, and are absent from their record.
+fn decode(c: &mut Cursor<'_>, s: &Schema, lim: &mut Limits, skip: &[&str]) -> Result<Value> {
+    lim.count(c.what, true)?;
     Ok(match s {
         Schema::Null => Value::Null,
-        Schema::Bool => match c.take(1)?[0] {
-            0 => Value::Bool(false),
-            1 => Value::Bool(true),
-            b => return Err(fail(c.what, format!("boolean byte {b}"))),
-        },
-        Schema::Int => {
-            let v = c.long()?;
-            i32::try_from(v).map_err(|_| fail(c.what, "int out of range"))?;
-            Value::Long(v)
-        }
+        Schema::Bool => Value::Bool(read_bool(c)?),
+        Schema::Int => Value::Long(read_int(c)?),
         Schema::Long => Value::Long(c.long()?),
         Schema::Float => {
             let b = c.take(4)?;
@@ -282,44 +296,38 @@ fn decode(c: &mut Cursor<'_>, s: &Schema, budget: &mut u64) -> Result<Value> {
                     .to_string(),
             )
         }
-        Schema::Enum(n) => {
-            let i = c.long()?;
-            match u32::try_from(i) {
-                Ok(i) if i < *n => Value::Enum(i),
-                _ => return Err(fail(c.what, format!("enum index {i}"))),
-            }
-        }
+        Schema::Enum(n) => Value::Enum(read_enum(c, *n)?),
         Schema::Union(branches) => {
-            let i = c.long()?;
-            let b = usize::try_from(i)
-                .ok()
-                .and_then(|i| branches.get(i))
-                .ok_or_else(|| fail(c.what, format!("union branch {i}")))?;
-            decode(c, b, budget)?
+            let b = branch(c, branches)?;
+            decode(c, b, lim, skip)?
         }
         Schema::Record(fields) => {
             let mut out = Vec::with_capacity(fields.len());
             for (n, fs) in fields {
-                out.push((n.clone(), decode(c, fs, budget)?));
+                if skip.contains(&n.as_str()) {
+                    step_over(c, fs, lim)?;
+                } else {
+                    out.push((n.clone(), decode(c, fs, lim, skip)?));
+                }
             }
             Value::Record(out)
         }
         Schema::Array(items) => {
             let mut out = Vec::new();
-            for_blocks(c, budget, |c, budget| {
-                out.push(decode(c, items, budget)?);
+            for_blocks(c, lim, |c, lim| {
+                out.push(decode(c, items, lim, skip)?);
                 Ok(())
             })?;
             Value::Array(out)
         }
         Schema::Map(values) => {
             let mut out = Vec::new();
-            for_blocks(c, budget, |c, budget| {
+            for_blocks(c, lim, |c, lim| {
                 let n = c.len()?;
                 let k = std::str::from_utf8(c.take(n)?)
                     .map_err(|_| fail(c.what, "a map key is not UTF-8"))?
                     .to_string();
-                out.push((k, decode(c, values, budget)?));
+                out.push((k, decode(c, values, lim, skip)?));
                 Ok(())
             })?;
             Value::Map(out)
@@ -327,12 +335,91 @@ fn decode(c: &mut Cursor<'_>, s: &Schema, budget: &mut u64) -> Result<Value> {
     })
 }
 
+/// Steps over a datum without keeping it (still checked and counted).
+fn step_over(c: &mut Cursor<'_>, s: &Schema, lim: &mut Limits) -> Result<()> {
+    lim.count(c.what, false)?;
+    match s {
+        Schema::Null => {}
+        Schema::Bool => {
+            read_bool(c)?;
+        }
+        Schema::Int => {
+            read_int(c)?;
+        }
+        Schema::Long => {
+            c.long()?;
+        }
+        Schema::Float => {
+            c.take(4)?;
+        }
+        Schema::Double => {
+            c.take(8)?;
+        }
+        Schema::Bytes | Schema::Str => {
+            let n = c.len()?;
+            c.take(n)?;
+        }
+        Schema::Fixed(n) => {
+            c.take(*n)?;
+        }
+        Schema::Enum(n) => {
+            read_enum(c, *n)?;
+        }
+        Schema::Union(branches) => {
+            let b = branch(c, branches)?;
+            step_over(c, b, lim)?
+        }
+        Schema::Record(fields) => {
+            for (_, fs) in fields {
+                step_over(c, fs, lim)?;
+            }
+        }
+        Schema::Array(items) => for_blocks(c, lim, |c, lim| step_over(c, items, lim))?,
+        Schema::Map(values) => for_blocks(c, lim, |c, lim| {
+            let n = c.len()?;
+            c.take(n)?;
+            step_over(c, values, lim)
+        })?,
+    }
+    Ok(())
+}
+
+fn read_bool(c: &mut Cursor<'_>) -> Result<bool> {
+    match c.take(1)?[0] {
+        0 => Ok(false),
+        1 => Ok(true),
+        b => Err(fail(c.what, format!("boolean byte {b}"))),
+    }
+}
+
+fn read_int(c: &mut Cursor<'_>) -> Result<i64> {
+    let v = c.long()?;
+    i32::try_from(v).map_err(|_| fail(c.what, "int out of range"))?;
+    Ok(v)
+}
+
+fn read_enum(c: &mut Cursor<'_>, n: u32) -> Result<u32> {
+    let i = c.long()?;
+    match u32::try_from(i) {
+        Ok(i) if i < n => Ok(i),
+        _ => Err(fail(c.what, format!("enum index {i}"))),
+    }
+}
+
+fn branch<'s>(c: &mut Cursor<'_>, branches: &'s [Schema]) -> Result<&'s Schema> {
+    let i = c.long()?;
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| branches.get(i))
+        .ok_or_else(|| fail(c.what, format!("union branch {i}")))
+}
+
 /// The blocks of an array or map: counts until 0 (a negative count is followed by the
-/// block's byte size). Item counts are bounded by the value budget.
+/// block's byte size). Item counts are bounded by the value limit.
 fn for_blocks<'a>(
     c: &mut Cursor<'a>,
-    budget: &mut u64,
-    mut item: impl FnMut(&mut Cursor<'a>, &mut u64) -> Result<()>,
+    lim: &mut Limits,
+    mut item: impl FnMut(&mut Cursor<'a>, &mut Limits) -> Result<()>,
 ) -> Result<()> {
     loop {
         let mut n = c.long()?;
@@ -343,19 +430,20 @@ fn for_blocks<'a>(
             n = n.checked_neg().ok_or_else(|| fail(c.what, "block count"))?;
             c.long()?;
         }
-        if n as u64 > *budget {
+        if n as u64 > lim.values {
             return Err(fail(c.what, "too many values"));
         }
         for _ in 0..n {
-            item(c, budget)?;
+            item(c, lim)?;
         }
     }
 }
 
 /// Reads an object container: the header (magic, metadata with `avro.schema` and
 /// `avro.codec`, sync marker), then every block (`null` or `deflate` codec), checking each
-/// block's sync marker and record count. Errors: `E_ICEBERG` naming `what`.
-pub fn read_container(bytes: &[u8], what: &str) -> Result<Container> {
+/// block's sync marker and record count. Record fields named in `skip` are checked but not
+/// kept. Errors: `E_ICEBERG` naming `what`.
+pub fn read_container(bytes: &[u8], what: &str, skip: &[&str]) -> Result<Container> {
     let mut c = Cursor {
         b: bytes,
         at: 0,
@@ -365,8 +453,11 @@ pub fn read_container(bytes: &[u8], what: &str) -> Result<Container> {
         return Err(fail(what, "no magic"));
     }
     let mut metadata = HashMap::new();
-    let mut entries = 1u64 << 16; // header metadata entries
-    for_blocks(&mut c, &mut entries, |c, _| {
+    let mut header = Limits {
+        values: 1 << 16,
+        kept: 1 << 16,
+    };
+    for_blocks(&mut c, &mut header, |c, _| {
         let n = c.len()?;
         let k = String::from_utf8_lossy(c.take(n)?).into_owned();
         let n = c.len()?;
@@ -391,12 +482,15 @@ pub fn read_container(bytes: &[u8], what: &str) -> Result<Container> {
         what,
     )?;
     let sync = c.take(16)?;
-    let mut budget = MAX_VALUES;
+    let mut lim = Limits {
+        values: MAX_VALUES,
+        kept: MAX_KEPT_VALUES,
+    };
     let mut inflated = 0usize;
     let mut records = Vec::new();
     while !c.done() {
         let count = c.long()?;
-        if count < 0 || count as u64 > budget {
+        if count < 0 || count as u64 > lim.values {
             return Err(fail(what, "block count"));
         }
         let size = c.len()?;
@@ -422,11 +516,143 @@ pub fn read_container(bytes: &[u8], what: &str) -> Result<Container> {
             what,
         };
         for _ in 0..count {
-            records.push(decode(&mut bc, &schema, &mut budget)?);
+            records.push(decode(&mut bc, &schema, &mut lim, skip)?);
         }
         if !bc.done() {
             return Err(fail(what, "bytes left after a block's records"));
         }
     }
     Ok(Container { metadata, records })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zigzag(v: i64, out: &mut Vec<u8>) {
+        let mut u = ((v << 1) ^ (v >> 63)) as u64;
+        loop {
+            let b = (u & 0x7f) as u8;
+            u >>= 7;
+            if u == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+
+    fn bytes(b: &[u8], out: &mut Vec<u8>) {
+        zigzag(b.len() as i64, out);
+        out.extend(b);
+    }
+
+    /// A null-codec container of `schema` with one block of `count` records `body`.
+    fn container(schema: &str, count: i64, body: &[u8]) -> Vec<u8> {
+        let mut out = b"Obj\x01".to_vec();
+        zigzag(2, &mut out);
+        bytes(b"avro.schema", &mut out);
+        bytes(schema.as_bytes(), &mut out);
+        bytes(b"avro.codec", &mut out);
+        bytes(b"null", &mut out);
+        zigzag(0, &mut out);
+        let sync = [7u8; 16];
+        out.extend(sync);
+        zigzag(count, &mut out);
+        bytes(body, &mut out);
+        out.extend(sync);
+        out
+    }
+
+    const SCHEMA: &str = r#"{"type": "record", "name": "r", "fields": [
+        {"name": "keep", "type": {"type": "array", "items": "int"}},
+        {"name": "stats", "type": {"type": "map", "values": "long"}}]}"#;
+
+    /// An array of `n` ones, then a map of `m` entries.
+    fn record(n: i64, m: i64) -> Vec<u8> {
+        let mut b = Vec::new();
+        zigzag(n, &mut b);
+        b.extend(std::iter::repeat_n(2u8, n as usize));
+        zigzag(0, &mut b);
+        if m > 0 {
+            zigzag(m, &mut b);
+            for i in 0..m {
+                bytes(format!("k{i}").as_bytes(), &mut b);
+                zigzag(i, &mut b);
+            }
+        }
+        zigzag(0, &mut b);
+        b
+    }
+
+    #[test]
+    fn skipped_fields_are_checked_but_not_kept() {
+        let c = container(SCHEMA, 1, &record(3, 5));
+        let all = read_container(&c, "t", &[]).unwrap();
+        let Value::Record(f) = &all.records[0] else {
+            panic!()
+        };
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].1, Value::Array(vec![Value::Long(1); 3]));
+        let some = read_container(&c, "t", &["stats"]).unwrap();
+        let Value::Record(f) = &some.records[0] else {
+            panic!()
+        };
+        assert_eq!(f.len(), 1, "the skipped map is absent");
+        // A skipped field is still checked: a truncated map fails.
+        let mut bad = record(3, 5);
+        bad.truncate(bad.len() - 3);
+        let c = container(SCHEMA, 1, &bad);
+        assert_eq!(
+            read_container(&c, "t", &["stats"]).unwrap_err().code(),
+            "E_ICEBERG"
+        );
+    }
+
+    /// What a file keeps in memory is bounded while decoding: an array of more than
+    /// MAX_KEPT_VALUES values fails, the same values in a skipped field do not.
+    #[test]
+    fn kept_values_are_bounded_while_decoding() {
+        let n = MAX_KEPT_VALUES as i64 + 10;
+        let c = container(SCHEMA, 1, &record(n, 0));
+        let e = read_container(&c, "t", &[]).unwrap_err();
+        assert!(e.to_string().contains("too many values"), "{e}");
+        let c2 = container(
+            r#"{"type": "record", "name": "r", "fields": [
+                {"name": "stats", "type": {"type": "array", "items": "int"}},
+                {"name": "x", "type": {"type": "map", "values": "long"}}]}"#,
+            1,
+            &record(n, 0),
+        );
+        assert_eq!(
+            read_container(&c2, "t", &["stats"]).unwrap().records.len(),
+            1
+        );
+        // A block claiming more records than the limit fails before decoding any.
+        let c3 = container(SCHEMA, MAX_VALUES as i64 + 1, &record(1, 0));
+        assert_eq!(
+            read_container(&c3, "t", &[]).unwrap_err().code(),
+            "E_ICEBERG"
+        );
+    }
+
+    #[test]
+    fn schemas_that_reference_themselves_or_nest_too_deep_are_refused() {
+        let recursive = r#"{"type": "record", "name": "node", "fields": [
+            {"name": "next", "type": ["null", "node"]}]}"#;
+        let c = container(recursive, 1, &[0]);
+        assert_eq!(
+            read_container(&c, "t", &[]).unwrap_err().code(),
+            "E_ICEBERG"
+        );
+        let mut deep = String::from("\"int\"");
+        for _ in 0..40 {
+            deep = format!(r#"{{"type": "array", "items": {deep}}}"#);
+        }
+        let c = container(&deep, 0, &[]);
+        assert_eq!(
+            read_container(&c, "t", &[]).unwrap_err().code(),
+            "E_ICEBERG"
+        );
+    }
 }

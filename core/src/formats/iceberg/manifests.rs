@@ -153,8 +153,24 @@ fn unwrap(v: &AvroValue) -> Option<&AvroValue> {
 
 /// The records of an Avro object container, and its user metadata.
 fn avro_records(bytes: &[u8], what: &str) -> Result<super::avro::Container> {
-    super::avro::read_container(bytes, what)
+    super::avro::read_container(bytes, what, SKIPPED_FIELDS)
 }
+
+/// Fields of manifest lists and manifests Skerry does not use (yet): checked while decoding
+/// but not kept, so a manifest's per-column statistics cost no memory.
+const SKIPPED_FIELDS: &[&str] = &[
+    "partitions",
+    "partition",
+    "column_sizes",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "distinct_counts",
+    "lower_bounds",
+    "upper_bounds",
+    "key_metadata",
+    "split_offsets",
+];
 
 /// A manifest as the list (or a version-1 snapshot's inline list) names it.
 struct ManifestRef {
