@@ -55,7 +55,19 @@ pub struct TableRecord {
     pub next_row_id: u64,
     /// The upstream Iceberg table of a mounted table (`source` = `iceberg`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iceberg: Option<crate::admin::iceberg::IcebergSource>,
+    pub iceberg: Option<IcebergSource>,
+}
+
+/// What an Iceberg-backed table was mounted from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IcebergSource {
+    /// The metadata file read (`…/metadata/00003-….metadata.json`).
+    pub metadata_location: String,
+    /// The table's location (data paths are relative to it).
+    pub location: String,
+    pub snapshot_id: i64,
+    pub sequence_number: i64,
+    pub format_version: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,25 +6,12 @@
 //! (merge-on-read), data files whose schemas differ (schema evolution), formats other than
 //! Parquet, and following new snapshots (`sync`).
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::admin::catalog::IcebergSource;
 use crate::admin::catalog::{table_key, TableRecord};
 use crate::admin::overlay::{FileSelection, Overlay, TableInfo};
 use crate::error::{Error, Result};
 use crate::formats::iceberg::{self, metadata::MAX_METADATA_BYTES, TableMetadata};
 use crate::io::{Location, ObjectStoreReader, RangeReader};
-
-/// What an Iceberg-backed table was mounted from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IcebergSource {
-    /// The metadata file read (`…/metadata/00003-….metadata.json`).
-    pub metadata_location: String,
-    /// The table's location (data paths are relative to it).
-    pub location: String,
-    pub snapshot_id: i64,
-    pub sequence_number: i64,
-    pub format_version: u8,
-}
 
 impl Overlay {
     /// Mounts the Iceberg table at `source` (`file://`, `s3://`, …) as table `name`, at its
