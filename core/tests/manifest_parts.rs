@@ -3,9 +3,11 @@
 //! uses that index, verified by size and SHA-256, and kept or deleted with their manifest by
 //! vacuum. Here the threshold is 0 so a small table splits every index with lists.
 
+mod support;
+
 use skerry_core::admin::lifecycle::VacuumOptions;
-use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
-use skerry_core::admin::sample::{customer_of, orders_parquet, SampleCodec};
+use skerry_core::admin::overlay::Overlay;
+use skerry_core::admin::sample::customer_of;
 use skerry_core::formats::manifest::{self, part_path, Manifest};
 use skerry_core::io::ObjectStoreReader;
 use skerry_core::read::plan::Query;
@@ -32,41 +34,17 @@ impl Fx {
 
 async fn split_overlay() -> Fx {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    for i in 0..FILES {
-        std::fs::write(
-            data.join(format!("p{i:03}.parquet")),
-            orders_parquet(i * ROWS, ROWS as usize, 100, SampleCodec::Snappy).unwrap(),
-        )
-        .unwrap();
-    }
-    let url = format!("file://{}", dir.path().join("overlay").display());
-    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
-    o.register_parquet_table(
-        "orders",
-        &format!("file://{}", data.display()),
-        FileSelection::Prefix(String::new()),
+    let (_, o) = support::orders_overlay(
+        dir.path(),
+        FILES,
+        ROWS,
+        100,
+        &[
+            ("by_customer", "customer", false),
+            ("by_id", "order_id", true),
+        ],
     )
-    .await
-    .unwrap();
-    o.create_index(
-        "orders",
-        "by_customer",
-        &["customer".into()],
-        IndexOptions::default(),
-    )
-    .await
-    .unwrap();
-    o.create_index(
-        "orders",
-        "by_id",
-        &["order_id".into()],
-        IndexOptions { unique: true },
-    )
-    .await
-    .unwrap();
-    o.build("orders", |_| {}).await.unwrap();
+    .await;
     o.set_part_min_bytes(0);
     o.publish().await.unwrap();
     Fx { dir, o }

@@ -3,7 +3,8 @@
 //! manifest carries the run's directory), and a block read once is served from the read
 //! cache.
 
-use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+mod support;
+
 use skerry_core::admin::sample::{customer_of, orders_parquet, SampleCodec};
 use skerry_core::formats::manifest;
 use skerry_core::io::{ObjectStoreReader, RangeReader, UrlReader};
@@ -18,42 +19,17 @@ const ROWS: i64 = 400;
 async fn point_lookups_over_100_files_read_one_block() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    for i in 0..FILES {
-        std::fs::write(
-            data.join(format!("p{i:03}.parquet")),
-            orders_parquet(i * ROWS, ROWS as usize, 200, SampleCodec::Snappy).unwrap(),
-        )
-        .unwrap();
-    }
-    let overlay_url = format!("file://{}", dir.path().join("overlay").display());
-    let o = Overlay::open(&overlay_url, OpenOptions::default())
-        .await
-        .unwrap();
-    o.register_parquet_table(
-        "orders",
-        &format!("file://{}", data.display()),
-        FileSelection::Prefix(String::new()),
+    let (overlay_url, o) = support::orders_overlay(
+        dir.path(),
+        FILES,
+        ROWS,
+        200,
+        &[
+            ("by_customer", "customer", false),
+            ("by_id", "order_id", true),
+        ],
     )
-    .await
-    .unwrap();
-    o.create_index(
-        "orders",
-        "by_customer",
-        &["customer".into()],
-        IndexOptions::default(),
-    )
-    .await
-    .unwrap();
-    o.create_index(
-        "orders",
-        "by_id",
-        &["order_id".into()],
-        IndexOptions { unique: true },
-    )
-    .await
-    .unwrap();
-    o.build("orders", |_| {}).await.unwrap();
+    .await;
     o.publish().await.unwrap();
 
     let reader = ObjectStoreReader::from_url(&overlay_url, &[]).unwrap();
@@ -180,7 +156,7 @@ async fn point_lookups_over_100_files_read_one_block() {
 }
 
 /// Manifest at scale (issue 14): a 100,000-file manifest where the index's key bounds prune
-/// every file but one. The query, `explain` and a lookup plan every file from the manifest
+/// every file but one (`p000.parquet`). The query, `explain` and a lookup plan every file from the manifest
 /// alone (no read of a pruned file or its blob), count each pruned file once, and answer from
 /// the one real file. (A per-file search of the index's entries — what once made a
 /// 430,000-file lookup run for minutes — makes this test ~7× slower, not wrong; its guard is
@@ -191,33 +167,8 @@ async fn a_100k_file_manifest_is_walked_once() {
     use skerry_core::read::predicate::{Condition, Op};
     const SYNTHETIC: u64 = 100_000;
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    std::fs::write(
-        data.join("real.parquet"),
-        orders_parquet(0, 500, 100, SampleCodec::Snappy).unwrap(),
-    )
-    .unwrap();
-    let overlay_url = format!("file://{}", dir.path().join("overlay").display());
-    let o = Overlay::open(&overlay_url, OpenOptions::default())
-        .await
-        .unwrap();
-    o.register_parquet_table(
-        "orders",
-        &format!("file://{}", data.display()),
-        FileSelection::Prefix(String::new()),
-    )
-    .await
-    .unwrap();
-    o.create_index(
-        "orders",
-        "by_id",
-        &["order_id".into()],
-        IndexOptions { unique: true },
-    )
-    .await
-    .unwrap();
-    o.build("orders", |_| {}).await.unwrap();
+    let (overlay_url, o) =
+        support::orders_overlay(dir.path(), 1, 500, 100, &[("by_id", "order_id", true)]).await;
     let mut m = o.snapshot_manifest(1).await.unwrap();
     // Key bounds (canonical int64 keys, hex) of ids [lo, hi].
     let key = |v: i64| format!("01{:016x}", (v as u64) ^ (1 << 63));
@@ -262,7 +213,7 @@ async fn a_100k_file_manifest_is_walked_once() {
     assert_eq!(r.rows.len(), 1);
     assert_eq!(
         (r.rows[0].file.as_str(), r.rows[0].position),
-        ("real.parquet", 321)
+        ("p000.parquet", 321)
     );
     assert_eq!(r.stats.files_pruned, SYNTHETIC);
     assert_eq!((r.stats.files_by_index, r.stats.files_scanned), (1, 0));
