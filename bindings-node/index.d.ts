@@ -18,12 +18,22 @@ export declare class Overlay {
   registerParquetTable(name: string, location: string, options?: RegisterOptions | undefined | null): Promise<TableInfo>
   /**
    * Mounts a read-only Iceberg table as table `name`, at the current snapshot of the
-   * metadata file `metadataUrl` (`file://…/metadata/00003-….metadata.json`, `s3://…`): its
-   * live Parquet data files are registered and can be indexed, queried and published.
-   * Upstream is never written. Not yet: delete files (merge-on-read) and data files of
-   * different schemas fail `E_UNSUPPORTED`; malformed metadata `E_ICEBERG`.
+   * metadata file `metadataUrl` (`file://…/metadata/00003-….metadata.json`, `s3://…`) or
+   * of the newest metadata file of a table directory: its live Parquet data files are
+   * registered, its delete files (position, equality, deletion vectors) resolved into
+   * delete masks, and it can be indexed, queried and published. Upstream is never written.
+   * Not yet: data files of different schemas fail `E_UNSUPPORTED`; malformed metadata or
+   * delete files `E_ICEBERG`.
    */
   mountIceberg(name: string, metadataUrl: string): Promise<TableInfo>
+  /**
+   * Moves the mounted Iceberg table `name` to the upstream's current snapshot (the newest
+   * metadata file of its directory, or `options.metadataUrl`): reads only the manifests it
+   * has not seen, registers added data files (indexes kept whole), drops removed ones and
+   * refreshes delete masks, in one commit. An upstream duplicate under a unique index
+   * poisons it (`poisoned`). Publish to move readers.
+   */
+  syncIceberg(name: string, options?: SyncOptions | undefined | null): Promise<SyncReport>
   /** The registered tables, in name order, with their file and row counts. */
   listTables(): Promise<TableInfo[]>
   /**
@@ -338,6 +348,32 @@ export interface StepReport {
   cursor?: CursorInfo
   rowsDone: number
   rowsTotal: number
+}
+
+export interface SyncOptions {
+  /** The metadata file to sync to (default: the newest in the table's directory). */
+  metadataUrl?: string
+}
+
+/** What `syncIceberg` did. Snapshot ids are bigints (Iceberg ids use all 64 bits). */
+export interface SyncReport {
+  fromSnapshot: bigint
+  snapshotId: bigint
+  metadataLocation: string
+  /** Data files registered, and dropped. */
+  added: Array<string>
+  removed: Array<string>
+  /** Data files whose delete mask changed. */
+  masksChanged: Array<string>
+  rowsAdded: number
+  /** Manifests read (the rest were known from the last sync), delete files read. */
+  manifestsRead: number
+  deleteFilesRead: number
+  /** Requests to and bytes from the upstream table's metadata and delete files. */
+  requests: number
+  bytes: number
+  /** Unique indexes an upstream duplicate poisoned. */
+  poisoned: Array<string>
 }
 
 export interface TableInfo {

@@ -11,6 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { startRangeServer } from '../scripts/range-server.mjs';
+import { snapshotTree } from './iceberg/helpers.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay } = require('skerry');
@@ -18,18 +19,6 @@ const { OverlayReader } = require('skerry-wasm');
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 let root, expected, overlay, server;
-
-/** Every file under `dir` with its size and mtime (to prove nothing upstream changed). */
-function snapshotTree(dir) {
-  const out = {};
-  for (const e of fs.readdirSync(dir, { recursive: true, withFileTypes: true })) {
-    if (!e.isFile()) continue;
-    const p = path.join(e.parentPath ?? e.path, e.name);
-    const st = fs.statSync(p);
-    out[p] = `${st.size}:${st.mtimeMs}`;
-  }
-  return out;
-}
 
 before(async () => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-iceberg-'));

@@ -56,6 +56,21 @@ const COMMANDS = {
       return { result: t, text: `table ${t.name} (iceberg): ${t.files} files, ${t.rows} rows, ${t.fields.length} columns` };
     },
   },
+  sync: {
+    usage: 'skerry sync <table> [--metadata <metadata-url>]',
+    about: 'Move a mounted Iceberg table to the upstream\'s current snapshot (the newest metadata file of its directory, or --metadata): added files registered and indexed, removed ones dropped, delete masks refreshed, in one commit. Then publish.',
+    args: ['table'],
+    options: { metadata: { type: 'string', desc: '<url>   sync to this metadata file' } },
+    run: async (o, [table], flags) => {
+      const r = await o.syncIceberg(table, flags.metadata !== undefined ? { metadataUrl: flags.metadata } : {});
+      const same = r.fromSnapshot === r.snapshotId;
+      const text = same
+        ? `table ${table}: already at snapshot ${r.snapshotId}`
+        : `table ${table}: snapshot ${r.fromSnapshot} -> ${r.snapshotId}: +${r.added.length} files (${r.rowsAdded} rows), -${r.removed.length} files, ${r.masksChanged.length} delete masks changed; read ${r.manifestsRead} manifests, ${r.deleteFilesRead} delete files (${r.requests} requests, ${r.bytes} bytes)` +
+          (r.poisoned.length ? `; poisoned: ${r.poisoned.join(', ')}` : '');
+      return { result: r, text };
+    },
+  },
   index: {
     usage: 'skerry index create <table> <name> <column>... [--unique]\n       skerry index drop <table> <name> [--purge]\n       skerry index list [<table>]',
     about: 'Define, drop or list ordered indexes. A column may end in :desc and/or :nulls-first.',

@@ -5,7 +5,7 @@ import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, Query
 export type {
   BuildReport, BuildProgress, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
   LocateResult, OpenOptions, PublishReport, RangeBound, RangeOptions, RefreshReport, RegisterOptions, Rejection, RowRef,
-  SkippedFile, TableInfo, RegisterReport, FileDeletes, DeleteReport, StepOptions,
+  SkippedFile, TableInfo, RegisterReport, FileDeletes, DeleteReport, SyncOptions, SyncReport, StepOptions,
   StepReport, CursorInfo, VacuumReport, VacuumOptions, VerifyReport, Certificate, QueryStats,
   Repair, RefreshOptions, KeyValue, Decimal, Cell, Row, FetchedRows, ColumnCondition, QueryOptions,
   QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError, Explain, FilePlan,

@@ -70,6 +70,7 @@ function check(method, name, spec, v) {
 const SIGNATURES = {
   registerParquetTable: [['name', 'string'], ['location', 'string'], ['options', { files: 'string[]', prefix: 'string' }]],
   mountIceberg: [['name', 'string'], ['metadataUrl', 'string']],
+  syncIceberg: [['name', 'string'], ['options', { metadataUrl: 'string' }]],
   createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean' }]],
   dropIndex: [['table', 'string'], ['name', 'string'], ['options', { purge: 'boolean' }]],
   build: [['table', 'string'], ['options', { index: 'string', onProgress: 'function', maxEntries: 'count', maxBytes: 'count' }]],

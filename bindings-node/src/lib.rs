@@ -198,6 +198,34 @@ pub struct FileDeletes {
 }
 
 #[napi(object)]
+pub struct SyncOptions {
+    /// The metadata file to sync to (default: the newest in the table's directory).
+    pub metadata_url: Option<String>,
+}
+
+/// What `syncIceberg` did. Snapshot ids are bigints (Iceberg ids use all 64 bits).
+#[napi(object)]
+pub struct SyncReport {
+    pub from_snapshot: BigInt,
+    pub snapshot_id: BigInt,
+    pub metadata_location: String,
+    /// Data files registered, and dropped.
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Data files whose delete mask changed.
+    pub masks_changed: Vec<String>,
+    pub rows_added: i64,
+    /// Manifests read (the rest were known from the last sync), delete files read.
+    pub manifests_read: i64,
+    pub delete_files_read: i64,
+    /// Requests to and bytes from the upstream table's metadata and delete files.
+    pub requests: i64,
+    pub bytes: i64,
+    /// Unique indexes an upstream duplicate poisoned.
+    pub poisoned: Vec<String>,
+}
+
+#[napi(object)]
 pub struct DeleteReport {
     /// Rows newly deleted (already-deleted positions are not counted).
     pub rows_deleted: i64,
@@ -550,10 +578,12 @@ impl Overlay {
     }
 
     /// Mounts a read-only Iceberg table as table `name`, at the current snapshot of the
-    /// metadata file `metadataUrl` (`file://…/metadata/00003-….metadata.json`, `s3://…`): its
-    /// live Parquet data files are registered and can be indexed, queried and published.
-    /// Upstream is never written. Not yet: delete files (merge-on-read) and data files of
-    /// different schemas fail `E_UNSUPPORTED`; malformed metadata `E_ICEBERG`.
+    /// metadata file `metadataUrl` (`file://…/metadata/00003-….metadata.json`, `s3://…`) or
+    /// of the newest metadata file of a table directory: its live Parquet data files are
+    /// registered, its delete files (position, equality, deletion vectors) resolved into
+    /// delete masks, and it can be indexed, queried and published. Upstream is never written.
+    /// Not yet: data files of different schemas fail `E_UNSUPPORTED`; malformed metadata or
+    /// delete files `E_ICEBERG`.
     #[napi(ts_return_type = "Promise<TableInfo>")]
     pub fn mount_iceberg<'env>(
         &self,
@@ -565,6 +595,39 @@ impl Overlay {
         run(env, async move {
             let t = w?.mount_iceberg(&name, &metadata_url).await?;
             Ok(table_info(t))
+        })
+    }
+
+    /// Moves the mounted Iceberg table `name` to the upstream's current snapshot (the newest
+    /// metadata file of its directory, or `options.metadataUrl`): reads only the manifests it
+    /// has not seen, registers added data files (indexes kept whole), drops removed ones and
+    /// refreshes delete masks, in one commit. An upstream duplicate under a unique index
+    /// poisons it (`poisoned`). Publish to move readers.
+    #[napi(ts_return_type = "Promise<SyncReport>")]
+    pub fn sync_iceberg<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        options: Option<SyncOptions>,
+    ) -> Result<PromiseRaw<'env, SyncReport>> {
+        let w = self.writer();
+        let source = options.and_then(|o| o.metadata_url);
+        run(env, async move {
+            let r = w?.sync_iceberg(&name, source.as_deref()).await?;
+            Ok(SyncReport {
+                from_snapshot: BigInt::from(r.from_snapshot),
+                snapshot_id: BigInt::from(r.snapshot_id),
+                metadata_location: r.metadata_location,
+                added: r.added,
+                removed: r.removed,
+                masks_changed: r.masks_changed,
+                rows_added: r.rows_added as i64,
+                manifests_read: r.manifests_read as i64,
+                delete_files_read: r.delete_files_read as i64,
+                requests: r.requests as i64,
+                bytes: r.bytes as i64,
+                poisoned: r.poisoned,
+            })
         })
     }
 

@@ -4,29 +4,17 @@
 //! list, for every snapshot, exactly the data files pyiceberg's own scan plans — and refuse
 //! manifests that are truncated, corrupt or point outside the table.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 use skerry_core::formats::iceberg::{self, FileContent, TableMetadata};
 use skerry_core::io::ObjectStoreReader;
 
-/// Runs the pyiceberg script into a fresh directory (setup.sh installs pyiceberg).
+mod support;
+
+/// Runs the pyiceberg script into a fresh directory.
 fn make_tables() -> (tempfile::TempDir, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/iceberg/make_tables.py");
-    let out = std::process::Command::new("python3")
-        .arg(&script)
-        .arg(dir.path())
-        .output()
-        .expect("python3 runs (setup.sh installs pyiceberg[sql-sqlite,pyarrow])");
-    assert!(
-        out.status.success(),
-        "make_tables.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let expected: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("expected.json")).unwrap()).unwrap();
-    (dir, expected)
+    support::python_tables("make_tables.py", "expected.json")
 }
 
 fn local(uri: &str) -> PathBuf {

@@ -70,6 +70,14 @@ pub struct IcebergSource {
     pub format_version: u8,
 }
 
+/// What a sync of an Iceberg-backed table read last: the synced snapshot's manifests with
+/// their live files, so the next sync reads only manifests it has not seen.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IcebergState {
+    pub snapshot_id: i64,
+    pub manifests: Vec<crate::formats::iceberg::ManifestFiles>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexRecord {
     pub index_id: u64,
@@ -199,6 +207,9 @@ pub fn repair_key(i: u64, f: u64) -> String {
 }
 pub fn repair_prefix(i: u64) -> String {
     format!("q/{i:020}/")
+}
+pub fn iceberg_state_key(t: u64) -> String {
+    format!("ice/{t:020}")
 }
 pub fn bundle_key(t: u64, f: u64) -> String {
     format!("b/{t:020}/{f:020}")

@@ -1,42 +1,76 @@
-//! Mounting a read-only Iceberg table as an overlay table (issue 16, first slice): the data
-//! files of the table's current snapshot are registered like a Parquet table's, and the
-//! upstream (metadata file, snapshot) is recorded. Nothing upstream is ever written.
+//! Mounting a read-only Iceberg table as an overlay table and following it (issue 16): the
+//! live data files of a snapshot are registered like a Parquet table's, its delete files
+//! (position deletes, equality deletes, deletion vectors) are resolved into each data file's
+//! delete mask, and the upstream (metadata file, snapshot, manifests read) is recorded.
+//! [`Overlay::sync_iceberg`] moves the table to a newer snapshot reading only the manifests it
+//! has not seen. Nothing upstream is ever written.
 //!
-//! Not yet (each a typed refusal, never a wrong answer): snapshots with delete files
-//! (merge-on-read), data files whose schemas differ (schema evolution), formats other than
-//! Parquet, and following new snapshots (`sync`).
+//! Not yet (each a typed refusal, never a wrong answer): data files whose schemas differ
+//! (schema evolution), formats other than Parquet, pinned reads of older snapshots.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
 
 pub use crate::admin::catalog::IcebergSource;
-use crate::admin::catalog::{table_key, TableRecord};
-use crate::admin::overlay::{FileSelection, Overlay, TableInfo};
+use crate::admin::catalog::{iceberg_state_key, IcebergState};
+use crate::admin::lifecycle::FileSetChange;
+use crate::admin::overlay::{FileSelection, Overlay, TableInfo, TableSetup};
+use crate::datafile;
 use crate::error::{Error, Result};
-use crate::formats::iceberg::{self, metadata::MAX_METADATA_BYTES, TableMetadata};
+use crate::formats::iceberg::deletes::{self, FILE_PATH_FIELD_ID, POS_FIELD_ID};
+use crate::formats::iceberg::{
+    self, metadata::MAX_METADATA_BYTES, FileContent, LiveFile, SnapshotFiles, TableMetadata,
+};
 use crate::io::{Location, ObjectStoreReader, RangeReader};
+use crate::values::Value;
+
+/// Distinct rows of equality delete files held while resolving them.
+pub const MAX_EQUALITY_DELETE_ROWS: u64 = 10_000_000;
+
+/// What [`Overlay::sync_iceberg`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncReport {
+    /// The snapshot the table was at, and the one it is at now (the same when nothing changed).
+    pub from_snapshot: i64,
+    pub snapshot_id: i64,
+    pub metadata_location: String,
+    /// Data files registered, and dropped (removed upstream or rewritten).
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Data files whose delete mask changed.
+    pub masks_changed: Vec<String>,
+    /// Rows the added files brought.
+    pub rows_added: u64,
+    /// Manifests read (the others were known from the last sync) and delete files read.
+    pub manifests_read: u64,
+    pub delete_files_read: u64,
+    /// Requests to and bytes from the upstream table: metadata file, manifest list,
+    /// manifests, delete files and the data files read to resolve equality deletes (added
+    /// data files' facts and indexed columns are not counted).
+    pub requests: u64,
+    pub bytes: u64,
+    /// Unique indexes a duplicate upstream key poisoned.
+    pub poisoned: Vec<String>,
+}
 
 impl Overlay {
     /// Mounts the Iceberg table at `source` (`file://`, `s3://`, …) as table `name`, at its
     /// current snapshot. `source` is a metadata file (`….metadata.json`, `.gz.metadata.json`
     /// too) or the table's directory, whose newest metadata file is used
     /// ([`Overlay::locate_metadata`]): its live data files are registered (their
-    /// facts read and checked against the manifests' record counts and sizes) and can be
-    /// indexed, queried and published like any table. Errors: `E_ICEBERG` (malformed or
-    /// escaping metadata, a data file that does not match its manifest entry),
-    /// `E_UNSUPPORTED` (delete files, mixed schemas, non-Parquet files), `E_INVALID` (no
-    /// snapshot), `E_EXISTS`, and the reads' errors.
+    /// facts read and checked against the manifests' record counts and sizes), its delete
+    /// files resolved into delete masks, all in one commit; the table can then be indexed,
+    /// queried and published like any table. Errors: `E_ICEBERG` (malformed or escaping
+    /// metadata or delete files, a data file that does not match its manifest entry),
+    /// `E_UNSUPPORTED` (mixed schemas, non-Parquet files), `E_INVALID` (no snapshot),
+    /// `E_EXISTS`, and the reads' errors.
     pub async fn mount_iceberg(&self, name: &str, source: &str) -> Result<TableInfo> {
         crate::values::names::check("table", name)?;
-        let metadata_url = &self.locate_metadata(source).await?;
-        let bytes = self
-            .data
-            .read_all_max(&Location::new(metadata_url), MAX_METADATA_BYTES)
-            .await
-            .map_err(|e| match e {
-                crate::io::IoError::TooLarge { .. } => Error::Iceberg(format!(
-                    "{metadata_url} is larger than {MAX_METADATA_BYTES} bytes"
-                )),
-                e => e.into(),
-            })?;
-        let meta = TableMetadata::from_json(&bytes)?;
+        let metadata_url = self.locate_metadata(source).await?;
+        let (meta, _) = self.read_table_metadata(&metadata_url).await?;
         let snapshot_id = meta.current_snapshot().ok_or_else(|| {
             Error::Invalid(format!(
                 "{metadata_url}: the table has no snapshot to mount"
@@ -45,57 +79,364 @@ impl Overlay {
         let location = meta.location.trim_end_matches('/').to_string();
         let reader = self.rooted(&location)?;
         let files = iceberg::snapshot_files(&reader, &meta, snapshot_id).await?;
-        if !files.deletes.is_empty() {
-            return Err(Error::Unsupported(format!(
-                "{name}: snapshot {snapshot_id} has {} delete files (merge-on-read); applying them is not implemented yet",
-                files.deletes.len()
-            )));
-        }
-        if let Some(f) = files.data.iter().find(|f| f.format != "PARQUET") {
-            return Err(Error::Unsupported(format!(
-                "{name}: {} is {}; only Parquet data files are read",
-                f.path, f.format
-            )));
-        }
+        check_formats(name, &files)?;
+        let all: BTreeSet<&str> = files.data.iter().map(|f| f.path.as_str()).collect();
+        let (masks, _) = self.resolve_deletes(&location, &meta, &files, &all).await?;
         let paths: Vec<String> = files.data.iter().map(|f| f.path.clone()).collect();
-        let info = self
-            .register_parquet_table(name, &location, FileSelection::List(paths))
+        let setup = TableSetup {
+            expect: files
+                .data
+                .iter()
+                .map(|f| (f.path.clone(), (f.record_count, f.size)))
+                .collect(),
+            masks,
+            iceberg: Some(upstream(&metadata_url, &meta, &files)),
+            iceberg_state: Some(IcebergState {
+                snapshot_id,
+                manifests: files.manifests.clone(),
+            }),
+        };
+        self.register_table_with(name, &location, FileSelection::List(paths), setup)
+            .await
+            .map_err(schema_evolution)
+    }
+
+    /// Moves the mounted table `name` to the upstream table's current snapshot: the newest
+    /// metadata file of its directory, or `source` (a metadata file, e.g. the one a catalog
+    /// names). Reads the manifest list and only the manifests the last sync did not see,
+    /// registers added data files (indexes kept whole: their keys are indexed at once),
+    /// drops removed ones, and recomputes the delete masks a changed set of delete files
+    /// touches — one commit, so readers see the old snapshot's files or the new one's. A key
+    /// an upstream write duplicates poisons the unique index (upstream writes cannot be
+    /// refused); the report names it. Publish to move readers.
+    ///
+    /// Errors: `E_NOT_FOUND` (not a mounted Iceberg table), `E_REFUSED` (another process
+    /// synced the table meanwhile), `E_UNSUPPORTED` (schema evolution, non-Parquet files),
+    /// `E_ICEBERG` and the reads' errors — the table is then left as it was.
+    pub async fn sync_iceberg(&self, name: &str, source: Option<&str>) -> Result<SyncReport> {
+        let _one = self.syncing.lock().await;
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, name).await?;
+        let Some(src) = tr.iceberg.clone() else {
+            return Err(Error::NotFound {
+                kind: "Iceberg-backed table",
+                name: name.to_string(),
+            });
+        };
+        let state: IcebergState = t
+            .get(&iceberg_state_key(tr.table_id))
+            .await?
+            .unwrap_or_default();
+        let registered = self.catalog.files(&t, tr.table_id).await?;
+        drop(t);
+        let metadata_url = match source {
+            Some(s) => self.locate_metadata(s).await?,
+            None => self.locate_metadata(&src.location).await?,
+        };
+        let (meta, meta_bytes) = self.read_table_metadata(&metadata_url).await?;
+        let location = meta.location.trim_end_matches('/').to_string();
+        if location != src.location {
+            return Err(Error::Iceberg(format!(
+                "{metadata_url} is the metadata of a table at {location}, not {}",
+                src.location
+            )));
+        }
+        let mut report = SyncReport {
+            from_snapshot: src.snapshot_id,
+            metadata_location: metadata_url.clone(),
+            requests: 1,
+            bytes: meta_bytes,
+            ..Default::default()
+        };
+        let snapshot_id = meta
+            .current_snapshot()
+            .ok_or_else(|| Error::Invalid(format!("{metadata_url}: the table has no snapshot")))?;
+        report.snapshot_id = snapshot_id;
+        if snapshot_id == src.snapshot_id && state.snapshot_id == snapshot_id {
+            return Ok(report);
+        }
+        let reader = self.rooted(&location)?;
+        let known = if state.snapshot_id == src.snapshot_id {
+            &state.manifests[..]
+        } else {
+            &[]
+        };
+        let files = iceberg::snapshot_files_since(&reader, &meta, snapshot_id, known).await?;
+        report.requests += files.requests;
+        report.bytes += files.bytes;
+        report.manifests_read = files.requests.saturating_sub(1);
+        check_formats(name, &files)?;
+        let live: HashSet<&str> = files.data.iter().map(|f| f.path.as_str()).collect();
+        let have: HashSet<&str> = registered.iter().map(|f| f.path.as_str()).collect();
+        report.removed = registered
+            .iter()
+            .filter(|f| !live.contains(f.path.as_str()))
+            .map(|f| f.path.clone())
+            .collect();
+        let added: Vec<&LiveFile> = files
+            .data
+            .iter()
+            .filter(|f| !have.contains(f.path.as_str()))
+            .collect();
+        report.added = added.iter().map(|f| f.path.clone()).collect();
+        report.rows_added = added.iter().map(|f| f.record_count).sum();
+        // Masks: of every live file when the set of delete files changed, else of added files.
+        let old_deletes: BTreeSet<&str> = state
+            .manifests
+            .iter()
+            .flat_map(|m| m.files.iter())
+            .filter(|f| f.content != FileContent::Data)
+            .map(|f| f.path.as_str())
+            .collect();
+        let new_deletes: BTreeSet<&str> = files.deletes.iter().map(|f| f.path.as_str()).collect();
+        let targets: BTreeSet<&str> = if old_deletes != new_deletes {
+            live.iter().copied().collect()
+        } else {
+            added.iter().map(|f| f.path.as_str()).collect()
+        };
+        let (masks, (reads, bytes, n)) = self
+            .resolve_deletes(&location, &meta, &files, &targets)
+            .await?;
+        report.requests += reads;
+        report.bytes += bytes;
+        report.delete_files_read = n;
+        let mut change = FileSetChange {
+            remove: report.removed.clone(),
+            poison_duplicates: true,
+            iceberg: Some(upstream(&metadata_url, &meta, &files)),
+            iceberg_state: Some(IcebergState {
+                snapshot_id,
+                manifests: files.manifests.clone(),
+            }),
+            expect_snapshot: Some(src.snapshot_id),
+            ..Default::default()
+        };
+        for p in &targets {
+            let new = masks.get(*p);
+            let old = registered
+                .iter()
+                .find(|f| f.path == *p)
+                .map(|f| f.deleted())
+                .transpose()?
+                .flatten();
+            if new != old.as_ref() {
+                report.masks_changed.push(p.to_string());
+            }
+            change.masks.insert(p.to_string(), new.cloned());
+        }
+        report.masks_changed.sort();
+        let r = self
+            .register_files_with(name, &report.added, change)
+            .await
+            .map_err(schema_evolution)?;
+        report.poisoned = r.poisoned;
+        Ok(report)
+    }
+
+    /// Reads and parses the metadata file at `url` (bounded); returns it and its size.
+    async fn read_table_metadata(&self, url: &str) -> Result<(TableMetadata, u64)> {
+        let bytes = self
+            .data
+            .read_all_max(&Location::new(url), MAX_METADATA_BYTES)
             .await
             .map_err(|e| match e {
-                Error::Invalid(m) if m.contains("different schema") => Error::Unsupported(format!(
-                    "{name}: the snapshot's data files have different schemas (schema evolution is not mounted yet): {m}"
-                )),
-                e => e,
+                crate::io::IoError::TooLarge { .. } => {
+                    Error::Iceberg(format!("{url} is larger than {MAX_METADATA_BYTES} bytes"))
+                }
+                e => e.into(),
             })?;
-        // The files' own facts must agree with their manifest entries.
-        let t = self.catalog.begin()?;
-        let registered = self.catalog.files(&t, info.table_id).await?;
-        for f in &files.data {
-            let Some(r) = registered.iter().find(|r| r.path == f.path) else {
-                return Err(Error::Iceberg(format!("{} was not registered", f.path)));
+        Ok((TableMetadata::from_json(&bytes)?, bytes.len() as u64))
+    }
+
+    /// The delete masks of the data files `targets` of `files` (those with deleted rows), from
+    /// the live delete files that apply to them ([`deletes::applies`]); and the requests,
+    /// bytes and delete files read. A position naming a row past a file's end is `E_ICEBERG`.
+    async fn resolve_deletes(
+        &self,
+        location: &str,
+        meta: &TableMetadata,
+        files: &SnapshotFiles,
+        targets: &BTreeSet<&str>,
+    ) -> Result<(HashMap<String, RoaringTreemap>, (u64, u64, u64))> {
+        let mut masks: HashMap<String, RoaringTreemap> = HashMap::new();
+        let (mut requests, mut bytes, mut read) = (0u64, 0u64, 0u64);
+        let data: HashMap<&str, &LiveFile> = files
+            .data
+            .iter()
+            .filter(|f| targets.contains(f.path.as_str()))
+            .map(|f| (f.path.as_str(), f))
+            .collect();
+        let before = self.data.counters().snapshot();
+        for d in &files.deletes {
+            let applies: Vec<&LiveFile> = data
+                .values()
+                .copied()
+                .filter(|f| deletes::applies(meta, d, f))
+                .collect();
+            if applies.is_empty() {
+                continue;
+            }
+            read += 1;
+            let url = format!("{location}/{}", d.path);
+            let loc = Location::new(&url);
+            let out_of_range = |f: &LiveFile, p: u64| {
+                Error::Iceberg(format!(
+                    "{} deletes position {p} of {}, which has {} rows",
+                    d.path, f.path, f.record_count
+                ))
             };
-            if r.record_count != f.record_count || r.size != f.size {
-                return Err(Error::Iceberg(format!(
-                    "{}: {} rows and {} bytes, its manifest entry says {} rows and {} bytes",
-                    f.path, r.record_count, r.size, f.record_count, f.size
-                )));
+            match (d.content, d.format.as_str()) {
+                (FileContent::PositionDeletes, "PUFFIN") => {
+                    let (Some(off), Some(len)) = (d.content_offset, d.content_size_in_bytes)
+                    else {
+                        return Err(Error::Iceberg(format!(
+                            "deletion vector {} has no content offset and size",
+                            d.path
+                        )));
+                    };
+                    let (off, len) = (
+                        u64::try_from(off).map_err(|_| {
+                            Error::Iceberg(format!("{}: negative content offset", d.path))
+                        })?,
+                        u64::try_from(len).map_err(|_| {
+                            Error::Iceberg(format!("{}: negative content size", d.path))
+                        })?,
+                    );
+                    if len > deletes::MAX_DV_BYTES || off.checked_add(len).is_none_or(|e| e > d.size) {
+                        return Err(Error::Iceberg(format!(
+                            "deletion vector {} at {off}+{len} is outside its {}-byte file",
+                            d.path, d.size
+                        )));
+                    }
+                    let f = applies[0];
+                    let blob = self.data.read_range(&loc, off..off + len).await?;
+                    let mask = deletes::decode_deletion_vector(&blob, f.record_count)?;
+                    *masks.entry(f.path.clone()).or_default() |= mask;
+                }
+                (FileContent::PositionDeletes, "PARQUET") => {
+                    let md = datafile::read_metadata(self.data.as_ref(), &loc, d.size).await?;
+                    let fields = datafile::fields(&datafile::arrow_schema(&md)?);
+                    let id = |fid: i32, name: &str| {
+                        fields
+                            .iter()
+                            .find(|f| f.field_id == fid)
+                            .or_else(|| fields.iter().find(|f| f.name == name))
+                            .map(|f| f.field_id)
+                            .ok_or_else(|| {
+                                Error::Iceberg(format!(
+                                    "position delete file {} has no {name} column",
+                                    d.path
+                                ))
+                            })
+                    };
+                    let ids = [id(FILE_PATH_FIELD_ID, "file_path")?, id(POS_FIELD_ID, "pos")?];
+                    let by_uri: HashMap<&str, &LiveFile> =
+                        applies.iter().map(|f| (f.path.as_str(), *f)).collect();
+                    let mut last: Option<(String, Option<&LiveFile>)> = None;
+                    datafile::scan_values(self.data.as_ref(), &loc, &md, &ids, |v, _| {
+                        let (Value::String(path), Value::Int(pos)) = (&v[0], &v[1]) else {
+                            return Err(Error::Iceberg(format!(
+                                "{}: a row without a file path and position",
+                                d.path
+                            )));
+                        };
+                        // Rows are sorted by path: resolve each path once.
+                        if last.as_ref().is_none_or(|(p, _)| p != path) {
+                            let rel = iceberg::relative_to(location, path)?;
+                            last = Some((path.clone(), by_uri.get(rel.as_str()).copied()));
+                        }
+                        if let Some((_, Some(f))) = &last {
+                            let p = u64::try_from(*pos).map_err(|_| out_of_range(f, 0))?;
+                            if p >= f.record_count {
+                                return Err(out_of_range(f, p));
+                            }
+                            masks.entry(f.path.clone()).or_default().insert(p);
+                        }
+                        Ok(())
+                    })
+                    .await?;
+                }
+                (FileContent::EqualityDeletes, "PARQUET") => {
+                    if d.equality_ids.is_empty() {
+                        return Err(Error::Iceberg(format!(
+                            "equality delete file {} has no equality field ids",
+                            d.path
+                        )));
+                    }
+                    let md = datafile::read_metadata(self.data.as_ref(), &loc, d.size).await?;
+                    let mut keys: HashSet<String> = HashSet::new();
+                    let fields = datafile::fields(&datafile::arrow_schema(&md)?);
+                    for id in &d.equality_ids {
+                        datafile::root_of(&fields, *id).map_err(|_| {
+                            Error::Iceberg(format!(
+                                "equality delete file {} has no column with field id {id}",
+                                d.path
+                            ))
+                        })?;
+                    }
+                    datafile::scan_values(
+                        self.data.as_ref(),
+                        &loc,
+                        &md,
+                        &d.equality_ids,
+                        |v, _| {
+                            keys.insert(equality_key(v.iter()));
+                            if keys.len() as u64 > MAX_EQUALITY_DELETE_ROWS {
+                                return Err(Error::Limit {
+                                    what: "rows of an equality delete file",
+                                    count: keys.len() as u64,
+                                    limit: MAX_EQUALITY_DELETE_ROWS,
+                                    remedy: "compact the upstream table's deletes",
+                                });
+                            }
+                            Ok(())
+                        },
+                    )
+                    .await?;
+                    for f in applies {
+                        let furl = format!("{location}/{}", f.path);
+                        let floc = Location::new(&furl);
+                        let fmd = datafile::read_metadata(self.data.as_ref(), &floc, f.size).await?;
+                        let ffields = datafile::fields(&datafile::arrow_schema(&fmd)?);
+                        // A column the data file does not have reads as NULL there.
+                        let present: Vec<i32> = d
+                            .equality_ids
+                            .iter()
+                            .copied()
+                            .filter(|id| ffields.iter().any(|x| x.field_id == *id))
+                            .collect();
+                        let mut hit = RoaringTreemap::new();
+                        let nulls = Value::Null;
+                        datafile::scan_values(self.data.as_ref(), &floc, &fmd, &present, |v, p| {
+                            let key = equality_key(d.equality_ids.iter().map(|id| {
+                                present
+                                    .iter()
+                                    .position(|x| x == id)
+                                    .map_or(&nulls, |i| &v[i])
+                            }));
+                            if keys.contains(&key) {
+                                hit.insert(p);
+                            }
+                            Ok(())
+                        })
+                        .await?;
+                        if !hit.is_empty() {
+                            *masks.entry(f.path.clone()).or_default() |= hit;
+                        }
+                    }
+                }
+                (_, format) => {
+                    return Err(Error::Unsupported(format!(
+                        "delete file {} is {format}; Parquet position and equality deletes and Puffin deletion vectors are read",
+                        d.path
+                    )))
+                }
             }
         }
-        let mut rec: TableRecord = t
-            .get(&table_key(info.table_id))
-            .await?
-            .ok_or_else(|| Error::catalog(format!("table {name} has no record")))?;
-        rec.source = "iceberg".into();
-        rec.iceberg = Some(IcebergSource {
-            metadata_location: metadata_url.to_string(),
-            location,
-            snapshot_id,
-            sequence_number: files.sequence_number,
-            format_version: meta.format_version,
-        });
-        t.put(&table_key(info.table_id), &rec)?;
-        t.commit().await?;
-        Ok(info)
+        let after = self.data.counters().snapshot();
+        requests += after.requests.saturating_sub(before.requests);
+        bytes += after.bytes.saturating_sub(before.bytes);
+        Ok((masks, (requests, bytes, read)))
     }
 
     /// The metadata file `source` names: itself when it ends in `.metadata.json`; else, taking
@@ -159,4 +500,50 @@ impl Overlay {
             object_store::path::Path::from(inner.path.trim_end_matches('/')),
         ))
     }
+}
+
+/// The upstream record of a table at `files`' snapshot, read from `metadata_url`.
+fn upstream(metadata_url: &str, meta: &TableMetadata, files: &SnapshotFiles) -> IcebergSource {
+    IcebergSource {
+        metadata_location: metadata_url.to_string(),
+        location: meta.location.trim_end_matches('/').to_string(),
+        snapshot_id: files.snapshot_id,
+        sequence_number: files.sequence_number,
+        format_version: meta.format_version,
+    }
+}
+
+/// A snapshot whose data files Skerry cannot read yet is refused (`E_UNSUPPORTED`).
+fn check_formats(name: &str, files: &SnapshotFiles) -> Result<()> {
+    if let Some(f) = files.data.iter().find(|f| f.format != "PARQUET") {
+        return Err(Error::Unsupported(format!(
+            "{name}: {} is {}; only Parquet data files are read",
+            f.path, f.format
+        )));
+    }
+    Ok(())
+}
+
+/// A registration refused for a schema change is schema evolution, not supported yet.
+fn schema_evolution(e: Error) -> Error {
+    match e {
+        Error::Invalid(m) if m.contains("different schema") => Error::Unsupported(format!(
+            "the snapshot's data files have different schemas (schema evolution is not followed yet): {m}"
+        )),
+        e => e,
+    }
+}
+
+/// The identity of a row's equality-delete values: equal values (NULL equals NULL, an int
+/// equals the same long, a float the same double) give equal keys.
+fn equality_key<'a>(values: impl Iterator<Item = &'a Value>) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for v in values {
+        let _ = match v {
+            Value::Float32(f) => write!(s, "{:?}\u{1f}", Value::Float64(*f as f64)),
+            v => write!(s, "{v:?}\u{1f}"),
+        };
+    }
+    s
 }

@@ -39,6 +39,24 @@ pub struct RegisterReport {
     pub attempts: u64,
 }
 
+/// Changes committed with a registration ([`Overlay::register_files_with`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FileSetChange {
+    /// Registered files to drop, by path.
+    pub remove: Vec<String>,
+    /// Delete masks by path, of kept or new files: `None` clears a file's mask.
+    pub masks: HashMap<String, Option<RoaringTreemap>>,
+    /// A duplicate key under a unique index poisons the index instead of failing (upstream
+    /// writes cannot be refused).
+    pub poison_duplicates: bool,
+    /// Recorded on the table.
+    pub iceberg: Option<IcebergSource>,
+    pub iceberg_state: Option<IcebergState>,
+    /// The upstream snapshot the table must still be at (`E_REFUSED` otherwise: synced
+    /// meanwhile by another process).
+    pub expect_snapshot: Option<i64>,
+}
+
 /// Rows of one data file to delete, by position.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileDeletes {
@@ -128,6 +146,19 @@ impl Overlay {
     /// Concurrent registrations retry after conflicts and check again, so of several
     /// registering one value exactly one commits.
     pub async fn register_files(&self, table: &str, paths: &[String]) -> Result<RegisterReport> {
+        self.register_files_with(table, paths, FileSetChange::default())
+            .await
+    }
+
+    /// [`Overlay::register_files`] committing `change` in the same transaction: files
+    /// dropped, delete masks replaced, the upstream source recorded (an Iceberg sync), so
+    /// readers see the old file set or the new one, never a mix.
+    pub(crate) async fn register_files_with(
+        &self,
+        table: &str,
+        paths: &[String],
+        change: FileSetChange,
+    ) -> Result<RegisterReport> {
         for p in paths {
             crate::admin::overlay::check_data_path(p)?;
         }
@@ -139,10 +170,11 @@ impl Overlay {
         let t = self.catalog.begin()?;
         let (tr, existing, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
         drop(t);
-        if let Some(p) = paths
-            .iter()
-            .find(|p| existing.iter().any(|f| &&f.path == p))
-        {
+        if let Some(p) = paths.iter().find(|p| {
+            existing
+                .iter()
+                .any(|f| &&f.path == p && !change.remove.contains(&f.path))
+        }) {
             return Err(Error::AlreadyExists {
                 kind: "data file",
                 name: format!("{}/{p}", tr.name),
@@ -232,6 +264,11 @@ impl Overlay {
             entries: keys.values().map(|k| k.len() as u64).sum(),
             ..Default::default()
         };
+        for f in &mut new_files {
+            if let Some(Some(m)) = change.masks.get(&f.path) {
+                f.set_deleted(m);
+            }
+        }
         let mut artifacts = Vec::new();
         let mut bundles = Vec::new();
         for f in &new_files {
@@ -252,7 +289,9 @@ impl Overlay {
         let poisoned = loop {
             attempt += 1;
             match self
-                .commit_registration(table, &new_files, &indexes, &keys, &artifacts, &bundles)
+                .commit_registration(
+                    table, &new_files, &indexes, &keys, &artifacts, &bundles, &change,
+                )
                 .await
             {
                 Ok(p) => break p,
@@ -279,10 +318,43 @@ impl Overlay {
         keys: &HashMap<(u64, u64), Vec<(Vec<u8>, u64)>>,
         artifacts: &[IndexFileEntry],
         bundles: &[(u64, BundleRecord)],
+        change: &FileSetChange,
     ) -> Result<Vec<IndexRecord>> {
         let t = self.catalog.begin()?;
         let mut tr = self.catalog.table(&t, table).await?;
-        let existing = self.catalog.files(&t, tr.table_id).await?;
+        if let Some(want) = change.expect_snapshot {
+            let at = tr.iceberg.as_ref().map(|s| s.snapshot_id);
+            if at != Some(want) {
+                return Err(Error::Refused(format!(
+                    "table {} was synced meanwhile (now at snapshot {at:?}, expected {want}); sync again",
+                    tr.name
+                )));
+            }
+        }
+        let mut existing = self.catalog.files(&t, tr.table_id).await?;
+        // The change first: dropped files leave, masks are replaced.
+        for f in existing.iter().filter(|f| change.remove.contains(&f.path)) {
+            t.delete(&file_key(tr.table_id, f.file_id))?;
+        }
+        existing.retain(|f| !change.remove.contains(&f.path));
+        for f in &mut existing {
+            if let Some(m) = change.masks.get(&f.path) {
+                let old = f.deleted()?;
+                if old.as_ref() != m.as_ref() {
+                    match m {
+                        Some(m) => f.set_deleted(m),
+                        None => f.deletes = None,
+                    }
+                    t.put(&file_key(tr.table_id, f.file_id), f)?;
+                }
+            }
+        }
+        if let Some(ice) = &change.iceberg {
+            tr.iceberg = Some(ice.clone());
+        }
+        if let Some(state) = &change.iceberg_state {
+            t.put(&iceberg_state_key(tr.table_id), state)?;
+        }
         if let Some(f) = new_files
             .iter()
             .find(|n| existing.iter().any(|f| f.path == n.path))
@@ -327,7 +399,11 @@ impl Overlay {
             }
             let mut claims = Vec::new();
             for f in &files {
+                let deleted = f.deleted()?;
                 for (k, p) in &keys[&(ix.index_id, f.file_id)] {
+                    if deleted.as_ref().is_some_and(|d| d.contains(*p)) {
+                        continue;
+                    }
                     if !ix.key.decode(k)?.iter().any(|v| v.is_null()) {
                         claims.push((
                             k.clone(),
@@ -358,7 +434,9 @@ impl Overlay {
             {
                 Ok(()) => {}
                 // A building index is maintained, and poisoned instead of failing the writer.
-                Err(Error::Constraint { .. }) if ix.state == IndexState::Building => {
+                Err(Error::Constraint { .. })
+                    if ix.state == IndexState::Building || change.poison_duplicates =>
+                {
                     poisoned.push(ix.clone())
                 }
                 Err(e) => return Err(e),

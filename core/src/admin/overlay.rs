@@ -28,6 +28,17 @@ pub const RUN_PART_BYTES: usize = 8 << 20;
 pub use crate::io::store::OpenOptions;
 pub(crate) use crate::io::store::{open_store, store_err};
 
+/// What [`Overlay::register_table_with`] commits with a new table (a mounted Iceberg table).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TableSetup {
+    /// Per path, the record count and size the file must have.
+    pub expect: std::collections::HashMap<String, (u64, u64)>,
+    /// Per path, the rows deleted.
+    pub masks: std::collections::HashMap<String, roaring::RoaringTreemap>,
+    pub iceberg: Option<crate::admin::catalog::IcebergSource>,
+    pub iceberg_state: Option<crate::admin::catalog::IcebergState>,
+}
+
 /// Which files of a table location to register.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FileSelection {
@@ -181,6 +192,8 @@ pub struct Overlay {
     pub(crate) writing: tokio::sync::RwLock<()>,
     /// (index id, file id) pairs this process has queued for repair (one catalog write each).
     pub(crate) queued: std::sync::Mutex<std::collections::HashSet<(u64, u64)>>,
+    /// Held by an Iceberg sync: one at a time per process.
+    pub(crate) syncing: tokio::sync::Mutex<()>,
 }
 
 impl Overlay {
@@ -208,6 +221,7 @@ impl Overlay {
             run_part_bytes: RUN_PART_BYTES,
             writing: tokio::sync::RwLock::new(()),
             queued: Default::default(),
+            syncing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -313,6 +327,18 @@ impl Overlay {
         location: &str,
         files: FileSelection,
     ) -> Result<TableInfo> {
+        self.register_table_with(name, location, files, TableSetup::default())
+            .await
+    }
+
+    /// [`Overlay::register_parquet_table`] with `setup` applied in the same transaction.
+    pub(crate) async fn register_table_with(
+        &self,
+        name: &str,
+        location: &str,
+        files: FileSelection,
+        setup: TableSetup,
+    ) -> Result<TableInfo> {
         crate::values::names::check("table", name)?;
         let paths = match files {
             FileSelection::List(l) => l,
@@ -325,7 +351,18 @@ impl Overlay {
         let mut schema: Option<Vec<crate::values::FieldInfo>> = None;
         for p in &paths {
             check_data_path(p)?;
-            let (e, fields, _) = self.file_facts(location, p).await?;
+            let (mut e, fields, _) = self.file_facts(location, p).await?;
+            if let Some((rows, size)) = setup.expect.get(p) {
+                if e.record_count != *rows || e.size != *size {
+                    return Err(Error::Iceberg(format!(
+                        "{p}: {} rows and {} bytes, its manifest entry says {rows} rows and {size} bytes",
+                        e.record_count, e.size
+                    )));
+                }
+            }
+            if let Some(m) = setup.masks.get(p) {
+                e.set_deleted(m);
+            }
             match &schema {
                 None => schema = Some(fields),
                 Some(s) if same_columns(s, &fields) => {}
@@ -361,12 +398,20 @@ impl Overlay {
             table_id,
             name: name.into(),
             location: location.trim_end_matches('/').into(),
-            source: "parquet".into(),
+            source: if setup.iceberg.is_some() {
+                "iceberg"
+            } else {
+                "parquet"
+            }
+            .into(),
             fields: fields.clone(),
             snapshot: version,
             next_row_id,
-            iceberg: None,
+            iceberg: setup.iceberg,
         };
+        if let Some(state) = &setup.iceberg_state {
+            t.put(&crate::admin::catalog::iceberg_state_key(table_id), state)?;
+        }
         t.put(&table_key(table_id), &rec)?;
         t.put(&table_name_key(name), &table_id)?;
         t.commit().await?;

@@ -50,3 +50,25 @@ pub async fn orders_overlay(
     o.build("orders", |_| {}).await.unwrap();
     (overlay_url, o)
 }
+
+/// Runs the Python script `tests/iceberg/<script>` (pyiceberg, installed by setup.sh) into a
+/// fresh directory and returns it with the JSON it wrote there as `<expected>`.
+pub fn python_tables(script: &str, expected: &str) -> (tempfile::TempDir, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/iceberg")
+        .join(script);
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(dir.path())
+        .output()
+        .expect("python3 runs (setup.sh installs pyiceberg[sql-sqlite,pyarrow])");
+    assert!(
+        out.status.success(),
+        "{} failed:\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = std::fs::read(dir.path().join(expected)).unwrap();
+    (dir, serde_json::from_slice(&json).unwrap())
+}

@@ -22,7 +22,7 @@ fn bad(what: impl Into<String>) -> Error {
 }
 
 /// What a file holds (the spec's `content`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FileContent {
     Data,
     PositionDeletes,
@@ -30,7 +30,7 @@ pub enum FileContent {
 }
 
 /// A live (not deleted) file of a snapshot, as its manifest entry and inheritance give it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LiveFile {
     /// Relative to the table location (checked: never outside it).
     pub path: String,
@@ -40,6 +40,11 @@ pub struct LiveFile {
     pub record_count: u64,
     pub size: u64,
     pub partition_spec_id: i32,
+    /// The partition tuple, in a canonical text form: two files are in the same partition
+    /// exactly when their specs and these strings are equal (spec: equality deletes apply
+    /// within their partition).
+    #[serde(default)]
+    pub partition: String,
     /// The data sequence number (inherited from the manifest for ADDED entries).
     pub sequence_number: i64,
     pub file_sequence_number: i64,
@@ -66,6 +71,20 @@ pub struct SnapshotFiles {
     pub deletes: Vec<LiveFile>,
     /// Manifests read (each one request) plus the manifest list.
     pub requests: u64,
+    /// Bytes those requests returned.
+    pub bytes: u64,
+    /// Every manifest of the snapshot with its live files (those read and those `known`).
+    pub manifests: Vec<ManifestFiles>,
+}
+
+/// The live files one manifest contributes to a snapshot. Manifests are immutable and a
+/// manifest list entry's inherited values (sequence number, first row id) are fixed when the
+/// manifest is first committed, so a manifest read once never needs reading again.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ManifestFiles {
+    /// As the manifest list names it.
+    pub path: String,
+    pub files: Vec<LiveFile>,
 }
 
 /// One Avro record, read by field name. Optional fields are unions with null, and writers
@@ -160,7 +179,6 @@ fn avro_records(bytes: &[u8], what: &str) -> Result<super::avro::Container> {
 /// but not kept, so a manifest's per-column statistics cost no memory.
 const SKIPPED_FIELDS: &[&str] = &[
     "partitions",
-    "partition",
     "column_sizes",
     "value_counts",
     "null_value_counts",
@@ -196,144 +214,188 @@ pub async fn snapshot_files<R: RangeReader + ?Sized>(
     meta: &TableMetadata,
     snapshot_id: i64,
 ) -> Result<SnapshotFiles> {
+    snapshot_files_since(r, meta, snapshot_id, &[]).await
+}
+
+/// [`snapshot_files`] reading only the manifests not in `known` (the manifests of a snapshot
+/// read before, [`SnapshotFiles::manifests`]): the manifest list plus what changed since.
+pub async fn snapshot_files_since<R: RangeReader + ?Sized>(
+    r: &R,
+    meta: &TableMetadata,
+    snapshot_id: i64,
+    known: &[ManifestFiles],
+) -> Result<SnapshotFiles> {
     let snap = meta.snapshot(snapshot_id)?;
-    let v1 = meta.format_version == 1;
-    let mut requests = 0;
-    let refs = manifest_refs(r, meta, snap, &mut requests).await?;
-    let reads = futures::stream::iter(refs.into_iter().map(|m| async move {
-        let loc = Location::new(relative_to(&meta.location, &m.path)?);
-        let max = m
-            .length
-            .unwrap_or(MAX_MANIFEST_BYTES)
-            .min(MAX_MANIFEST_BYTES);
-        let bytes = r.read_all_max(&loc, max).await.map_err(|e| match e {
-            crate::io::IoError::TooLarge { .. } => bad(format!(
-                "manifest {} is larger than the {max} bytes the manifest list records",
-                m.path
-            )),
-            e => e.into(),
-        })?;
-        if m.length.is_some_and(|l| l != bytes.len() as u64) {
-            return Err(bad(format!(
-                "manifest {} is {} bytes, the manifest list says {}",
-                m.path,
-                bytes.len(),
-                m.length.unwrap_or(0)
-            )));
-        }
-        Ok::<_, Error>((m, bytes))
-    }))
-    .buffered(MANIFEST_READS);
-    let read: Vec<Result<_>> = reads.collect().await;
     let mut out = SnapshotFiles {
         snapshot_id,
         sequence_number: snap.sequence_number,
         ..Default::default()
     };
+    let refs = manifest_refs(r, meta, snap, &mut out.requests, &mut out.bytes).await?;
+    let known: std::collections::HashMap<&str, &ManifestFiles> =
+        known.iter().map(|m| (m.path.as_str(), m)).collect();
+    let reads = futures::stream::iter(refs.into_iter().map(|m| {
+        let cached = known.get(m.path.as_str()).map(|k| (*k).clone());
+        async move {
+            if let Some(k) = cached {
+                return Ok::<_, Error>((k, 0u64));
+            }
+            let (files, n) = read_manifest(r, meta, &m).await?;
+            Ok((
+                ManifestFiles {
+                    path: m.path,
+                    files,
+                },
+                n,
+            ))
+        }
+    }))
+    .buffered(MANIFEST_READS);
+    let read: Vec<Result<_>> = reads.collect().await;
     for x in read {
-        let (m, bytes) = x?;
-        requests += 1;
-        let super::avro::Container {
-            records: entries,
-            metadata: avro_meta,
-        } = avro_records(&bytes, &m.path)?;
-        let spec_id = match m.spec_id {
-            Some(id) => id,
-            None => avro_meta
-                .get("partition-spec-id")
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-        };
-        // Row lineage: ADDED/EXISTING data files without a first row id take the manifest's
-        // first row id plus the rows of such files before them in the manifest.
-        let mut next_row_id = m.first_row_id;
-        for v in &entries {
-            let e = Record::new(v, &m.path)?;
-            let status = e.required_long("status")?;
-            if !(0..=2).contains(&status) {
-                return Err(bad(format!("{}: entry status {status}", m.path)));
-            }
-            if status == 2 {
-                continue; // DELETED
-            }
-            let added = status == 1;
-            let inherit = |own: Option<i64>, what: &str| -> Result<i64> {
-                match own {
-                    Some(v) => Ok(v),
-                    None if added || v1 => Ok(m.sequence_number),
-                    None => Err(bad(format!(
-                        "{}: an EXISTING entry without a {what}",
-                        m.path
-                    ))),
-                }
-            };
-            let sequence_number = if v1 {
-                0
+        let (m, n) = x?;
+        if n > 0 {
+            out.requests += 1;
+            out.bytes += n;
+        }
+        for f in &m.files {
+            if f.content == FileContent::Data {
+                out.data.push(f.clone());
             } else {
-                inherit(e.long("sequence_number")?, "sequence number")?
-            };
-            let file_sequence_number = if v1 {
-                0
-            } else {
-                inherit(e.long("file_sequence_number")?, "file sequence number")?
-            };
-            let d = e.record("data_file")?;
-            let content = match d.long("content")?.unwrap_or(0) {
-                0 => FileContent::Data,
-                1 => FileContent::PositionDeletes,
-                2 => FileContent::EqualityDeletes,
-                c => return Err(bad(format!("{}: file content {c}", m.path))),
-            };
-            if (content == FileContent::Data) != (m.content == 0) {
-                return Err(bad(format!(
-                    "{}: a {content:?} file in a manifest of content {}",
-                    m.path, m.content
-                )));
-            }
-            let record_count = non_negative(d.required_long("record_count")?, "record count")?;
-            let mut first_row_id = None;
-            if meta.format_version >= 3 && content == FileContent::Data {
-                first_row_id = match (d.long("first_row_id")?, next_row_id) {
-                    (Some(v), _) => Some(v),
-                    (None, Some(n)) => {
-                        next_row_id = Some(
-                            n.checked_add(record_count as i64)
-                                .ok_or_else(|| bad(format!("{}: row ids overflow", m.path)))?,
-                        );
-                        Some(n)
-                    }
-                    (None, None) => None,
-                };
-            }
-            let file = LiveFile {
-                path: relative_to(&meta.location, d.required_string("file_path")?)?,
-                content,
-                format: d.required_string("file_format")?.to_ascii_uppercase(),
-                record_count,
-                size: non_negative(d.required_long("file_size_in_bytes")?, "file size")?,
-                partition_spec_id: spec_id,
-                sequence_number,
-                file_sequence_number,
-                snapshot_id: e.long("snapshot_id")?.unwrap_or(m.added_snapshot_id),
-                first_row_id,
-                referenced_data_file: d
-                    .string("referenced_data_file")?
-                    .map(|p| relative_to(&meta.location, p))
-                    .transpose()?,
-                content_offset: d.long("content_offset")?,
-                content_size_in_bytes: d.long("content_size_in_bytes")?,
-                equality_ids: d.ints("equality_ids")?,
-            };
-            if content == FileContent::Data {
-                out.data.push(file);
-            } else {
-                out.deletes.push(file);
+                out.deletes.push(f.clone());
             }
         }
+        out.manifests.push(m);
     }
-    out.requests = requests;
     Ok(out)
+}
+
+/// The live files of one manifest, and the bytes read.
+async fn read_manifest<R: RangeReader + ?Sized>(
+    r: &R,
+    meta: &TableMetadata,
+    m: &ManifestRef,
+) -> Result<(Vec<LiveFile>, u64)> {
+    let v1 = meta.format_version == 1;
+    let loc = Location::new(relative_to(&meta.location, &m.path)?);
+    let max = m
+        .length
+        .unwrap_or(MAX_MANIFEST_BYTES)
+        .min(MAX_MANIFEST_BYTES);
+    let bytes = r.read_all_max(&loc, max).await.map_err(|e| match e {
+        crate::io::IoError::TooLarge { .. } => bad(format!(
+            "manifest {} is larger than the {max} bytes the manifest list records",
+            m.path
+        )),
+        e => e.into(),
+    })?;
+    if m.length.is_some_and(|l| l != bytes.len() as u64) {
+        return Err(bad(format!(
+            "manifest {} is {} bytes, the manifest list says {}",
+            m.path,
+            bytes.len(),
+            m.length.unwrap_or(0)
+        )));
+    }
+    let super::avro::Container {
+        records: entries,
+        metadata: avro_meta,
+    } = avro_records(&bytes, &m.path)?;
+    let spec_id = match m.spec_id {
+        Some(id) => id,
+        None => avro_meta
+            .get("partition-spec-id")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    };
+    let mut out = Vec::new();
+    // Row lineage: ADDED/EXISTING data files without a first row id take the manifest's
+    // first row id plus the rows of such files before them in the manifest.
+    let mut next_row_id = m.first_row_id;
+    for v in &entries {
+        let e = Record::new(v, &m.path)?;
+        let status = e.required_long("status")?;
+        if !(0..=2).contains(&status) {
+            return Err(bad(format!("{}: entry status {status}", m.path)));
+        }
+        if status == 2 {
+            continue; // DELETED
+        }
+        let added = status == 1;
+        let inherit = |own: Option<i64>, what: &str| -> Result<i64> {
+            match own {
+                Some(v) => Ok(v),
+                None if added || v1 => Ok(m.sequence_number),
+                None => Err(bad(format!(
+                    "{}: an EXISTING entry without a {what}",
+                    m.path
+                ))),
+            }
+        };
+        let sequence_number = if v1 {
+            0
+        } else {
+            inherit(e.long("sequence_number")?, "sequence number")?
+        };
+        let file_sequence_number = if v1 {
+            0
+        } else {
+            inherit(e.long("file_sequence_number")?, "file sequence number")?
+        };
+        let d = e.record("data_file")?;
+        let content = match d.long("content")?.unwrap_or(0) {
+            0 => FileContent::Data,
+            1 => FileContent::PositionDeletes,
+            2 => FileContent::EqualityDeletes,
+            c => return Err(bad(format!("{}: file content {c}", m.path))),
+        };
+        if (content == FileContent::Data) != (m.content == 0) {
+            return Err(bad(format!(
+                "{}: a {content:?} file in a manifest of content {}",
+                m.path, m.content
+            )));
+        }
+        let record_count = non_negative(d.required_long("record_count")?, "record count")?;
+        let mut first_row_id = None;
+        if meta.format_version >= 3 && content == FileContent::Data {
+            first_row_id = match (d.long("first_row_id")?, next_row_id) {
+                (Some(v), _) => Some(v),
+                (None, Some(n)) => {
+                    next_row_id = Some(
+                        n.checked_add(record_count as i64)
+                            .ok_or_else(|| bad(format!("{}: row ids overflow", m.path)))?,
+                    );
+                    Some(n)
+                }
+                (None, None) => None,
+            };
+        }
+        out.push(LiveFile {
+            path: relative_to(&meta.location, d.required_string("file_path")?)?,
+            content,
+            format: d.required_string("file_format")?.to_ascii_uppercase(),
+            record_count,
+            size: non_negative(d.required_long("file_size_in_bytes")?, "file size")?,
+            partition_spec_id: spec_id,
+            partition: d
+                .get("partition")
+                .map(|p| format!("{p:?}"))
+                .unwrap_or_default(),
+            sequence_number,
+            file_sequence_number,
+            snapshot_id: e.long("snapshot_id")?.unwrap_or(m.added_snapshot_id),
+            first_row_id,
+            referenced_data_file: d
+                .string("referenced_data_file")?
+                .map(|p| relative_to(&meta.location, p))
+                .transpose()?,
+            content_offset: d.long("content_offset")?,
+            content_size_in_bytes: d.long("content_size_in_bytes")?,
+            equality_ids: d.ints("equality_ids")?,
+        });
+    }
+    Ok((out, bytes.len() as u64))
 }
 
 /// The manifests of `snap`: its manifest list, or a version-1 snapshot's inline list.
@@ -342,6 +404,7 @@ async fn manifest_refs<R: RangeReader + ?Sized>(
     meta: &TableMetadata,
     snap: &Snapshot,
     requests: &mut u64,
+    bytes_read: &mut u64,
 ) -> Result<Vec<ManifestRef>> {
     let Some(list) = &snap.manifest_list else {
         let paths = snap.manifests.as_deref().unwrap_or_default();
@@ -369,6 +432,7 @@ async fn manifest_refs<R: RangeReader + ?Sized>(
             e => e.into(),
         })?;
     *requests += 1;
+    *bytes_read += bytes.len() as u64;
     let records = avro_records(&bytes, list)?.records;
     records
         .iter()

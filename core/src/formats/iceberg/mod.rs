@@ -5,10 +5,13 @@
 //! location ([`relative_to`]) — Skerry never follows a manifest outside the table it mounted.
 
 mod avro;
+pub mod deletes;
 pub mod manifests;
 pub mod metadata;
 
-pub use manifests::{snapshot_files, FileContent, LiveFile, SnapshotFiles};
+pub use manifests::{
+    snapshot_files, snapshot_files_since, FileContent, LiveFile, ManifestFiles, SnapshotFiles,
+};
 pub use metadata::TableMetadata;
 
 use crate::error::{Error, Result};

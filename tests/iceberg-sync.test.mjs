@@ -1,0 +1,107 @@
+// Following an Iceberg table through the addon, the CLI and the wasm reader (issue 16):
+// merge-on-read tables (tests/iceberg/make_mor.py: position and equality delete files
+// committed through pyiceberg's writers, a copy-on-write rewrite, appends) are mounted at
+// their first snapshot and synced snapshot by snapshot; every answer holds the rows the table
+// holds at that snapshot, the wasm reader over HTTP answers the same from the published
+// manifest (delete masks included) and the data files alone, and upstream is never written.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { startRangeServer } from '../scripts/range-server.mjs';
+import { snapshotTree } from './iceberg/helpers.mjs';
+
+const require = createRequire(import.meta.url);
+const { Overlay } = require('skerry');
+const { OverlayReader } = require('skerry-wasm');
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+let root, expected, overlay, server;
+
+before(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-mor-'));
+  execFileSync('python3', [path.join(here, 'iceberg', 'make_mor.py'), root], { stdio: 'pipe' });
+  expected = JSON.parse(fs.readFileSync(path.join(root, 'expected_mor.json'), 'utf8'));
+  overlay = await Overlay.open(`file://${root}/overlay`);
+  server = await startRangeServer(root);
+});
+
+after(async () => {
+  await overlay?.close();
+  await server?.close();
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+const sorted = (rows) => rows.map((r) => Number(r.id)).sort((x, y) => x - y);
+
+test('a table synced snapshot by snapshot answers like each snapshot, in the addon and the wasm reader', async () => {
+  const upstream = snapshotTree(path.join(root, 'warehouse'));
+  const snaps = expected['db.mor'].snapshots;
+  await overlay.mountIceberg('mor', snaps[0].metadata_location);
+  await overlay.createIndex('mor', 'by_id', ['id'], { unique: true });
+  await overlay.createIndex('mor', 'by_region', ['region']);
+  await overlay.build('mor');
+  for (const s of snaps.slice(1)) {
+    const r = await overlay.syncIceberg('mor', { metadataUrl: s.metadata_location });
+    assert.equal(typeof r.snapshotId, 'bigint');
+    assert.equal(r.snapshotId, BigInt(s.snapshot_id), s.label); // snapshot_id is a string in the JSON
+    const all = await overlay.query('mor', { columns: ['id'], limit: 10000 });
+    assert.deepEqual(sorted(all.rows), s.ids, s.label);
+    const ap = await overlay.query('mor', { where: { region: 'ap' }, columns: ['id'], limit: 10000 });
+    assert.deepEqual(sorted(ap.rows), s.ids.filter((i) => i % 3 === 2), `${s.label}: region ap`);
+  }
+  const last = snaps.at(-1);
+  assert.deepEqual((await overlay.listIndexes('mor')).find((i) => i.name === 'by_id').state, 'poisoned');
+  await overlay.publish();
+  const reader = await OverlayReader.open(`${server.url}/overlay`, {
+    tables: { mor: `${server.url}/warehouse/db/mor` },
+  });
+  const w = await reader.query('mor', { columns: ['id'], limit: 10000 });
+  assert.deepEqual(sorted(w.rows), last.ids);
+  const ap = await reader.query('mor', { where: { region: 'ap' }, columns: ['id'], limit: 10000 });
+  assert.deepEqual(sorted(ap.rows), last.ids.filter((i) => i % 3 === 2));
+  assert.deepEqual(snapshotTree(path.join(root, 'warehouse')), upstream);
+});
+
+test('syncIceberg refuses what it cannot sync with typed errors', async () => {
+  await overlay.registerParquetTable('plain', `file://${root}/warehouse/db/mor/data`, { files: [] });
+  const notIceberg = await overlay.syncIceberg('plain').then(() => null, (e) => e);
+  assert.equal(notIceberg?.code, 'E_NOT_FOUND', String(notIceberg));
+  const missing = await overlay.syncIceberg('nope').then(() => null, (e) => e);
+  assert.equal(missing?.code, 'E_NOT_FOUND', String(missing));
+  for (const args of [[42], ['mor', { metadataUrl: 7 }], ['mor', 'x']]) {
+    const e = await overlay.syncIceberg(...args).then(() => null, (x) => x);
+    assert.equal(e?.code, 'E_INVALID', `${JSON.stringify(args)}: ${e}`);
+  }
+  // Another table's metadata file is refused.
+  const other = expected['db.mor_parted'].snapshots[0].metadata_location;
+  const wrong = await overlay.syncIceberg('mor', { metadataUrl: other }).then(() => null, (e) => e);
+  assert.equal(wrong?.code, 'E_ICEBERG', String(wrong));
+});
+
+test('the CLI syncs a mounted table to the newest metadata file of its directory', async () => {
+  const bin = path.join(here, '../bindings-node/bin/skerry.js');
+  const t = expected['db.mor_parted'];
+  const run = (...args) => spawnSync(process.execPath, [bin, ...args, '--overlay', `file://${root}/cli-overlay`], { encoding: 'utf8' });
+  let r = run('mount-iceberg', 'parted', t.snapshots[0].metadata_location, '--json');
+  assert.equal(r.status, 0, r.stderr);
+  r = run('sync', 'parted', '--json');
+  assert.equal(r.status, 0, r.stderr);
+  const report = JSON.parse(r.stdout);
+  assert.equal(String(report.snapshotId), String(t.snapshots.at(-1).snapshot_id));
+  assert.equal(report.masksChanged.length, 2, JSON.stringify(report));
+  r = run('sync', 'parted');
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /already at snapshot/);
+  const o = await Overlay.open(`file://${root}/cli-overlay`);
+  try {
+    const all = await o.query('parted', { columns: ['id'], limit: 10000 });
+    assert.deepEqual(sorted(all.rows), t.snapshots.at(-1).ids);
+  } finally {
+    await o.close();
+  }
+});
