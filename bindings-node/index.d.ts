@@ -230,6 +230,8 @@ export interface IndexInfo {
   fields: Array<number>
   unique: boolean
   state: IndexState
+  /** Why a poisoned index was poisoned, when recorded (an upstream schema change). */
+  reason?: string
 }
 
 /** Options of `Overlay.open`. */

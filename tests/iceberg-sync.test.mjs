@@ -105,3 +105,18 @@ test('the CLI syncs a mounted table to the newest metadata file of its directory
     await o.close();
   }
 });
+
+test('an upstream schema change that drops an indexed column poisons the index, with the reason', async () => {
+  const snaps = expected['db.evolve'].snapshots;
+  await overlay.mountIceberg('evolve', snaps[0].metadata_location);
+  await overlay.createIndex('evolve', 'by_region', ['region']);
+  await overlay.build('evolve');
+  const r = await overlay.syncIceberg('evolve', { metadataUrl: snaps[2].metadata_location });
+  assert.deepEqual(r.poisoned, ['by_region']);
+  const ix = (await overlay.listIndexes('evolve')).find((i) => i.name === 'by_region');
+  assert.equal(ix.state, 'poisoned');
+  assert.match(ix.reason, /dropped/);
+  const all = await overlay.query('evolve', { columns: ['id', 'quantity', 'note'], limit: 10000 });
+  assert.deepEqual(sorted(all.rows), snaps[2].ids);
+  assert.ok(all.rows.every((x) => (Number(x.id) < 300 ? x.note === null : typeof x.note === 'string')));
+});

@@ -64,16 +64,21 @@ test('a mounted pyiceberg table is indexed, queried and read by the wasm reader 
   assert.deepEqual(snapshotTree(path.join(root, 'warehouse')), upstream);
 });
 
-test('what the first slice does not mount is a typed refusal', async () => {
-  const err = await overlay.mountIceberg('events', expected['db.events'].metadata_location).then(() => null, (e) => e);
-  assert.equal(err?.code, 'E_UNSUPPORTED', String(err));
+test('an evolved table mounts by field id; what cannot be mounted is a typed refusal', async () => {
+  // db.events added `note`, renamed `qty` to `quantity` and widened it to long.
+  const info = await overlay.mountIceberg('events', expected['db.events'].metadata_location);
+  assert.deepEqual(info.fields.map((f) => f.name), ['id', 'region', 'quantity', 'note']);
+  const r = await overlay.query('events', { where: { quantity: 3 }, columns: ['id', 'quantity', 'note'], limit: 10000 });
+  const want = Array.from({ length: 1700 }, (_, i) => i + 100).filter((i) => i % 7 === 3);
+  assert.deepEqual(r.rows.map((x) => Number(x.id)).sort((a, b) => a - b), want);
+  assert.ok(r.rows.every((x) => (Number(x.id) < 1500 ? x.note === null : x.note === 'n')));
   const missing = await overlay.mountIceberg('nope', `file://${root}/none.metadata.json`).then(() => null, (e) => e);
   assert.equal(missing?.code, 'E_NOT_FOUND', String(missing));
   for (const bad of [undefined, 42, {}]) {
     const e = await overlay.mountIceberg('x', bad).then(() => null, (x) => x);
     assert.equal(e?.code, 'E_INVALID', `${bad}: ${e}`);
   }
-  assert.deepEqual((await overlay.listTables()).map((t) => t.name), ['parted']);
+  assert.deepEqual((await overlay.listTables()).map((t) => t.name), ['events', 'parted']);
 });
 
 test('the CLI mounts a table by its directory (newest metadata file)', async () => {

@@ -112,6 +112,8 @@ pub struct IndexInfo {
     pub unique: bool,
     #[napi(ts_type = "IndexState")]
     pub state: String,
+    /// Why a poisoned index was poisoned, when recorded (an upstream schema change).
+    pub reason: Option<String>,
 }
 
 #[napi(object)]
@@ -548,6 +550,7 @@ fn index_info(i: ov::IndexInfo) -> IndexInfo {
         fields: i.fields,
         unique: i.unique,
         state: i.state.to_string(),
+        reason: None,
     }
 }
 
@@ -1103,6 +1106,7 @@ impl Overlay {
                     fields: i.fields,
                     unique: i.unique,
                     state: i.state.to_string(),
+                    reason: i.reason,
                 })
                 .collect())
         })

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
-use arrow_array::{Array, RecordBatch};
+use arrow_array::{Array, ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::RowSelection;
@@ -432,6 +432,146 @@ pub fn value_at(a: &dyn Array, row: usize) -> Result<Value> {
     })
 }
 
+/// Whether values of type `from` read as type `to` without loss, as Iceberg's schema
+/// evolution allows (spec "Schema Evolution": int → long, float → double, a decimal's
+/// precision widened at the same scale); the same type too.
+pub fn widens(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
+    match (from, to) {
+        (a, b) if a == b => true,
+        (Int8 | Int16 | Int32, Int64) | (Int8 | Int16, Int32) | (Int8, Int16) => true,
+        (Float32, Float64) => true,
+        (Decimal128(p1, s1), Decimal128(p2, s2)) => s1 == s2 && p1 <= p2,
+        (Utf8 | LargeUtf8 | Utf8View, Utf8 | LargeUtf8 | Utf8View) => true,
+        (Binary | LargeBinary | BinaryView, Binary | LargeBinary | BinaryView) => true,
+        (Dictionary(_, v), to) => widens(v, to),
+        _ => false,
+    }
+}
+
+/// `a` as type `to` ([`widens`] must allow it). Errors: `E_UNSUPPORTED` otherwise.
+pub fn conform(a: ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    use DataType::*;
+    if a.data_type() == to {
+        return Ok(a);
+    }
+    let widen_int = |a: &dyn Array| -> Option<ArrayRef> {
+        let out: Int64Array = match a.data_type() {
+            Int8 => a.as_primitive::<Int8Type>().unary(|v| v as i64),
+            Int16 => a.as_primitive::<Int16Type>().unary(|v| v as i64),
+            Int32 => a.as_primitive::<Int32Type>().unary(|v| v as i64),
+            _ => return None,
+        };
+        Some(Arc::new(out))
+    };
+    let out: Option<ArrayRef> = match (a.data_type(), to) {
+        (Int8 | Int16 | Int32, Int64) => widen_int(a.as_ref()),
+        (Int8 | Int16, Int32) => {
+            let w = widen_int(a.as_ref()).expect("an int");
+            Some(Arc::new(
+                w.as_primitive::<Int64Type>()
+                    .unary::<_, Int32Type>(|v| v as i32),
+            ))
+        }
+        (Int8, Int16) => Some(Arc::new(
+            a.as_primitive::<Int8Type>()
+                .unary::<_, Int16Type>(|v| v as i16),
+        )),
+        (Float32, Float64) => Some(Arc::new(
+            a.as_primitive::<Float32Type>()
+                .unary::<_, Float64Type>(|v| v as f64),
+        )),
+        (Decimal128(p1, s1), Decimal128(p2, s2)) if s1 == s2 && p1 <= p2 => Some(Arc::new(
+            a.as_primitive::<Decimal128Type>()
+                .clone()
+                .with_precision_and_scale(*p2, *s2)?,
+        )),
+        (Dictionary(..), to) => {
+            let d = a.as_any_dictionary();
+            let values = arrow_select::take::take(d.values().as_ref(), d.keys(), None)?;
+            return conform(values, to);
+        }
+        (Utf8 | LargeUtf8 | Utf8View, Utf8) => Some(Arc::new(
+            (0..a.len())
+                .map(|i| match value_at(a.as_ref(), i) {
+                    Ok(Value::String(s)) => Some(s),
+                    _ => None,
+                })
+                .collect::<StringArray>(),
+        )),
+        (Binary | LargeBinary | BinaryView, Binary) => Some(Arc::new(
+            (0..a.len())
+                .map(|i| match value_at(a.as_ref(), i) {
+                    Ok(Value::Binary(b)) => Some(b),
+                    _ => None,
+                })
+                .collect::<BinaryArray>(),
+        )),
+        _ => None,
+    };
+    out.ok_or_else(|| {
+        Error::Unsupported(format!(
+            "a column of type {} cannot be read as {to}",
+            a.data_type()
+        ))
+    })
+}
+
+/// The columns `fields` (a table's columns, by field id) of the rows `positions` of one
+/// file, in that order, as the table types them: a column the file does not have (added to
+/// the table after the file was written) reads as NULL; a narrower type is widened
+/// ([`conform`]); names are the table's.
+pub async fn read_rows_as<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    md: &Arc<ParquetMetaData>,
+    positions: &[u64],
+    fields: &[&FieldInfo],
+) -> Result<RecordBatch> {
+    let file_fields = self::fields(&arrow_schema(md)?);
+    let roots: Vec<Option<usize>> = fields
+        .iter()
+        .map(|f| root_of(&file_fields, f.field_id).ok())
+        .collect();
+    let mut present: Vec<usize> = roots.iter().flatten().copied().collect();
+    present.sort_unstable();
+    present.dedup();
+    let batch = if present.is_empty() {
+        None
+    } else {
+        Some(read_rows(r, loc, md, positions, &present).await?)
+    };
+    let n = positions.len();
+    if fields.is_empty() {
+        return Ok(RecordBatch::try_new_with_options(
+            Arc::new(Schema::empty()),
+            vec![],
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(n)),
+        )?);
+    }
+    let mut out_fields = Vec::with_capacity(fields.len());
+    let mut columns = Vec::with_capacity(fields.len());
+    for (f, root) in fields.iter().zip(&roots) {
+        let ty = f.data_type.parse::<DataType>().ok();
+        let col = match (root, &batch) {
+            (Some(r), Some(b)) => {
+                let a = b.column(present.binary_search(r).expect("present")).clone();
+                match &ty {
+                    Some(t) => conform(a, t)?,
+                    None => a,
+                }
+            }
+            _ => arrow_array::new_null_array(ty.as_ref().unwrap_or(&DataType::Null), n),
+        };
+        out_fields.push(Field::new(&f.name, col.data_type().clone(), true));
+        columns.push(col);
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(out_fields)),
+        columns,
+    )?)
+}
+
 /// Decodes the top-level columns `roots` of every row group, in row order, calling
 /// `on_batch(batch, first_row_position)` per bounded batch. Column chunks are fetched with
 /// coalesced range reads.
@@ -525,23 +665,42 @@ pub async fn scan_values_range<R: RangeReader + ?Sized>(
     mut f: impl FnMut(&[Value], u64) -> Result<()>,
 ) -> Result<()> {
     let file_fields = fields(&arrow_schema(md)?);
-    let roots = field_ids
+    // A column the file does not have (added to an Iceberg table after the file was
+    // written) reads as NULL.
+    let roots: Vec<Option<usize>> = field_ids
         .iter()
-        .map(|id| root_of(&file_fields, *id))
-        .collect::<Result<Vec<_>>>()?;
-    // Batch columns come in projection order (ascending root index); map key columns to them.
-    let mut sorted = roots.clone();
+        .map(|id| root_of(&file_fields, *id).ok())
+        .collect();
+    let mut sorted: Vec<usize> = roots.iter().flatten().copied().collect();
     sorted.sort_unstable();
-    let cols: Vec<usize> = roots
+    sorted.dedup();
+    if sorted.is_empty() && !field_ids.is_empty() {
+        let total: u64 = md
+            .row_groups()
+            .iter()
+            .map(|g| g.num_rows().max(0) as u64)
+            .sum();
+        let range = range.unwrap_or(0..total);
+        let nulls = vec![Value::Null; field_ids.len()];
+        for p in range.start..range.end.min(total) {
+            f(&nulls, p)?;
+        }
+        return Ok(());
+    }
+    // Batch columns come in projection order (ascending root index); map key columns to them.
+    let cols: Vec<Option<usize>> = roots
         .iter()
-        .map(|r| sorted.binary_search(r).expect("present"))
+        .map(|r| r.map(|r| sorted.binary_search(&r).expect("present")))
         .collect();
     let mut vals = Vec::with_capacity(cols.len());
-    scan_columns_range(r, loc, md, &roots, range, |batch, first| {
+    scan_columns_range(r, loc, md, &sorted, range, |batch, first| {
         for row in 0..batch.num_rows() {
             vals.clear();
-            for &c in &cols {
-                vals.push(value_at(batch.column(c).as_ref(), row)?);
+            for c in &cols {
+                vals.push(match c {
+                    Some(c) => value_at(batch.column(*c).as_ref(), row)?,
+                    None => Value::Null,
+                });
             }
             f(&vals, first + row as u64)?;
         }

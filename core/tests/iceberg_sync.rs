@@ -213,3 +213,114 @@ async fn a_synced_table_answers_like_every_snapshot() {
         "ap rows with qty 3 stay"
     );
 }
+
+/// Schema evolution between syncs, by field id: a renamed indexed column keeps its index
+/// (queried by its new name), an added column reads NULL in older files, a dropped indexed
+/// column poisons its index with the reason, and so does an int -> long promotion of an
+/// indexed column (its keys were int keys); answers stay those of the table.
+#[tokio::test]
+async fn a_synced_table_follows_schema_evolution() {
+    use skerry_core::formats::manifest::IndexState;
+
+    let (dir, expected) = make_mor();
+    let url = format!("file://{}", dir.path().join("overlay").display());
+    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
+    let snaps = expected["db.evolve"]["snapshots"].as_array().unwrap();
+    let meta = |i: usize| snaps[i]["metadata_location"].as_str().unwrap().to_string();
+    o.mount_iceberg("ev", &meta(0)).await.unwrap();
+    o.create_index("ev", "by_qty", &["qty".into()], Default::default())
+        .await
+        .unwrap();
+    o.create_index("ev", "by_region", &["region".into()], Default::default())
+        .await
+        .unwrap();
+    o.build("ev", |_| {}).await.unwrap();
+    let state = |name: &'static str| {
+        let o = &o;
+        async move { o.index_record("ev", name).await.unwrap() }
+    };
+    let rows = |c: Vec<Condition>, cols: &[&str]| Query {
+        conditions: c,
+        columns: Some(cols.iter().map(|c| c.to_string()).collect()),
+        ..Default::default()
+    };
+    let qty3 = |cols: &[&str]| rows(vec![Condition::new("quantity", Op::Eq(V::Int(3)))], cols);
+
+    // Rename qty -> quantity, add note, append.
+    let r = o.sync_iceberg("ev", Some(&meta(1))).await.unwrap();
+    assert!(r.poisoned.is_empty(), "{:?}", r.poisoned);
+    assert_eq!(state("by_qty").await.state, IndexState::Ready);
+    let q = o.query("ev", &qty3(&["id", "note"])).await.unwrap();
+    let want: Vec<i64> = (0..400).filter(|i| i % 7 == 3).collect();
+    assert_eq!(ids(&q), want);
+    assert_eq!(q.stats.index.as_deref(), Some("by_qty"));
+    let notes = q
+        .batch
+        .column(1)
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
+    let idv = q
+        .batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .unwrap();
+    for i in 0..q.batch.num_rows() {
+        use arrow_array::Array;
+        assert_eq!(
+            notes.is_null(i),
+            idv.value(i) < 300,
+            "note of {}",
+            idv.value(i)
+        );
+    }
+    let e = o
+        .query(
+            "ev",
+            &rows(vec![Condition::new("qty", Op::Eq(V::Int(3)))], &["id"]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_NOT_FOUND", "the old name is gone: {e}");
+
+    // Drop region: its index is poisoned, with the reason.
+    let r = o.sync_iceberg("ev", Some(&meta(2))).await.unwrap();
+    assert_eq!(r.poisoned, vec!["by_region".to_string()]);
+    let ix = state("by_region").await;
+    assert_eq!(ix.state, IndexState::Poisoned);
+    assert!(
+        ix.reason.as_deref().unwrap_or("").contains("dropped"),
+        "{:?}",
+        ix.reason
+    );
+    let all = o.query("ev", &rows(vec![], &["id"])).await.unwrap();
+    assert_eq!(ids(&all), (0..450).collect::<Vec<_>>());
+
+    // Promote quantity int -> long: the int-keyed index is poisoned, reads widen.
+    let r = o.sync_iceberg("ev", Some(&meta(3))).await.unwrap();
+    assert_eq!(r.poisoned, vec!["by_qty".to_string()]);
+    assert!(state("by_qty")
+        .await
+        .reason
+        .as_deref()
+        .unwrap_or("")
+        .contains("Int64"));
+    let q = o.query("ev", &qty3(&["id", "quantity"])).await.unwrap();
+    assert_eq!(ids(&q), (0..460).filter(|i| i % 7 == 3).collect::<Vec<_>>());
+    assert_eq!(
+        q.batch.schema().field(1).data_type(),
+        &arrow_schema::DataType::Int64
+    );
+    // Published, the reader answers the same.
+    o.publish().await.unwrap();
+    let reader = skerry_core::read::reader::OverlayReader::open(&url, Default::default())
+        .await
+        .unwrap();
+    let w = reader
+        .snapshot()
+        .query("ev", &qty3(&["id", "quantity"]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&w), ids(&q));
+}

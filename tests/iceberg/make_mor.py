@@ -21,6 +21,8 @@ Tables (format v2):
 - `db.mor_parted`, identity-partitioned by `region`: one append (a file per region), an
   equality delete on `qty` = 3 in partition `eu` only (rows of other regions with qty 3
   survive), a position delete file in partition `us`.
+- `db.evolve`: schema evolution between appends — rename `qty` to `quantity` and add
+  `note`; drop `region`; promote `quantity` int -> long.
 """
 
 import json
@@ -257,6 +259,30 @@ gone = {files[us_path][q] for _, q in pairs}
 commit_deletes(pt, [position_deletes(pt, pairs, partition=("us",))])
 model = [r for r in model if r[0] not in gone]
 pt = record("db.mor_parted", pt, [r[0] for r in model], "position deletes in us", False)
+
+# db.evolve: schema evolution between syncs.
+et = catalog.create_table("db.evolve", schema=schema, properties={"format-version": "2"})
+et.append(table_of(rows(range(0, 300))))
+et = record("db.evolve", et, list(range(0, 300)), "append")
+with et.update_schema() as u:
+    u.rename_column("qty", "quantity")
+    u.add_column("note", StringType())
+et = catalog.load_table("db.evolve")
+s2 = pa.schema([("id", pa.int64()), ("region", pa.string()), ("quantity", pa.int32()), ("note", pa.string())])
+et.append(pa.Table.from_pylist([{"id": i, "region": REGIONS[i % 3], "quantity": i % 7, "note": "n"} for i in range(300, 400)], schema=s2))
+et = record("db.evolve", et, list(range(0, 400)), "rename qty, add note, append")
+with et.update_schema() as u:
+    u.delete_column("region")
+et = catalog.load_table("db.evolve")
+s3 = pa.schema([("id", pa.int64()), ("quantity", pa.int32()), ("note", pa.string())])
+et.append(pa.Table.from_pylist([{"id": i, "quantity": i % 7, "note": "m"} for i in range(400, 450)], schema=s3))
+et = record("db.evolve", et, list(range(0, 450)), "drop region, append")
+with et.update_schema() as u:
+    u.update_column("quantity", LongType())
+et = catalog.load_table("db.evolve")
+s4 = pa.schema([("id", pa.int64()), ("quantity", pa.int64()), ("note", pa.string())])
+et.append(pa.Table.from_pylist([{"id": i, "quantity": i % 7, "note": "p"} for i in range(450, 460)], schema=s4))
+et = record("db.evolve", et, list(range(0, 460)), "promote quantity to long, append")
 
 with open(os.path.join(out, "expected_mor.json"), "w") as f:
     json.dump(expected, f, indent=1)

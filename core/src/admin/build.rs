@@ -281,12 +281,23 @@ impl Overlay {
     /// Marks `ix` poisoned (a duplicate under a unique index), withdraws its cursor and
     /// certificate, then reclaims its claims and artifacts in bounded batches.
     pub(crate) async fn poison(&self, tr: &TableRecord, ix: &IndexRecord) -> Result<()> {
+        self.poison_because(tr, ix, None).await
+    }
+
+    /// [`Overlay::poison`] recording why (shown with the index).
+    pub(crate) async fn poison_because(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        reason: Option<String>,
+    ) -> Result<()> {
         let t = self.catalog.begin()?;
         if let Some(mut rec) = t
             .get::<IndexRecord>(&index_key(tr.table_id, ix.index_id))
             .await?
         {
             rec.state = IndexState::Poisoned;
+            rec.reason = reason;
             rec.generation += 1;
             t.put(&index_key(tr.table_id, ix.index_id), &rec)?;
         }

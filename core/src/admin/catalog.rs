@@ -91,6 +91,10 @@ pub struct IndexRecord {
     /// `verify` whose definition moved meanwhile records nothing.
     #[serde(default)]
     pub generation: u64,
+    /// Why the index is poisoned, when something recorded it (an upstream schema change
+    /// that dropped or retyped its column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A row of a table: its file, its position in the file and its table-wide row id (what

@@ -280,8 +280,8 @@ enum Plan {
     Bytes(usize),
     /// A one-column int64 key: the integers of that batch column.
     Int64(usize),
-    /// Any other key: values of these batch columns.
-    Values(Vec<usize>),
+    /// Any other key: values of these batch columns (`None`: a column the file lacks, NULL).
+    Values(Vec<Option<usize>>),
 }
 
 /// Pushes the keys of a string or binary array (rows from `first`), `false` when `a` is
@@ -357,10 +357,12 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
     // The union of the indexed columns, decoded once; each index reads its columns from
     // the batches (a one-column string or binary key straight from the Arrow buffers).
     let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
+    // A column the file does not have (added to an Iceberg table after the file was
+    // written) is NULL in every row.
     let mut roots: Vec<usize> = Vec::new();
     for ix in &job.indexes {
         for id in &ix.fields {
-            roots.push(datafile::root_of(&file_fields, *id)?);
+            roots.extend(datafile::root_of(&file_fields, *id).ok());
         }
     }
     roots.sort_unstable();
@@ -369,14 +371,19 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
         .indexes
         .iter()
         .map(|ix| -> Result<Plan> {
-            let cols = ix
+            let cols: Vec<Option<usize>> = ix
                 .fields
                 .iter()
                 .map(|id| {
-                    let r = datafile::root_of(&file_fields, *id)?;
-                    Ok(roots.binary_search(&r).expect("in the projection"))
+                    datafile::root_of(&file_fields, *id)
+                        .ok()
+                        .map(|r| roots.binary_search(&r).expect("in the projection"))
                 })
-                .collect::<Result<Vec<usize>>>()?;
+                .collect();
+            if cols.iter().any(Option::is_none) {
+                return Ok(Plan::Values(cols));
+            }
+            let cols: Vec<usize> = cols.into_iter().flatten().collect();
             let bytes_key = matches!(
                 ix.key.columns.as_slice(),
                 [c] if matches!(c.ty, KeyType::String | KeyType::Binary)
@@ -387,7 +394,7 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
             } else if int_key {
                 Plan::Int64(cols[0])
             } else {
-                Plan::Values(cols)
+                Plan::Values(cols.into_iter().map(Some).collect())
             })
         })
         .collect::<Result<_>>()?;
@@ -399,7 +406,20 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
         .collect();
     let mut vals: Vec<Value> = Vec::new();
     let mut over = false;
+    if roots.is_empty() {
+        // No indexed column is in the file: every row's key is all NULLs.
+        for (ix, e) in job.indexes.iter().zip(&mut entries) {
+            let nulls = vec![Value::Null; ix.fields.len()];
+            for p in 0..f.record_count {
+                e.push(&ix.key, &nulls, p)?;
+            }
+        }
+    }
+    let scan = !roots.is_empty();
     datafile::scan_columns(data.as_ref(), &loc, &md, &roots, |batch, first| {
+        if !scan {
+            return Ok(());
+        }
         if over {
             return Ok(());
         }
@@ -440,7 +460,10 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
                     for row in 0..n {
                         vals.clear();
                         for c in cols {
-                            vals.push(datafile::value_at(batch.column(*c).as_ref(), row)?);
+                            vals.push(match c {
+                                Some(c) => datafile::value_at(batch.column(*c).as_ref(), row)?,
+                                None => Value::Null,
+                            });
                         }
                         e.push(&ix.key, &vals, first + row as u64)?;
                     }

@@ -17,6 +17,7 @@ pub use crate::admin::catalog::IcebergSource;
 use crate::admin::catalog::{iceberg_state_key, IcebergState};
 use crate::admin::lifecycle::FileSetChange;
 use crate::admin::overlay::{FileSelection, Overlay, TableInfo, TableSetup};
+use crate::admin::schema::evolve_fields;
 use crate::datafile;
 use crate::error::{Error, Result};
 use crate::formats::iceberg::deletes::{self, FILE_PATH_FIELD_ID, POS_FIELD_ID};
@@ -82,8 +83,16 @@ impl Overlay {
         check_formats(name, &files)?;
         let all: BTreeSet<&str> = files.data.iter().map(|f| f.path.as_str()).collect();
         let (masks, _) = self.resolve_deletes(&location, &meta, &files, &all).await?;
-        let paths: Vec<String> = files.data.iter().map(|f| f.path.clone()).collect();
+        // Newest first: the table's column types come from the newest file holding each.
+        let mut newest: Vec<&LiveFile> = files.data.iter().collect();
+        newest.sort_by(|a, b| {
+            b.sequence_number
+                .cmp(&a.sequence_number)
+                .then(a.path.cmp(&b.path))
+        });
+        let paths: Vec<String> = newest.iter().map(|f| f.path.clone()).collect();
         let setup = TableSetup {
+            schema: Some(meta.current_schema()?.clone()),
             expect: files
                 .data
                 .iter()
@@ -98,7 +107,6 @@ impl Overlay {
         };
         self.register_table_with(name, &location, FileSelection::List(paths), setup)
             .await
-            .map_err(schema_evolution)
     }
 
     /// Moves the mounted table `name` to the upstream table's current snapshot: the newest
@@ -209,6 +217,7 @@ impl Overlay {
                 manifests: files.manifests.clone(),
             }),
             expect_snapshot: Some(src.snapshot_id),
+            fields: Some(evolve_fields(meta.current_schema()?, &tr.fields, &[])),
             ..Default::default()
         };
         for p in &targets {
@@ -227,8 +236,7 @@ impl Overlay {
         report.masks_changed.sort();
         let r = self
             .register_files_with(name, &report.added, change)
-            .await
-            .map_err(schema_evolution)?;
+            .await?;
         report.poisoned = r.poisoned;
         Ok(report)
     }
@@ -308,7 +316,13 @@ impl Overlay {
                             d.path, d.size
                         )));
                     }
-                    let f = applies[0];
+                    // A deletion vector names exactly one data file (spec: required).
+                    let (Some(_), [f]) = (&d.referenced_data_file, applies.as_slice()) else {
+                        return Err(Error::Iceberg(format!(
+                            "deletion vector {} does not name the one data file it applies to",
+                            d.path
+                        )));
+                    };
                     let blob = self.data.read_range(&loc, off..off + len).await?;
                     let mask = deletes::decode_deletion_vector(&blob, f.record_count)?;
                     *masks.entry(f.path.clone()).or_default() |= mask;
@@ -522,16 +536,6 @@ fn check_formats(name: &str, files: &SnapshotFiles) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// A registration refused for a schema change is schema evolution, not supported yet.
-fn schema_evolution(e: Error) -> Error {
-    match e {
-        Error::Invalid(m) if m.contains("different schema") => Error::Unsupported(format!(
-            "the snapshot's data files have different schemas (schema evolution is not followed yet): {m}"
-        )),
-        e => e,
-    }
 }
 
 /// The identity of a row's equality-delete values: equal values (NULL equals NULL, an int

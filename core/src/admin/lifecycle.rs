@@ -52,6 +52,8 @@ pub(crate) struct FileSetChange {
     /// Recorded on the table.
     pub iceberg: Option<IcebergSource>,
     pub iceberg_state: Option<IcebergState>,
+    /// The table's columns from now on (an upstream schema change).
+    pub fields: Option<Vec<crate::values::FieldInfo>>,
     /// The upstream snapshot the table must still be at (`E_REFUSED` otherwise: synced
     /// meanwhile by another process).
     pub expect_snapshot: Option<i64>,
@@ -182,21 +184,79 @@ impl Overlay {
         }
         // Facts and schema first: no catalog write, no bundle, until every file is known.
         let mut new_files = Vec::with_capacity(paths.len());
-        let (mut entries, mut estimate) = (0u64, 0u64);
+        let mut facts = Vec::with_capacity(paths.len());
+        // An Iceberg-backed table follows its upstream schema: files may lack columns, hold
+        // narrower types or dropped columns; an index a new file breaks is poisoned (upstream
+        // writes cannot be refused) with the reason.
+        let mut indexes = indexes;
+        let mut broken: Vec<(IndexRecord, String)> = Vec::new();
+        let iceberg = tr.iceberg.is_some();
+        let mut evolved = tr.clone();
+        if let Some(f) = &change.fields {
+            evolved.fields = f.clone();
+        }
+        if iceberg && change.fields.is_some() {
+            // The upstream schema moved: an index whose column was dropped, or retyped to
+            // another key type (int → long widens the column but not the index's keys), can
+            // no longer be kept whole.
+            for ix in &indexes {
+                for (k, id) in ix.fields.iter().enumerate() {
+                    let reason = match evolved.fields.iter().find(|f| f.field_id == *id) {
+                        None => Some(format!(
+                            "its column (field id {id}) was dropped from the upstream schema"
+                        )),
+                        Some(f) if f.key_type != ix.key.columns.get(k).map(|c| c.ty) => {
+                            Some(format!(
+                                "its column {} is {} in the upstream schema now; rebuild the index",
+                                f.name, f.data_type
+                            ))
+                        }
+                        _ => None,
+                    };
+                    if let Some(r) = reason {
+                        if !broken.iter().any(|(b, _)| b.index_id == ix.index_id) {
+                            broken.push((ix.clone(), r));
+                        }
+                    }
+                }
+            }
+        }
         for p in paths {
             let (e, fields, md) = self.file_facts(&tr.location, p).await?;
-            check_indexed_columns(&tr, &indexes, &fields, p)?;
-            if !tr.fields.is_empty() && !same_fields(&tr.fields, &fields) {
-                return Err(Error::Invalid(format!(
-                    "{p} has a different schema from table {}",
-                    tr.name
-                )));
+            if iceberg {
+                crate::admin::schema::check_compatible(&evolved.fields, &fields, p)?;
+                for ix in &indexes {
+                    if let Err(e) = check_indexed_columns(&evolved, &[ix.clone()], &fields, p) {
+                        if !broken.iter().any(|(b, _)| b.index_id == ix.index_id) {
+                            broken.push((ix.clone(), e.to_string()));
+                        }
+                    }
+                }
+            } else {
+                check_indexed_columns(&tr, &indexes, &fields, p)?;
+                if !tr.fields.is_empty() && !same_fields(&tr.fields, &fields) {
+                    return Err(Error::Invalid(format!(
+                        "{p} has a different schema from table {}",
+                        tr.name
+                    )));
+                }
             }
+            facts.push((fields, md));
+            new_files.push(e);
+        }
+        for (ix, reason) in &broken {
+            self.poison_because(&tr, ix, Some(reason.clone())).await?;
+        }
+        indexes.retain(|ix| !broken.iter().any(|(b, _)| b.index_id == ix.index_id));
+        let (mut entries, mut estimate) = (0u64, 0u64);
+        for (e, (fields, md)) in new_files.iter().zip(&facts) {
             entries += e.record_count * indexes.len() as u64;
             // Value bytes of the indexed columns, from the footer: a lower bound of key bytes.
             for ix in &indexes {
                 for id in &ix.fields {
-                    let root = datafile::root_of(&fields, *id)?;
+                    let Ok(root) = datafile::root_of(fields, *id) else {
+                        continue; // a column the file lacks: NULL keys
+                    };
                     for rg in md.row_groups() {
                         if let Some(c) = rg.columns().get(root) {
                             estimate += c.uncompressed_size().max(0) as u64;
@@ -204,7 +264,6 @@ impl Overlay {
                     }
                 }
             }
-            new_files.push(e);
         }
         if entries > MAX_COMMIT_ENTRIES {
             return Err(Error::Limit {
@@ -302,6 +361,7 @@ impl Overlay {
             }
         };
         report.attempts = attempt;
+        report.poisoned = broken.iter().map(|(ix, _)| ix.name.clone()).collect();
         for ix in &poisoned {
             self.poison(&tr, ix).await?;
             report.poisoned.push(ix.name.clone());
@@ -351,6 +411,9 @@ impl Overlay {
         }
         if let Some(ice) = &change.iceberg {
             tr.iceberg = Some(ice.clone());
+        }
+        if let Some(f) = &change.fields {
+            tr.fields = f.clone();
         }
         if let Some(state) = &change.iceberg_state {
             t.put(&iceberg_state_key(tr.table_id), state)?;

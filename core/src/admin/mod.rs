@@ -13,6 +13,7 @@ pub mod overlay;
 pub mod repair;
 pub(crate) mod runs;
 pub mod sample;
+pub(crate) mod schema;
 pub(crate) mod unique;
 
 pub use catalog::IndexRecord;

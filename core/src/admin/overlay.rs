@@ -37,6 +37,9 @@ pub(crate) struct TableSetup {
     pub masks: std::collections::HashMap<String, roaring::RoaringTreemap>,
     pub iceberg: Option<crate::admin::catalog::IcebergSource>,
     pub iceberg_state: Option<crate::admin::catalog::IcebergState>,
+    /// The upstream schema: the table's columns follow it (files in the order given, newest
+    /// first, type columns no earlier file has), instead of every file having one schema.
+    pub schema: Option<crate::formats::iceberg::metadata::Schema>,
 }
 
 /// Which files of a table location to register.
@@ -349,6 +352,7 @@ impl Overlay {
         };
         let mut entries = Vec::with_capacity(paths.len());
         let mut schema: Option<Vec<crate::values::FieldInfo>> = None;
+        let mut file_fields = Vec::new();
         for p in &paths {
             check_data_path(p)?;
             let (mut e, fields, _) = self.file_facts(location, p).await?;
@@ -363,17 +367,29 @@ impl Overlay {
             if let Some(m) = setup.masks.get(p) {
                 e.set_deleted(m);
             }
-            match &schema {
-                None => schema = Some(fields),
-                Some(s) if same_columns(s, &fields) => {}
-                Some(_) => {
-                    return Err(Error::Invalid(format!(
-                        "{p} has a different schema from {}",
-                        paths[0]
-                    )))
+            if setup.schema.is_some() {
+                file_fields.push(fields);
+            } else {
+                match &schema {
+                    None => schema = Some(fields),
+                    Some(s) if same_columns(s, &fields) => {}
+                    Some(_) => {
+                        return Err(Error::Invalid(format!(
+                            "{p} has a different schema from {}",
+                            paths[0]
+                        )))
+                    }
                 }
             }
             entries.push(e);
+        }
+        // An Iceberg table's columns are its schema's; each file must read as them.
+        if let Some(s) = &setup.schema {
+            let fields = crate::admin::schema::evolve_fields(s, &[], &file_fields);
+            for (p, f) in paths.iter().zip(&file_fields) {
+                crate::admin::schema::check_compatible(&fields, f, p)?;
+            }
+            schema = Some(fields);
         }
         let t = self.catalog.begin()?;
         if t.get::<u64>(&table_name_key(name)).await?.is_some() {
@@ -494,6 +510,7 @@ impl Overlay {
                 IndexState::Ready
             },
             generation: 0,
+            reason: None,
         };
         t.put(&index_key(tr.table_id, index_id), &rec)?;
         t.put(&index_name_key(tr.table_id, name), &index_id)?;

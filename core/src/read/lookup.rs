@@ -181,19 +181,18 @@ impl Lookup<'_> {
         pin_versions: bool,
     ) -> Result<arrow_array::RecordBatch> {
         let t = self.manifest.table(table)?;
-        let field_ids = columns
+        let fields = columns
             .iter()
             .map(|c| {
                 t.fields
                     .iter()
                     .find(|f| f.name == *c)
-                    .map(|f| f.field_id)
                     .ok_or_else(|| Error::NotFound {
                         kind: "column",
                         name: format!("{}.{c}", t.name),
                     })
             })
-            .collect::<Result<Vec<i32>>>()?;
+            .collect::<Result<Vec<_>>>()?;
         // Group by file, keeping each row's place in the answer.
         let mut order: Vec<&str> = Vec::new();
         let mut by_file: HashMap<&str, Vec<(usize, u64)>> = HashMap::new();
@@ -242,14 +241,9 @@ impl Lookup<'_> {
                     detail: "size or record count differs from the manifest".into(),
                 });
             }
-            let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
-            let roots = field_ids
-                .iter()
-                .map(|id| datafile::root_of(&file_fields, *id))
-                .collect::<Result<Vec<_>>>()?;
             let wanted = &by_file[file];
             let positions: Vec<u64> = wanted.iter().map(|(_, p)| *p).collect();
-            parts.push(datafile::read_rows(self.data, &loc, &md, &positions, &roots).await?);
+            parts.push(datafile::read_rows_as(self.data, &loc, &md, &positions, &fields).await?);
             place.extend(wanted.iter().map(|(i, _)| *i));
         }
         let schema = match parts.first() {

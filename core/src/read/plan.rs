@@ -1104,19 +1104,7 @@ impl Lookup<'_> {
                 (md, reads_at(loc, &meta, q.pin_versions || cached))
             }
         };
-        let file_fields = datafile::fields(&datafile::arrow_schema(&md)?);
-        let roots = fields
-            .iter()
-            .map(|x| datafile::root_of(&file_fields, x.field_id))
-            .collect::<Result<Vec<_>>>()?;
-        if roots.is_empty() {
-            return Ok(RecordBatch::try_new_with_options(
-                Arc::new(arrow_schema::Schema::empty()),
-                vec![],
-                &arrow_array::RecordBatchOptions::new().with_row_count(Some(positions.len())),
-            )?);
-        }
-        datafile::read_rows(self.data, &loc, &md, &positions, &roots).await
+        datafile::read_rows_as(self.data, &loc, &md, &positions, fields).await
     }
 }
 
@@ -1141,12 +1129,22 @@ fn answer_entry<'m>(plan: &IndexPlan<'m>, f: &FileEntry) -> Option<&'m IndexFile
 /// fields are nullable (files may differ in nullability).
 fn assemble(fields: &[&crate::values::FieldInfo], parts: Vec<RecordBatch>) -> Result<RecordBatch> {
     use arrow_schema::{DataType, Field, Schema};
+    // The table's names, and its types where they parse (else the first part's).
     let schema = match parts.first() {
         Some(b) => Schema::new(
             b.schema()
                 .fields()
                 .iter()
-                .map(|f| Field::new(f.name(), f.data_type().clone(), true))
+                .zip(fields)
+                .map(|(f, t)| {
+                    let ty = t
+                        .data_type
+                        .parse::<DataType>()
+                        .ok()
+                        .filter(|ty| datafile::widens(f.data_type(), ty))
+                        .unwrap_or_else(|| f.data_type().clone());
+                    Field::new(&t.name, ty, true)
+                })
                 .collect::<Vec<_>>(),
         ),
         None => Schema::new(
@@ -1171,6 +1169,24 @@ fn assemble(fields: &[&crate::values::FieldInfo], parts: Vec<RecordBatch>) -> Re
             &arrow_array::RecordBatchOptions::new().with_row_count(Some(n)),
         )?);
     }
+    // Every part as the table types its columns (files written before a column was widened
+    // hold the narrower type: `datafile::conform`).
+    let parts = parts
+        .into_iter()
+        .map(|p| {
+            let columns = p
+                .columns()
+                .iter()
+                .zip(schema.fields())
+                .map(|(a, f)| datafile::conform(a.clone(), f.data_type()))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(RecordBatch::try_new_with_options(
+                schema.clone(),
+                columns,
+                &arrow_array::RecordBatchOptions::new().with_row_count(Some(p.num_rows())),
+            )?)
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut columns = Vec::with_capacity(fields.len());
     for c in 0..fields.len() {
         let arrays: Vec<&dyn arrow_array::Array> =
