@@ -120,3 +120,45 @@ test('an upstream schema change that drops an indexed column poisons the index, 
   assert.deepEqual(sorted(all.rows), snaps[2].ids);
   assert.ok(all.rows.every((x) => (Number(x.id) < 300 ? x.note === null : typeof x.note === 'string')));
 });
+
+test('startSync follows the upstream in the background, publishes, and reports problems as warnings', async () => {
+  const t = expected['db.mor_parted'];
+  const o = await Overlay.open(`file://${root}/worker-overlay`);
+  try {
+    await o.mountIceberg('parted', t.snapshots[0].metadata_location);
+    await o.publish();
+    const events = [];
+    const warnings = [];
+    o.on('sync', (e) => events.push(e));
+    o.on('warning', (w) => warnings.push(w));
+    o.startSync('parted', { intervalMs: 20 });
+    assert.throws(() => o.startSync('parted'), (e) => e.code === 'E_EXISTS');
+    assert.throws(() => o.startSync('parted2', { intervalMs: 'x' }), (e) => e.code === 'E_INVALID');
+    const deadline = Date.now() + 20000;
+    while (events.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(await o.stopSync('parted'), true);
+    assert.equal(await o.stopSync('parted'), false);
+    assert.ok(events.length >= 3, `${events.length} runs`);
+    // The first run moved to the newest snapshot and published; later runs found nothing new.
+    assert.equal(String(events[0].report.snapshotId), String(t.snapshots.at(-1).snapshot_id));
+    assert.ok(events[0].published && typeof events[0].published.version !== 'undefined');
+    assert.ok(events.slice(1).every((e) => e.published === null && e.report.added.length === 0));
+    const n = events.length;
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(events.length, n, 'no run after stopSync');
+    const reader = await OverlayReader.open(`${server.url}/worker-overlay`, {
+      tables: { parted: `${server.url}/warehouse/db/mor_parted` },
+    });
+    const all = await reader.query('parted', { columns: ['id'], limit: 10000 });
+    assert.deepEqual(sorted(all.rows), t.snapshots.at(-1).ids);
+    // A run that fails is a warning and the loop goes on.
+    await o.registerParquetTable('plain', `file://${root}/warehouse/db/mor/data`, { files: [] });
+    o.startSync('plain', { intervalMs: 20 });
+    while (warnings.filter((w) => w.reason === 'sync-failed').length < 2 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.ok(warnings.filter((w) => w.table === 'plain' && w.code === 'E_NOT_FOUND').length >= 2, JSON.stringify(warnings));
+  } finally {
+    await o.close(); // stops the remaining loop
+  }
+});

@@ -22,9 +22,22 @@ export type Overlay = NativeOverlay & {
    * scans where not; delete masks applied; rows fetched by page.
    */
   query(table: string, options?: QueryOptions): Promise<QueryResult>;
-  on(event: 'warning', listener: (w: IndexWarning) => void): Overlay;
-  once(event: 'warning', listener: (w: IndexWarning) => void): Overlay;
-  off(event: 'warning', listener: (w: IndexWarning) => void): Overlay;
+  on(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
+  once(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
+  off(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
+  on(event: 'sync', listener: (e: SyncEvent) => void): Overlay;
+  once(event: 'sync', listener: (e: SyncEvent) => void): Overlay;
+  off(event: 'sync', listener: (e: SyncEvent) => void): Overlay;
+  /**
+   * Syncs the mounted Iceberg table `name` in the background: at once, then `intervalMs`
+   * (default 60 s) after each run ends; publishes when a run changed something (unless
+   * `publish: false`). Each run emits `sync`; a poisoned index or a failed run emits
+   * `warning` (the loop goes on). Throws `E_EXISTS` when `name` is already syncing. Timers do
+   * not keep the process alive; `close()` stops every loop.
+   */
+  startSync(name: string, options?: { intervalMs?: number; publish?: boolean }): void;
+  /** Stops `name`'s loop; resolves after a run in flight ends (false when none ran). */
+  stopSync(name: string): Promise<boolean>;
   /** Fetches `columns` of `rows` (as lookups return them), in order, reading only their pages. */
   fetchRows(table: string, rows: RowRef[], columns: string[]): Promise<FetchedRows>;
   /**
@@ -39,6 +52,23 @@ export type Overlay = NativeOverlay & {
   dropIndex(table: string, name: string): Promise<bigint>;
   dropIndex(table: string, name: string, options: { purge: true }): Promise<VacuumReport>;
 };
+
+/** A run of a background sync (`startSync`). */
+export interface SyncEvent {
+  table: string;
+  report: import('../index').SyncReport;
+  /** The publish that followed, when the run changed something. */
+  published: import('../index').PublishReport | null;
+}
+
+/** A background sync's problem: an index it poisoned, or a run that failed. */
+export interface SyncWarning {
+  table: string;
+  reason: 'poisoned' | 'sync-failed';
+  index?: string;
+  code?: string;
+  message: string;
+}
 
 /** Options of `Overlay.build`. */
 export interface BuildOptions {

@@ -71,6 +71,8 @@ const SIGNATURES = {
   registerParquetTable: [['name', 'string'], ['location', 'string'], ['options', { files: 'string[]', prefix: 'string' }]],
   mountIceberg: [['name', 'string'], ['metadataUrl', 'string']],
   syncIceberg: [['name', 'string'], ['options', { metadataUrl: 'string' }]],
+  startSync: [['name', 'string'], ['options', { intervalMs: 'count', publish: 'boolean' }]],
+  stopSync: [['name', 'string']],
   createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean' }]],
   dropIndex: [['table', 'string'], ['name', 'string'], ['options', { purge: 'boolean' }]],
   build: [['table', 'string'], ['options', { index: 'string', onProgress: 'function', maxEntries: 'count', maxBytes: 'count' }]],
@@ -88,7 +90,7 @@ const SIGNATURES = {
   certificate: [['table', 'string'], ['index', 'string']],
   close: [],
 };
-const SYNC = new Set(['setScanOnly']);
+const SYNC = new Set(['setScanOnly', 'startSync']);
 function checkArgs(method, args) {
   const sig = SIGNATURES[method];
   if (!sig) return;
@@ -142,9 +144,10 @@ function emitter(o) {
   if (!e) { e = new EventEmitter(); emitters.set(o, e); }
   return e;
 }
+const EVENTS = new Set(['warning', 'sync']);
 function checkListener(method, event, listener) {
   check(method, 'event', 'string', event);
-  if (event !== 'warning') throw invalid(`${method}: unknown event ${event} (warning)`);
+  if (!EVENTS.has(event)) throw invalid(`${method}: unknown event ${event} (warning, sync)`);
   check(method, 'listener', 'function', listener);
 }
 native.Overlay.prototype.on = function (event, listener) { checkListener('on', event, listener); emitter(this).on(event, listener); return this; };
@@ -225,6 +228,75 @@ native.Overlay.prototype.build = async function (table, options) {
 native.Overlay.prototype.dropIndex = async function (table, name, options) {
   if (options && options.purge) return this.dropIndexPurge(table, name);
   return nativeDrop.call(this, table, name);
+};
+
+// Background sync of mounted Iceberg tables: one loop per overlay and table, never two runs
+// at once. Each run syncs, publishes when something changed (unless `publish: false`), emits
+// `sync` `{ table, report, published }`, and emits `warning` for an index the run poisoned
+// (`{ table, index, reason: 'poisoned', message }`) or a run that failed (`{ table, reason:
+// 'sync-failed', code, message }`; the loop goes on). Timers are unref'd: a sync loop does not
+// keep the process alive.
+const syncLoops = new WeakMap();
+native.Overlay.prototype.startSync = function (name, options) {
+  const loops = syncLoops.get(this) ?? new Map();
+  syncLoops.set(this, loops);
+  if (loops.has(name)) {
+    throw Object.assign(new Error(`startSync: table ${name} is already syncing`), { code: 'E_EXISTS' });
+  }
+  const intervalMs = options?.intervalMs ?? 60000;
+  if (intervalMs < 10 || intervalMs > 2 ** 31 - 1) throw invalid('startSync: options.intervalMs must be from 10 to 2^31-1');
+  const publish = options?.publish ?? true;
+  const emit = (event, value) => { const e = emitters.get(this); if (e) e.emit(event, value); };
+  const loop = { stopped: false, timer: null, running: null, runs: 0 };
+  const run = async () => {
+    try {
+      const report = await this.syncIceberg(name);
+      const changed = report.fromSnapshot !== report.snapshotId || report.added.length > 0 ||
+        report.removed.length > 0 || report.masksChanged.length > 0;
+      const published = changed && publish ? await this.publish() : null;
+      for (const index of report.poisoned) {
+        emit('warning', { table: name, index, reason: 'poisoned', message: `sync poisoned index ${name}.${index}` });
+      }
+      emit('sync', { table: name, report, published });
+    } catch (e) {
+      emit('warning', { table: name, reason: 'sync-failed', code: e.code, message: e.message });
+    } finally {
+      loop.runs += 1;
+    }
+  };
+  const tick = () => {
+    loop.timer = null;
+    loop.running = run().then(() => {
+      loop.running = null;
+      if (!loop.stopped) {
+        loop.timer = setTimeout(tick, intervalMs);
+        loop.timer.unref?.();
+      }
+    });
+  };
+  loops.set(name, loop);
+  loop.timer = setTimeout(tick, 0);
+  loop.timer.unref?.();
+};
+
+/** Stops `name`'s sync loop; resolves after a run in flight ends. False when none ran. */
+native.Overlay.prototype.stopSync = async function (name) {
+  const loops = syncLoops.get(this);
+  const loop = loops?.get(name);
+  if (!loop) return false;
+  loop.stopped = true;
+  if (loop.timer) clearTimeout(loop.timer);
+  loops.delete(name);
+  if (loop.running) await loop.running;
+  return true;
+};
+
+const nativeClose = native.Overlay.prototype.close;
+/** Closes the overlay, stopping its sync loops first. */
+native.Overlay.prototype.close = async function () {
+  const loops = syncLoops.get(this);
+  if (loops) await Promise.all([...loops.keys()].map((n) => this.stopSync(n)));
+  return nativeClose.call(this);
 };
 
 // Argument checks in front of every public method (the facade's own included).
