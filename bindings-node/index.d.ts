@@ -466,6 +466,12 @@ export interface QueryOptions {
   limit?: number;
   /** Confirm files the index answers "no rows" for with a HEAD request. */
   verify?: boolean;
+  /**
+   * An Iceberg-backed table: answer at this upstream snapshot id (a bigint, or its decimal
+   * string), one the overlay synced and published. `E_NOT_FOUND` when it never was, or its
+   * overlay version was vacuumed.
+   */
+  snapshot?: bigint | string;
 }
 export interface QueryStats {
   index?: string; indexColumns: string[]; keys: number; residual: string[];

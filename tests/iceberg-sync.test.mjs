@@ -45,8 +45,10 @@ test('a table synced snapshot by snapshot answers like each snapshot, in the add
   await overlay.createIndex('mor', 'by_id', ['id'], { unique: true });
   await overlay.createIndex('mor', 'by_region', ['region']);
   await overlay.build('mor');
+  await overlay.publish();
   for (const s of snaps.slice(1)) {
     const r = await overlay.syncIceberg('mor', { metadataUrl: s.metadata_location });
+    await overlay.publish();
     assert.equal(typeof r.snapshotId, 'bigint');
     assert.equal(r.snapshotId, BigInt(s.snapshot_id), s.label); // snapshot_id is a string in the JSON
     const all = await overlay.query('mor', { columns: ['id'], limit: 10000 });
@@ -64,6 +66,18 @@ test('a table synced snapshot by snapshot answers like each snapshot, in the add
   assert.deepEqual(sorted(w.rows), last.ids);
   const ap = await reader.query('mor', { where: { region: 'ap' }, columns: ['id'], limit: 10000 });
   assert.deepEqual(sorted(ap.rows), last.ids.filter((i) => i % 3 === 2));
+  // Pinned reads in the wasm reader: every published snapshot, by bigint or decimal string.
+  for (const [i, s] of snaps.entries()) {
+    const snapshot = i % 2 ? BigInt(s.snapshot_id) : s.snapshot_id;
+    const p = await reader.query('mor', { columns: ['id'], limit: 10000, snapshot });
+    assert.deepEqual(sorted(p.rows), s.ids, `wasm at ${s.label}`);
+  }
+  const a = await overlay.query('mor', { columns: ['id'], limit: 10000, snapshot: BigInt(snaps[2].snapshot_id) });
+  assert.deepEqual(sorted(a.rows), snaps[2].ids, 'addon at a pinned snapshot');
+  for (const [snapshot, code] of [[42n, 'E_NOT_FOUND'], ['x', 'E_INVALID'], [1.5, 'E_INVALID'], [2n ** 70n, 'E_INVALID']]) {
+    const e = await reader.query('mor', { snapshot }).then(() => null, (x) => x);
+    assert.equal(e?.code, code, `${snapshot}: ${e}`);
+  }
   assert.deepEqual(snapshotTree(path.join(root, 'warehouse')), upstream);
 });
 

@@ -125,6 +125,7 @@ async fn a_synced_table_answers_like_every_snapshot() {
         .unwrap();
     o.build("mor", |_| {}).await.unwrap();
     check(&o, "mor", &want(&snaps[0]), "append A").await;
+    o.publish().await.unwrap();
     let duplicate = mor["duplicate_id"].as_i64().unwrap();
     for s in &snaps[1..] {
         let label = s["label"].as_str().unwrap();
@@ -137,6 +138,7 @@ async fn a_synced_table_answers_like_every_snapshot() {
             s["snapshot_id"].as_str().unwrap(),
             "{label}"
         );
+        o.publish().await.unwrap();
         // One snapshot per sync: the manifest list and the one or two manifests it added.
         assert!(
             (1..=2).contains(&r.manifests_read),
@@ -190,6 +192,46 @@ async fn a_synced_table_answers_like_every_snapshot() {
         .unwrap();
     let all = reader.snapshot().query("mor", &q(vec![])).await.unwrap();
     assert_eq!(ids(&all), want(snaps.last().unwrap()));
+
+    // Pinned reads: every synced and published snapshot answers as it was, through the
+    // read-only reader (the manifest version that held it) and the writer.
+    for s in snaps {
+        let id: i64 = s["snapshot_id"].as_str().unwrap().parse().unwrap();
+        let pinned = Query {
+            snapshot: Some(id),
+            ..q(vec![])
+        };
+        let r = reader.snapshot().query("mor", &pinned).await.unwrap();
+        assert_eq!(ids(&r), want(s), "reader at {}", s["label"]);
+        let by_id = Query {
+            snapshot: Some(id),
+            ..q(vec![Condition::new("id", Op::Eq(V::Int(1200)))])
+        };
+        let n = want(s).iter().filter(|x| **x == 1200).count();
+        let r = o.query("mor", &by_id).await.unwrap();
+        assert_eq!(ids(&r), vec![1200; n], "writer at {}", s["label"]);
+    }
+    let never = Query {
+        snapshot: Some(42),
+        ..q(vec![])
+    };
+    let e = reader.snapshot().query("mor", &never).await.unwrap_err();
+    assert_eq!(e.code(), "E_NOT_FOUND", "{e}");
+    // Vacuumed: the versions that held older snapshots are gone, and say so.
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+        retain_versions: 1,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let first: i64 = snaps[0]["snapshot_id"].as_str().unwrap().parse().unwrap();
+    let old = Query {
+        snapshot: Some(first),
+        ..q(vec![])
+    };
+    let e = reader.snapshot().query("mor", &old).await.unwrap_err();
+    assert_eq!(e.code(), "E_NOT_FOUND", "{e}");
+    assert!(e.to_string().contains("vacuumed"), "{e}");
 
     // Mounting a snapshot that already has deletes applies them at once; an equality
     // delete scoped to partition `eu` leaves other regions' rows with the same values.

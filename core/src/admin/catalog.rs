@@ -212,6 +212,10 @@ pub fn repair_key(i: u64, f: u64) -> String {
 pub fn repair_prefix(i: u64) -> String {
     format!("q/{i:020}/")
 }
+/// The upstream snapshots a table's publishes held (`Vec<UpstreamVersion>`, oldest first).
+pub fn upstream_history_key(t: u64) -> String {
+    format!("iph/{t:020}")
+}
 pub fn iceberg_state_key(t: u64) -> String {
     format!("ice/{t:020}")
 }

@@ -42,6 +42,9 @@ pub(crate) struct TableSetup {
     pub schema: Option<crate::formats::iceberg::metadata::Schema>,
 }
 
+/// Upstream snapshots a table's manifest remembers for pinned reads.
+pub const MAX_UPSTREAM_HISTORY: usize = 1000;
+
 /// Which files of a table location to register.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FileSelection {
@@ -585,6 +588,22 @@ impl Overlay {
                 fields: tr.fields,
                 files,
                 indexes,
+                upstream: match &tr.iceberg {
+                    Some(src) => {
+                        let history: Vec<crate::formats::manifest::UpstreamVersion> = t
+                            .get(&crate::admin::catalog::upstream_history_key(tr.table_id))
+                            .await?
+                            .unwrap_or_default();
+                        Some(crate::formats::manifest::Upstream {
+                            snapshot_id: src.snapshot_id,
+                            history: history
+                                .into_iter()
+                                .filter(|h| h.snapshot_id != src.snapshot_id)
+                                .collect(),
+                        })
+                    }
+                    None => None,
+                },
             });
         }
         Ok(Manifest {
@@ -604,6 +623,23 @@ impl Overlay {
         let t = self.catalog.begin()?;
         let version = t.get::<u64>("m/published").await?.unwrap_or(0) + 1;
         t.put("m/published", &version)?;
+        // Iceberg-backed tables: this version holds their current upstream snapshot.
+        for tr in self.catalog.tables(&t).await? {
+            let Some(src) = &tr.iceberg else { continue };
+            let key = crate::admin::catalog::upstream_history_key(tr.table_id);
+            let mut h: Vec<crate::formats::manifest::UpstreamVersion> =
+                t.get(&key).await?.unwrap_or_default();
+            match h.last_mut() {
+                Some(last) if last.snapshot_id == src.snapshot_id => last.version = version,
+                _ => h.push(crate::formats::manifest::UpstreamVersion {
+                    snapshot_id: src.snapshot_id,
+                    version,
+                }),
+            }
+            let excess = h.len().saturating_sub(MAX_UPSTREAM_HISTORY);
+            h.drain(..excess);
+            t.put(&key, &h)?;
+        }
         t.commit().await?;
         let mut m = self.snapshot_manifest(version).await?;
         let path = manifest_path(version);

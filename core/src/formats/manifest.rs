@@ -60,6 +60,27 @@ pub struct TableManifest {
     pub fields: Vec<FieldInfo>,
     pub files: Vec<FileEntry>,
     pub indexes: Vec<IndexManifest>,
+    /// An Iceberg-backed table: the upstream snapshot this version holds, and the versions
+    /// holding earlier synced snapshots (pinned reads, `docs/manifest.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<Upstream>,
+}
+
+/// The upstream Iceberg snapshot a table manifest holds, and where earlier ones are.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Upstream {
+    pub snapshot_id: i64,
+    /// Earlier synced snapshots, oldest first: each with the newest manifest version that
+    /// held it (vacuum may have deleted it since).
+    #[serde(default)]
+    pub history: Vec<UpstreamVersion>,
+}
+
+/// An upstream snapshot and the manifest version that holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamVersion {
+    pub snapshot_id: i64,
+    pub version: u64,
 }
 
 /// A data file and the facts the read gate compares against.
@@ -592,6 +613,21 @@ pub async fn read_latest<R: RangeReader + ?Sized>(r: &R) -> Result<Manifest> {
         return Err(Error::Manifest(format!(
             "HEAD names version {} but the manifest is {}",
             head.version, m.version
+        )));
+    }
+    Ok(m)
+}
+
+/// Reads manifest `version` (published, not vacuumed). Errors: `E_NOT_FOUND` when it is
+/// gone, `E_MANIFEST` when malformed or not that version.
+pub async fn read_version<R: RangeReader + ?Sized>(r: &R, version: u64) -> Result<Manifest> {
+    let m =
+        Manifest::from_json(&read_small(r, &manifest_path(version), MAX_MANIFEST_BYTES).await?)?;
+    if m.version != version {
+        return Err(Error::Manifest(format!(
+            "{} holds version {}",
+            manifest_path(version),
+            m.version
         )));
     }
     Ok(m)

@@ -288,6 +288,23 @@ pub fn query(v: &HostValue) -> Result<Query> {
         _ => return Err(invalid("limit is a non-negative integer")),
     }
     q.verify_files = flag(o, "query", "verify")?;
+    q.snapshot = match o.get("snapshot") {
+        HostValue::Undefined | HostValue::Null => None,
+        HostValue::BigInt(Some(i)) => Some(
+            i64::try_from(*i).map_err(|_| invalid("query: snapshot is out of the 64-bit range"))?,
+        ),
+        HostValue::Number(n) if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 => {
+            Some(*n as i64)
+        }
+        HostValue::String(t) => Some(t.parse::<i64>().map_err(|_| {
+            invalid("query: snapshot is a snapshot id (a bigint or its decimal string)")
+        })?),
+        _ => {
+            return Err(invalid(
+                "query: snapshot is a snapshot id (a bigint or its decimal string)",
+            ))
+        }
+    };
     Ok(q)
 }
 

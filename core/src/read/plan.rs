@@ -79,6 +79,9 @@ pub struct Query {
     /// are read from the store that recorded them. Readers behind another server (wasm over a
     /// CDN) compare size and record count only.
     pub pin_versions: bool,
+    /// An Iceberg-backed table: answer at this upstream snapshot, one the overlay synced and
+    /// published (`None`: the snapshot the manifest holds). See [`crate::read::snapshot`].
+    pub snapshot: Option<i64>,
 }
 
 /// How a query was answered.

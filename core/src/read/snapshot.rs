@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::formats::lineage::Rejection;
 use crate::formats::manifest::Manifest;
 use crate::io::{BoxFut, MaybeSend, MaybeSync, RangeReader};
@@ -248,6 +248,71 @@ impl Snapshot {
         &self.cache
     }
 
+    /// For a query pinned to upstream snapshot `snapshot` of the Iceberg-backed `table`: `None`
+    /// when this manifest holds it (or nothing is pinned), else a snapshot of the manifest
+    /// version that held it ([`crate::formats::manifest::Upstream::history`]). Errors:
+    /// `E_NOT_FOUND` for a snapshot the overlay never published, or whose version was
+    /// vacuumed; `E_INVALID` for a table that is not Iceberg-backed.
+    async fn at_upstream(&self, table: &str, snapshot: Option<i64>) -> Result<Option<Snapshot>> {
+        let Some(want) = snapshot else {
+            return Ok(None);
+        };
+        let t = self.manifest.table(table)?;
+        let Some(up) = &t.upstream else {
+            return Err(Error::Invalid(format!(
+                "table {table} is not Iceberg-backed: it has no upstream snapshots"
+            )));
+        };
+        if up.snapshot_id == want {
+            return Ok(None);
+        }
+        let gone = |detail: String| Error::NotFound {
+            kind: "upstream snapshot",
+            name: format!("{table}@{want}: {detail}"),
+        };
+        let Some(h) = up.history.iter().rev().find(|h| h.snapshot_id == want) else {
+            return Err(gone(
+                "the overlay never published it (sync and publish to read it)".into(),
+            ));
+        };
+        let m = match crate::formats::manifest::read_version(self.overlay.as_ref(), h.version).await
+        {
+            Ok(m) => m,
+            Err(Error::Io(crate::io::IoError::NotFound { .. })) => {
+                return Err(gone(format!(
+                    "manifest version {} that held it was vacuumed",
+                    h.version
+                )))
+            }
+            Err(e) => return Err(e),
+        };
+        let held = m.table(table)?.upstream.as_ref().map(|u| u.snapshot_id);
+        if held != Some(want) {
+            return Err(Error::Manifest(format!(
+                "manifest version {} holds {table}@{held:?}, not {want}",
+                h.version
+            )));
+        }
+        // Data locations as this snapshot reads them (a reader may have mapped a table's
+        // location to where it can read it; an Iceberg table's location never moves — a sync
+        // refuses another table's metadata).
+        let mut m = m;
+        for t in &mut m.tables {
+            if let Some(now) = self
+                .manifest
+                .tables
+                .iter()
+                .find(|x| x.table_id == t.table_id)
+            {
+                t.location = now.location.clone();
+            }
+        }
+        Ok(Some(Snapshot {
+            manifest: Arc::new(m),
+            ..self.clone()
+        }))
+    }
+
     /// The plan `q` over `table` would follow (see [`crate::read::explain`]).
     pub async fn explain(&self, table: &str, q: &Query) -> Result<crate::read::explain::Explain> {
         self.lookup_view().explain(table, q).await
@@ -256,6 +321,13 @@ impl Snapshot {
     /// Answers `q` over `table` (see [`crate::read::plan`]). Natively the wall time is in the
     /// stats; the wasm reader measures it with the host's clock.
     pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {
+        if let Some(pinned) = self.at_upstream(table, q.snapshot).await? {
+            let q = Query {
+                snapshot: None,
+                ..q.clone()
+            };
+            return Box::pin(pinned.query(table, &q)).await;
+        }
         let q = Query {
             pin_versions: q.pin_versions || self.pin_versions,
             ..q.clone()
