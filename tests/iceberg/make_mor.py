@@ -176,7 +176,7 @@ def data_files(table):
 expected = {}
 
 
-def record(name, table, live, label, pyiceberg_can_scan=True):
+def record(name, table, live, label, pyiceberg_can_scan=True, rows=None):
     table = catalog.load_table(name)
     if pyiceberg_can_scan:
         got = sorted(table.scan().to_arrow().column("id").to_pylist())
@@ -189,6 +189,8 @@ def record(name, table, live, label, pyiceberg_can_scan=True):
             "metadata_location": table.metadata_location,
             "ids": sorted(live),
             "pyiceberg_checked": pyiceberg_can_scan,
+            # The model's rows [id, region, qty] (differential queries), where given.
+            **({"rows": sorted([list(r) for r in rows])} if rows is not None else {}),
         }
     )
     return table
@@ -200,10 +202,10 @@ live = {}  # id -> count of live rows with that id
 model = []  # live rows as (id, region, qty)
 t.append(table_of(rows(range(0, 1000))))
 model += [(r["id"], r["region"], r["qty"]) for r in rows(range(0, 1000))]
-t = record("db.mor", t, [r[0] for r in model], "append A")
+t = record("db.mor", t, [r[0] for r in model], "append A", rows=model)
 t.append(table_of(rows(range(1000, 1500))))
 model += [(r["id"], r["region"], r["qty"]) for r in rows(range(1000, 1500))]
-t = record("db.mor", t, [r[0] for r in model], "append B")
+t = record("db.mor", t, [r[0] for r in model], "append B", rows=model)
 
 files = data_files(t)
 (a_path,) = [p for p, ids in files.items() if ids[0] == 0]
@@ -213,30 +215,30 @@ pairs = [(a_path, q) for q in range(0, 1000, 10)] + [(b_path, q) for q in [0, 1,
 gone = {files[p][q] for p, q in pairs}
 commit_deletes(t, [position_deletes(t, pairs)])
 model = [r for r in model if r[0] not in gone]
-t = record("db.mor", t, [r[0] for r in model], "position deletes")
+t = record("db.mor", t, [r[0] for r in model], "position deletes", rows=model)
 
 t.delete(delete_filter=LessThan("id", 20))
 model = [r for r in model if r[0] >= 20]
-t = record("db.mor", t, [r[0] for r in model], "copy-on-write delete id < 20")
+t = record("db.mor", t, [r[0] for r in model], "copy-on-write delete id < 20", rows=model)
 
 eq_ids = list(range(300, 311)) + [1200, 99999]
 commit_deletes(t, [equality_deletes(t, ["id"], [(i,) for i in eq_ids])])
 model = [r for r in model if r[0] not in set(eq_ids)]
-t = record("db.mor", t, [r[0] for r in model], "equality delete on id", False)
+t = record("db.mor", t, [r[0] for r in model], "equality delete on id", False, rows=model)
 
 c_rows = rows(range(300, 306)) + rows(range(1500, 1600))
 t.append(table_of(c_rows))
 model += [(r["id"], r["region"], r["qty"]) for r in c_rows]
-t = record("db.mor", t, [r[0] for r in model], "append C re-inserting deleted ids", False)
+t = record("db.mor", t, [r[0] for r in model], "append C re-inserting deleted ids", False, rows=model)
 
 commit_deletes(t, [equality_deletes(t, ["region", "qty"], [("ap", 3), ("zz", 1)])])
 model = [r for r in model if not (r[1] == "ap" and r[2] == 3)]
-t = record("db.mor", t, [r[0] for r in model], "equality delete on (region, qty)", False)
+t = record("db.mor", t, [r[0] for r in model], "equality delete on (region, qty)", False, rows=model)
 
 dup = next(r for r in model if r[0] > 1000)
 t.append(table_of([{"id": dup[0], "region": "eu", "qty": 0}]))
 model += [(dup[0], "eu", 0)]
-t = record("db.mor", t, [r[0] for r in model], "append D duplicating a live id", False)
+t = record("db.mor", t, [r[0] for r in model], "append D duplicating a live id", False, rows=model)
 expected["db.mor"]["duplicate_id"] = dup[0]
 
 # db.mor_parted
@@ -248,17 +250,17 @@ pt = catalog.create_table(
 )
 pt.append(table_of(rows(range(0, 600))))
 model = [(r["id"], r["region"], r["qty"]) for r in rows(range(0, 600))]
-pt = record("db.mor_parted", pt, [r[0] for r in model], "append")
+pt = record("db.mor_parted", pt, [r[0] for r in model], "append", rows=model)
 files = data_files(pt)
 commit_deletes(pt, [equality_deletes(pt, ["qty"], [(3,)], partition=("eu",))])
 model = [r for r in model if not (r[1] == "eu" and r[2] == 3)]
-pt = record("db.mor_parted", pt, [r[0] for r in model], "equality delete qty = 3 in eu", False)
+pt = record("db.mor_parted", pt, [r[0] for r in model], "equality delete qty = 3 in eu", False, rows=model)
 (us_path,) = [p for p, ids in files.items() if ids[0] % 3 == 1]
 pairs = [(us_path, q) for q in range(0, 200, 7)]
 gone = {files[us_path][q] for _, q in pairs}
 commit_deletes(pt, [position_deletes(pt, pairs, partition=("us",))])
 model = [r for r in model if r[0] not in gone]
-pt = record("db.mor_parted", pt, [r[0] for r in model], "position deletes in us", False)
+pt = record("db.mor_parted", pt, [r[0] for r in model], "position deletes in us", False, rows=model)
 
 # db.evolve: schema evolution between syncs.
 et = catalog.create_table("db.evolve", schema=schema, properties={"format-version": "2"})
