@@ -10,6 +10,7 @@ export WASM_BINDGEN_VERSION=0.2.130
 export WASM_PACK_VERSION=0.15.1
 export MOTO_VERSION=5.2.1
 export PYICEBERG_VERSION=0.12.0
+export S3FS_VERSION=2026.9.0
 # Tests, the napi addon (whose CLI always passes --target) and examples share one target
 # directory: build for the host triple explicitly so nothing is compiled twice.
 export CARGO_BUILD_TARGET="${CARGO_BUILD_TARGET:-$(rustc -vV | sed -n 's/^host: //p')}"

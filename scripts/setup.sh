@@ -47,6 +47,12 @@ if ! python3 -c "import pyiceberg, pyarrow, sqlalchemy" >/dev/null 2>&1 \
   step "pip install pyiceberg[sql-sqlite,pyarrow] $PYICEBERG_VERSION"
   python3 -m pip install --quiet --disable-pip-version-check "pyiceberg[sql-sqlite,pyarrow]==$PYICEBERG_VERSION"
 fi
+# Writing an Iceberg table to the S3-compatible server (tests/iceberg/make_s3.py): pyiceberg's
+# fsspec FileIO through s3fs (pyarrow's S3 client fails moto's multipart completion).
+if ! python3 -c "import s3fs" >/dev/null 2>&1; then
+  step "pip install s3fs $S3FS_VERSION"
+  python3 -m pip install --quiet --disable-pip-version-check "s3fs==$S3FS_VERSION"
+fi
 
 if [ -f package-lock.json ]; then
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

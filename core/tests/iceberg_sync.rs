@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 use skerry_core::admin::overlay::{IndexOptions, OpenOptions, Overlay};
-use skerry_core::read::plan::{Query, QueryResult};
+use skerry_core::read::plan::Query;
 use skerry_core::read::predicate::{Condition, Op};
 use skerry_core::values::Value as V;
 
@@ -17,17 +17,7 @@ fn make_mor() -> (tempfile::TempDir, Value) {
     support::python_tables("make_mor.py", "expected_mor.json")
 }
 
-fn ids(r: &QueryResult) -> Vec<i64> {
-    let a = r
-        .batch
-        .column(0)
-        .as_any()
-        .downcast_ref::<arrow_array::Int64Array>()
-        .unwrap();
-    let mut v: Vec<i64> = a.values().to_vec();
-    v.sort();
-    v
-}
+use support::sorted_ids as ids;
 
 /// Rows only one side has: (missing, extra), empty when they agree.
 fn diff(got: &[i64], want: &[i64]) -> (Vec<i64>, Vec<i64>) {

@@ -14,6 +14,8 @@ use skerry_core::formats::manifest::IndexState;
 use skerry_core::read::lookup::Lookup;
 use skerry_core::values::{KeyType, Value};
 
+mod support;
+
 struct Data {
     dir: tempfile::TempDir,
 }
@@ -1791,61 +1793,11 @@ mod vacuum_property {
 #[cfg(feature = "s3")]
 mod s3 {
     use super::*;
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
-
-    struct Server(std::process::Child);
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    fn start() -> (Server, u16) {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = std::process::Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("moto_server (pip install 'moto[server]'; scripts/setup.sh does)");
-        let server = Server(child);
-        for _ in 0..200 {
-            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-                // Create the bucket.
-                write!(
-                    s,
-                    "PUT /skerry HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                )
-                .unwrap();
-                let mut out = String::new();
-                s.read_to_string(&mut out).unwrap();
-                assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-                return (server, port);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        panic!("moto_server did not start on port {port}");
-    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lifecycle_on_s3() {
-        let (_server, port) = start();
-        let storage: Vec<(String, String)> = [
-            ("aws_endpoint", format!("http://127.0.0.1:{port}")),
-            ("aws_allow_http", "true".into()),
-            ("aws_access_key_id", "test".into()),
-            ("aws_secret_access_key", "test".into()),
-            ("aws_region", "us-east-1".into()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        let moto = crate::support::Moto::start(&["skerry"]);
+        let storage = crate::support::s3_storage(&moto.endpoint());
         let d = Data::new();
         three_files(&d);
         d.write("dup.parquet", &[(42, Some("x@x"), "c")], 10);

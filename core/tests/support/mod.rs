@@ -72,3 +72,182 @@ pub fn python_tables(script: &str, expected: &str) -> (tempfile::TempDir, serde_
     let json = std::fs::read(dir.path().join(expected)).unwrap();
     (dir, serde_json::from_slice(&json).unwrap())
 }
+
+/// moto's standalone S3-compatible server (`moto_server`, PyPI; `scripts/setup.sh` installs
+/// it) on a free port of 127.0.0.1, killed when dropped.
+pub struct Moto {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    /// Starts the server and creates `buckets`.
+    pub fn start(buckets: &[&str]) -> Moto {
+        use std::io::{Read, Write};
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto_server (pip install 'moto[server]'; scripts/setup.sh does)");
+        let moto = Moto { child, port };
+        let put = |bucket: &str| -> Option<String> {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+            write!(
+                s,
+                "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            .ok()?;
+            let mut out = String::new();
+            s.read_to_string(&mut out).ok()?;
+            Some(out)
+        };
+        for _ in 0..200 {
+            if let Some(out) = put(buckets.first().copied().unwrap_or("skerry")) {
+                assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+                for b in buckets.iter().skip(1) {
+                    let out = put(b).unwrap();
+                    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+                }
+                return moto;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("moto_server did not start on port {port}");
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Storage options of an `s3://` store at `endpoint` (moto accepts any credentials).
+pub fn s3_storage(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("aws_endpoint", endpoint.to_string()),
+        ("aws_allow_http", "true".into()),
+        ("aws_access_key_id", "test".into()),
+        ("aws_secret_access_key", "test".into()),
+        ("aws_region", "us-east-1".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// An HTTP proxy in front of an S3-compatible server that makes one bucket read-only, as
+/// read-only credentials would: any request but GET and HEAD under `/<bucket>` is refused
+/// `403 AccessDenied` and counted; everything else is forwarded (one request per
+/// connection).
+pub struct ReadOnlyProxy {
+    pub port: u16,
+    /// Write attempts refused, and reads forwarded, under the read-only bucket.
+    pub refused: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ReadOnlyProxy {
+    pub fn start(upstream: u16, bucket: &str) -> ReadOnlyProxy {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::Ordering::Relaxed;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let refused = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (r1, r2) = (refused.clone(), reads.clone());
+        let prefix = format!("/{bucket}");
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(client) = conn else { continue };
+                let (refused, reads, prefix) = (r1.clone(), r2.clone(), prefix.clone());
+                std::thread::spawn(move || -> std::io::Result<()> {
+                    let mut rd = BufReader::new(client.try_clone()?);
+                    let mut head = Vec::new();
+                    let mut length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if rd.read_line(&mut line)? == 0 {
+                            return Ok(());
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                        if !lower.starts_with("connection:") {
+                            head.push(line);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    rd.read_exact(&mut body)?;
+                    let mut first = head.first().cloned().unwrap_or_default().into_bytes();
+                    first.truncate(first.len().min(4096));
+                    let first = String::from_utf8_lossy(&first).to_string();
+                    let mut parts = first.split_whitespace();
+                    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                    let ours = path == prefix
+                        || path.starts_with(&format!("{prefix}/"))
+                        || path.starts_with(&format!("{prefix}?"));
+                    let mut client = client;
+                    if ours && method != "GET" && method != "HEAD" {
+                        refused.fetch_add(1, Relaxed);
+                        let msg = "<?xml version=\"1.0\"?><Error><Code>AccessDenied</Code><Message>read-only credentials</Message></Error>";
+                        write!(
+                            client,
+                            "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{msg}",
+                            msg.len()
+                        )?;
+                        return Ok(());
+                    }
+                    if ours {
+                        reads.fetch_add(1, Relaxed);
+                    }
+                    let mut up = std::net::TcpStream::connect(("127.0.0.1", upstream))?;
+                    for h in &head {
+                        up.write_all(h.as_bytes())?;
+                    }
+                    up.write_all(b"Connection: close\r\n\r\n")?;
+                    up.write_all(&body)?;
+                    std::io::copy(&mut up, &mut client)?;
+                    Ok(())
+                });
+            }
+        });
+        ReadOnlyProxy {
+            port,
+            refused,
+            reads,
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// The first column of a query's answer as sorted ids (an Int64 column).
+pub fn sorted_ids(r: &skerry_core::read::plan::QueryResult) -> Vec<i64> {
+    let a = r
+        .batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .unwrap();
+    let mut v: Vec<i64> = a.values().to_vec();
+    v.sort();
+    v
+}
