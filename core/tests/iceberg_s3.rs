@@ -137,11 +137,11 @@ async fn an_s3_table_is_followed_through_read_only_credentials() {
         );
     }
     let one = Query {
-        conditions: vec![Condition::new("id", Op::Eq(V::Int(850)))],
+        conditions: vec![Condition::new("id", Op::Eq(V::Int(1050)))],
         ..all.clone()
     };
     let r = reader.snapshot().query("events", &one).await.unwrap();
-    assert_eq!(ids(&r), vec![850]);
+    assert_eq!(ids(&r), vec![1050]);
     assert_eq!(r.stats.index.as_deref(), Some("by_id"));
     // The warehouse was read through the proxy, and never written.
     assert!(

@@ -4,7 +4,7 @@
 
 writes db.events (format v2) to s3://lake/wh through pyiceberg's S3 FileIO at ENDPOINT
 (bucket `lake` must exist): append ids 0..500, append 500..800, a copy-on-write delete of
-ids < 50, a schema change (add `note`), append 800..900 with notes. OUT_DIR/expected_s3.json
+ids < 50, a schema change (add `note`), append 800..900 with notes, an overwrite with ids 1000..1100. OUT_DIR/expected_s3.json
 holds each snapshot's metadata file and ids.
 """
 
@@ -62,6 +62,8 @@ t = catalog.load_table("db.events")
 s2 = pa.schema([("id", pa.int64()), ("region", pa.string()), ("note", pa.string())])
 t.append(pa.table({"id": list(range(800, 900)), "region": ["eu"] * 100, "note": ["n"] * 100}, schema=s2))
 t = record(range(50, 900), "add note, append")
+t.overwrite(pa.table({"id": list(range(1000, 1100)), "region": ["us"] * 100, "note": ["o"] * 100}, schema=s2))
+t = record(range(1000, 1100), "overwrite")
 with open(os.path.join(out, "expected_s3.json"), "w") as f:
     json.dump({"location": t.metadata.location, "snapshots": snaps}, f, indent=1)
 print(f"wrote {out}/expected_s3.json")

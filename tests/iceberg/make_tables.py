@@ -13,6 +13,7 @@ Tables:
 - `db.parted`: format v2, identity-partitioned by `region`; two appends, then a delete of
   one partition's rows.
 - `db.v1`: format v1; two appends.
+- `db.zstd`: format v2, manifests written with the Avro zstandard codec; two appends.
 """
 
 import json
@@ -95,8 +96,19 @@ v1 = catalog.create_table("db.v1", schema=schema, properties={"format-version": 
 v1.append(pa.Table.from_pydict(rows(0, 200), schema=arrow_schema))
 v1.append(pa.Table.from_pydict(rows(200, 100), schema=arrow_schema))
 
+# db.zstd: manifests and manifest lists written with the Avro zstandard codec.
+zt = catalog.create_table(
+    "db.zstd", schema=schema, properties={"format-version": "2", "write.avro.compression-codec": "zstd"}
+)
+zt.append(pa.Table.from_pydict(rows(0, 400), schema=arrow_schema))
+zt.append(pa.Table.from_pydict(rows(400, 100), schema=arrow_schema))
+zt = catalog.load_table("db.zstd")
+for path in [zt.current_snapshot().manifest_list] + [m.manifest_path for m in zt.current_snapshot().manifests(zt.io)]:
+    with open(path.removeprefix("file://"), "rb") as f:
+        assert b"zstandard" in f.read(4096), f"{path} is not zstandard-compressed"
+
 expected = {}
-for name in ["db.events", "db.parted", "db.v1"]:
+for name in ["db.events", "db.parted", "db.v1", "db.zstd"]:
     t = catalog.load_table(name)
     snaps = []
     for s in t.metadata.snapshots:

@@ -440,7 +440,8 @@ fn for_blocks<'a>(
 }
 
 /// Reads an object container: the header (magic, metadata with `avro.schema` and
-/// `avro.codec`, sync marker), then every block (`null` or `deflate` codec), checking each
+/// `avro.codec`, sync marker), then every block (`null`, `deflate` or `zstandard` codec —
+/// each block one zstd frame — inflated under the bounds), checking each
 /// block's sync marker and record count. Record fields named in `skip` are checked but not
 /// kept. Errors: `E_ICEBERG` naming `what`.
 pub fn read_container(bytes: &[u8], what: &str, skip: &[&str]) -> Result<Container> {
@@ -465,12 +466,19 @@ pub fn read_container(bytes: &[u8], what: &str, skip: &[&str]) -> Result<Contain
         metadata.insert(k, v);
         Ok(())
     })?;
-    let deflate = match metadata.get("avro.codec").map(Vec::as_slice) {
-        None | Some(b"null") => false,
-        Some(b"deflate") => true,
+    #[derive(PartialEq)]
+    enum BlockCodec {
+        Null,
+        Deflate,
+        Zstandard,
+    }
+    let codec = match metadata.get("avro.codec").map(Vec::as_slice) {
+        None | Some(b"null") => BlockCodec::Null,
+        Some(b"deflate") => BlockCodec::Deflate,
+        Some(b"zstandard") => BlockCodec::Zstandard,
         Some(other) => {
             return Err(Error::Iceberg(format!(
-                "{what}: Avro codec {:?} is not supported (null and deflate are)",
+                "{what}: Avro codec {:?} is not supported (null, deflate and zstandard are)",
                 String::from_utf8_lossy(other)
             )))
         }
@@ -499,16 +507,28 @@ pub fn read_container(bytes: &[u8], what: &str, skip: &[&str]) -> Result<Contain
             return Err(fail(what, "sync marker mismatch"));
         }
         let owned;
-        let block = if deflate {
-            owned = miniz_oxide::inflate::decompress_to_vec_with_limit(data, MAX_INFLATED_BLOCK)
-                .map_err(|_| fail(what, "a deflate block does not inflate within bounds"))?;
-            inflated += owned.len();
-            if inflated > MAX_INFLATED_FILE {
-                return Err(fail(what, "inflates past the bound"));
+        let block = match codec {
+            BlockCodec::Null => data,
+            BlockCodec::Deflate | BlockCodec::Zstandard => {
+                owned = if codec == BlockCodec::Deflate {
+                    miniz_oxide::inflate::decompress_to_vec_with_limit(data, MAX_INFLATED_BLOCK)
+                        .map_err(|_| fail(what, "a deflate block does not inflate within bounds"))?
+                } else {
+                    crate::formats::codec::decompress(
+                        crate::formats::codec::Codec::Zstd,
+                        data,
+                        MAX_INFLATED_BLOCK as u64,
+                    )
+                    .map_err(|_| {
+                        fail(what, "a zstandard block does not decompress within bounds")
+                    })?
+                };
+                inflated += owned.len();
+                if inflated > MAX_INFLATED_FILE {
+                    return Err(fail(what, "inflates past the bound"));
+                }
+                owned.as_slice()
             }
-            owned.as_slice()
-        } else {
-            data
         };
         let mut bc = Cursor {
             b: block,
