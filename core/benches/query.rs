@@ -42,6 +42,7 @@ fn q(conditions: Vec<Condition>, limit: Option<u64>) -> Query {
         limit,
         verify_files: false,
         pin_versions: false,
+        snapshot: None,
     }
 }
 

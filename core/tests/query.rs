@@ -337,6 +337,7 @@ async fn random_predicates_match_brute_force() {
                 limit: None,
                 verify_files: true,
                 pin_versions: false,
+                snapshot: None,
             };
             let label = format!("seed {seed:x} #{i} {conds:?}");
             let res = o.query("t", &q).await.unwrap();

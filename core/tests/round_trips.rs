@@ -293,6 +293,7 @@ fn query(op: Op) -> Query {
         limit: None,
         verify_files: false,
         pin_versions: false,
+        snapshot: None,
     }
 }
 
