@@ -6,34 +6,26 @@
 // manifest (delete masks included) and the data files alone, and upstream is never written.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { startRangeServer } from '../scripts/range-server.mjs';
-import { snapshotTree } from './iceberg/helpers.mjs';
+import { icebergFixture, snapshotTree } from './iceberg/helpers.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay } = require('skerry');
 const { OverlayReader } = require('skerry-wasm');
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-let root, expected, overlay, server;
+let fx, root, expected, overlay, server;
 
 before(async () => {
-  root = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-mor-'));
-  execFileSync('python3', [path.join(here, 'iceberg', 'make_mor.py'), root], { stdio: 'pipe' });
-  expected = JSON.parse(fs.readFileSync(path.join(root, 'expected_mor.json'), 'utf8'));
-  overlay = await Overlay.open(`file://${root}/overlay`);
-  server = await startRangeServer(root);
+  fx = await icebergFixture('skerry-mor-', 'make_mor.py', 'expected_mor.json');
+  ({ root, expected, overlay, server } = fx);
 });
 
 after(async () => {
-  await overlay?.close();
-  await server?.close();
-  fs.rmSync(root, { recursive: true, force: true });
+  await fx?.close();
 });
 
 const sorted = (rows) => rows.map((r) => Number(r.id)).sort((x, y) => x - y);

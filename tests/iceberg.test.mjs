@@ -4,34 +4,24 @@
 // alone — the same rows as the addon, the rows the table holds. Upstream is never written.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { startRangeServer } from '../scripts/range-server.mjs';
-import { snapshotTree } from './iceberg/helpers.mjs';
+import { icebergFixture, snapshotTree } from './iceberg/helpers.mjs';
 
 const require = createRequire(import.meta.url);
-const { Overlay } = require('skerry');
 const { OverlayReader } = require('skerry-wasm');
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-let root, expected, overlay, server;
+let fx, root, expected, overlay, server;
 
 before(async () => {
-  root = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-iceberg-'));
-  execFileSync('python3', [path.join(here, 'iceberg', 'make_tables.py'), root], { stdio: 'pipe' });
-  expected = JSON.parse(fs.readFileSync(path.join(root, 'expected.json'), 'utf8'));
-  overlay = await Overlay.open(`file://${root}/overlay`);
-  server = await startRangeServer(root);
+  fx = await icebergFixture('skerry-iceberg-', 'make_tables.py', 'expected.json');
+  ({ root, expected, overlay, server } = fx);
 });
 
 after(async () => {
-  await overlay?.close();
-  await server?.close();
-  fs.rmSync(root, { recursive: true, force: true });
+  await fx?.close();
 });
 
 const region = (i) => ['eu', 'us', 'ap'][i % 3];

@@ -462,7 +462,13 @@ async fn extreme_manifest_numbers_never_panic() {
     o.publish().await.unwrap();
     let reader = ObjectStoreReader::from_url(&f.overlay_url(), &[]).unwrap();
     let good = manifest::read_latest(&reader).await.unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&good.to_json()).unwrap();
+    let mut json: serde_json::Value = serde_json::from_slice(&good.to_json()).unwrap();
+    // One file's row ids as runs (Iceberg v3 lineage), so their numbers are attacked too.
+    let file = &mut json["tables"][0]["files"][0];
+    let rows = file["record_count"].as_u64().unwrap();
+    file.as_object_mut().unwrap().remove("row_id_start");
+    file["row_id_runs"] = serde_json::json!([[0, 7, 2], [2, 100, rows - 2]]);
+    Manifest::from_json(&serde_json::to_vec(&json).unwrap()).unwrap();
     let mut paths = vec![];
     numeric_paths(&json, &mut vec![], &mut paths);
     assert!(paths.len() > 20, "{}", paths.len());
@@ -543,6 +549,29 @@ async fn manifests_are_validated_and_bounded() {
             Manifest::from_json(&m.to_json()).unwrap_err().code(),
             "E_MANIFEST"
         );
+    }
+    // Row id runs (Iceberg v3 lineage) are validated: never beside row_id_start, ascending
+    // and inside the file, ids distinct and below 2^63.
+    use skerry_core::formats::rowset::IdRuns;
+    let rows = good.tables[0].files[0].record_count;
+    for (runs, start, ok) in [
+        (vec![(0, 10, rows)], None, true),
+        (vec![(0, 500, 3), (5, 1 << 40, rows - 5)], None, true),
+        (vec![(0, 10, rows)], Some(0), false),
+        (vec![(0, 10, 3), (2, 100, 1)], None, false),
+        (vec![(0, 10, rows + 1)], None, false),
+        (vec![(0, 10, 3), (3, 11, 1)], None, false),
+        (vec![(0, u64::MAX - 1, 2)], None, false),
+        (vec![(0, 10, 0)], None, false),
+    ] {
+        let mut m = good.clone();
+        m.tables[0].files[0].row_id_runs = Some(IdRuns(runs.clone()));
+        m.tables[0].files[0].row_id_start = start;
+        let parsed = Manifest::from_json(&m.to_json());
+        assert_eq!(parsed.is_ok(), ok, "{runs:?} beside {start:?}: {parsed:?}");
+        if let Err(e) = parsed {
+            assert_eq!(e.code(), "E_MANIFEST");
+        }
     }
     // HEAD pointing anywhere but manifests/ is refused.
     let head_path = f.dir.path().join("overlay/manifests/HEAD");

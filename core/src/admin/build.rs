@@ -330,7 +330,7 @@ impl Overlay {
         let row = |p: u64| RowIdentity {
             file_id: f.file_id,
             position: p,
-            row_id: f.row_id_start.unwrap_or(0) + p,
+            row_id: f.row_id_at(p).unwrap_or(0),
         };
         Error::Constraint {
             index: format!("{}.{}", tr.name, ix.name),

@@ -462,3 +462,22 @@ pub(crate) fn accepted(f: &FileEntry, a: Option<&IndexFileEntry>, tr: &TableReco
         .is_accept()
     })
 }
+
+/// The row ids of one upstream data file (Iceberg v3 row lineage, spec "Row Lineage"): a
+/// row's id is its `_row_id` value when the file has one (rows a compaction moved keep
+/// their ids), else the file's `first_row_id` plus its position; neither → no id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowIds {
+    pub start: Option<u64>,
+    pub runs: Option<crate::formats::rowset::IdRuns>,
+}
+
+impl RowIds {
+    /// Gives `f` these row ids; whether they changed.
+    pub fn apply(&self, f: &mut crate::formats::manifest::FileEntry) -> bool {
+        let changed = f.row_id_start != self.start || f.row_id_runs != self.runs;
+        f.row_id_start = self.start;
+        f.row_id_runs = self.runs.clone();
+        changed
+    }
+}

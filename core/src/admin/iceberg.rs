@@ -5,15 +5,18 @@
 //! [`Overlay::sync_iceberg`] moves the table to a newer snapshot reading only the manifests it
 //! has not seen. Nothing upstream is ever written.
 //!
-//! Not yet (each a typed refusal, never a wrong answer): data files whose schemas differ
-//! (schema evolution), formats other than Parquet, pinned reads of older snapshots.
+//! Format version 3: rows take their ids from the table's row lineage ([`RowIds`]).
+//! Not yet (a typed refusal, never a wrong answer): data files in formats other than Parquet.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+
+use futures::StreamExt;
 
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::admin::catalog::IcebergSource;
+pub use crate::admin::catalog::RowIds;
 use crate::admin::catalog::{iceberg_state_key, IcebergState};
 use crate::admin::lifecycle::FileSetChange;
 use crate::admin::overlay::{FileSelection, Overlay, TableInfo, TableSetup};
@@ -24,11 +27,20 @@ use crate::formats::iceberg::deletes::{self, FILE_PATH_FIELD_ID, POS_FIELD_ID};
 use crate::formats::iceberg::{
     self, metadata::MAX_METADATA_BYTES, FileContent, LiveFile, SnapshotFiles, TableMetadata,
 };
+use crate::formats::rowset::IdRuns;
 use crate::io::{Location, ObjectStoreReader, RangeReader};
 use crate::values::Value;
 
 /// Distinct rows of equality delete files held while resolving them.
 pub const MAX_EQUALITY_DELETE_ROWS: u64 = 10_000_000;
+
+/// The reserved field id of Iceberg's `_row_id` column (spec: "Row Lineage").
+pub const ROW_ID_FIELD_ID: i32 = 2147483540;
+
+/// Runs of explicit row ids kept for one data file ([`IdRuns`]). A file whose materialized
+/// `_row_id` values fragment into more runs reports no row ids (lookups answer `rowId:
+/// null`, `locate` keeps it as a candidate) rather than a manifest as large as its column.
+pub const MAX_ROW_ID_RUNS: usize = 1 << 20;
 
 /// What [`Overlay::sync_iceberg`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,7 +103,9 @@ impl Overlay {
                 .then(a.path.cmp(&b.path))
         });
         let paths: Vec<String> = newest.iter().map(|f| f.path.clone()).collect();
+        let row_ids = self.row_ids(&location, &meta, &newest).await?;
         let setup = TableSetup {
+            row_ids,
             schema: Some(meta.current_schema()?.clone()),
             expect: files
                 .data
@@ -208,7 +222,30 @@ impl Overlay {
         report.requests += reads;
         report.bytes += bytes;
         report.delete_files_read = n;
+        // Row ids (v3): of added files, and of kept files whose first row id changed (the
+        // first snapshot after an upgrade to version 3 assigns them).
+        let old_first: HashMap<&str, Option<i64>> = if state.snapshot_id == src.snapshot_id {
+            state
+                .manifests
+                .iter()
+                .flat_map(|m| m.files.iter())
+                .filter(|f| f.content == FileContent::Data)
+                .map(|f| (f.path.as_str(), f.first_row_id))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let lineage: Vec<&LiveFile> = files
+            .data
+            .iter()
+            .filter(|f| {
+                !have.contains(f.path.as_str())
+                    || old_first.get(f.path.as_str()) != Some(&f.first_row_id)
+            })
+            .collect();
+        let row_ids = self.row_ids(&location, &meta, &lineage).await?;
         let mut change = FileSetChange {
+            row_ids,
             remove: report.removed.clone(),
             poison_duplicates: true,
             iceberg: Some(upstream(&metadata_url, &meta, &files)),
@@ -239,6 +276,99 @@ impl Overlay {
             .await?;
         report.poisoned = r.poisoned;
         Ok(report)
+    }
+
+    /// The row ids of the data files `files` of a format-version-3 table (none for older
+    /// versions: the table's own counter numbers their rows). Reads each file's footer, and
+    /// its `_row_id` column when it has one. Errors: `E_ICEBERG` for a negative or repeated
+    /// row id, a `_row_id` column that is not a long; the reads' errors.
+    async fn row_ids(
+        &self,
+        location: &str,
+        meta: &TableMetadata,
+        files: &[&LiveFile],
+    ) -> Result<HashMap<String, RowIds>> {
+        let mut out = HashMap::new();
+        if meta.format_version < 3 {
+            return Ok(out);
+        }
+        // Futures built in a loop, not by a closure: a closure returning a borrowing future
+        // makes the caller's future not `Send` (rustc's higher-ranked lifetime limits).
+        let mut pending = Vec::with_capacity(files.len());
+        for f in files {
+            pending.push(self.file_row_ids(location, f));
+        }
+        let results: Vec<Result<RowIds>> =
+            futures::stream::iter(pending).buffered(8).collect().await;
+        for (f, r) in files.iter().zip(results) {
+            out.insert(f.path.clone(), r?);
+        }
+        Ok(out)
+    }
+
+    async fn file_row_ids(&self, location: &str, f: &LiveFile) -> Result<RowIds> {
+        let bad = |what: String| Error::Iceberg(format!("{}: {what}", f.path));
+        let start = f
+            .first_row_id
+            .map(|v| u64::try_from(v).map_err(|_| bad(format!("first_row_id {v} is negative"))))
+            .transpose()?;
+        if start
+            .and_then(|s| s.checked_add(f.record_count))
+            .is_some_and(|e| e > i64::MAX as u64)
+        {
+            return Err(bad("row ids overflow".into()));
+        }
+        let url = format!("{location}/{}", f.path);
+        let loc = Location::new(&url);
+        let md = datafile::read_metadata(self.data.as_ref(), &loc, f.size).await?;
+        let fields = datafile::fields(&datafile::arrow_schema(&md)?);
+        let Some(root) = fields.iter().position(|x| x.field_id == ROW_ID_FIELD_ID) else {
+            return Ok(RowIds { start, runs: None });
+        };
+        let mut runs = IdRuns::default();
+        let mut fragmented = false;
+        datafile::scan_columns(self.data.as_ref(), &loc, &md, &[root], |batch, first| {
+            use arrow_array::Array;
+            let col = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .ok_or_else(|| bad("its _row_id column is not a long column".into()))?;
+            if fragmented {
+                return Ok(());
+            }
+            for i in 0..col.len() {
+                let p = first + i as u64;
+                let id = if col.is_null(i) {
+                    start.map(|s| s + p)
+                } else {
+                    let v = col.value(i);
+                    Some(u64::try_from(v).map_err(|_| bad(format!("_row_id {v} is negative")))?)
+                };
+                if let Some(id) = id {
+                    runs.push(p, id);
+                }
+            }
+            fragmented = runs.len() > MAX_ROW_ID_RUNS;
+            Ok(())
+        })
+        .await?;
+        if fragmented {
+            return Ok(RowIds::default());
+        }
+        runs.validate(f.record_count)
+            .map_err(|e| bad(format!("_row_id: {e}")))?;
+        Ok(match runs.dense(f.record_count) {
+            Some(s) => RowIds {
+                start: Some(s),
+                runs: None,
+            },
+            None if runs.is_empty() => RowIds::default(),
+            None => RowIds {
+                start: None,
+                runs: Some(runs),
+            },
+        })
     }
 
     /// Reads and parses the metadata file at `url` (bounded); returns it and its size.

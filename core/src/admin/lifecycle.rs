@@ -57,6 +57,9 @@ pub(crate) struct FileSetChange {
     /// The upstream snapshot the table must still be at (`E_REFUSED` otherwise: synced
     /// meanwhile by another process).
     pub expect_snapshot: Option<i64>,
+    /// Row ids by path, of kept or new files, that come from upstream (Iceberg v3 row
+    /// lineage) instead of the table's counter.
+    pub row_ids: HashMap<String, crate::admin::catalog::RowIds>,
 }
 
 /// Rows of one data file to delete, by position.
@@ -398,6 +401,11 @@ impl Overlay {
         }
         existing.retain(|f| !change.remove.contains(&f.path));
         for f in &mut existing {
+            if let Some(r) = change.row_ids.get(&f.path) {
+                if r.apply(f) {
+                    t.put(&file_key(tr.table_id, f.file_id), f)?;
+                }
+            }
             if let Some(m) = change.masks.get(&f.path) {
                 let old = f.deleted()?;
                 if old.as_ref() != m.as_ref() {
@@ -443,8 +451,15 @@ impl Overlay {
             .map(|f| (f.file_id, f.path.clone()))
             .collect();
         for f in &mut files {
-            f.row_id_start = Some(tr.next_row_id);
-            tr.next_row_id += f.record_count;
+            match change.row_ids.get(&f.path) {
+                Some(r) => {
+                    r.apply(f);
+                }
+                None => {
+                    f.row_id_start = Some(tr.next_row_id);
+                    tr.next_row_id += f.record_count;
+                }
+            }
             t.put(&file_key(tr.table_id, f.file_id), f)?;
             paths.insert(f.file_id, f.path.clone());
         }
@@ -473,7 +488,7 @@ impl Overlay {
                             RowIdentity {
                                 file_id: f.file_id,
                                 position: *p,
-                                row_id: f.row_id_start.unwrap_or(0) + p,
+                                row_id: f.row_id_at(*p).unwrap_or(0),
                             },
                         ));
                     }

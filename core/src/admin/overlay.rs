@@ -40,6 +40,8 @@ pub(crate) struct TableSetup {
     /// The upstream schema: the table's columns follow it (files in the order given, newest
     /// first, type columns no earlier file has), instead of every file having one schema.
     pub schema: Option<crate::formats::iceberg::metadata::Schema>,
+    /// Row ids by path from upstream (Iceberg v3 row lineage) instead of the table's counter.
+    pub row_ids: std::collections::HashMap<String, crate::admin::catalog::RowIds>,
 }
 
 /// Upstream snapshots a table's manifest remembers for pinned reads.
@@ -319,6 +321,7 @@ impl Overlay {
             record_count: md.file_metadata().num_rows().max(0) as u64,
             sha256,
             row_id_start: None,
+            row_id_runs: None,
             deletes: None,
             metadata_offset: Some(metadata_offset),
         };
@@ -407,8 +410,15 @@ impl Overlay {
         let mut rows = 0;
         for e in &mut entries {
             e.file_id = t.next_id().await?;
-            e.row_id_start = Some(next_row_id);
-            next_row_id += e.record_count;
+            match setup.row_ids.get(&e.path) {
+                Some(r) => {
+                    r.apply(e);
+                }
+                None => {
+                    e.row_id_start = Some(next_row_id);
+                    next_row_id += e.record_count;
+                }
+            }
             rows += e.record_count;
             t.put(&file_key(table_id, e.file_id), e)?;
         }
@@ -958,6 +968,7 @@ impl Overlay {
                     }
                     e.file_id = f.file_id;
                     e.row_id_start = f.row_id_start;
+                    e.row_id_runs = f.row_id_runs.clone();
                     if e.sha256 == f.sha256 && e.record_count == f.record_count {
                         if e.size == f.size && e.etag == f.etag {
                             continue; // deep: nothing changed at all
@@ -999,6 +1010,7 @@ impl Overlay {
             for (e, missing) in &mut updates {
                 if !*missing && report.changed.contains(&e.path) {
                     e.row_id_start = Some(tr.next_row_id);
+                    e.row_id_runs = None;
                     tr.next_row_id += e.record_count;
                     t.put(&file_key(tr.table_id, e.file_id), e)?;
                 }

@@ -118,7 +118,7 @@ impl Indexed {
         RowIdentity {
             file_id: self.file.file_id,
             position,
-            row_id: self.file.row_id_start.unwrap_or(0) + position,
+            row_id: self.file.row_id_at(position).unwrap_or(0),
         }
     }
     pub(crate) fn live(&self, position: u64) -> bool {

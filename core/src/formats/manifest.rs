@@ -96,6 +96,13 @@ pub struct FileEntry {
     /// Stable row id of position 0 (row id = row_id_start + position).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_id_start: Option<u64>,
+    /// Row ids the file carries explicitly (an Iceberg v3 file whose `_row_id` column keeps
+    /// the ids of rows a compaction moved): `[position, first id, count]` runs
+    /// (`docs/manifest.md`). When present it is the file's whole row-id map and
+    /// `row_id_start` is absent, so a reader that does not know this field reports no row
+    /// ids for the file rather than wrong ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_id_runs: Option<crate::formats::rowset::IdRuns>,
     /// Deleted row positions: a Roaring treemap in its portable serialization, hex-encoded
     /// (`docs/manifest.md`). Every answer leaves these rows out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,6 +120,28 @@ pub struct FileEntry {
 pub const MAX_DELETE_MASK_HEX: usize = 128 << 20;
 
 impl FileEntry {
+    /// The stable row id of the row at `position`, when the file's rows have ids.
+    pub fn row_id_at(&self, position: u64) -> Option<u64> {
+        match &self.row_id_runs {
+            Some(runs) => runs.id_at(position),
+            None => self.row_id_start.and_then(|s| s.checked_add(position)),
+        }
+    }
+
+    /// The file's row-id summary for [`crate::formats::rowset::locate`]; `None` when its
+    /// rows have no known ids.
+    pub fn row_ids(&self) -> Option<Box<dyn crate::formats::rowset::PositionOf>> {
+        use crate::formats::rowset::RowSet;
+        match (&self.row_id_runs, self.row_id_start) {
+            (Some(runs), _) => Some(Box::new(runs.by_id())),
+            (None, Some(start)) => Some(Box::new(RowSet::Dense {
+                start,
+                count: self.record_count,
+            })),
+            (None, None) => None,
+        }
+    }
+
     /// The file's delete mask, decoded and bounded (`None` when no row is deleted).
     pub fn deleted(&self) -> Result<Option<roaring::RoaringTreemap>> {
         let Some(h) = &self.deletes else {
@@ -421,6 +450,13 @@ impl Manifest {
                         "{}: metadata offset past the file's footer",
                         f.path
                     )));
+                }
+                if let Some(runs) = &f.row_id_runs {
+                    if runs.len() as u64 > f.record_count || f.row_id_start.is_some() {
+                        return Err(bad(format!("{}: malformed row id runs", f.path)));
+                    }
+                    runs.validate(f.record_count)
+                        .map_err(|e| bad(format!("{}: row id runs: {e}", f.path)))?;
                 }
                 if let Some(s) = f.row_id_start {
                     if s.checked_add(f.record_count)

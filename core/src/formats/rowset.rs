@@ -251,6 +251,143 @@ impl RowSet {
     }
 }
 
+/// Row ids a data file carries explicitly — an Iceberg v3 file whose `_row_id` column keeps
+/// the ids of rows a compaction moved — as runs `(position, first id, count)`: rows
+/// `position .. position + count` have ids `first id .. first id + count`. Runs ascend by
+/// position and do not overlap; positions no run covers have no known id. Ids are distinct
+/// within the file ([`IdRuns::validate`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct IdRuns(pub Vec<(u64, u64, u64)>);
+
+impl IdRuns {
+    /// The runs of a file whose row at position `p` has id `ids[p]` (`None`: no id).
+    /// Errors: an id twice.
+    pub fn from_ids(ids: impl IntoIterator<Item = Option<u64>>) -> Result<IdRuns, RowSetError> {
+        let mut runs = IdRuns::default();
+        for (p, id) in ids.into_iter().enumerate() {
+            if let Some(id) = id {
+                runs.push(p as u64, id);
+            }
+        }
+        runs.check_distinct()?;
+        Ok(runs)
+    }
+
+    /// Appends the row at `position` (past every position pushed before) with id `id`;
+    /// [`IdRuns::validate`] checks the result.
+    pub fn push(&mut self, position: u64, id: u64) {
+        match self.0.last_mut() {
+            Some((rp, rid, n))
+                if rp.checked_add(*n) == Some(position) && rid.checked_add(*n) == Some(id) =>
+            {
+                *n += 1
+            }
+            _ => self.0.push((position, id, 1)),
+        }
+    }
+
+    /// Number of runs.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `Some(start)` when the runs are the one dense range `start ..` over all `rows`.
+    pub fn dense(&self, rows: u64) -> Option<u64> {
+        match self.0[..] {
+            [(0, start, n)] if n == rows => Some(start),
+            [] if rows == 0 => Some(0),
+            _ => None,
+        }
+    }
+
+    /// Checks the runs against a file of `rows` rows: non-empty runs ascending by position,
+    /// inside the file, ids within `i64` and distinct.
+    pub fn validate(&self, rows: u64) -> Result<(), RowSetError> {
+        let corrupt = RowSetError::Corrupt;
+        let mut end = 0u64;
+        for &(p, id, n) in &self.0 {
+            if n == 0 {
+                return Err(corrupt("empty run"));
+            }
+            if p < end {
+                return Err(corrupt("runs overlap or are out of order"));
+            }
+            end = p.checked_add(n).ok_or(corrupt("run past the file"))?;
+            if end > rows {
+                return Err(corrupt("run past the file"));
+            }
+            if id.checked_add(n).is_none_or(|e| e > i64::MAX as u64) {
+                return Err(corrupt("row ids overflow"));
+            }
+        }
+        self.check_distinct()
+    }
+
+    fn check_distinct(&self) -> Result<(), RowSetError> {
+        let by_id = self.by_id();
+        for w in by_id.0.windows(2) {
+            if w[0].1.saturating_add(w[0].2) > w[1].1 {
+                return Err(RowSetError::Duplicate(w[1].1));
+            }
+        }
+        Ok(())
+    }
+
+    /// The id of the row at `position`.
+    pub fn id_at(&self, position: u64) -> Option<u64> {
+        let i = self.0.partition_point(|r| r.0 <= position).checked_sub(1)?;
+        let (p, id, n) = self.0[i];
+        // Checked: an unvalidated (hostile) run must not overflow.
+        (position - p < n)
+            .then(|| id.checked_add(position - p))
+            .flatten()
+    }
+
+    /// The runs ordered by id, to find positions of ids ([`IdIndex::position_of`]).
+    pub fn by_id(&self) -> IdIndex {
+        let mut v = self.0.clone();
+        v.sort_unstable_by_key(|r| r.1);
+        IdIndex(v)
+    }
+}
+
+/// [`IdRuns`] ordered by id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdIndex(Vec<(u64, u64, u64)>);
+
+impl IdIndex {
+    pub fn position_of(&self, id: u64) -> Option<u64> {
+        let i = self.0.partition_point(|r| r.1 <= id).checked_sub(1)?;
+        let (p, first, n) = self.0[i];
+        (id - first < n)
+            .then(|| p.checked_add(id - first))
+            .flatten()
+    }
+}
+
+/// A file's row-id summary, whichever shape it has.
+pub trait PositionOf {
+    /// The position of row `id` in the file, if the file holds it.
+    fn position_of(&self, id: u64) -> Option<u64>;
+}
+
+impl PositionOf for RowSet {
+    fn position_of(&self, id: u64) -> Option<u64> {
+        RowSet::position_of(self, id)
+    }
+}
+
+impl PositionOf for IdIndex {
+    fn position_of(&self, id: u64) -> Option<u64> {
+        IdIndex::position_of(self, id)
+    }
+}
+
 /// Where requested row ids are in one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Located {
@@ -261,7 +398,7 @@ pub enum Located {
 }
 
 /// Intersects `requested` ids (deduplicated, ascending) with every file's summary.
-pub fn locate(files: &[Option<&RowSet>], requested: &[u64]) -> Vec<Located> {
+pub fn locate(files: &[Option<&dyn PositionOf>], requested: &[u64]) -> Vec<Located> {
     let mut ids = requested.to_vec();
     ids.sort_unstable();
     ids.dedup();
@@ -365,7 +502,7 @@ mod tests {
             let probe: Vec<u64> = (0..50)
                 .map(|_| base + rnd() % (4 * n as u64 + 10))
                 .collect();
-            let Located::Exact(found) = &locate(&[Some(&s)], &probe)[0] else {
+            let Located::Exact(found) = &locate(&[Some(&s as &dyn PositionOf)], &probe)[0] else {
                 panic!()
             };
             for &(id, pos) in found {
@@ -386,7 +523,7 @@ mod tests {
             start: 10,
             count: 5,
         };
-        let got = locate(&[Some(&s), None], &[12, 99, 12]);
+        let got = locate(&[Some(&s as &dyn PositionOf), None], &[12, 99, 12]);
         assert_eq!(
             got,
             vec![
@@ -427,5 +564,52 @@ mod tests {
                 .collect();
             let _ = RowSet::decode(&bytes);
         }
+    }
+
+    #[test]
+    fn id_runs_round_trip_ids_both_ways() {
+        // A compaction of two files (ids 100.. and 500..) minus deleted rows, plus new rows
+        // without ids, then new rows with inherited ids.
+        let mut ids: Vec<Option<u64>> = Vec::new();
+        ids.extend((100..110).filter(|i| i % 4 != 0).map(Some));
+        ids.extend((500..505).map(Some));
+        ids.extend([None, None]);
+        ids.extend((900..903).map(Some));
+        let runs = IdRuns::from_ids(ids.clone()).unwrap();
+        runs.validate(ids.len() as u64).unwrap();
+        let index = runs.by_id();
+        for (p, id) in ids.iter().enumerate() {
+            assert_eq!(runs.id_at(p as u64), *id, "position {p}");
+            if let Some(id) = id {
+                assert_eq!(index.position_of(*id), Some(p as u64), "id {id}");
+            }
+        }
+        for missing in [0, 99, 100, 104, 110, 499, 505, 899, 903, u64::MAX] {
+            assert_eq!(index.position_of(missing), None, "id {missing}");
+        }
+        assert_eq!(runs.id_at(ids.len() as u64), None);
+        assert_eq!(runs.dense(ids.len() as u64), None);
+        let json = serde_json::to_string(&runs).unwrap();
+        assert_eq!(serde_json::from_str::<IdRuns>(&json).unwrap(), runs);
+        let dense = IdRuns::from_ids((7..17).map(Some)).unwrap();
+        assert_eq!((dense.len(), dense.dense(10)), (1, Some(7)));
+        assert_eq!(dense.dense(11), None);
+    }
+
+    #[test]
+    fn id_runs_refuse_duplicates_and_bad_shapes() {
+        assert_eq!(
+            IdRuns::from_ids([Some(5), Some(6), Some(1), Some(6)]),
+            Err(RowSetError::Duplicate(6))
+        );
+        let bad = |runs: Vec<(u64, u64, u64)>, rows: u64| IdRuns(runs).validate(rows).is_err();
+        assert!(bad(vec![(0, 0, 0)], 5), "empty run");
+        assert!(bad(vec![(0, 0, 3), (2, 10, 1)], 5), "overlap");
+        assert!(bad(vec![(3, 0, 1), (0, 10, 1)], 5), "out of order");
+        assert!(bad(vec![(4, 0, 2)], 5), "past the file");
+        assert!(bad(vec![(0, u64::MAX - 1, 1)], 5), "overflow");
+        assert!(bad(vec![(0, 0, 3), (3, 2, 1)], 5), "an id twice");
+        assert!(!bad(vec![(0, 0, 3), (3, 3, 1)], 5));
+        assert!(!bad(vec![(0, 10, 1), (1, 0, 2)], 5));
     }
 }

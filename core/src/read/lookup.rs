@@ -18,7 +18,7 @@ use crate::formats::manifest::{
     FileEntry, IndexFileEntry, IndexManifest, IndexState, Manifest, OrderedMeta, TableManifest,
     TableRun, RUN_POSITION_BITS,
 };
-use crate::formats::rowset::{locate, Located, RowSet};
+use crate::formats::rowset::{locate, Located, PositionOf};
 use crate::index::ordered::{scan_block, BlobError, OrderedDirectory};
 use crate::io::{IoStats, Location, ObjectMeta, RangeReader};
 use crate::read::cache::ReadCache;
@@ -128,27 +128,23 @@ struct FileAnswer {
 
 impl Lookup<'_> {
     /// Where rows `ids` (stable row ids) are: intersects them with every file's row-id
-    /// summary. Files without a usable summary keep every id as a candidate (never a guessed
-    /// position). Rows come in file order, then position.
+    /// summary, leaving out deleted rows. Files without a usable summary keep every id as a
+    /// candidate (never a guessed position). Rows come in file order, then position.
     pub fn locate(&self, table: &str, ids: &[u64]) -> Result<LocateResult> {
         let t = self.manifest.table(table)?;
-        let summaries: Vec<Option<RowSet>> = t
-            .files
-            .iter()
-            .map(|f| {
-                f.row_id_start.map(|start| RowSet::Dense {
-                    start,
-                    count: f.record_count,
-                })
-            })
-            .collect();
-        let refs: Vec<Option<&RowSet>> = summaries.iter().map(Option::as_ref).collect();
+        let summaries: Vec<Option<Box<dyn PositionOf>>> =
+            t.files.iter().map(|f| f.row_ids()).collect();
+        let refs: Vec<Option<&dyn PositionOf>> = summaries.iter().map(|s| s.as_deref()).collect();
         let mut out = LocateResult::default();
         for (f, located) in t.files.iter().zip(locate(&refs, ids)) {
             match located {
                 Located::Exact(found) => {
+                    // Deleted rows are not there any more (a merge-on-read update leaves a
+                    // row's id at a deleted position of the old file and a live one of the new).
+                    let deleted = f.deleted()?;
                     let mut rows: Vec<RowRef> = found
                         .into_iter()
+                        .filter(|(_, p)| !deleted.as_ref().is_some_and(|d| d.contains(*p)))
                         .map(|(id, position)| RowRef {
                             file: f.path.clone(),
                             position,
@@ -549,7 +545,7 @@ impl Lookup<'_> {
                 RowRef {
                     file: f.path.clone(),
                     position,
-                    row_id: f.row_id_start.and_then(|s| s.checked_add(position)),
+                    row_id: f.row_id_at(position),
                 }
             })
             .collect();

@@ -572,7 +572,7 @@ impl Lookup<'_> {
             rows.extend(h.positions.iter().map(|&position| RowRef {
                 file: f.path.clone(),
                 position,
-                row_id: f.row_id_start.and_then(|s| s.checked_add(position)),
+                row_id: f.row_id_at(position),
             }));
             reads.push((f, h.positions, h.read, h.rows));
         }

@@ -84,6 +84,11 @@ pub struct SnapshotFiles {
 pub struct ManifestFiles {
     /// As the manifest list names it.
     pub path: String,
+    /// The first row id the manifest list gives it (format version 3). A manifest committed
+    /// before a table's upgrade to version 3 has none, and is given one by the first snapshot
+    /// after: a known manifest is reused only when this matches too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_row_id: Option<i64>,
     pub files: Vec<LiveFile>,
 }
 
@@ -235,7 +240,10 @@ pub async fn snapshot_files_since<R: RangeReader + ?Sized>(
     let known: std::collections::HashMap<&str, &ManifestFiles> =
         known.iter().map(|m| (m.path.as_str(), m)).collect();
     let reads = futures::stream::iter(refs.into_iter().map(|m| {
-        let cached = known.get(m.path.as_str()).map(|k| (*k).clone());
+        let cached = known
+            .get(m.path.as_str())
+            .filter(|k| k.first_row_id == m.first_row_id)
+            .map(|k| (*k).clone());
         async move {
             if let Some(k) = cached {
                 return Ok::<_, Error>((k, 0u64));
@@ -244,6 +252,7 @@ pub async fn snapshot_files_since<R: RangeReader + ?Sized>(
             Ok((
                 ManifestFiles {
                     path: m.path,
+                    first_row_id: m.first_row_id,
                     files,
                 },
                 n,

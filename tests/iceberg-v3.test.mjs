@@ -1,0 +1,139 @@
+// Iceberg format version 3 through the addon and the wasm reader (issue 16): the table of
+// tests/iceberg/make_v3.py (deletion vectors, a compaction and an update that keep row ids in
+// `_row_id`, row ids inherited from `first_row_id`; pyiceberg scans every snapshot back to the
+// script's model) is mounted, indexed and synced snapshot by snapshot. At every snapshot the
+// addon's answers and the wasm reader's (over HTTP, from the published manifest and the data
+// files alone) hold the model's rows with the model's row ids, and `locate` finds each row by
+// its id; random filters give exactly the ids pyiceberg's own filtered scans give, at every
+// snapshot, in both; upstream is never written.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { icebergFixture, snapshotTree } from './iceberg/helpers.mjs';
+
+const require = createRequire(import.meta.url);
+const { OverlayReader } = require('skerry-wasm');
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+let fx, root, expected, overlay, server;
+
+before(async () => {
+  fx = await icebergFixture('skerry-v3-', 'make_v3.py', 'expected_v3.json');
+  ({ root, expected, overlay, server } = fx);
+});
+
+after(async () => {
+  await fx?.close();
+});
+
+/** `[id, region, qty, rowId]` of an answer, sorted like the model. */
+function answer(r) {
+  assert.equal(r.rows.length, r.refs.length);
+  return r.rows
+    .map((x, i) => [Number(x.id), x.region, Number(x.qty), Number(r.refs[i].rowId)])
+    .sort((a, b) => a[0] - b[0] || a[3] - b[3]);
+}
+const model = (s) => [...s.rows].sort((a, b) => a[0] - b[0] || a[3] - b[3]);
+const columns = ['id', 'region', 'qty'];
+
+async function checkLocate(target, s, label) {
+  const want = model(s);
+  const ids = want.map((r) => BigInt(r[3]));
+  const located = await target.locate('v3', ids);
+  assert.deepEqual(located.candidates, [], label);
+  assert.deepEqual(
+    located.rows.map((r) => Number(r.rowId)).sort((a, b) => a - b),
+    want.map((r) => r[3]).sort((a, b) => a - b),
+    `${label}: locate`,
+  );
+}
+
+test('a v3 table answers with its row ids and deletion vectors, in the addon and the wasm reader', async () => {
+  const upstream = snapshotTree(path.join(root, 'warehouse'));
+  const snaps = expected['db.v3'].snapshots;
+  await overlay.mountIceberg('v3', snaps[0].metadata_location);
+  await overlay.createIndex('v3', 'by_id', ['id'], { unique: true });
+  await overlay.build('v3');
+  await overlay.publish();
+  const reader = await OverlayReader.open(`${server.url}/overlay`, {
+    tables: { v3: `${server.url}/warehouse/db/v3` },
+  });
+  for (const [i, s] of snaps.entries()) {
+    if (i > 0) {
+      const r = await overlay.syncIceberg('v3', { metadataUrl: s.metadata_location });
+      assert.deepEqual(r.poisoned, [], s.label);
+      await overlay.publish();
+      await reader.refresh();
+    }
+    const all = await overlay.query('v3', { where: { id: { gte: -1 } }, columns, limit: 10000 });
+    assert.deepEqual(answer(all), model(s), `addon at ${s.label}`);
+    const one = await overlay.query('v3', { where: { id: 620 }, columns });
+    assert.deepEqual(answer(one), model(s).filter((r) => r[0] === 620), `addon id 620 at ${s.label}`);
+    assert.equal(one.stats.filesScanned, 0, `${s.label}: answered by the index`);
+    await checkLocate(overlay, s, `addon at ${s.label}`);
+  }
+  const last = snaps.at(-1);
+  const w = await reader.query('v3', { columns, limit: 10000 });
+  assert.deepEqual(answer(w), model(last), 'wasm');
+  const byId = await reader.query('v3', { where: { id: { in: [100, 620, 621, 5001] } }, columns });
+  assert.deepEqual(answer(byId), model(last).filter((r) => [100, 620, 621, 5001].includes(r[0])), 'wasm by id');
+  await checkLocate(reader, last, 'wasm');
+  // Pinned reads in the wasm reader: each snapshot with its own rows and row ids.
+  for (const s of snaps) {
+    const p = await reader.query('v3', { columns, limit: 10000, snapshot: s.snapshot_id });
+    assert.deepEqual(answer(p), model(s), `wasm at ${s.label}`);
+  }
+  // Row 100 moved from A to D in the compaction and kept its row id.
+  const before = model(snaps[2]).find((r) => r[0] === 100);
+  const after = model(snaps[3]).find((r) => r[0] === 100);
+  assert.equal(before[3], after[3]);
+  const moved = await reader.query('v3', { where: { id: 100 }, columns, snapshot: snaps[3].snapshot_id });
+  assert.equal(Number(moved.refs[0].rowId), before[3]);
+  assert.match(moved.refs[0].file, /D\.parquet$/);
+  // Differential: at every snapshot, random filters through the addon and the wasm reader
+  // (pinned) give exactly the ids pyiceberg's scan(row_filter, snapshot_id) gave.
+  let checked = 0;
+  for (const s of snaps) {
+    for (const { where, ids } of s.queries) {
+      const label = `${s.label} ${JSON.stringify(where)}`;
+      const opts = { where, columns: ['id'], limit: 10000, snapshot: s.snapshot_id };
+      const a = await overlay.query('v3', opts);
+      assert.deepEqual(a.rows.map((r) => Number(r.id)).sort((x, y) => x - y), ids, `addon ${label}`);
+      const b = await reader.query('v3', opts);
+      assert.deepEqual(b.rows.map((r) => Number(r.id)).sort((x, y) => x - y), ids, `wasm ${label}`);
+      checked++;
+    }
+  }
+  assert.equal(checked, snaps.length * 20);
+  assert.deepEqual(snapshotTree(path.join(root, 'warehouse')), upstream, 'upstream unchanged');
+});
+
+test('a warehouse the process cannot write (file mode) is mounted, synced, indexed and published', async (t) => {
+  // Tests run as root, whom file modes do not stop: the work runs as `nobody`, who can read
+  // the root-owned warehouse (made read-only for everyone too) but not write it.
+  if (process.getuid?.() !== 0) return t.skip('needs root to switch to an unprivileged user');
+  const upstream = snapshotTree(path.join(root, 'warehouse'));
+  execFileSync('chmod', ['-R', 'a-w', path.join(root, 'warehouse')]);
+  fs.chmodSync(root, 0o755);
+  const overlayDir = path.join(root, 'ro-overlay');
+  fs.mkdirSync(overlayDir);
+  fs.chownSync(overlayDir, 65534, 65534);
+  try {
+    const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath,
+      path.join(here, 'iceberg', 'readonly-child.mjs'), path.join(root, 'expected_v3.json'), overlayDir], {
+      encoding: 'utf8', cwd: path.join(here, '..'),
+    });
+    assert.equal(r.status, 0, r.stderr);
+    const report = JSON.parse(r.stdout);
+    assert.equal(report.uid, 65534);
+    assert.equal(report.writeRefused, 'EACCES', 'the warehouse is closed to the process');
+    assert.deepEqual(report.counts, expected['db.v3'].snapshots.map((s) => s.ids));
+  } finally {
+    execFileSync('chmod', ['-R', 'u+w', path.join(root, 'warehouse')]);
+  }
+  assert.deepEqual(snapshotTree(path.join(root, 'warehouse')), upstream, 'upstream unchanged');
+});
