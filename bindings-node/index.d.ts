@@ -37,7 +37,8 @@ export declare class Overlay {
   /** The registered tables, in name order, with their file and row counts. */
   listTables(): Promise<TableInfo[]>
   /**
-   * Defines an ordered index on `columns` (committed at once; `build` makes it ready).
+   * Defines an index on `columns` (committed at once; `build` makes it ready): ordered by
+   * default, or `{ kind: 'bitmap' }` for a low-cardinality column.
    * A column is a name (ascending, NULLS LAST) or `{ name, direction, nulls }`.
    */
   createIndex(table: string, name: string, columns: Array<string | IndexColumn>, options?: CreateIndexOptions | undefined | null): Promise<IndexInfo>
@@ -101,6 +102,12 @@ export declare class Overlay {
    * `warning` events for rejected indexes.
    */
   query(table: string, options?: QueryOptions): Promise<QueryResult>
+  /**
+   * How many live rows of `table` match `where`: from indexes alone when every `where`
+   * column has a ready one-column index (bitmaps intersect), by scanning otherwise — the
+   * same count either way.
+   */
+  count(table: string, options?: CountOptions): Promise<CountResult>
   /**
    * The plan `query(table, options)` would follow, file by file, without reading data or
    * index blocks: the index and why (or why none), files answered by the index, pruned
@@ -188,6 +195,19 @@ export interface Certificate {
 
 export interface CreateIndexOptions {
   unique?: boolean
+  /**
+   * `ordered` (default: equality, IN, ranges, IS NULL on any key) | `bitmap` (equality,
+   * IN, IS NULL and counts on low-cardinality columns) | `bloom` (prunes files for
+   * equality and IN on high-cardinality columns).
+   */
+  kind?: IndexKind
+  /**
+   * A bitmap index's limit on distinct values per data file (default 1000, at most
+   * 65536); a file over it fails the build with `E_LIMIT` and poisons the index.
+   */
+  maxCardinality?: number
+  /** A bloom index's false-positive probability per file (default 0.01, 0.000001..=0.5). */
+  fpp?: number
 }
 
 export interface CursorInfo {
@@ -229,6 +249,7 @@ export interface IndexInfo {
   indexId: bigint
   fields: Array<number>
   unique: boolean
+  kind: IndexKind
   state: IndexState
   /** Why a poisoned index was poisoned, when recorded (an upstream schema change). */
   reason?: string
@@ -474,7 +495,10 @@ export interface QueryOptions {
   snapshot?: bigint | string;
 }
 export interface QueryStats {
-  index?: string; indexColumns: string[]; keys: number; residual: string[];
+  index?: string;
+  /** The chosen index's kind: what answered the files in `filesByIndex`. */
+  indexKind?: IndexKind;
+  indexColumns: string[]; keys: number; residual: string[];
   files: number; filesByIndex: number; filesScanned: number; filesPruned: number; filesRejected: number;
   rejections: Rejection[]; drifted: string[];
   rowGroups: number; rowGroupsPruned: number; rowsPrunedByPages: number; rowsScanned: number;
@@ -487,7 +511,7 @@ export interface QueryStats {
 export interface CacheTier { hits: number; misses: number; entries: number; bytes: number }
 /** A reader's counters (`metrics()` of the wasm reader; the addon returns Prometheus text). */
 export interface Metrics {
-  reads: Record<'lookup' | 'lookupMany' | 'range' | 'nulls' | 'fetchRows' | 'query', number>;
+  reads: Record<'lookup' | 'lookupMany' | 'range' | 'nulls' | 'fetchRows' | 'query' | 'count', number>;
   requests: { index: number; data: number };
   bytes: { index: number; data: number };
   cache: { budget: number; directory: CacheTier; metadata: CacheTier; block: CacheTier };
@@ -513,6 +537,7 @@ export interface FilePlan {
 /** The plan of a query (`explain`), computed without reading data or index blocks. */
 export interface Explain {
   index?: string;
+  indexKind?: IndexKind;
   /** Why that index, or why none (e.g. a scan is expected to read less). */
   reason: string;
   indexColumns: string[]; keys: number; residual: string[];
@@ -533,6 +558,17 @@ export interface QueryResult {
 }
 /** The `warning` event: an index was rejected during a query (the file was scanned). */
 export interface IndexWarning { table: string; index?: string; file: string; reason: RejectReason; message: string }
+/** Options of `count`: a query's `where`, `verify` and `snapshot` (`columns` and `limit` do not apply). */
+export interface CountOptions {
+  where?: Record<string, ColumnCondition>;
+  /** Confirm files the indexes count as zero with a HEAD request too. */
+  verify?: boolean;
+  snapshot?: bigint | string;
+}
+/** The answer of `count`: the live rows matching, and how they were counted (`filesByIndex`: from indexes alone). */
+export interface CountResult { count: number; stats: QueryStats; warnings: IndexWarning[] }
+/** What an index builds per data file: `ordered` (sorted keys → positions), `bitmap` (distinct values → position bitmaps) or `bloom` (a filter that prunes files). */
+export type IndexKind = 'ordered' | 'bitmap' | 'bloom';
 /** Lifecycle state of an index. */
 export type IndexState = 'building' | 'ready' | 'maintaining' | 'poisoned';
 /** Every `err.code` Skerry raises. */

@@ -14,5 +14,6 @@ node bench/build.mjs
 if [ -n "${SKERRY_BENCH_SCALE:-}" ]; then node bench/build.mjs --scale; fi
 node bench/lookups.mjs
 node bench/query.mjs
+node bench/kinds.mjs
 node bench/reads.mjs
 cargo bench -p skerry-core

@@ -33,7 +33,7 @@ after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 test('help for every command; usage errors exit 2', () => {
   const top = ok(skerry('--help'));
-  const commands = ['init', 'register', 'index', 'build', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'stats'];
+  const commands = ['init', 'register', 'index', 'build', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'count', 'stats'];
   for (const c of commands) {
     assert.match(top.out, new RegExp(`^  ${c} `, 'm'), `${c} missing from --help`);
     const h = ok(skerry(c, '--help'));
@@ -148,4 +148,31 @@ test('build draws a progress bar on a terminal', { skip: !fs.existsSync('/usr/bi
   assert.equal(r.status, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /by_day \[[█░]+\] 100% \| 12000\/12000 rows/);
   assert.match(r.stdout, /built orders: 3 files, 12000 entries/);
+});
+
+test('bitmap indexes and count: --kind bitmap, a column over the limit fails E_LIMIT, count answers from the index', () => {
+  const url = `file://${dir}/bitmap-overlay`;
+  const at = ['--overlay', url];
+  ok(skerry('register', 'orders', `file://${dir}/data`, ...at));
+  let r = ok(skerry('index', 'create', 'orders', 'bm_day', 'day', '--kind', 'bitmap', ...at));
+  assert.match(r.out, /^bitmap index orders\.bm_day/);
+  // 5,000 customers: over a limit of 100.
+  ok(skerry('index', 'create', 'orders', 'bm_customer', 'customer', '--kind', 'bitmap', '--max-cardinality', '100', ...at));
+  r = skerry('index', 'create', 'orders', 'bad', 'day', '--kind', 'bloomish', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_INVALID: .*unknown index kind/);
+  r = skerry('build', 'orders', ...at);
+  assert.equal(r.code, 1, r.out + r.err);
+  assert.match(r.err, /error E_LIMIT: .*bm_customer.*more than 100 distinct values.*ordered index/);
+  r = ok(skerry('index', 'list', '--json', ...at));
+  const listed = Object.fromEntries(JSON.parse(r.out).map((i) => [i.index, [i.kind, i.state]]));
+  assert.deepEqual(listed, { bm_day: ['bitmap', 'ready'], bm_customer: ['bitmap', 'poisoned'] });
+  ok(skerry('publish', ...at));
+  // day = 19000 + id % 365 over ids 0..12000.
+  const want = Array.from({ length: 12000 }, (_, id) => id).filter((id) => [10, 11, 300].includes(id % 365)).length;
+  r = ok(skerry('count', 'orders', '--where', '{"day":{"in":[19010,19011,19300]}}', '--stats', ...at));
+  assert.equal(r.out.trim(), String(want));
+  assert.match(r.err, /index bm_day \(bitmap\) on day; files 3: 3 by index, 0 scanned/);
+  r = ok(skerry('count', 'orders', '--json', ...at));
+  assert.deepEqual(JSON.parse(r.out), { count: 12000 });
 });

@@ -48,10 +48,16 @@ before(async () => {
   await addon.registerParquetTable('t', `file://${root}/data/t`);
   for (const c of COLUMNS) await addon.createIndex('t', `by_${c.name}`, [c.name]);
   await addon.createIndex('t', 'by_s_i', ['s', { name: 'i', direction: 'desc' }]);
+  // Bitmap indexes beside the ordered ones: the planner prefers them on ties, counts use them.
+  for (const c of ['s', 'f', 'flag', 'd']) await addon.createIndex('t', `bm_${c}`, [c], { kind: 'bitmap' });
   await addon.build('t');
+  // The same files as a table with bloom filters only: they prune, scans answer.
+  await addon.registerParquetTable('tb', `file://${root}/data/t`);
+  for (const c of ['i', 's', 'b']) await addon.createIndex('tb', `bloom_${c}`, [c], { kind: 'bloom', fpp: 0.001 });
+  await addon.build('tb');
   await addon.publish();
   server = await startRangeServer(root);
-  wasm = await OverlayReader.open(`${server.url}/overlay`, { tables: { t: `${server.url}/data/t` } });
+  wasm = await OverlayReader.open(`${server.url}/overlay`, { tables: { t: `${server.url}/data/t`, tb: `${server.url}/data/t` } });
 });
 
 after(async () => {
@@ -62,7 +68,7 @@ after(async () => {
 
 // Stats fields that depend only on the plan and the data (requests, bytes and timings depend
 // on the transport: a local file store vs HTTP range reads).
-const PLAN = ['index', 'indexColumns', 'keys', 'residual', 'files', 'filesByIndex', 'filesScanned',
+const PLAN = ['index', 'indexKind', 'indexColumns', 'keys', 'residual', 'files', 'filesByIndex', 'filesScanned',
   'filesPruned', 'filesRejected', 'rejections', 'drifted', 'rowGroups', 'rowGroupsPruned',
   'rowsPrunedByPages', 'rowsScanned'];
 
@@ -121,6 +127,35 @@ for (const [name, options] of Object.entries({
   'every row': { limit: 100 },
   'verify': { where: { i: 5 }, verify: true },
 })) cases.push([`query ${name}`, q(options)]);
+
+// count: every `where` shape above, from indexes (bitmaps intersecting, ordered ones) or scans.
+const WHERES = {
+  'flag': { flag: true }, 'flag false': { flag: false }, 'flag null': { flag: null },
+  's in': { s: { in: ['x', 'é', 'nope', ''] } }, 's range': { s: { gt: 'a', lte: 'x' } },
+  'f ±0': { f: -0 }, 'f NaN': { f: NaN }, 'f isNull': { f: { isNull: true } },
+  'flag and s': { flag: true, s: 'x' }, 'flag and d range': { flag: true, d: { between: [0, 19000] } },
+  'flag and i (ordered)': { flag: true, i: { gt: 0 } }, 'unindexed pair (composite)': { s: 'x', i: { lt: 7 } },
+  'dec (ordered)': { dec: { gt: '0' } }, 'none': undefined, 'empty in': { s: { in: [] } },
+};
+for (const [name, where] of Object.entries(WHERES)) cases.push([`count ${name}`, (x) => x.count('t', where ? { where } : undefined)]);
+// Bloom-only table: pruned files, scans for the rest, the same answers as table t.
+for (const [name, where] of Object.entries(WHERES)) {
+  if (!where || 'flag' in where || 'f' in where || 'd' in where || 'dec' in where) continue;
+  cases.push([`bloom count ${name}`, (x) => x.count('tb', { where })]);
+  cases.push([`bloom query ${name}`, (x) => x.query('tb', { where, columns: ['i', 's'] })]);
+}
+for (const [name, where] of Object.entries({ 'i': { i: 5n }, 'i in': { i: { in: [I64_MAX, 0, 99] } }, 'b': { b: new Uint8Array([7]) }, 's absent': { s: 'nope' }, 's isNull': { s: null } })) {
+  cases.push([`bloom count ${name}`, (x) => x.count('tb', { where })]);
+  cases.push([`bloom query ${name}`, (x) => x.query('tb', { where, columns: ['i', 's'] })]);
+}
+cases.push(['bloom lookup refused', (x) => x.lookup('tb', 'bloom_i', 5n)]);
+for (const [name, f] of Object.entries({
+  'count with limit': (x) => x.count('t', { where: { flag: true }, limit: 1 }),
+  'count with columns': (x) => x.count('t', { columns: ['i'] }),
+  'count unknown column': (x) => x.count('t', { where: { nope: 1 } }),
+  'count bad key': (x) => x.count('t', { where: { flag: 'yes' } }),
+  'count table not a string': (x) => x.count(5),
+})) cases.push([name, f]);
 
 // Every error path of the read verbs.
 for (const [name, f] of Object.entries({
@@ -198,6 +233,37 @@ test(`conformance: ${cases.length} cases answer identically from the addon and t
   assert.ok(oks >= 80 && errs >= 30, `${oks} answers, ${errs} errors`);
   for (const c of ['E_KEY', 'E_INVALID', 'E_NOT_FOUND', 'E_REFUSED']) assert.ok(codes.has(c), `no case raised ${c}: ${[...codes]}`);
   t.diagnostic(`${oks} answers and ${errs} errors (${[...codes].sort().join(', ')}) identical on both sides`);
+});
+
+test('conformance: count equals the rows a query returns, and bitmaps answer it without data reads', async () => {
+  for (const side of [addon, wasm]) {
+    for (const [name, where] of Object.entries(WHERES)) {
+      const c = await side.count('t', where ? { where } : undefined);
+      const r = await side.query('t', where ? { where, columns: [] } : { columns: [] });
+      assert.equal(c.count, r.refs.length, name);
+    }
+    const c = await side.count('t', { where: { flag: true, s: { in: ['x', 'a'] } } });
+    assert.equal(c.stats.indexKind, 'bitmap');
+    assert.deepEqual(c.stats.indexColumns, ['flag', 's']);
+    assert.equal(c.stats.filesScanned, 0);
+    assert.equal(c.stats.dataBytes, 0);
+    assert.equal(c.count, 3);
+  }
+  for (const side of [addon, wasm]) {
+    for (const where of [{ i: 5n }, { s: 'x' }, { s: { in: ['a', 'é', 'nope'] } }, { b: new Uint8Array([7]) }, { s: 'nope' }]) {
+      const bloom = await side.count('tb', { where });
+      const exact = await side.count('t', { where });
+      assert.equal(bloom.count, exact.count, JSON.stringify(where, (_, v) => (typeof v === 'bigint' ? `${v}n` : v)));
+      assert.equal(bloom.stats.indexKind, 'bloom');
+    }
+    // 's' = 'nope' is in no file: both files pruned, none read.
+    const none = await side.query('tb', { where: { s: 'nope' } });
+    assert.equal(none.stats.filesPruned, 2);
+    assert.equal(none.stats.dataRequests, 0);
+  }
+  const ix = await addon.listIndexes('t');
+  assert.equal(ix.find((i) => i.name === 'bm_flag').kind, 'bitmap');
+  assert.equal(ix.find((i) => i.name === 'by_i').kind, 'ordered');
 });
 
 test('conformance: values cross losslessly as the documented JavaScript types', async () => {

@@ -72,16 +72,28 @@ const COMMANDS = {
     },
   },
   index: {
-    usage: 'skerry index create <table> <name> <column>... [--unique]\n       skerry index drop <table> <name> [--purge]\n       skerry index list [<table>]',
-    about: 'Define, drop or list ordered indexes. A column may end in :desc and/or :nulls-first.',
+    usage: 'skerry index create <table> <name> <column>... [--unique] [--kind ordered|bitmap|bloom] [--max-cardinality n] [--fpp p]\n       skerry index drop <table> <name> [--purge]\n       skerry index list [<table>]',
+    about: 'Define, drop or list indexes (ordered; bitmap for low-cardinality columns; bloom to prune files). A column may end in :desc and/or :nulls-first.',
     sub: {
       create: {
         args: ['table', 'name', 'column...'],
-        options: { unique: { type: 'boolean', desc: '        refuse duplicate keys (E_CONSTRAINT)' } },
+        options: {
+          unique: { type: 'boolean', desc: '        refuse duplicate keys (E_CONSTRAINT)' },
+          kind: { type: 'string', desc: '<kind>  ordered (default) | bitmap (few distinct values; counts) | bloom (prunes files)' },
+          fpp: { type: 'string', desc: '<p>     a bloom filter\'s false-positive probability (default 0.01)' },
+          'max-cardinality': { type: 'string', desc: '<n>     a bitmap\'s limit on distinct values per file (default 1000)' },
+        },
         run: async (o, [table, name, ...columns], flags) => {
           const cols = columns.map(column);
-          const i = await o.createIndex(table, name, cols, { unique: !!flags.unique });
-          return { result: i, text: `index ${table}.${i.name} (${i.state}${i.unique ? ', unique' : ''}) — run \`skerry build ${table}\`` };
+          const options = { unique: !!flags.unique };
+          if (flags.kind !== undefined) options.kind = flags.kind;
+          if (flags['max-cardinality'] !== undefined) options.maxCardinality = count(flags['max-cardinality'], '--max-cardinality');
+          if (flags.fpp !== undefined) {
+            options.fpp = Number(flags.fpp);
+            if (!Number.isFinite(options.fpp)) throw usage(`--fpp must be a number, not ${flags.fpp}`);
+          }
+          const i = await o.createIndex(table, name, cols, options);
+          return { result: i, text: `${i.kind} index ${table}.${i.name} (${i.state}${i.unique ? ', unique' : ''}) — run \`skerry build ${table}\`` };
         },
       },
       drop: {
@@ -98,7 +110,7 @@ const COMMANDS = {
           const tables = table ? [table] : (await o.listTables()).map((t) => t.name);
           const rows = [];
           for (const t of tables) {
-            for (const i of await o.listIndexes(t)) rows.push({ table: t, index: i.name, state: i.state, unique: i.unique, fields: i.fields.join(',') });
+            for (const i of await o.listIndexes(t)) rows.push({ table: t, index: i.name, kind: i.kind, state: i.state, unique: i.unique, fields: i.fields.join(',') });
           }
           return { result: rows, text: rows.length ? formatTable(rows) : '(no indexes)' };
         },
@@ -192,14 +204,7 @@ const COMMANDS = {
     },
     readOnly: true,
     run: async (o, [table], flags) => {
-      const options = {};
-      if (flags.where !== undefined) {
-        try {
-          options.where = JSON.parse(flags.where);
-        } catch (e) {
-          throw usage(`--where is not JSON: ${e.message}`);
-        }
-      }
+      const options = whereOption(flags);
       if (flags.columns !== undefined) options.columns = list(flags.columns);
       if (flags.limit !== undefined) options.limit = count(flags.limit, '--limit');
       const r = await o.query(table, options);
@@ -211,6 +216,26 @@ const COMMANDS = {
       }
       for (const w of r.warnings) process.stderr.write(`warning: ${w.message}\n`);
       return { result: r.rows, text: format === 'json' ? null : r.rows.length ? formatTable(r.rows) : '(no rows)' };
+    },
+  },
+  count: {
+    usage: 'skerry count <table> [--where JSON] [--stats]',
+    about: 'Count the rows matching --where from the published overlay: from indexes alone when every column has one, scans otherwise.',
+    args: ['table'],
+    options: {
+      where: { type: 'string', desc: '<json>  e.g. \'{"status":{"in":["paid","sent"]},"region":"eu"}\'' },
+      stats: { type: 'boolean', desc: '        print how the count was answered (stderr)' },
+    },
+    readOnly: true,
+    run: async (o, [table], flags) => {
+      const options = whereOption(flags);
+      const r = await o.count(table, options);
+      if (flags.stats) {
+        const s = r.stats;
+        process.stderr.write(`index ${s.index ?? '(none)'}${s.indexKind ? ` (${s.indexKind})` : ''} on ${s.indexColumns.join(', ') || '-'}; files ${s.files}: ${s.filesByIndex} by index, ${s.filesScanned} scanned, ${s.filesPruned} pruned, ${s.filesRejected} rejected; ${s.requests} requests, ${s.bytes} bytes, ${s.elapsedMs} ms\n`);
+      }
+      for (const w of r.warnings) process.stderr.write(`warning: ${w.message}\n`);
+      return { result: { count: r.count }, text: String(r.count) };
     },
   },
   stats: {
@@ -229,6 +254,16 @@ const COMMANDS = {
     },
   },
 };
+
+// `{ where }` from `--where JSON` (a usage error when it is not JSON).
+function whereOption(flags) {
+  if (flags.where === undefined) return {};
+  try {
+    return { where: JSON.parse(flags.where) };
+  } catch (e) {
+    throw usage(`--where is not JSON: ${e.message}`);
+  }
+}
 
 function usage(message) {
   return Object.assign(new Error(message), { usage: true });

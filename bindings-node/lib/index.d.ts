@@ -1,6 +1,6 @@
 // Public types of the `skerry` package. The shapes come from the addon's generated
 // `index.d.ts` (napi-rs); this file adds the entry points of the facade.
-import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows, BuildProgress } from '../index';
+import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows, BuildProgress, CountOptions, CountResult } from '../index';
 
 export type {
   BuildReport, BuildProgress, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
@@ -9,7 +9,7 @@ export type {
   StepReport, CursorInfo, VacuumReport, VacuumOptions, VerifyReport, Certificate, QueryStats,
   Repair, RefreshOptions, KeyValue, Decimal, Cell, Row, FetchedRows, ColumnCondition, QueryOptions,
   QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError, Explain, FilePlan,
-  Metrics, CacheTier,
+  Metrics, CacheTier, CountOptions, CountResult, IndexKind,
 } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
 
@@ -22,6 +22,11 @@ export type Overlay = NativeOverlay & {
    * scans where not; delete masks applied; rows fetched by page.
    */
   query(table: string, options?: QueryOptions): Promise<QueryResult>;
+  /**
+   * How many live rows of `table` match `where`: from indexes alone when every `where` column
+   * has a ready one-column index (bitmaps intersect), by scanning otherwise.
+   */
+  count(table: string, options?: CountOptions): Promise<CountResult>;
   on(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
   once(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
   off(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;

@@ -73,7 +73,7 @@ const SIGNATURES = {
   syncIceberg: [['name', 'string'], ['options', { metadataUrl: 'string' }]],
   startSync: [['name', 'string'], ['options', { intervalMs: 'count', publish: 'boolean' }]],
   stopSync: [['name', 'string']],
-  createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean' }]],
+  createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean', kind: 'string', maxCardinality: 'count', fpp: 'number' }]],
   dropIndex: [['table', 'string'], ['name', 'string'], ['options', { purge: 'boolean' }]],
   build: [['table', 'string'], ['options', { index: 'string', onProgress: 'function', maxEntries: 'count', maxBytes: 'count' }]],
   publish: [],
@@ -164,6 +164,20 @@ const nativeQuery = native.Overlay.prototype.query;
  */
 native.Overlay.prototype.query = async function (table, options) {
   const r = await nativeQuery.call(this, table, options);
+  const e = emitters.get(this);
+  if (e) for (const w of r.warnings) e.emit('warning', w);
+  return r;
+};
+
+const nativeCount = native.Overlay.prototype.count;
+
+/**
+ * How many live rows of `table` match `where`: `{ count, stats, warnings }`. From indexes
+ * alone when every `where` column has a ready one-column index, else by scanning; rejected
+ * indexes emit `warning` events as `query` does.
+ */
+native.Overlay.prototype.count = async function (table, options) {
+  const r = await nativeCount.call(this, table, options);
   const e = emitters.get(this);
   if (e) for (const w of r.warnings) e.emit('warning', w);
   return r;

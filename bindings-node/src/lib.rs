@@ -102,6 +102,16 @@ pub struct IndexColumn {
 #[napi(object)]
 pub struct CreateIndexOptions {
     pub unique: Option<bool>,
+    /// `ordered` (default: equality, IN, ranges, IS NULL on any key) | `bitmap` (equality,
+    /// IN, IS NULL and counts on low-cardinality columns) | `bloom` (prunes files for
+    /// equality and IN on high-cardinality columns).
+    #[napi(ts_type = "IndexKind")]
+    pub kind: Option<String>,
+    /// A bitmap index's limit on distinct values per data file (default 1000, at most
+    /// 65536); a file over it fails the build with `E_LIMIT` and poisons the index.
+    pub max_cardinality: Option<u32>,
+    /// A bloom index's false-positive probability per file (default 0.01, 0.000001..=0.5).
+    pub fpp: Option<f64>,
 }
 
 #[napi(object)]
@@ -110,6 +120,8 @@ pub struct IndexInfo {
     pub index_id: BigInt,
     pub fields: Vec<i32>,
     pub unique: bool,
+    #[napi(ts_type = "IndexKind")]
+    pub kind: String,
     #[napi(ts_type = "IndexState")]
     pub state: String,
     /// Why a poisoned index was poisoned, when recorded (an upstream schema change).
@@ -549,6 +561,7 @@ fn index_info(i: ov::IndexInfo) -> IndexInfo {
         index_id: big(i.index_id),
         fields: i.fields,
         unique: i.unique,
+        kind: i.kind.to_string(),
         state: i.state.to_string(),
         reason: None,
     }
@@ -648,7 +661,8 @@ impl Overlay {
         })
     }
 
-    /// Defines an ordered index on `columns` (committed at once; `build` makes it ready).
+    /// Defines an index on `columns` (committed at once; `build` makes it ready): ordered by
+    /// default, or `{ kind: 'bitmap' }` for a low-cardinality column.
     /// A column is a name (ascending, NULLS LAST) or `{ name, direction, nulls }`.
     #[napi(ts_return_type = "Promise<IndexInfo>")]
     pub fn create_index<'env>(
@@ -659,16 +673,29 @@ impl Overlay {
         columns: Vec<Either<String, IndexColumn>>,
         options: Option<CreateIndexOptions>,
     ) -> Result<PromiseRaw<'env, IndexInfo>> {
-        let opts = ov::IndexOptions {
-            unique: options.and_then(|o| o.unique).unwrap_or(false),
-        };
+        let opts = options
+            .map(|o| -> skerry_core::Result<ov::IndexOptions> {
+                Ok(ov::IndexOptions {
+                    unique: o.unique.unwrap_or(false),
+                    kind: o
+                        .kind
+                        .as_deref()
+                        .map(skerry_core::index::IndexKind::parse)
+                        .transpose()?
+                        .unwrap_or_default(),
+                    max_cardinality: o.max_cardinality.map(u64::from),
+                    fpp: o.fpp,
+                })
+            })
+            .transpose()
+            .map(Option::unwrap_or_default);
         let columns = columns
             .into_iter()
             .map(index_column)
             .collect::<skerry_core::Result<Vec<_>>>();
         let w = self.writer();
         run(env, async move {
-            let i = w?.create_index(&table, &name, &columns?, opts).await?;
+            let i = w?.create_index(&table, &name, &columns?, opts?).await?;
             Ok(index_info(i))
         })
     }
@@ -926,6 +953,22 @@ impl Overlay {
         self.read(env, "query", vec![table, options])
     }
 
+    /// How many live rows of `table` match `where`: from indexes alone when every `where`
+    /// column has a ready one-column index (bitmaps intersect), by scanning otherwise — the
+    /// same count either way.
+    #[napi(
+        ts_args_type = "table: string, options?: CountOptions",
+        ts_return_type = "Promise<CountResult>"
+    )]
+    pub fn count<'env>(
+        &self,
+        env: &'env Env,
+        table: Unknown<'_>,
+        options: Unknown<'_>,
+    ) -> Result<PromiseRaw<'env, Js>> {
+        self.read(env, "count", vec![table, options])
+    }
+
     /// The plan `query(table, options)` would follow, file by file, without reading data or
     /// index blocks: the index and why (or why none), files answered by the index, pruned
     /// or scanned (and why), and the requests and round trips to expect.
@@ -1105,6 +1148,7 @@ impl Overlay {
                     index_id: big(i.index_id),
                     fields: i.fields,
                     unique: i.unique,
+                    kind: i.kind.to_string(),
                     state: i.state.to_string(),
                     reason: i.reason,
                 })

@@ -693,6 +693,20 @@ export interface ReaderOptions {
             self.read("query", &[&table, &options])
         }
 
+        /// How many live rows of `table` match `where` (see the addon's `count`): from
+        /// indexes alone when every `where` column has a ready one-column index.
+        #[wasm_bindgen(unchecked_return_type = "Promise<CountResult>")]
+        pub fn count(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_optional_param_type = "CountOptions")] options: Option<
+                JsValue,
+            >,
+        ) -> js_sys::Promise {
+            let options = options.unwrap_or(JsValue::UNDEFINED);
+            self.read("count", &[&table, &options])
+        }
+
         /// The plan `query(table, options)` would follow, file by file, without reading data
         /// or index blocks (see the addon's `explain`).
         #[wasm_bindgen(unchecked_return_type = "Promise<Explain>")]

@@ -45,14 +45,9 @@ async fn mounted(dir: &Path, n: usize, metadata: &str) -> Overlay {
     let url = format!("file://{}", dir.join(format!("overlay-{n}")).display());
     let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
     o.mount_iceberg("wide", metadata).await.unwrap();
-    o.create_index(
-        "wide",
-        "by_id",
-        &["id".into()],
-        IndexOptions { unique: true },
-    )
-    .await
-    .unwrap();
+    o.create_index("wide", "by_id", &["id".into()], IndexOptions::unique())
+        .await
+        .unwrap();
     o.build("wide", |_| {}).await.unwrap();
     o
 }

@@ -66,6 +66,14 @@ pub enum Error {
     /// A writer verb on an overlay opened read-only.
     #[error("this overlay was opened with readOnly: true")]
     ReadOnly,
+    /// A data file holds more distinct keys than a bitmap index accepts; the index is
+    /// poisoned (its reason says this) and files are answered by scans.
+    #[error("bitmap index {index}: {file} has more than {limit} distinct values (the index's maxCardinality); use an ordered index for this column")]
+    Cardinality {
+        index: String,
+        file: String,
+        limit: u64,
+    },
     /// A single commit would exceed a bound; refused before any work.
     #[error("{what}: {count} exceeds the limit of {limit}; {remedy}")]
     Limit {
@@ -104,7 +112,7 @@ impl Error {
             Error::Drift { .. } => "E_DRIFT",
             Error::Refused(_) => "E_REFUSED",
             Error::Constraint { .. } => "E_CONSTRAINT",
-            Error::Limit { .. } => "E_LIMIT",
+            Error::Limit { .. } | Error::Cardinality { .. } => "E_LIMIT",
             Error::ReadOnly => "E_READ_ONLY",
         }
     }

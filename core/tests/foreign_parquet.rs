@@ -69,7 +69,7 @@ async fn every_pyarrow_variant_answers_like_pyarrow() {
         o.register_parquet_table(v, &loc, FileSelection::Prefix(String::new()))
             .await
             .unwrap_or_else(|e| panic!("{v}: register: {e}"));
-        o.create_index(v, "by_id", &["id".into()], IndexOptions { unique: true })
+        o.create_index(v, "by_id", &["id".into()], IndexOptions::unique())
             .await
             .unwrap();
         for c in ["word", "uniq", "n32", "f", "ts"] {

@@ -59,7 +59,7 @@ async fn bundles_and_manifest_are_byte_stable() {
         "orders",
         "by_id",
         &["order_id".into()],
-        IndexOptions { unique: true },
+        IndexOptions::unique(),
     )
     .await
     .unwrap();

@@ -331,14 +331,9 @@ async fn a_mounted_table_answers_like_its_rows() {
     );
     assert_eq!(src.format_version, 2);
 
-    o.create_index(
-        "parted",
-        "by_id",
-        &["id".into()],
-        IndexOptions { unique: true },
-    )
-    .await
-    .unwrap();
+    o.create_index("parted", "by_id", &["id".into()], IndexOptions::unique())
+        .await
+        .unwrap();
     o.create_index(
         "parted",
         "by_region",

@@ -81,14 +81,9 @@ async fn an_s3_table_is_followed_through_read_only_credentials() {
     o.mount_iceberg("events", snaps[0]["metadata_location"].as_str().unwrap())
         .await
         .unwrap();
-    o.create_index(
-        "events",
-        "by_id",
-        &["id".into()],
-        IndexOptions { unique: true },
-    )
-    .await
-    .unwrap();
+    o.create_index("events", "by_id", &["id".into()], IndexOptions::unique())
+        .await
+        .unwrap();
     o.build("events", |_| {}).await.unwrap();
     o.publish().await.unwrap();
     let all = Query {

@@ -102,14 +102,9 @@ async fn a_synced_table_answers_like_every_snapshot() {
     o.mount_iceberg("mor", snaps[0]["metadata_location"].as_str().unwrap())
         .await
         .unwrap();
-    o.create_index(
-        "mor",
-        "by_id",
-        &["id".into()],
-        IndexOptions { unique: true },
-    )
-    .await
-    .unwrap();
+    o.create_index("mor", "by_id", &["id".into()], IndexOptions::unique())
+        .await
+        .unwrap();
     o.create_index("mor", "by_region", &["region".into()], Default::default())
         .await
         .unwrap();

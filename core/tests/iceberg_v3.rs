@@ -125,7 +125,7 @@ async fn mounted(table: &str) -> (tempfile::TempDir, Value, String, Overlay) {
     o.mount_iceberg("v3", first.as_str().unwrap())
         .await
         .unwrap();
-    o.create_index("v3", "by_id", &["id".into()], IndexOptions { unique: true })
+    o.create_index("v3", "by_id", &["id".into()], IndexOptions::unique())
         .await
         .unwrap();
     o.build("v3", |_| {}).await.unwrap();

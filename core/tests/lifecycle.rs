@@ -91,7 +91,7 @@ async fn table(o: &Overlay, d: &Data, files: &[&str]) {
 }
 
 fn unique() -> IndexOptions {
-    IndexOptions { unique: true }
+    IndexOptions::unique()
 }
 
 fn paths(v: &[&str]) -> Vec<String> {

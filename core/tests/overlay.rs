@@ -380,7 +380,7 @@ async fn drifted_file_is_rejected_and_scanned() {
         "orders",
         "by_id",
         &["order_id".into()],
-        IndexOptions { unique: true },
+        IndexOptions::unique(),
     )
     .await
     .unwrap();

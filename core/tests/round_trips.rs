@@ -199,7 +199,7 @@ async fn fixture() -> Fixture {
         .await
         .unwrap();
     overlay
-        .create_index("t", "by_id", &["id".into()], IndexOptions { unique: true })
+        .create_index("t", "by_id", &["id".into()], IndexOptions::unique())
         .await
         .unwrap();
     overlay

@@ -58,7 +58,7 @@ impl Fixture {
             "orders",
             "by_id",
             &["order_id".into()],
-            IndexOptions { unique: true },
+            IndexOptions::unique(),
         )
         .await
         .unwrap();
@@ -366,7 +366,7 @@ async fn orphaned_staging_segment_does_not_block_resume() {
             "orders",
             "by_id",
             &["order_id".into()],
-            IndexOptions { unique: true },
+            IndexOptions::unique(),
         )
         .await
         .unwrap();

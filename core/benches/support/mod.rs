@@ -53,9 +53,17 @@ pub fn orders_overlay(
         .unwrap();
         for (name, cols, unique) in indexes {
             let cols: Vec<_> = cols.iter().map(|c| (*c).into()).collect();
-            o.create_index("orders", name, &cols, IndexOptions { unique: *unique })
-                .await
-                .unwrap();
+            o.create_index(
+                "orders",
+                name,
+                &cols,
+                IndexOptions {
+                    unique: *unique,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
         }
         let b = o.build("orders", |_| {}).await.unwrap();
         o.publish().await.unwrap();

@@ -227,8 +227,17 @@ impl Overlay {
                 "skerry.directory-length".to_string(),
                 entry.ordered.directory_length.to_string(),
             );
+            if let Some(b) = entry.ordered.blocks {
+                // A bloom filter's size and distinct keys.
+                props.insert("skerry.blocks".to_string(), b.to_string());
+                props.insert("skerry.ndv".to_string(), entry.ordered.entries.to_string());
+            }
+            if let Some(n) = entry.ordered.values {
+                // Readers listing the bundle see a bitmap's cardinality without the manifest.
+                props.insert("skerry.cardinality".to_string(), n.to_string());
+            }
             let spec = BlobSpec {
-                blob_type: ordered::BLOB_TYPE.into(),
+                blob_type: entry.lineage.blob_type.clone(),
                 fields: entry.lineage.fields.clone(),
                 snapshot_id: entry.lineage.source_snapshot_id,
                 sequence_number: entry.lineage.source_sequence_number,
@@ -671,8 +680,30 @@ impl Overlay {
                     conflicts += 1;
                     tracing::debug!(target: "skerry::build", "retrying a step: {m}");
                 }
+                Err(e @ Error::Cardinality { .. }) => {
+                    return Err(self.poison_over_cardinality(table, e).await)
+                }
                 r => return r,
             }
+        }
+    }
+
+    /// Poisons the bitmap index a [`Error::Cardinality`] names (its reason is the error's
+    /// message: what `indexes()` shows) and returns the error, or the one poisoning met.
+    async fn poison_over_cardinality(&self, table: &str, e: Error) -> Error {
+        let Error::Cardinality { index, .. } = &e else {
+            return e;
+        };
+        let poisoned = async {
+            let t = self.catalog.begin()?;
+            let tr = self.catalog.table(&t, table).await?;
+            let ix = self.catalog.index(&t, &tr, index).await?;
+            drop(t);
+            self.poison_because(&tr, &ix, Some(e.to_string())).await
+        };
+        match poisoned.await {
+            Ok(()) => e,
+            Err(p) => p,
         }
     }
 
@@ -724,7 +755,23 @@ impl Overlay {
             metrics.build_progress(p.done, p.total);
             on_progress(p)
         };
-        let report = self.build_all(table, on_progress).await;
+        // A bitmap index over its cardinality limit is poisoned and the build goes on for
+        // the table's other indexes; the error is returned once they are built.
+        let mut on_progress = on_progress;
+        let mut over: Option<Error> = None;
+        let report = loop {
+            match self.build_all(table, &mut on_progress).await {
+                Err(e @ Error::Cardinality { .. }) => {
+                    let e = self.poison_over_cardinality(table, e).await;
+                    if !matches!(e, Error::Cardinality { .. }) {
+                        break Err(e);
+                    }
+                    over.get_or_insert(e);
+                }
+                Ok(_) if over.is_some() => break Err(over.take().expect("set")),
+                r => break r,
+            }
+        };
         self.metrics.record_build();
         report
     }

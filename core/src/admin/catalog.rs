@@ -86,6 +86,15 @@ pub struct IndexRecord {
     pub fields: Vec<i32>,
     pub key: KeySchema,
     pub unique: bool,
+    /// What the index builds per data file (absent in records written before kinds: ordered).
+    #[serde(default)]
+    pub kind: crate::index::IndexKind,
+    /// A bitmap index's limit on distinct keys per data file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cardinality: Option<u64>,
+    /// A bloom index's false-positive probability, in parts per million.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fpp_ppm: Option<u32>,
     pub state: IndexState,
     /// Moves with every change of the index's content or state (build steps, rebuilds); a
     /// `verify` whose definition moved meanwhile records nothing.

@@ -15,9 +15,10 @@ use crate::admin::catalog::IndexRecord;
 use crate::datafile;
 use crate::error::{Error, Result};
 use crate::formats::codec::Codec;
-use crate::formats::lineage::{self, IndexCategory, IndexFile, INDEX_FILE_FORMAT_VERSION};
+use crate::formats::lineage::{self, IndexFile, INDEX_FILE_FORMAT_VERSION};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, OrderedMeta};
-use crate::index::ordered::{self, OrderedBlobWriter};
+use crate::index::ordered::OrderedBlobWriter;
+use crate::index::{bitmap, bloom, IndexKind};
 use crate::io::{Location, RangeReader, UrlReader};
 use crate::values::{KeyType, Value};
 use arrow_array::cast::AsArray;
@@ -556,35 +557,93 @@ pub fn blob_artifact<'a>(
     block_bytes: usize,
     size_hint: usize,
 ) -> Result<(IndexFileEntry, Vec<u8>)> {
-    let mut bw = OrderedBlobWriter::new(block_bytes);
-    bw.reserve(size_hint);
-    bw.push_all(entries)?;
-    let blob = bw.finish();
+    let (bytes, meta) = match ix.kind {
+        IndexKind::Ordered => {
+            let mut bw = OrderedBlobWriter::new(block_bytes);
+            bw.reserve(size_hint);
+            bw.push_all(entries)?;
+            let blob = bw.finish();
+            let meta = OrderedMeta {
+                directory_offset: blob.directory.start,
+                directory_length: blob.directory.end - blob.directory.start,
+                directory_sha256: blob.directory_sha256.clone(),
+                entries: blob.entries,
+                values: None,
+                blocks: None,
+                min_key: blob.min_key.as_ref().map(hex::encode),
+                max_key: blob.max_key.as_ref().map(hex::encode),
+            };
+            (blob.bytes, meta)
+        }
+        IndexKind::Bloom => {
+            let mut keys: Vec<&[u8]> = Vec::new();
+            for (k, _) in entries {
+                if keys.last() != Some(&k) {
+                    keys.push(k);
+                }
+            }
+            let fpp = f64::from(ix.fpp_ppm.unwrap_or((bloom::DEFAULT_FPP * 1e6) as u32)) / 1e6;
+            let blob = bloom::write(keys.iter().copied(), fpp);
+            let meta = OrderedMeta {
+                directory_offset: blob.pages.start,
+                directory_length: blob.pages.end - blob.pages.start,
+                directory_sha256: blob.pages_sha256.clone(),
+                entries: blob.ndv,
+                values: None,
+                blocks: Some(blob.blocks),
+                min_key: blob.min_key.as_ref().map(hex::encode),
+                max_key: blob.max_key.as_ref().map(hex::encode),
+            };
+            (blob.bytes, meta)
+        }
+        IndexKind::Bitmap => {
+            let limit = ix
+                .max_cardinality
+                .unwrap_or(bitmap::DEFAULT_MAX_CARDINALITY);
+            let blob = bitmap::write(entries, limit).map_err(|e| match e {
+                bitmap::WriteError::OverLimit { limit } => Error::Cardinality {
+                    index: ix.name.clone(),
+                    file: f.path.clone(),
+                    limit,
+                },
+                bitmap::WriteError::PositionTooLarge(_) => Error::Limit {
+                    what: "rows of a data file under a bitmap index",
+                    count: f.record_count,
+                    limit: 1 << 32,
+                    remedy: "use an ordered index for files of more than 2^32 rows",
+                },
+                bitmap::WriteError::Blob(b) => b.into(),
+            })?;
+            let meta = OrderedMeta {
+                directory_offset: blob.directory.start,
+                directory_length: blob.directory.end - blob.directory.start,
+                directory_sha256: blob.directory_sha256.clone(),
+                entries: blob.positions,
+                values: Some(blob.cardinality),
+                blocks: None,
+                min_key: blob.min_key.as_ref().map(hex::encode),
+                max_key: blob.max_key.as_ref().map(hex::encode),
+            };
+            (blob.bytes, meta)
+        }
+    };
     let lineage = IndexFile {
         format_version: INDEX_FILE_FORMAT_VERSION,
         index_id: ix.index_id,
-        category: IndexCategory::Ordered,
-        algorithm: "ordered-v1".into(),
+        category: ix.kind.category(),
+        algorithm: ix.kind.algorithm().into(),
         fields: ix.fields.clone(),
         source_path: f.path.clone(),
         source_snapshot_id: snapshot,
         source_sequence_number: snapshot,
         source_sha256: f.sha256.clone(),
         source_record_count: f.record_count,
-        blob_sha256: lineage::sha256_hex(&blob.bytes),
+        blob_sha256: lineage::sha256_hex(&bytes),
         bundle_path: String::new(),
-        blob_type: ordered::BLOB_TYPE.into(),
+        blob_type: ix.kind.blob_type().into(),
         blob_offset: 0,
-        blob_length: blob.bytes.len() as u64,
+        blob_length: bytes.len() as u64,
         compression: Codec::None,
-    };
-    let meta = OrderedMeta {
-        directory_offset: blob.directory.start,
-        directory_length: blob.directory.end - blob.directory.start,
-        directory_sha256: blob.directory_sha256.clone(),
-        entries: blob.entries,
-        min_key: blob.min_key.as_ref().map(hex::encode),
-        max_key: blob.max_key.as_ref().map(hex::encode),
     };
     Ok((
         IndexFileEntry {
@@ -592,7 +651,7 @@ pub fn blob_artifact<'a>(
             lineage,
             ordered: meta,
         },
-        blob.bytes,
+        bytes,
     ))
 }
 

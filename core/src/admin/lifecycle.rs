@@ -19,7 +19,6 @@ use crate::formats::lineage;
 use crate::formats::manifest::{
     load_part, manifest_path, read_head, FileEntry, IndexFileEntry, IndexState, Manifest, TableRun,
 };
-use crate::index::ordered;
 use crate::io::{Location, RangeReader};
 
 /// Attempts of a transaction that lost a write-write race before giving up.
@@ -899,9 +898,29 @@ impl Overlay {
                 ));
                 continue;
             }
+            if ix.kind == crate::index::IndexKind::Bloom {
+                // A filter holds keys, not rows: every live row's key must pass it (a key
+                // it excludes would prune a file that holds it).
+                let bits = crate::index::bloom::bitset(&blob)?;
+                let filter = parquet::bloom_filter::Sbbf::new(bits);
+                let missing = expected
+                    .values()
+                    .filter(|k| !filter.check(k.as_slice()))
+                    .count() as u64;
+                r.stored += expected.len() as u64 - missing;
+                r.missing += missing;
+                if missing > 0 {
+                    repairs.push(repair(
+                        f,
+                        "verify",
+                        format!("verify: the filter excludes {missing} live rows' keys"),
+                    ));
+                }
+                continue;
+            }
             let mut seen = HashSet::new();
             let (mut stored, mut dead, mut mismatched) = (0u64, 0u64, 0u64);
-            ordered::read_entries(&blob, |k, p| {
+            ix.kind.read_entries(&blob, |k, p| {
                 stored += 1;
                 if p >= f.record_count || !seen.insert(p) {
                     mismatched += 1;

@@ -532,6 +532,8 @@ mod tests {
                     directory_length: b.directory.end - b.directory.start,
                     directory_sha256: b.directory_sha256.clone(),
                     entries: b.entries,
+                    values: None,
+                    blocks: None,
                     min_key: None,
                     max_key: None,
                 },

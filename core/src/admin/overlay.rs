@@ -94,11 +94,65 @@ impl From<String> for IndexColumn {
     }
 }
 
+impl IndexOptions {
+    /// An ordered index refusing duplicate keys.
+    pub fn unique() -> IndexOptions {
+        IndexOptions {
+            unique: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// The options' kind checked: a bitmap's cardinality limit (`None` for other kinds).
+/// `E_INVALID` for a unique bitmap, a limit on another kind, or a limit out of range.
+fn check_kind(opts: &IndexOptions) -> Result<Option<u64>> {
+    use crate::index::{bitmap, IndexKind};
+    if opts.fpp.is_some() && opts.kind != IndexKind::Bloom {
+        return Err(Error::Invalid(format!(
+            "fpp applies to bloom indexes, not {}",
+            opts.kind
+        )));
+    }
+    if opts.kind == IndexKind::Bloom && opts.unique {
+        return Err(Error::Invalid(
+            "a bloom index cannot be unique (it cannot name the rows holding a key)".into(),
+        ));
+    }
+    match (opts.kind, opts.max_cardinality) {
+        (IndexKind::Bitmap, _) if opts.unique => Err(Error::Invalid(
+            "a bitmap index cannot be unique (a unique key has one row per value: use an ordered index)".into(),
+        )),
+        (IndexKind::Bitmap, None) => Ok(Some(bitmap::DEFAULT_MAX_CARDINALITY)),
+        (IndexKind::Bitmap, Some(n)) if (1..=bitmap::MAX_CARDINALITY).contains(&n) => Ok(Some(n)),
+        (IndexKind::Bitmap, Some(n)) => Err(Error::Invalid(format!(
+            "maxCardinality {n} is outside 1..={}; columns with more distinct values want an ordered index",
+            bitmap::MAX_CARDINALITY
+        ))),
+        (k, Some(_)) => Err(Error::Invalid(format!(
+            "maxCardinality applies to bitmap indexes, not {k}"
+        ))),
+        (_, None) => Ok(None),
+    }
+}
+
 /// Options of [`Overlay::create_index`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IndexOptions {
     #[serde(default)]
     pub unique: bool,
+    /// What to build per data file (default ordered).
+    #[serde(default)]
+    pub kind: crate::index::IndexKind,
+    /// A bitmap index's limit on distinct keys per data file (default
+    /// [`crate::index::bitmap::DEFAULT_MAX_CARDINALITY`], at most
+    /// [`crate::index::bitmap::MAX_CARDINALITY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cardinality: Option<u64>,
+    /// A bloom index's false-positive probability (default
+    /// [`crate::index::bloom::DEFAULT_FPP`]; between 0.000001 and 0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fpp: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +172,7 @@ pub struct IndexInfo {
     pub index_id: u64,
     pub fields: Vec<i32>,
     pub unique: bool,
+    pub kind: crate::index::IndexKind,
     pub state: IndexState,
 }
 
@@ -466,6 +521,19 @@ impl Overlay {
         if columns.is_empty() {
             return Err(Error::Invalid("an index needs at least one column".into()));
         }
+        let max_cardinality = check_kind(&opts)?;
+        let fpp_ppm = match (opts.kind, opts.fpp) {
+            (crate::index::IndexKind::Bloom, None) => {
+                Some((crate::index::bloom::DEFAULT_FPP * 1e6) as u32)
+            }
+            (crate::index::IndexKind::Bloom, Some(p)) if (0.000_001..=0.5).contains(&p) => {
+                Some((p * 1e6).round() as u32)
+            }
+            (crate::index::IndexKind::Bloom, Some(p)) => {
+                return Err(Error::Invalid(format!("fpp {p} is outside 0.000001..=0.5")))
+            }
+            _ => None,
+        };
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
         if t.get::<u64>(&index_name_key(tr.table_id, name))
@@ -517,6 +585,9 @@ impl Overlay {
             fields: fields.clone(),
             key: KeySchema::new(key)?,
             unique: opts.unique,
+            kind: opts.kind,
+            max_cardinality,
+            fpp_ppm,
             state: if has_rows {
                 IndexState::Building
             } else {
@@ -533,6 +604,7 @@ impl Overlay {
             index_id,
             fields,
             unique: opts.unique,
+            kind: opts.kind,
             state: rec.state,
         })
     }
@@ -579,6 +651,7 @@ impl Overlay {
                     fields: ix.fields,
                     key: ix.key,
                     unique: ix.unique,
+                    kind: ix.kind,
                     state: ix.state,
                     files: artifacts,
                     run: t.get(&run_key(ix.index_id)).await?,
@@ -864,6 +937,19 @@ impl Overlay {
     ) -> Result<crate::read::plan::QueryResult> {
         let s = self.snapshot().await?;
         let r = s.query(table, q).await?;
+        self.queue(s.manifest(), table, &r.stats.rejections).await;
+        Ok(r)
+    }
+
+    /// Counts the rows of `table` matching `q` against the catalog head (see
+    /// [`Snapshot::count`]), queueing files whose index was rejected for repair.
+    pub async fn count(
+        &self,
+        table: &str,
+        q: &crate::read::plan::Query,
+    ) -> Result<crate::read::count::CountResult> {
+        let s = self.snapshot().await?;
+        let r = s.count(table, q).await?;
         self.queue(s.manifest(), table, &r.stats.rejections).await;
         Ok(r)
     }

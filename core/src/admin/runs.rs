@@ -8,6 +8,10 @@
 //! per input, the upload parts in flight and the parts later key ranges hold (bounded), whatever
 //! the table's size; a registration adds its files' blobs to the next build's merge instead
 //! of re-reading every file's blob.
+//!
+//! A bloom index's run is its striped filter (`docs/bloom-index.md`): every covered file's
+//! filter widened to one block count, block b of all files side by side, so one range read
+//! prunes them all for a key.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,8 +28,10 @@ use crate::formats::codec::Codec;
 use crate::formats::manifest::*;
 use crate::formats::puffin::{BlobSpec, PuffinWriter};
 use crate::index::ordered::{self, OrderedBlobWriter};
-use crate::io::RangeReader;
+use crate::index::IndexKind;
+use crate::io::{Location, RangeReader};
 use crate::values::KeySchema;
+use object_store::PutPayload;
 
 /// Is `e` damage in a stored blob (a run is then not built; per-file blobs keep answering
 /// and their readers reject the damaged one)?
@@ -43,7 +49,11 @@ impl Overlay {
         let mut todo = Vec::new();
         for ix in indexes
             .into_iter()
-            .filter(|ix| ix.state == IndexState::Ready)
+            // Runs merge ordered blobs and stripe bloom filters; bitmaps answer per file.
+            .filter(|ix| {
+                ix.state == IndexState::Ready
+                    && matches!(ix.kind, IndexKind::Ordered | IndexKind::Bloom)
+            })
         {
             let by_file: HashMap<u64, IndexFileEntry> =
                 self.catalog.artifacts_by_file(&t, ix.index_id).await?;
@@ -85,7 +95,12 @@ impl Overlay {
         covered: &[(FileEntry, IndexFileEntry)],
         previous: Option<&TableRun>,
     ) -> Result<()> {
-        let Some(run) = self.write_run(tr, ix, covered, previous, None).await? else {
+        let run = if ix.kind == IndexKind::Bloom {
+            self.write_bloom_run(tr, ix, covered).await?
+        } else {
+            self.write_run(tr, ix, covered, previous, None).await?
+        };
+        let Some(run) = run else {
             return Ok(());
         };
         let t = self.catalog.begin()?;
@@ -299,18 +314,7 @@ impl Overlay {
         }
         let files = order
             .iter()
-            .map(|&i| {
-                let (f, a) = &covered[i];
-                let l = &a.lineage;
-                RunFile {
-                    file_id: f.file_id,
-                    path: f.path.clone(),
-                    sha256: l.source_sha256.clone(),
-                    record_count: l.source_record_count,
-                    snapshot_id: l.source_snapshot_id,
-                    sequence_number: l.source_sequence_number,
-                }
-            })
+            .map(|&i| run_file(&covered[i].0, &covered[i].1))
             .collect();
         let run = TableRun {
             bundle_path,
@@ -321,6 +325,8 @@ impl Overlay {
                 directory_length: blob.directory.end - blob.directory.start,
                 directory_sha256: blob.directory_sha256,
                 entries: blob.entries,
+                values: None,
+                blocks: None,
                 min_key: blob.min_key.as_ref().map(hex::encode),
                 max_key: blob.max_key.as_ref().map(hex::encode),
             },
@@ -332,6 +338,132 @@ impl Overlay {
             "run of {}.{}: {} entries in {:?}", tr.name, ix.name, run.ordered.entries, started.elapsed()
         );
         Ok(Some(run))
+    }
+}
+
+impl Overlay {
+    /// Writes the striped filter of `covered`'s bloom blobs (`docs/bloom-index.md`): one
+    /// Puffin bundle holding one `skerry-bloom-stripes-v1` blob, files in `covered` order.
+    /// `None` when a blob is damaged (per-file filters serve the index meanwhile).
+    async fn write_bloom_run(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        covered: &[(FileEntry, IndexFileEntry)],
+    ) -> Result<Option<TableRun>> {
+        use crate::index::bloom;
+        let mut blobs = Vec::with_capacity(covered.len());
+        for (_, a) in covered {
+            let l = &a.lineage;
+            let b = self
+                .reader
+                .read_range(&Location::new(&l.bundle_path), l.blob_range())
+                .await?;
+            if crate::formats::lineage::sha256_hex(&b) != l.blob_sha256 {
+                return Ok(None);
+            }
+            blobs.push(b);
+        }
+        let mut bitsets = Vec::with_capacity(blobs.len());
+        for b in &blobs {
+            match bloom::bitset(b) {
+                Ok(bits) => bitsets.push(bits),
+                Err(_) => return Ok(None),
+            }
+        }
+        let stripes = match bloom::write_stripes(&bitsets) {
+            Ok(s) => s,
+            Err(_) => return Ok(None),
+        };
+        let blocks = bitsets
+            .iter()
+            .map(|b| (b.len() / bloom::BLOCK) as u64)
+            .max()
+            .unwrap_or(1);
+        let t = self.catalog.begin()?;
+        let generation = t
+            .get::<TableRun>(&run_key(ix.index_id))
+            .await?
+            .map_or(1, |r| run_generation(&r.bundle_path) + 1);
+        drop(t);
+        let bundle_path = format!(
+            "bundles/{}/run-{}-g{}-{}.puffin",
+            tr.table_id,
+            ix.index_id,
+            generation,
+            crate::admin::build::attempt_token()
+        );
+        let mut pw = PuffinWriter::new();
+        pw.set_property("skerry.table", tr.name.clone());
+        let blob_offset = pw.position();
+        let blob_length = stripes.len() as u64;
+        let trailer = blob_length - bloom::STRIPES_TRAILER_LEN..blob_length;
+        let trailer_sha = crate::formats::lineage::sha256_hex(
+            &stripes[trailer.start as usize..trailer.end as usize],
+        );
+        let mut props = std::collections::BTreeMap::new();
+        props.insert("skerry.index-id".to_string(), ix.index_id.to_string());
+        props.insert("skerry.run".to_string(), "true".to_string());
+        props.insert("skerry.files".to_string(), covered.len().to_string());
+        props.insert("skerry.blocks".to_string(), blocks.to_string());
+        let snapshot = tr.snapshot as i64;
+        let mut chunks: Vec<bytes::Bytes> = vec![pw.take_and_skip(blob_length).into()];
+        chunks.push(stripes.into());
+        pw.record_blob(
+            BlobSpec {
+                blob_type: bloom::STRIPES_BLOB_TYPE.into(),
+                fields: ix.fields.clone(),
+                snapshot_id: snapshot,
+                sequence_number: snapshot,
+                properties: props,
+            },
+            blob_offset,
+            blob_length,
+            Codec::None,
+        );
+        chunks.push(pw.finish().bytes);
+        self.put_new(&bundle_path, PutPayload::from_iter(chunks))
+            .await?;
+        let unhex = |h: &Option<String>| h.as_deref().and_then(|h| hex::decode(h).ok());
+        let min_key = covered
+            .iter()
+            .filter_map(|(_, a)| unhex(&a.ordered.min_key))
+            .min();
+        let max_key = covered
+            .iter()
+            .filter_map(|(_, a)| unhex(&a.ordered.max_key))
+            .max();
+        let files = covered.iter().map(|(f, a)| run_file(f, a)).collect();
+        Ok(Some(TableRun {
+            bundle_path,
+            blob_offset,
+            blob_length,
+            ordered: OrderedMeta {
+                directory_offset: trailer.start,
+                directory_length: trailer.end - trailer.start,
+                directory_sha256: trailer_sha,
+                entries: covered.len() as u64,
+                values: None,
+                blocks: Some(blocks),
+                min_key: min_key.map(hex::encode),
+                max_key: max_key.map(hex::encode),
+            },
+            files,
+            directory: None,
+        }))
+    }
+}
+
+/// What a run records about a covered file: the read gate's facts its blob was built on.
+fn run_file(f: &FileEntry, a: &IndexFileEntry) -> RunFile {
+    let l = &a.lineage;
+    RunFile {
+        file_id: f.file_id,
+        path: f.path.clone(),
+        sha256: l.source_sha256.clone(),
+        record_count: l.source_record_count,
+        snapshot_id: l.source_snapshot_id,
+        sequence_number: l.source_sequence_number,
     }
 }
 

@@ -219,6 +219,11 @@ pub struct IndexManifest {
     pub fields: Vec<i32>,
     pub key: KeySchema,
     pub unique: bool,
+    /// The kind of blob each file's entry points to (absent: ordered). A reader that does not
+    /// know this field reads a bitmap blob as an ordered one, fails its directory checks and
+    /// scans: slower, never wrong.
+    #[serde(default, skip_serializing_if = "crate::index::IndexKind::is_ordered")]
+    pub kind: crate::index::IndexKind,
     pub state: IndexState,
     /// Per data file that has the index: where its blob is and what prunes it. Empty when
     /// the lists live in a [`IndexManifest::part`]; readers go through
@@ -394,7 +399,15 @@ pub struct OrderedMeta {
     pub directory_offset: u64,
     pub directory_length: u64,
     pub directory_sha256: String,
+    /// Entries (ordered) or positions (bitmap) the blob holds.
     pub entries: u64,
+    /// Distinct keys (bitmap blobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<u64>,
+    /// Filter blocks (bloom blobs and striped runs: the directory is then the page hashes,
+    /// or the stripes' trailer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u64>,
     /// Smallest and largest key (hex), absent for an empty blob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_key: Option<String>,

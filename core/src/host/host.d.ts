@@ -53,7 +53,10 @@ export interface QueryOptions {
   snapshot?: bigint | string;
 }
 export interface QueryStats {
-  index?: string; indexColumns: string[]; keys: number; residual: string[];
+  index?: string;
+  /** The chosen index's kind: what answered the files in `filesByIndex`. */
+  indexKind?: IndexKind;
+  indexColumns: string[]; keys: number; residual: string[];
   files: number; filesByIndex: number; filesScanned: number; filesPruned: number; filesRejected: number;
   rejections: Rejection[]; drifted: string[];
   rowGroups: number; rowGroupsPruned: number; rowsPrunedByPages: number; rowsScanned: number;
@@ -66,7 +69,7 @@ export interface QueryStats {
 export interface CacheTier { hits: number; misses: number; entries: number; bytes: number }
 /** A reader's counters (`metrics()` of the wasm reader; the addon returns Prometheus text). */
 export interface Metrics {
-  reads: Record<'lookup' | 'lookupMany' | 'range' | 'nulls' | 'fetchRows' | 'query', number>;
+  reads: Record<'lookup' | 'lookupMany' | 'range' | 'nulls' | 'fetchRows' | 'query' | 'count', number>;
   requests: { index: number; data: number };
   bytes: { index: number; data: number };
   cache: { budget: number; directory: CacheTier; metadata: CacheTier; block: CacheTier };
@@ -92,6 +95,7 @@ export interface FilePlan {
 /** The plan of a query (`explain`), computed without reading data or index blocks. */
 export interface Explain {
   index?: string;
+  indexKind?: IndexKind;
   /** Why that index, or why none (e.g. a scan is expected to read less). */
   reason: string;
   indexColumns: string[]; keys: number; residual: string[];
@@ -112,6 +116,17 @@ export interface QueryResult {
 }
 /** The `warning` event: an index was rejected during a query (the file was scanned). */
 export interface IndexWarning { table: string; index?: string; file: string; reason: RejectReason; message: string }
+/** Options of `count`: a query's `where`, `verify` and `snapshot` (`columns` and `limit` do not apply). */
+export interface CountOptions {
+  where?: Record<string, ColumnCondition>;
+  /** Confirm files the indexes count as zero with a HEAD request too. */
+  verify?: boolean;
+  snapshot?: bigint | string;
+}
+/** The answer of `count`: the live rows matching, and how they were counted (`filesByIndex`: from indexes alone). */
+export interface CountResult { count: number; stats: QueryStats; warnings: IndexWarning[] }
+/** What an index builds per data file: `ordered` (sorted keys → positions), `bitmap` (distinct values → position bitmaps) or `bloom` (a filter that prunes files). */
+export type IndexKind = 'ordered' | 'bitmap' | 'bloom';
 /** Lifecycle state of an index. */
 export type IndexState = 'building' | 'ready' | 'maintaining' | 'poisoned';
 /** Every `err.code` Skerry raises. */

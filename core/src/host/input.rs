@@ -308,6 +308,18 @@ pub fn query(v: &HostValue) -> Result<Query> {
     Ok(q)
 }
 
+/// Options of `count`: `{ where?, verify?, snapshot? }` (a `query`'s, without `columns` and
+/// `limit`, which do not apply to a count).
+pub fn count(v: &HostValue) -> Result<Query> {
+    let q = query(v)?;
+    if q.columns.is_some() || q.limit.is_some() {
+        return Err(invalid(
+            "count: options are { where, verify, snapshot } (columns and limit do not apply)",
+        ));
+    }
+    Ok(q)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -149,6 +149,7 @@ pub fn locate_result(r: LocateResult) -> HostValue {
 pub fn query_stats(s: QueryStats) -> HostValue {
     HostValue::object([
         ("index", HostValue::opt(s.index, HostValue::String)),
+        ("indexKind", HostValue::opt(s.index_kind, HostValue::String)),
         ("indexColumns", HostValue::strings(s.index_columns)),
         ("keys", HostValue::count(s.keys)),
         ("residual", HostValue::strings(s.residual)),
@@ -205,6 +206,7 @@ pub fn explain(e: crate::read::explain::Explain) -> HostValue {
         .collect();
     HostValue::object([
         ("index", HostValue::opt(e.index, HostValue::String)),
+        ("indexKind", HostValue::opt(e.index_kind, HostValue::String)),
         ("reason", HostValue::String(e.reason)),
         ("indexColumns", HostValue::strings(e.index_columns)),
         ("keys", HostValue::count(e.keys)),
@@ -324,6 +326,20 @@ pub fn batch(batch: &RecordBatch) -> Result<HostValue> {
 
 /// `{ ipc, rows, refs, stats, warnings }`, and the `warning` events it raises (the same
 /// warnings, for the host's listeners).
+/// `{ count, stats, warnings }` of a count, and its warnings.
+pub fn count_result(
+    table: &str,
+    r: crate::read::count::CountResult,
+) -> (HostValue, Vec<HostValue>) {
+    let warnings = warnings(table, &r.stats);
+    let out = HostValue::object([
+        ("count", HostValue::count(r.count)),
+        ("stats", query_stats(r.stats)),
+        ("warnings", HostValue::Array(warnings.clone())),
+    ]);
+    (out, warnings)
+}
+
 pub fn query_result(table: &str, r: QueryResult) -> Result<(HostValue, Vec<HostValue>)> {
     let warnings = warnings(table, &r.stats);
     let out = HostValue::object([

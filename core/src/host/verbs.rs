@@ -52,6 +52,10 @@ pub enum ReadCall {
         table: String,
         query: Query,
     },
+    Count {
+        table: String,
+        query: Query,
+    },
 }
 
 /// What a read verb answers, and the `warning` events it raises.
@@ -62,7 +66,7 @@ pub struct Answer {
 }
 
 /// The names of the read verbs, as hosts spell them.
-pub const READ_VERBS: [&str; 8] = [
+pub const READ_VERBS: [&str; 9] = [
     "lookup",
     "lookupMany",
     "range",
@@ -71,6 +75,7 @@ pub const READ_VERBS: [&str; 8] = [
     "fetchRows",
     "query",
     "explain",
+    "count",
 ];
 
 fn arg(args: &[HostValue], i: usize) -> &HostValue {
@@ -133,6 +138,10 @@ impl ReadCall {
                 table: table()?,
                 query: input::query(arg(args, 1))?,
             },
+            "count" => ReadCall::Count {
+                table: table()?,
+                query: input::count(arg(args, 1))?,
+            },
             other => return Err(input::invalid(format!("unknown read verb {other}"))),
         })
     }
@@ -183,6 +192,15 @@ impl ReadCall {
             )?),
             ReadCall::Explain { table, query } => {
                 plain(output::explain(snapshot.explain(&table, &query).await?))
+            }
+            ReadCall::Count { table, query } => {
+                let t0 = clock.map(|c| c());
+                let mut r = snapshot.count(&table, &query).await?;
+                if let (Some(c), Some(t0)) = (clock, t0) {
+                    r.stats.elapsed_ms = c() - t0;
+                }
+                let (value, warnings) = output::count_result(&table, r);
+                Answer { value, warnings }
             }
             ReadCall::Query { table, query } => {
                 let t0 = clock.map(|c| c());

@@ -39,9 +39,9 @@ pub const MAX_KEY_BYTES: usize = crate::values::MAX_KEY_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BlobError {
-    #[error("corrupt ordered index: {0}")]
+    #[error("corrupt index blob: {0}")]
     Corrupt(&'static str),
-    #[error("ordered index checksum mismatch in {0}")]
+    #[error("index blob checksum mismatch in {0}")]
     Checksum(&'static str),
     #[error("ordered index entries out of order at entry {0}")]
     Unsorted(u64),
@@ -94,7 +94,7 @@ impl BlockRef {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -116,7 +116,7 @@ fn varint_into(buf: &mut [u8; 20], mut at: usize, mut v: u64) -> usize {
     at
 }
 
-fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, BlobError> {
+pub(crate) fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, BlobError> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let byte = *b.get(*pos).ok_or(BlobError::Corrupt("truncated varint"))?;
@@ -129,7 +129,7 @@ fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, BlobError> {
     Err(BlobError::Corrupt("varint too long"))
 }
 
-fn get_bytes<'a>(b: &'a [u8], pos: &mut usize, len: u64) -> Result<&'a [u8], BlobError> {
+pub(crate) fn get_bytes<'a>(b: &'a [u8], pos: &mut usize, len: u64) -> Result<&'a [u8], BlobError> {
     let end = (*pos as u64)
         .checked_add(len)
         .filter(|e| *e <= b.len() as u64)

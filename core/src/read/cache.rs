@@ -26,6 +26,7 @@ use bytes::Bytes;
 use parquet::file::metadata::ParquetMetaData;
 use serde::Serialize;
 
+use crate::index::bitmap::BitmapDirectory;
 use crate::index::ordered::OrderedDirectory;
 use crate::io::ObjectMeta;
 
@@ -88,6 +89,7 @@ impl Key {
 #[derive(Clone)]
 enum Entry {
     Directory(Arc<OrderedDirectory>),
+    BitmapDirectory(Arc<BitmapDirectory>),
     Metadata(Arc<ParquetMetaData>, ObjectMeta),
     Block(Bytes),
 }
@@ -308,6 +310,39 @@ impl ReadCache {
                 .map(|b| 64 + b.first_key.len() as u64)
                 .sum::<u64>();
         self.put(dir_key(bundle, offset, sha256), Entry::Directory(d), bytes);
+    }
+
+    /// The parsed directory of the bitmap blob at `offset` in `bundle` (keyed like
+    /// [`ReadCache::directory`]: `has_directory` answers for both kinds).
+    pub fn bitmap_directory(
+        &self,
+        bundle: &str,
+        offset: u64,
+        sha256: &str,
+    ) -> Option<Arc<BitmapDirectory>> {
+        match self.get(&dir_key(bundle, offset, sha256)) {
+            Some(Entry::BitmapDirectory(d)) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub fn put_bitmap_directory(
+        &self,
+        bundle: &str,
+        offset: u64,
+        sha256: &str,
+        d: Arc<BitmapDirectory>,
+    ) {
+        let bytes = 64
+            + d.values
+                .iter()
+                .map(|v| 64 + v.key.len() as u64)
+                .sum::<u64>();
+        self.put(
+            dir_key(bundle, offset, sha256),
+            Entry::BitmapDirectory(d),
+            bytes,
+        );
     }
 
     /// A data file's metadata (with its page index) and the size and version the store

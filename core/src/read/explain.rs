@@ -49,6 +49,9 @@ pub struct FilePlan {
 pub struct Explain {
     /// The index the query would use (`None`: every file is scanned).
     pub index: Option<String>,
+    /// Its kind (`ordered`, `bitmap`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_kind: Option<String>,
     /// Why that index, or why none.
     pub reason: String,
     /// The index columns that narrow the probe, the key prefixes probed, and the predicate
@@ -235,8 +238,32 @@ impl Lookup<'_> {
         let index_trips = u64::from(index_requests > 0)
             + u64::from(dirs_to_read > 0 || (run_used && index_requests > 1));
         let round_trips = index_trips + u64::from(meta_reads > 0) + u64::from(page_reads > 0);
+        // No index naming rows: a bloom index may prune files (its filters are read by the
+        // query, one stripe per value, so the plan cannot say which).
+        let bloom = match (&plan, self.scan_only) {
+            (None, false) => crate::read::bloom::bloom_candidate(t, &pred)?.map(|(ix, _)| ix),
+            _ => None,
+        };
+        if let Some(ix) = bloom {
+            reason = format!(
+                "{}: a bloom filter prunes the files whose filter excludes every value; the rest are scanned",
+                ix.name
+            );
+            for f in files.iter_mut().filter(|f| f.action == FileAction::Scan) {
+                f.reason
+                    .get_or_insert_with(|| "unless its bloom filter excludes every value".into());
+            }
+            index_requests += 1;
+        }
         Ok(Explain {
-            index: plan.as_ref().map(|p| p.index.name.clone()),
+            index: plan
+                .as_ref()
+                .map(|p| p.index.name.clone())
+                .or(bloom.map(|ix| ix.name.clone())),
+            index_kind: plan
+                .as_ref()
+                .map(|p| p.index.kind.to_string())
+                .or(bloom.map(|ix| ix.kind.to_string())),
             reason,
             index_columns,
             keys,

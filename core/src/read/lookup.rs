@@ -20,6 +20,7 @@ use crate::formats::manifest::{
 };
 use crate::formats::rowset::{locate, Located, PositionOf};
 use crate::index::ordered::{scan_block, BlobError, OrderedDirectory};
+use crate::index::IndexKind;
 use crate::io::{IoStats, Location, ObjectMeta, RangeReader};
 use crate::read::cache::ReadCache;
 use crate::read::range::{ByteRange, RangeError, RangeFilter};
@@ -314,6 +315,12 @@ impl Lookup<'_> {
     ) -> Result<(&'m TableManifest, &'m IndexManifest)> {
         let t = self.manifest.table(table)?;
         let ix = t.index(index)?;
+        if !ix.kind.has_positions() {
+            return Err(Error::Unsupported(format!(
+                "index {}.{} is a {} index: it prunes files for query and count, it names no rows",
+                t.name, ix.name, ix.kind
+            )));
+        }
         if ix.state != IndexState::Ready {
             return Err(Error::IndexNotReady {
                 index: format!("{}.{}", t.name, ix.name),
@@ -617,21 +624,21 @@ impl Lookup<'_> {
         probe: &Probe,
     ) -> Result<Option<Vec<(Vec<u8>, u64)>>, Rejection> {
         let l = &e.lineage;
-        let blob = BlobRef {
-            bundle_path: &l.bundle_path,
-            offset: l.blob_offset,
-            length: l.blob_length,
-            ordered: &e.ordered,
-            rows: Some(l.source_record_count),
+        let blob = BlobRef::of(e);
+        let answer = match ix.kind {
+            IndexKind::Ordered => self.probe_blob(ix, blob, probe).await,
+            IndexKind::Bitmap => self.probe_bitmap(ix, blob, probe).await,
+            // Never planned as a source of rows (`IndexKind::has_positions`).
+            IndexKind::Bloom => Err(RejectReason::Corrupt {
+                message: "a bloom filter names no rows".into(),
+            }),
         };
-        self.probe_blob(ix, blob, probe)
-            .await
-            .map_err(|reason| Rejection {
-                data_file: l.source_path.clone(),
-                index_id: Some(l.index_id),
-                bundle_path: Some(l.bundle_path.clone()),
-                reason,
-            })
+        answer.map_err(|reason| Rejection {
+            data_file: l.source_path.clone(),
+            index_id: Some(l.index_id),
+            bundle_path: Some(l.bundle_path.clone()),
+            reason,
+        })
     }
 
     /// The blob's directory (read and cached unless cached or inline) and the blocks the
@@ -872,14 +879,12 @@ impl Lookup<'_> {
         let mut total = 0u64;
         for window in ix.file_entries().chunks(FILE_WINDOW) {
             let est = futures::future::join_all(window.iter().map(|e| async move {
-                let blob = BlobRef {
-                    bundle_path: &e.lineage.bundle_path,
-                    offset: e.lineage.blob_offset,
-                    length: e.lineage.blob_length,
-                    ordered: &e.ordered,
-                    rows: Some(e.lineage.source_record_count),
-                };
-                self.estimate_blob(&blob, probe).await
+                let blob = BlobRef::of(e);
+                match ix.kind {
+                    IndexKind::Ordered => self.estimate_blob(&blob, probe).await,
+                    IndexKind::Bitmap => self.estimate_bitmap(ix, &blob, probe).await,
+                    IndexKind::Bloom => None,
+                }
             }))
             .await;
             for e in est {
@@ -999,19 +1004,30 @@ pub(crate) fn run_coverage(t: &TableManifest, run: &TableRun) -> Vec<Option<usiz
         .collect()
 }
 
-/// A blob to probe: where it is and its ordered-index facts.
-struct BlobRef<'a> {
-    bundle_path: &'a str,
-    offset: u64,
-    length: u64,
-    ordered: &'a OrderedMeta,
+/// A blob to probe: where it is and its directory facts.
+pub(crate) struct BlobRef<'a> {
+    pub(crate) bundle_path: &'a str,
+    pub(crate) offset: u64,
+    pub(crate) length: u64,
+    pub(crate) ordered: &'a OrderedMeta,
     /// Rows of the data file: every position must be below it (`None` for a table run,
     /// whose positions are checked per covered file).
-    rows: Option<u64>,
+    pub(crate) rows: Option<u64>,
 }
 
-impl BlobRef<'_> {
-    fn corrupt(&self, err: BlobError) -> RejectReason {
+impl<'a> BlobRef<'a> {
+    /// The blob of one file's entry.
+    pub(crate) fn of(e: &'a IndexFileEntry) -> BlobRef<'a> {
+        BlobRef {
+            bundle_path: &e.lineage.bundle_path,
+            offset: e.lineage.blob_offset,
+            length: e.lineage.blob_length,
+            ordered: &e.ordered,
+            rows: Some(e.lineage.source_record_count),
+        }
+    }
+
+    pub(crate) fn corrupt(&self, err: BlobError) -> RejectReason {
         match err {
             BlobError::Checksum(what) => RejectReason::BlobChecksum {
                 expected: self.ordered.directory_sha256.clone(),
@@ -1042,7 +1058,7 @@ fn merge_stats(into: &mut LookupStats, s: LookupStats) {
 
 /// A bundle that cannot be read (deleted by a vacuum, unreachable) is a rejection, not a
 /// failed query: the file is scanned instead.
-fn index_io(err: crate::io::IoError) -> RejectReason {
+pub(crate) fn index_io(err: crate::io::IoError) -> RejectReason {
     match err {
         crate::io::IoError::NotFound { .. } => RejectReason::Missing,
         other => RejectReason::Corrupt {

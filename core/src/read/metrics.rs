@@ -16,13 +16,14 @@ use crate::read::lookup::LookupStats;
 use crate::read::plan::QueryStats;
 
 /// The read verbs counted by [`Metrics`].
-pub const VERBS: [&str; 6] = [
+pub const VERBS: [&str; 7] = [
     "lookup",
     "lookupMany",
     "range",
     "nulls",
     "fetchRows",
     "query",
+    "count",
 ];
 
 /// A handle's counters (see the module docs). All methods are cheap and never fail.
@@ -105,7 +106,16 @@ impl Metrics {
 
     /// Counts a `query`.
     pub fn record_query(&self, s: &QueryStats) {
-        self.read("query");
+        self.record_answer("query", s);
+    }
+
+    /// Counts a `count`.
+    pub fn record_count(&self, s: &QueryStats) {
+        self.record_answer("count", s);
+    }
+
+    fn record_answer(&self, verb: &str, s: &QueryStats) {
+        self.read(verb);
         add(&self.files_by_index, s.files_by_index);
         add(&self.files_scanned, s.files_scanned);
         add(&self.files_pruned, s.files_pruned);

@@ -8,13 +8,19 @@
 //!   index/scan per file, re-checks of index answers (`docs/query.md`);
 //! - [`range`]: bounds and IS NULL prefixes as byte ranges of an ordered index;
 //! - [`prune`]: statistics and page-index pruning of data files;
+//! - [`bitmap`]: reading bitmap blobs (directories, selected values, bitmaps, counts);
+//! - [`bloom`]: pruning files with bloom filters (striped runs, per-file filters);
 //! - [`cache`]: the read handle's cache (directories, data-file metadata, index blocks);
+//! - [`count`]: `count({ where })`, from indexes alone when every column has one;
 //! - [`explain`]: the per-file plan of a query, without running it;
 //! - [`metrics`]: a handle's counters, as Prometheus text or one object.
 //!
 //! Native only: [`reader`], the read-only open of a published overlay.
 
+pub mod bitmap;
+pub mod bloom;
 pub mod cache;
+pub mod count;
 pub mod explain;
 pub mod lookup;
 pub mod metrics;

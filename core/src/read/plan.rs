@@ -90,6 +90,9 @@ pub struct Query {
 pub struct QueryStats {
     /// The index chosen (`None`: no index could serve the predicate; every file was scanned).
     pub index: Option<String>,
+    /// Its kind (`ordered`, `bitmap`): what answered the files counted in `files_by_index`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_kind: Option<String>,
     /// The index columns that narrowed the probe (its usable leading prefix).
     pub index_columns: Vec<String>,
     /// Key prefixes probed (IN lists expanded).
@@ -132,7 +135,7 @@ pub struct QueryStats {
 }
 
 impl QueryStats {
-    fn add(&mut self, s: QueryStats) {
+    pub(crate) fn add(&mut self, s: QueryStats) {
         self.files += s.files;
         self.files_by_index += s.files_by_index;
         self.files_scanned += s.files_scanned;
@@ -179,19 +182,31 @@ impl IndexPlan<'_> {
 }
 
 /// Picks the ready index with the longest usable leading prefix for `pred` (ties: more
-/// equality columns, then fewer key prefixes, then the name), or `None` when no index can
-/// narrow it.
+/// equality columns, then fewer key prefixes, then a bitmap over an ordered index, then the
+/// name), or `None` when no index can narrow it.
 pub fn choose<'m>(t: &'m TableManifest, pred: &Predicate) -> Result<Option<IndexPlan<'m>>> {
     let mut best: Option<IndexPlan<'m>> = None;
-    for ix in t.indexes.iter().filter(|i| i.state == IndexState::Ready) {
+    for ix in t
+        .indexes
+        .iter()
+        .filter(|i| i.state == IndexState::Ready && i.kind.has_positions())
+    {
         let Some(plan) = plan_index(ix, pred)? else {
             continue;
         };
         let better = match &best {
             None => true,
             Some(b) => {
-                let k =
-                    |p: &IndexPlan| (p.usable(), p.eq_columns, std::cmp::Reverse(p.ranges.len()));
+                // Equal otherwise, a bitmap reads less than an ordered blob: a value's
+                // positions as one compressed bitmap, found in a directory of values.
+                let k = |p: &IndexPlan| {
+                    (
+                        p.usable(),
+                        p.eq_columns,
+                        std::cmp::Reverse(p.ranges.len()),
+                        p.index.kind == crate::index::IndexKind::Bitmap,
+                    )
+                };
                 k(&plan) > k(b) || (k(&plan) == k(b) && plan.index.name < b.index.name)
             }
         };
@@ -202,7 +217,10 @@ pub fn choose<'m>(t: &'m TableManifest, pred: &Predicate) -> Result<Option<Index
     Ok(best)
 }
 
-fn plan_index<'m>(ix: &'m IndexManifest, pred: &Predicate) -> Result<Option<IndexPlan<'m>>> {
+pub(crate) fn plan_index<'m>(
+    ix: &'m IndexManifest,
+    pred: &Predicate,
+) -> Result<Option<IndexPlan<'m>>> {
     if ix.fields.len() != ix.key.columns.len() {
         return Ok(None);
     }
@@ -313,16 +331,33 @@ fn plan_index<'m>(ix: &'m IndexManifest, pred: &Predicate) -> Result<Option<Inde
 }
 
 /// One file's contribution.
-struct FileHits {
-    positions: Vec<u64>,
+pub(crate) struct FileHits {
+    pub(crate) positions: Vec<u64>,
     /// The file's metadata and pinned location, when the query read them.
     read: Option<(Arc<ParquetMetaData>, Location)>,
     /// The requested columns of `positions`, when the re-check already read them.
     rows: Option<RecordBatch>,
-    stats: QueryStats,
+    pub(crate) stats: QueryStats,
     /// `positions` came from the index and are not re-checked yet ([`Lookup::confirm`]);
     /// `read` holds the file's metadata and pinned location.
     pending: bool,
+}
+
+impl FileHits {
+    /// A file skipped whole (by key bounds or a filter): no rows, nothing read.
+    fn pruned() -> FileHits {
+        FileHits {
+            positions: Vec::new(),
+            read: None,
+            rows: None,
+            stats: QueryStats {
+                files: 1,
+                files_pruned: 1,
+                ..Default::default()
+            },
+            pending: false,
+        }
+    }
 }
 
 impl Lookup<'_> {
@@ -375,6 +410,7 @@ impl Lookup<'_> {
         }
         if let Some(p) = &plan {
             stats.index = Some(p.index.name.clone());
+            stats.index_kind = Some(p.index.kind.to_string());
             stats.index_columns = p
                 .key_columns
                 .iter()
@@ -389,6 +425,28 @@ impl Lookup<'_> {
                 .map(|c| pred.columns[*c].name.clone())
                 .collect();
         }
+        // Without an index naming rows, a bloom index may still prune files for `=`/IN.
+        let bloom = match &plan {
+            None => self.bloom_prune(t, &pred).await?,
+            Some(_) => None,
+        };
+        let bloom_pruned: Vec<bool> = match &bloom {
+            Some(b) => {
+                if let Some(ix) = b.index {
+                    stats.index = Some(ix.name.clone());
+                    stats.index_kind = Some(ix.kind.to_string());
+                    stats.index_columns = ix
+                        .fields
+                        .iter()
+                        .filter_map(|id| t.fields.iter().find(|f| f.field_id == *id))
+                        .map(|f| f.name.clone())
+                        .collect();
+                }
+                stats.rejections.extend(b.rejections.iter().cloned());
+                b.pruned.clone()
+            }
+            None => vec![false; t.files.len()],
+        };
         let probe = plan.as_ref().map(|p| Probe {
             ranges: p.ranges.clone(),
             filter: None,
@@ -442,6 +500,10 @@ impl Lookup<'_> {
             let (pred, plan_ref, probe_ref) = (&pred, plan.as_ref(), probe.as_ref());
             let futs = window.iter().filter_map(|&i| {
                 let f = &t.files[i];
+                if bloom_pruned[i] && !q.verify_files {
+                    pruned.push((i, FileHits::pruned()));
+                    return None;
+                }
                 if let (false, Some(e), Some(probe), false) = (
                     covered[i],
                     by_file.get(&f.file_id),
@@ -462,21 +524,7 @@ impl Lookup<'_> {
                             GateDecision::Accept
                         )
                     {
-                        let stats = QueryStats {
-                            files: 1,
-                            files_pruned: 1,
-                            ..Default::default()
-                        };
-                        pruned.push((
-                            i,
-                            FileHits {
-                                positions: Vec::new(),
-                                read: None,
-                                rows: None,
-                                stats,
-                                pending: false,
-                            },
-                        ));
+                        pruned.push((i, FileHits::pruned()));
                         return None;
                     }
                 }
@@ -490,7 +538,18 @@ impl Lookup<'_> {
                 } else {
                     Answer::Scan
                 };
+                let bloom_says_none = bloom_pruned[i];
                 Some(async move {
+                    if bloom_says_none {
+                        // `verify`: a file the filter excludes is confirmed by a HEAD.
+                        let meta = match self.data.head(&Location::new(t.data_location(f))).await {
+                            Ok(m) => m,
+                            Err(e) => return (i, Err(e.into())),
+                        };
+                        if Self::drift(f, &meta, None, q).is_none() {
+                            return (i, Ok(FileHits::pruned()));
+                        }
+                    }
                     (
                         i,
                         self.query_file(t, pred, plan_ref, probe_ref, f, answer, q)
@@ -595,6 +654,14 @@ impl Lookup<'_> {
         for r in &stats.rejections {
             tracing::warn!(target: "skerry::gate", "{r}");
         }
+        self.io_since(&mut stats, (o0, d0, h0));
+        Ok(QueryResult { rows, batch, stats })
+    }
+
+    /// Fills `stats`' request, byte and cache-hit counters with what this handle did since
+    /// `start` (overlay stats, data stats, cache hits).
+    pub(crate) fn io_since(&self, stats: &mut QueryStats, start: (IoStats, IoStats, u64)) {
+        let (o0, d0, h0) = start;
         let (o1, d1) = (self.overlay.stats(), self.data.stats());
         let (o, d): (IoStats, IoStats) = (o1.since(&o0), d1.since(&d0));
         stats.index_requests = o.requests;
@@ -604,7 +671,6 @@ impl Lookup<'_> {
         stats.requests = o.requests + d.requests;
         stats.bytes = o.bytes + d.bytes;
         stats.cache_hits = o.cache_hits + d.cache_hits + (self.cache.hits() - h0);
-        Ok(QueryResult { rows, batch, stats })
     }
 
     /// The index's estimate of the entries it would name (from directories), and why a scan
@@ -683,7 +749,12 @@ impl Lookup<'_> {
     }
 
     /// What differs between the store's view of a data file and the manifest's facts.
-    fn drift(f: &FileEntry, meta: &ObjectMeta, rows: Option<u64>, q: &Query) -> Option<String> {
+    pub(crate) fn drift(
+        f: &FileEntry,
+        meta: &ObjectMeta,
+        rows: Option<u64>,
+        q: &Query,
+    ) -> Option<String> {
         if meta.size != f.size {
             return Some(format!("size {} is not the recorded {}", meta.size, f.size));
         }
@@ -914,7 +985,7 @@ impl Lookup<'_> {
 
     /// Scans one file (its metadata read, its location pinned) with the predicate: row
     /// groups and pages pruned by statistics, predicate columns decoded, rows evaluated.
-    async fn scan_file(
+    pub(crate) async fn scan_file(
         &self,
         pred: &Predicate,
         f: &FileEntry,

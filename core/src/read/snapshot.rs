@@ -318,6 +318,38 @@ impl Snapshot {
         self.lookup_view().explain(table, q).await
     }
 
+    /// Counts the rows of `table` matching `q` (see [`crate::read::count`]).
+    pub async fn count(&self, table: &str, q: &Query) -> Result<crate::read::count::CountResult> {
+        if let Some(pinned) = self.at_upstream(table, q.snapshot).await? {
+            let q = Query {
+                snapshot: None,
+                ..q.clone()
+            };
+            return Box::pin(pinned.count(table, &q)).await;
+        }
+        let q = Query {
+            pin_versions: q.pin_versions || self.pin_versions,
+            ..q.clone()
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        let t0 = std::time::Instant::now();
+        let r = self.lookup_view().count(table, &q).await;
+        #[allow(unused_mut)]
+        let mut r = match self.changed(r) {
+            Some(r) => r?,
+            None => self.lookup_view().count(table, &q).await?,
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
+        }
+        self.tell(table, &r.stats.rejections).await;
+        if let Some(m) = &self.metrics {
+            m.record_count(&r.stats);
+        }
+        Ok(r)
+    }
+
     /// Answers `q` over `table` (see [`crate::read::plan`]). Natively the wall time is in the
     /// stats; the wasm reader measures it with the host's clock.
     pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {

@@ -42,7 +42,10 @@ pub async fn orders_overlay(
             "orders",
             name,
             &[(*column).into()],
-            IndexOptions { unique: *unique },
+            IndexOptions {
+                unique: *unique,
+                ..Default::default()
+            },
         )
         .await
         .unwrap();
