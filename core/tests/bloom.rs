@@ -392,13 +392,32 @@ async fn every_kind_through_the_lifecycle() {
     let m = o.snapshot_manifest(1).await.unwrap();
     let tm = m.table("t").unwrap();
     let ord = tm.indexes.iter().find(|i| i.name == "ord_k").unwrap();
+    use skerry_core::formats::puffin::{Limits, PuffinFooter};
     for e in &ord.files {
         let bytes =
             std::fs::read(t.dir.path().join("overlay").join(&e.lineage.bundle_path)).unwrap();
-        let footer = String::from_utf8_lossy(&bytes);
-        for ty in ["skerry-ordered-v1", "skerry-bitmap-v1", "skerry-bloom-v1"] {
-            assert!(footer.contains(ty), "{} lacks {ty}", e.lineage.bundle_path);
-        }
+        let footer = PuffinFooter::parse_tail(&bytes, bytes.len() as u64, &Limits::default())
+            .unwrap()
+            .unwrap();
+        let blob = |ty: &str| {
+            footer
+                .metadata
+                .blobs
+                .iter()
+                .find(|b| b.blob_type == ty)
+                .unwrap_or_else(|| panic!("{} lacks {ty}", e.lineage.bundle_path))
+                .properties
+                .clone()
+        };
+        blob("skerry-ordered-v1");
+        // Each kind's facts, listable without the manifest.
+        let bm = blob("skerry-bitmap-v1");
+        assert_eq!(bm["skerry.cardinality"], "200", "{bm:?}");
+        let bl = blob("skerry-bloom-v1");
+        assert_eq!(bl["skerry.fpp"], "0.01", "{bl:?}");
+        let blocks: u64 = bl["skerry.blocks"].parse().unwrap();
+        assert_eq!(bl["skerry.bits"], (blocks * 256).to_string());
+        assert!(bl["skerry.ndv"].parse::<u64>().unwrap() > 150, "{bl:?}");
     }
     let kinds: Vec<&str> = tm.indexes.iter().map(|i| i.kind.name()).collect();
     assert_eq!(kinds, ["bloom", "bitmap", "ordered"]);

@@ -228,9 +228,17 @@ impl Overlay {
                 entry.ordered.directory_length.to_string(),
             );
             if let Some(b) = entry.ordered.blocks {
-                // A bloom filter's size and distinct keys.
+                // A bloom filter's size, distinct keys and configured false-positive rate.
                 props.insert("skerry.blocks".to_string(), b.to_string());
+                props.insert("skerry.bits".to_string(), (b * 256).to_string());
                 props.insert("skerry.ndv".to_string(), entry.ordered.entries.to_string());
+                let ppm = indexes
+                    .iter()
+                    .find(|i| i.index_id == entry.lineage.index_id)
+                    .and_then(|i| i.fpp_ppm);
+                if let Some(ppm) = ppm {
+                    props.insert("skerry.fpp".to_string(), (f64::from(ppm) / 1e6).to_string());
+                }
             }
             if let Some(n) = entry.ordered.values {
                 // Readers listing the bundle see a bitmap's cardinality without the manifest.
