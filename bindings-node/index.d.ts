@@ -109,6 +109,12 @@ export declare class Overlay {
    */
   count(table: string, options?: CountOptions): Promise<CountResult>
   /**
+   * BM25 top-k of `table`'s fulltext index: `{ ipc, rows, refs, scores, bm25, stats,
+   * warnings }`, best first. Files without an accepted blob are scanned with the same
+   * analyzer and statistics; `where` is a pre-filter; deleted rows never score.
+   */
+  search(table: string, options: SearchOptions): Promise<SearchResult>
+  /**
    * The plan `query(table, options)` would follow, file by file, without reading data or
    * index blocks: the index and why (or why none), files answered by the index, pruned
    * or scanned (and why), and the requests and round trips to expect.
@@ -198,7 +204,8 @@ export interface CreateIndexOptions {
   /**
    * `ordered` (default: equality, IN, ranges, IS NULL on any key) | `bitmap` (equality,
    * IN, IS NULL and counts on low-cardinality columns) | `bloom` (prunes files for
-   * equality and IN on high-cardinality columns).
+   * equality and IN on high-cardinality columns) | `fulltext` (BM25 `search` over one
+   * string column).
    */
   kind?: IndexKind
   /**
@@ -208,6 +215,10 @@ export interface CreateIndexOptions {
   maxCardinality?: number
   /** A bloom index's false-positive probability per file (default 0.01, 0.000001..=0.5). */
   fpp?: number
+  /** A fulltext index's analyzer (default `simple`). */
+  tokenizer?: Tokenizer
+  /** Whether a fulltext index keeps word positions for phrase queries (default true). */
+  positions?: boolean
 }
 
 export interface CursorInfo {
@@ -511,7 +522,7 @@ export interface QueryStats {
 export interface CacheTier { hits: number; misses: number; entries: number; bytes: number }
 /** A reader's counters (`metrics()` of the wasm reader; the addon returns Prometheus text). */
 export interface Metrics {
-  reads: Record<'lookup' | 'lookupMany' | 'range' | 'nulls' | 'fetchRows' | 'query' | 'count', number>;
+  reads: Record<'lookup' | 'lookupMany' | 'range' | 'nulls' | 'fetchRows' | 'query' | 'count' | 'search', number>;
   requests: { index: number; data: number };
   bytes: { index: number; data: number };
   cache: { budget: number; directory: CacheTier; metadata: CacheTier; block: CacheTier };
@@ -567,8 +578,50 @@ export interface CountOptions {
 }
 /** The answer of `count`: the live rows matching, and how they were counted (`filesByIndex`: from indexes alone). */
 export interface CountResult { count: number; stats: QueryStats; warnings: IndexWarning[] }
-/** What an index builds per data file: `ordered` (sorted keys → positions), `bitmap` (distinct values → position bitmaps) or `bloom` (a filter that prunes files). */
-export type IndexKind = 'ordered' | 'bitmap' | 'bloom';
+/** What an index builds per data file: `ordered` (sorted keys → positions), `bitmap` (distinct values → position bitmaps), `bloom` (a filter that prunes files) or `fulltext` (terms → rows, for `search`). */
+export type IndexKind = 'ordered' | 'bitmap' | 'bloom' | 'fulltext';
+/** A fulltext index's analyzer: `simple` (Unicode words, lowercased) or `english` (also drops English stop words and stems). */
+export type Tokenizer = 'simple' | 'english';
+/** Options of `search`. */
+export interface SearchOptions {
+  /** The text searched for, analyzed as the index analyzes its column. */
+  query: string;
+  /** The query is a phrase: its words at consecutive positions (stop words keep their place). */
+  phrase?: boolean;
+  /** `or` (default): rows holding any term; `and`: rows holding every term. */
+  operator?: 'or' | 'and';
+  /** Results wanted (default 10, at most 10000). */
+  k?: number;
+  /** The fulltext index (default: the table's only one). */
+  index?: string;
+  /** A pre-filter: only rows matching it are scored. */
+  where?: Record<string, ColumnCondition>;
+  /** Columns of the results, in order (default: every column of a scalar type). */
+  columns?: string[];
+  /** Confirm every file answered from its blob with a HEAD request. */
+  verify?: boolean;
+  snapshot?: bigint | string;
+}
+/** The table-wide statistics a search scored with (BM25, k1 = 1.2, b = 0.75). */
+export interface Bm25Stats {
+  /** Rows with a non-NULL value (deleted rows included, as in Lucene). */
+  docs: number;
+  tokens: number;
+  avgLen: number;
+  /** The query's distinct analyzed terms and their document frequencies. */
+  terms: { term: string; df: number }[];
+}
+/** The answer of `search`: rows best first (ties: file order, then position), with their scores. */
+export interface SearchResult {
+  ipc: Uint8Array;
+  rows: Row[];
+  refs: RowRef[];
+  scores: number[];
+  bm25: Bm25Stats;
+  /** `rounds`: sequential rounds of index reads the slowest file needed. */
+  stats: QueryStats & { rounds: number };
+  warnings: IndexWarning[];
+}
 /** Lifecycle state of an index. */
 export type IndexState = 'building' | 'ready' | 'maintaining' | 'poisoned';
 /** Every `err.code` Skerry raises. */

@@ -17,6 +17,7 @@ export async function startRangeServer(root, { cache = false, latencyMs = 0 } = 
   let answered = 0; // deepest trip answered so far
   const server = http.createServer((req, res) => {
     const depth = answered + 1;
+    req.depth = depth;
     stats.trips = Math.max(stats.trips, depth);
     res.on('finish', () => { answered = Math.max(answered, depth); });
     if (latencyMs > 0) setTimeout(() => serve(req, res), latencyMs);
@@ -65,7 +66,7 @@ export async function startRangeServer(root, { cache = false, latencyMs = 0 } = 
     const len = end - start + 1;
     headers['Content-Length'] = String(req.method === 'HEAD' ? size : len);
     stats.requests++;
-    stats.log.push({ method: req.method, path: url.pathname, range: req.headers.range || null, status, authorization: req.headers.authorization || null });
+    stats.log.push({ method: req.method, path: url.pathname, range: req.headers.range || null, status, authorization: req.headers.authorization || null, depth: req.depth });
     res.writeHead(status, headers);
     if (req.method === 'HEAD') { res.end(); return; }
     stats.bytes += len;

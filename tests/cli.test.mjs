@@ -33,7 +33,7 @@ after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 test('help for every command; usage errors exit 2', () => {
   const top = ok(skerry('--help'));
-  const commands = ['init', 'register', 'index', 'build', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'count', 'stats'];
+  const commands = ['init', 'register', 'index', 'build', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'count', 'search', 'stats'];
   for (const c of commands) {
     assert.match(top.out, new RegExp(`^  ${c} `, 'm'), `${c} missing from --help`);
     const h = ok(skerry(c, '--help'));
@@ -175,4 +175,40 @@ test('bitmap indexes and count: --kind bitmap, a column over the limit fails E_L
   assert.match(r.err, /index bm_day \(bitmap\) on day; files 3: 3 by index, 0 scanned/);
   r = ok(skerry('count', 'orders', '--json', ...at));
   assert.deepEqual(JSON.parse(r.out), { count: 12000 });
+});
+
+test('fulltext indexes and search: --kind fulltext, BM25 top-k best first with a _score column', () => {
+  const url = `file://${dir}/fulltext-overlay`;
+  const at = ['--overlay', url];
+  ok(skerry('register', 'orders', `file://${dir}/data`, ...at));
+  let r = ok(skerry('index', 'create', 'orders', 'customer_text', 'customer', '--kind', 'fulltext', '--tokenizer', 'english', ...at));
+  assert.match(r.out, /^fulltext index orders\.customer_text/);
+  r = skerry('index', 'create', 'orders', 'bad', 'amount', '--kind', 'fulltext', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_INVALID: .*one string column/);
+  r = skerry('index', 'create', 'orders', 'bad', 'customer', '--tokenizer', 'english', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_INVALID: .*apply to fulltext indexes/);
+  ok(skerry('build', 'orders', ...at));
+  ok(skerry('publish', ...at));
+  // The most frequent customer: "customer-NNNNN" is two terms, every match scores alike, so
+  // ties go by file and position.
+  const rows = JSON.parse(ok(skerry('query', 'orders', '--columns', 'customer', '--json', ...at)).out);
+  const freq = new Map();
+  for (const x of rows) if (x.customer !== null) freq.set(x.customer, (freq.get(x.customer) ?? 0) + 1);
+  const [customer, n] = [...freq].sort((a, b) => b[1] - a[1])[0];
+  assert.ok(n >= 3, `${customer}: ${n}`);
+  const num = customer.split('-')[1];
+  const all = JSON.parse(ok(skerry('query', 'orders', '--where', JSON.stringify({ customer }), '--columns', 'order_id', '--json', ...at)).out);
+  r = ok(skerry('search', 'orders', num, '--k', '2', '--columns', 'order_id,customer', '--json', '--stats', ...at));
+  const hits = JSON.parse(r.out);
+  assert.deepEqual(hits.map((h) => String(h.order_id)), all.slice(0, 2).map((x) => String(x.order_id)));
+  assert.ok(hits.every((h) => h.customer === customer && h._score > 0 && h._score === hits[0]._score));
+  assert.match(r.err, new RegExp(`index customer_text; terms ${num}:${n} over ${rows.filter((x) => x.customer !== null).length} documents; files 3: 3 by index, 0 scanned`));
+  r = ok(skerry('search', 'orders', `Customer ${num}`, '--phrase', '--k', '50', '--json', ...at));
+  assert.equal(JSON.parse(r.out).length, n);
+  r = ok(skerry('search', 'orders', `${num} customer`, '--phrase', '--json', ...at));
+  assert.equal(JSON.parse(r.out).length, 0);
+  r = skerry('search', 'orders', 'x', '--k', 'many', ...at);
+  assert.equal(r.code, 2);
 });

@@ -72,14 +72,16 @@ const COMMANDS = {
     },
   },
   index: {
-    usage: 'skerry index create <table> <name> <column>... [--unique] [--kind ordered|bitmap|bloom] [--max-cardinality n] [--fpp p]\n       skerry index drop <table> <name> [--purge]\n       skerry index list [<table>]',
-    about: 'Define, drop or list indexes (ordered; bitmap for low-cardinality columns; bloom to prune files). A column may end in :desc and/or :nulls-first.',
+    usage: 'skerry index create <table> <name> <column>... [--unique] [--kind ordered|bitmap|bloom|fulltext] [--max-cardinality n] [--fpp p] [--tokenizer simple|english] [--no-positions]\n       skerry index drop <table> <name> [--purge]\n       skerry index list [<table>]',
+    about: 'Define, drop or list indexes (ordered; bitmap for low-cardinality columns; bloom to prune files; fulltext for `skerry search`). A column may end in :desc and/or :nulls-first.',
     sub: {
       create: {
         args: ['table', 'name', 'column...'],
         options: {
           unique: { type: 'boolean', desc: '        refuse duplicate keys (E_CONSTRAINT)' },
-          kind: { type: 'string', desc: '<kind>  ordered (default) | bitmap (few distinct values; counts) | bloom (prunes files)' },
+          kind: { type: 'string', desc: '<kind>  ordered (default) | bitmap (few distinct values; counts) | bloom (prunes files) | fulltext (search)' },
+          tokenizer: { type: 'string', desc: '<name>  a fulltext index\'s analyzer: simple (default) | english (stop words, stemming)' },
+          'no-positions': { type: 'boolean', desc: '        a fulltext index without word positions (smaller; phrases are scanned)' },
           fpp: { type: 'string', desc: '<p>     a bloom filter\'s false-positive probability (default 0.01)' },
           'max-cardinality': { type: 'string', desc: '<n>     a bitmap\'s limit on distinct values per file (default 1000)' },
         },
@@ -87,6 +89,8 @@ const COMMANDS = {
           const cols = columns.map(column);
           const options = { unique: !!flags.unique };
           if (flags.kind !== undefined) options.kind = flags.kind;
+          if (flags.tokenizer !== undefined) options.tokenizer = flags.tokenizer;
+          if (flags['no-positions']) options.positions = false;
           if (flags['max-cardinality'] !== undefined) options.maxCardinality = count(flags['max-cardinality'], '--max-cardinality');
           if (flags.fpp !== undefined) {
             options.fpp = Number(flags.fpp);
@@ -216,6 +220,40 @@ const COMMANDS = {
       }
       for (const w of r.warnings) process.stderr.write(`warning: ${w.message}\n`);
       return { result: r.rows, text: format === 'json' ? null : r.rows.length ? formatTable(r.rows) : '(no rows)' };
+    },
+  },
+  search: {
+    usage: 'skerry search <table> <text> [--phrase] [--and] [--k n] [--index name] [--where JSON] [--columns a,b] [--format table|json] [--stats]',
+    about: 'BM25 top-k of a fulltext index from the published overlay, best first (a _score column leads each row).',
+    args: ['table', 'text'],
+    options: {
+      phrase: { type: 'boolean', desc: '        the text is a phrase (its words in order)' },
+      and: { type: 'boolean', desc: '        rows holding every word (default: any)' },
+      k: { type: 'string', desc: '<n>     results (default 10)' },
+      index: { type: 'string', desc: '<name>  the fulltext index (default: the table\'s only one)' },
+      where: { type: 'string', desc: '<json>  a pre-filter, e.g. \'{"lang":"en"}\'' },
+      columns: { type: 'string', desc: '<list>  comma-separated columns to return' },
+      format: { type: 'string', desc: '<fmt>   table (default on a terminal) | json' },
+      stats: { type: 'boolean', desc: '        print how the search was answered (stderr)' },
+    },
+    readOnly: true,
+    run: async (o, [table, text], flags) => {
+      const options = { ...whereOption(flags), query: text };
+      if (flags.phrase) options.phrase = true;
+      if (flags.and) options.operator = 'and';
+      if (flags.k !== undefined) options.k = count(flags.k, '--k');
+      if (flags.index !== undefined) options.index = flags.index;
+      if (flags.columns !== undefined) options.columns = list(flags.columns);
+      const r = await o.search(table, options);
+      const format = flags.format || (flags.json || !process.stdout.isTTY ? 'json' : 'table');
+      if (!['table', 'json'].includes(format)) throw usage(`--format must be table or json, not ${format}`);
+      if (flags.stats) {
+        const s = r.stats;
+        process.stderr.write(`${r.rows.length} rows; index ${s.index}; terms ${r.bm25.terms.map((t) => `${t.term}:${t.df}`).join(' ') || '-'} over ${r.bm25.docs} documents; files ${s.files}: ${s.filesByIndex} by index, ${s.filesScanned} scanned, ${s.filesRejected} rejected; ${s.requests} requests, ${s.rounds} rounds, ${s.elapsedMs} ms\n`);
+      }
+      for (const w of r.warnings) process.stderr.write(`warning: ${w.message}\n`);
+      const rows = r.rows.map((row, i) => ({ _score: Number(r.scores[i].toFixed(6)), ...row }));
+      return { result: rows, text: format === 'json' ? null : rows.length ? formatTable(rows) : '(no rows)' };
     },
   },
   count: {

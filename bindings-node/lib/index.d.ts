@@ -1,6 +1,6 @@
 // Public types of the `skerry` package. The shapes come from the addon's generated
 // `index.d.ts` (napi-rs); this file adds the entry points of the facade.
-import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows, BuildProgress, CountOptions, CountResult } from '../index';
+import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows, BuildProgress, CountOptions, CountResult, SearchOptions, SearchResult } from '../index';
 
 export type {
   BuildReport, BuildProgress, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
@@ -9,7 +9,7 @@ export type {
   StepReport, CursorInfo, VacuumReport, VacuumOptions, VerifyReport, Certificate, QueryStats,
   Repair, RefreshOptions, KeyValue, Decimal, Cell, Row, FetchedRows, ColumnCondition, QueryOptions,
   QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError, Explain, FilePlan,
-  Metrics, CacheTier, CountOptions, CountResult, IndexKind,
+  Metrics, CacheTier, CountOptions, CountResult, IndexKind, SearchOptions, SearchResult, Bm25Stats, Tokenizer,
 } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
 
@@ -27,6 +27,8 @@ export type Overlay = NativeOverlay & {
    * has a ready one-column index (bitmaps intersect), by scanning otherwise.
    */
   count(table: string, options?: CountOptions): Promise<CountResult>;
+  /** BM25 top-k of `table`'s fulltext index, best first (ties: file order, then position). */
+  search(table: string, options: SearchOptions): Promise<SearchResult>;
   on(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
   once(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
   off(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;

@@ -73,7 +73,7 @@ const SIGNATURES = {
   syncIceberg: [['name', 'string'], ['options', { metadataUrl: 'string' }]],
   startSync: [['name', 'string'], ['options', { intervalMs: 'count', publish: 'boolean' }]],
   stopSync: [['name', 'string']],
-  createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean', kind: 'string', maxCardinality: 'count', fpp: 'number' }]],
+  createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean', kind: 'string', maxCardinality: 'count', fpp: 'number', tokenizer: 'string', positions: 'boolean' }]],
   dropIndex: [['table', 'string'], ['name', 'string'], ['options', { purge: 'boolean' }]],
   build: [['table', 'string'], ['options', { index: 'string', onProgress: 'function', maxEntries: 'count', maxBytes: 'count' }]],
   publish: [],
@@ -178,6 +178,19 @@ const nativeCount = native.Overlay.prototype.count;
  */
 native.Overlay.prototype.count = async function (table, options) {
   const r = await nativeCount.call(this, table, options);
+  const e = emitters.get(this);
+  if (e) for (const w of r.warnings) e.emit('warning', w);
+  return r;
+};
+
+const nativeSearch = native.Overlay.prototype.search;
+
+/**
+ * BM25 top-k of `table`'s fulltext index: `{ ipc, rows, refs, scores, bm25, stats, warnings }`,
+ * best first; rejected blobs emit `warning` events as `query` does (their files were scanned).
+ */
+native.Overlay.prototype.search = async function (table, options) {
+  const r = await nativeSearch.call(this, table, options);
   const e = emitters.get(this);
   if (e) for (const w of r.warnings) e.emit('warning', w);
   return r;

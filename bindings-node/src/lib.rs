@@ -104,7 +104,8 @@ pub struct CreateIndexOptions {
     pub unique: Option<bool>,
     /// `ordered` (default: equality, IN, ranges, IS NULL on any key) | `bitmap` (equality,
     /// IN, IS NULL and counts on low-cardinality columns) | `bloom` (prunes files for
-    /// equality and IN on high-cardinality columns).
+    /// equality and IN on high-cardinality columns) | `fulltext` (BM25 `search` over one
+    /// string column).
     #[napi(ts_type = "IndexKind")]
     pub kind: Option<String>,
     /// A bitmap index's limit on distinct values per data file (default 1000, at most
@@ -112,6 +113,11 @@ pub struct CreateIndexOptions {
     pub max_cardinality: Option<u32>,
     /// A bloom index's false-positive probability per file (default 0.01, 0.000001..=0.5).
     pub fpp: Option<f64>,
+    /// A fulltext index's analyzer (default `simple`).
+    #[napi(ts_type = "Tokenizer")]
+    pub tokenizer: Option<String>,
+    /// Whether a fulltext index keeps word positions for phrase queries (default true).
+    pub positions: Option<bool>,
 }
 
 #[napi(object)]
@@ -685,6 +691,12 @@ impl Overlay {
                         .unwrap_or_default(),
                     max_cardinality: o.max_cardinality.map(u64::from),
                     fpp: o.fpp,
+                    tokenizer: o
+                        .tokenizer
+                        .as_deref()
+                        .map(skerry_core::index::analyzer::Tokenizer::parse)
+                        .transpose()?,
+                    positions: o.positions,
                 })
             })
             .transpose()
@@ -967,6 +979,22 @@ impl Overlay {
         options: Unknown<'_>,
     ) -> Result<PromiseRaw<'env, Js>> {
         self.read(env, "count", vec![table, options])
+    }
+
+    /// BM25 top-k of `table`'s fulltext index: `{ ipc, rows, refs, scores, bm25, stats,
+    /// warnings }`, best first. Files without an accepted blob are scanned with the same
+    /// analyzer and statistics; `where` is a pre-filter; deleted rows never score.
+    #[napi(
+        ts_args_type = "table: string, options: SearchOptions",
+        ts_return_type = "Promise<SearchResult>"
+    )]
+    pub fn search<'env>(
+        &self,
+        env: &'env Env,
+        table: Unknown<'_>,
+        options: Unknown<'_>,
+    ) -> Result<PromiseRaw<'env, Js>> {
+        self.read(env, "search", vec![table, options])
     }
 
     /// The plan `query(table, options)` would follow, file by file, without reading data or

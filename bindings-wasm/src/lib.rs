@@ -707,6 +707,16 @@ export interface ReaderOptions {
             self.read("count", &[&table, &options])
         }
 
+        /// BM25 top-k of `table`'s fulltext index (see the addon's `search`).
+        #[wasm_bindgen(unchecked_return_type = "Promise<SearchResult>")]
+        pub fn search(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "SearchOptions")] options: JsValue,
+        ) -> js_sys::Promise {
+            self.read("search", &[&table, &options])
+        }
+
         /// The plan `query(table, options)` would follow, file by file, without reading data
         /// or index blocks (see the addon's `explain`).
         #[wasm_bindgen(unchecked_return_type = "Promise<Explain>")]

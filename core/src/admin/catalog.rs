@@ -95,6 +95,9 @@ pub struct IndexRecord {
     /// A bloom index's false-positive probability, in parts per million.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fpp_ppm: Option<u32>,
+    /// A full-text index's analyzer and positions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fulltext: Option<crate::index::fulltext::FulltextSpec>,
     pub state: IndexState,
     /// Moves with every change of the index's content or state (build steps, rebuilds); a
     /// `verify` whose definition moved meanwhile records nothing.

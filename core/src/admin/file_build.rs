@@ -8,7 +8,7 @@
 //! generation per file.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use crate::admin::catalog::IndexRecord;
@@ -18,7 +18,7 @@ use crate::formats::codec::Codec;
 use crate::formats::lineage::{self, IndexFile, INDEX_FILE_FORMAT_VERSION};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, OrderedMeta};
 use crate::index::ordered::OrderedBlobWriter;
-use crate::index::{bitmap, bloom, IndexKind};
+use crate::index::{bitmap, bloom, fulltext, IndexKind};
 use crate::io::{Location, RangeReader, UrlReader};
 use crate::values::{KeyType, Value};
 use arrow_array::cast::AsArray;
@@ -200,7 +200,8 @@ impl SortedEntries {
         }
         let keys = &self.keys;
         let key = |r: &(usize, u32, u64)| &keys[r.0..r.0 + r.1 as usize];
-        let mut ids: HashMap<&[u8], u32, BuildHasherDefault<FxHasher>> = HashMap::default();
+        let mut ids: HashMap<&[u8], u32, BuildHasherDefault<crate::index::FxHasher>> =
+            HashMap::default();
         let mut of: Vec<u32> = Vec::with_capacity(n);
         for r in &self.refs {
             let next = ids.len() as u32;
@@ -283,6 +284,37 @@ enum Plan {
     Int64(usize),
     /// Any other key: values of these batch columns (`None`: a column the file lacks, NULL).
     Values(Vec<Option<usize>>),
+    /// A fulltext index: the text of that batch column, fed to the index's writer in row
+    /// order (no sorted entries).
+    Text(usize),
+}
+
+/// Feeds the strings of `a` (rows from `first`) to `w`; the text bytes fed, or `None` when
+/// `a` is not a string array.
+fn push_text(w: &mut fulltext::FulltextWriter, a: &dyn Array, first: u64) -> Result<Option<u64>> {
+    let mut bytes = 0u64;
+    macro_rules! each {
+        ($arr:expr) => {{
+            let arr = $arr;
+            for row in 0..arr.len() {
+                let v = (!arr.is_null(row)).then(|| arr.value(row));
+                bytes += v.map_or(0, |s| s.len() as u64);
+                w.add(first + row as u64, v).map_err(|_| Error::Limit {
+                    what: "rows of a data file under a fulltext index",
+                    count: first + row as u64 + 1,
+                    limit: 1 << 32,
+                    remedy: "split the data file",
+                })?;
+            }
+        }};
+    }
+    match a.data_type() {
+        DataType::Utf8 => each!(a.as_string::<i32>()),
+        DataType::LargeUtf8 => each!(a.as_string::<i64>()),
+        DataType::Utf8View => each!(a.as_string_view()),
+        _ => return Ok(None),
+    }
+    Ok(Some(bytes))
 }
 
 /// Pushes the keys of a string or binary array (rows from `first`), `false` when `a` is
@@ -385,6 +417,9 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
                 return Ok(Plan::Values(cols));
             }
             let cols: Vec<usize> = cols.into_iter().flatten().collect();
+            if ix.kind == IndexKind::Fulltext {
+                return Ok(Plan::Text(cols[0]));
+            }
             let bytes_key = matches!(
                 ix.key.columns.as_slice(),
                 [c] if matches!(c.ty, KeyType::String | KeyType::Binary)
@@ -405,6 +440,18 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
         .iter()
         .map(|_| SortedEntries::with_rows(rows))
         .collect();
+    let mut writers: Vec<Option<fulltext::FulltextWriter>> = job
+        .indexes
+        .iter()
+        .zip(&plans)
+        .map(|(ix, p)| {
+            matches!(p, Plan::Text(_)).then(|| {
+                let spec = ix.fulltext.unwrap_or_default();
+                fulltext::FulltextWriter::new(spec.tokenizer, spec.positions)
+            })
+        })
+        .collect();
+    let mut text_bytes = 0u64;
     let mut vals: Vec<Value> = Vec::new();
     let mut over = false;
     if roots.is_empty() {
@@ -425,8 +472,37 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
             return Ok(());
         }
         let n = batch.num_rows();
-        for ((ix, plan), e) in job.indexes.iter().zip(&plans).zip(&mut entries) {
+        for (((ix, plan), e), w) in job
+            .indexes
+            .iter()
+            .zip(&plans)
+            .zip(&mut entries)
+            .zip(&mut writers)
+        {
             match plan {
+                Plan::Text(c) => {
+                    let w = w.as_mut().expect("a text plan has a writer");
+                    let a = batch.column(*c).as_ref();
+                    match push_text(w, a, first)? {
+                        Some(b) => text_bytes += b,
+                        None => {
+                            // Not a string array after all: the general way.
+                            for row in 0..n {
+                                let v = datafile::value_at(a, row)?;
+                                let s = match &v {
+                                    Value::String(s) => Some(s.as_str()),
+                                    _ => None,
+                                };
+                                w.add(first + row as u64, s).map_err(|_| Error::Limit {
+                                    what: "rows of a data file under a fulltext index",
+                                    count: f.record_count,
+                                    limit: 1 << 32,
+                                    remedy: "split the data file",
+                                })?;
+                            }
+                        }
+                    }
+                }
                 Plan::Bytes(c) => {
                     let a = batch.column(*c).as_ref();
                     if !push_bytes(e, &ix.key, a, first)? {
@@ -476,7 +552,8 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
                 e.reserve_rows(rows, job.max_bytes as usize);
             }
         }
-        if entries.iter().map(|e| e.entry_bytes()).sum::<u64>() > job.max_bytes {
+        // Text held by fulltext writers counts like entries (their postings are smaller).
+        if entries.iter().map(|e| e.entry_bytes()).sum::<u64>() + text_bytes > job.max_bytes {
             over = true;
         }
         Ok(())
@@ -488,7 +565,22 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
     }
     let deleted = f.deleted()?;
     let mut out = Vec::with_capacity(job.indexes.len());
-    for (ix, mut e) in job.indexes.iter().zip(entries) {
+    for ((ix, mut e), w) in job.indexes.iter().zip(entries).zip(writers) {
+        if let Some(w) = w {
+            let blob = w.finish(f.record_count);
+            let postings = blob.postings;
+            let (meta, bytes) = fulltext_meta(blob);
+            let artifact = artifact_of(job.snapshot, f, ix, &bytes, meta);
+            out.push(FileBlob {
+                index_id: ix.index_id,
+                artifact,
+                bytes,
+                duplicate: None,
+                entry_count: postings,
+                entry_bytes: text_bytes,
+            });
+            continue;
+        }
         e.sort();
         // About the blob's size: keys (compression makes them smaller) and positions.
         let hint = e.entry_bytes() as usize;
@@ -564,6 +656,7 @@ pub fn blob_artifact<'a>(
             bw.push_all(entries)?;
             let blob = bw.finish();
             let meta = OrderedMeta {
+                text: None,
                 directory_offset: blob.directory.start,
                 directory_length: blob.directory.end - blob.directory.start,
                 directory_sha256: blob.directory_sha256.clone(),
@@ -585,6 +678,7 @@ pub fn blob_artifact<'a>(
             let fpp = f64::from(ix.fpp_ppm.unwrap_or((bloom::DEFAULT_FPP * 1e6) as u32)) / 1e6;
             let blob = bloom::write(keys.iter().copied(), fpp);
             let meta = OrderedMeta {
+                text: None,
                 directory_offset: blob.pages.start,
                 directory_length: blob.pages.end - blob.pages.start,
                 directory_sha256: blob.pages_sha256.clone(),
@@ -595,6 +689,30 @@ pub fn blob_artifact<'a>(
                 max_key: blob.max_key.as_ref().map(hex::encode),
             };
             (blob.bytes, meta)
+        }
+        IndexKind::Fulltext => {
+            let spec = ix.fulltext.unwrap_or_default();
+            let mut docs: Vec<(u64, Option<String>)> = Vec::with_capacity(size_hint / 64);
+            for (k, p) in entries {
+                let text = match ix.key.decode(k)?.pop() {
+                    Some(crate::values::Value::String(s)) => Some(s),
+                    _ => None,
+                };
+                docs.push((p, text));
+            }
+            docs.sort_unstable_by_key(|d| d.0);
+            let mut w = fulltext::FulltextWriter::new(spec.tokenizer, spec.positions);
+            for (p, text) in &docs {
+                w.add(*p, text.as_deref()).map_err(|_| Error::Limit {
+                    what: "rows of a data file under a fulltext index",
+                    count: f.record_count,
+                    limit: 1 << 32,
+                    remedy: "split the data file",
+                })?;
+            }
+            drop(docs);
+            let (meta, bytes) = fulltext_meta(w.finish(f.record_count));
+            (bytes, meta)
         }
         IndexKind::Bitmap => {
             let limit = ix
@@ -615,6 +733,7 @@ pub fn blob_artifact<'a>(
                 bitmap::WriteError::Blob(b) => b.into(),
             })?;
             let meta = OrderedMeta {
+                text: None,
                 directory_offset: blob.directory.start,
                 directory_length: blob.directory.end - blob.directory.start,
                 directory_sha256: blob.directory_sha256.clone(),
@@ -627,6 +746,38 @@ pub fn blob_artifact<'a>(
             (blob.bytes, meta)
         }
     };
+    Ok((artifact_of(snapshot, f, ix, &bytes, meta), bytes))
+}
+
+/// The manifest facts of a fulltext blob, and its bytes.
+fn fulltext_meta(blob: fulltext::FulltextBlob) -> (OrderedMeta, Vec<u8>) {
+    let meta = OrderedMeta {
+        directory_offset: blob.directory.start,
+        directory_length: blob.directory.end - blob.directory.start,
+        directory_sha256: blob.directory_sha256.clone(),
+        entries: blob.postings,
+        values: None,
+        blocks: None,
+        min_key: blob.min_term.as_ref().map(hex::encode),
+        max_key: blob.max_term.as_ref().map(hex::encode),
+        text: Some(crate::formats::manifest::TextStats {
+            docs: blob.docs,
+            tokens: blob.tokens,
+            terms: blob.terms,
+        }),
+    };
+    (meta, blob.bytes)
+}
+
+/// The manifest entry of `ix`'s blob `bytes` over `f`, with its lineage (bundle placement
+/// filled in when the bundle is written).
+fn artifact_of(
+    snapshot: i64,
+    f: &FileEntry,
+    ix: &IndexRecord,
+    bytes: &[u8],
+    meta: OrderedMeta,
+) -> IndexFileEntry {
     let lineage = IndexFile {
         format_version: INDEX_FILE_FORMAT_VERSION,
         index_id: ix.index_id,
@@ -638,51 +789,17 @@ pub fn blob_artifact<'a>(
         source_sequence_number: snapshot,
         source_sha256: f.sha256.clone(),
         source_record_count: f.record_count,
-        blob_sha256: lineage::sha256_hex(&bytes),
+        blob_sha256: lineage::sha256_hex(bytes),
         bundle_path: String::new(),
         blob_type: ix.kind.blob_type().into(),
         blob_offset: 0,
         blob_length: bytes.len() as u64,
         compression: Codec::None,
     };
-    Ok((
-        IndexFileEntry {
-            file_id: f.file_id,
-            lineage,
-            ordered: meta,
-        },
-        bytes,
-    ))
-}
-
-/// The Fx hash (rustc's): keys of one file need speed, not DoS resistance.
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        }
-        for b in chunks.remainder() {
-            self.add(*b as u64);
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    IndexFileEntry {
+        file_id: f.file_id,
+        lineage,
+        ordered: meta,
     }
 }
 

@@ -868,6 +868,14 @@ impl Overlay {
                 }
                 Err(e) => return Err(e),
             };
+            // A full-text blob is a function of the file's values: verify rebuilds it and
+            // compares bytes.
+            let rebuilt = match ix.kind {
+                crate::index::IndexKind::Fulltext => {
+                    Some(self.blob_artifact(&tr, f, &ix, &expected)?.1)
+                }
+                _ => None,
+            };
             let expected: HashMap<u64, Vec<u8>> = expected
                 .into_iter()
                 .filter(|(_, p)| !deleted.contains(*p))
@@ -896,6 +904,20 @@ impl Overlay {
                     "blob_checksum",
                     "verify: the blob's SHA-256 differs from its lineage".into(),
                 ));
+                continue;
+            }
+            if let Some(want) = &rebuilt {
+                let n = expected.len() as u64;
+                if *want == blob.as_ref() {
+                    r.stored += n;
+                } else {
+                    r.mismatched += n;
+                    repairs.push(repair(
+                        f,
+                        "verify",
+                        "verify: the full-text blob differs from one rebuilt from the file".into(),
+                    ));
+                }
                 continue;
             }
             if ix.kind == crate::index::IndexKind::Bloom {

@@ -528,6 +528,7 @@ mod tests {
             metas.push((
                 path,
                 OrderedMeta {
+                    text: None,
                     directory_offset: b.directory.start,
                     directory_length: b.directory.end - b.directory.start,
                     directory_sha256: b.directory_sha256.clone(),

@@ -114,6 +114,15 @@ fn check_kind(opts: &IndexOptions) -> Result<Option<u64>> {
             opts.kind
         )));
     }
+    if opts.kind != IndexKind::Fulltext && (opts.tokenizer.is_some() || opts.positions.is_some()) {
+        return Err(Error::Invalid(format!(
+            "tokenizer and positions apply to fulltext indexes, not {}",
+            opts.kind
+        )));
+    }
+    if opts.kind == IndexKind::Fulltext && opts.unique {
+        return Err(Error::Invalid("a fulltext index cannot be unique".into()));
+    }
     if opts.kind == IndexKind::Bloom && opts.unique {
         return Err(Error::Invalid(
             "a bloom index cannot be unique (it cannot name the rows holding a key)".into(),
@@ -153,6 +162,12 @@ pub struct IndexOptions {
     /// [`crate::index::bloom::DEFAULT_FPP`]; between 0.000001 and 0.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fpp: Option<f64>,
+    /// A full-text index's tokenizer (default `simple`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<crate::index::analyzer::Tokenizer>,
+    /// Whether a full-text index keeps word positions for phrase queries (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positions: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -568,6 +583,14 @@ impl Overlay {
                     "column {c} appears twice in the index"
                 )));
             }
+            if opts.kind == crate::index::IndexKind::Fulltext
+                && (columns.len() != 1 || ty != crate::values::KeyType::String)
+            {
+                return Err(Error::Invalid(format!(
+                    "a fulltext index covers one string column (column {c} is {})",
+                    f.data_type
+                )));
+            }
             fields.push(f.field_id);
             key.push(KeyColumn {
                 ty,
@@ -588,6 +611,12 @@ impl Overlay {
             kind: opts.kind,
             max_cardinality,
             fpp_ppm,
+            fulltext: (opts.kind == crate::index::IndexKind::Fulltext).then(|| {
+                crate::index::fulltext::FulltextSpec {
+                    tokenizer: opts.tokenizer.unwrap_or_default(),
+                    positions: opts.positions.unwrap_or(true),
+                }
+            }),
             state: if has_rows {
                 IndexState::Building
             } else {
@@ -652,6 +681,7 @@ impl Overlay {
                     key: ix.key,
                     unique: ix.unique,
                     kind: ix.kind,
+                    fulltext: ix.fulltext,
                     state: ix.state,
                     files: artifacts,
                     run: t.get(&run_key(ix.index_id)).await?,
@@ -950,6 +980,19 @@ impl Overlay {
     ) -> Result<crate::read::count::CountResult> {
         let s = self.snapshot().await?;
         let r = s.count(table, q).await?;
+        self.queue(s.manifest(), table, &r.stats.rejections).await;
+        Ok(r)
+    }
+
+    /// Searches `table`'s full-text index against the catalog head (see
+    /// [`Snapshot::search`]), queueing files whose blob was rejected for repair.
+    pub async fn search(
+        &self,
+        table: &str,
+        q: &crate::read::search::Search,
+    ) -> Result<crate::read::search::SearchResult> {
+        let s = self.snapshot().await?;
+        let r = s.search(table, q).await?;
         self.queue(s.manifest(), table, &r.stats.rejections).await;
         Ok(r)
     }

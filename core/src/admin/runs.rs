@@ -321,6 +321,7 @@ impl Overlay {
             blob_offset,
             blob_length,
             ordered: OrderedMeta {
+                text: None,
                 directory_offset: blob.directory.start,
                 directory_length: blob.directory.end - blob.directory.start,
                 directory_sha256: blob.directory_sha256,
@@ -439,6 +440,7 @@ impl Overlay {
             blob_offset,
             blob_length,
             ordered: OrderedMeta {
+                text: None,
                 directory_offset: trailer.start,
                 directory_length: trailer.end - trailer.start,
                 directory_sha256: trailer_sha,

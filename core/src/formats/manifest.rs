@@ -224,6 +224,10 @@ pub struct IndexManifest {
     /// scans: slower, never wrong.
     #[serde(default, skip_serializing_if = "crate::index::IndexKind::is_ordered")]
     pub kind: crate::index::IndexKind,
+    /// A full-text index's analyzer and positions (what a search analyzes its query and
+    /// scans unindexed files with).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fulltext: Option<crate::index::fulltext::FulltextSpec>,
     pub state: IndexState,
     /// Per data file that has the index: where its blob is and what prunes it. Empty when
     /// the lists live in a [`IndexManifest::part`]; readers go through
@@ -413,6 +417,20 @@ pub struct OrderedMeta {
     pub min_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_key: Option<String>,
+    /// A full-text blob's statistics (what a search sums into the table's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextStats>,
+}
+
+/// One data file's full-text statistics, as its blob's directory records them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextStats {
+    /// Rows with a non-NULL value.
+    pub docs: u64,
+    /// Terms over every document.
+    pub tokens: u64,
+    /// Distinct terms.
+    pub terms: u64,
 }
 
 impl Manifest {

@@ -320,6 +320,67 @@ pub fn count(v: &HostValue) -> Result<Query> {
     Ok(q)
 }
 
+/// Longest `query` text a search accepts (bytes).
+pub const MAX_SEARCH_TEXT: usize = 16 * 1024;
+
+/// Options of `search`: `{ query, phrase?, operator?, k?, index?, where?, columns?, verify?,
+/// snapshot? }`.
+pub fn search(v: &HostValue) -> Result<crate::read::search::Search> {
+    use crate::read::search::{Operator, Search, MAX_SEARCH_K};
+    if !matches!(v, HostValue::Object(_)) {
+        return Err(invalid(
+            "search: options must be an object with a query string",
+        ));
+    }
+    let text = match v.get("query") {
+        HostValue::String(s) if s.len() <= MAX_SEARCH_TEXT => s.clone(),
+        HostValue::String(_) => {
+            return Err(invalid(format!(
+                "search: options.query is longer than {MAX_SEARCH_TEXT} bytes"
+            )))
+        }
+        _ => return Err(invalid("search: options.query must be a string")),
+    };
+    if !v.get("limit").is_nullish() {
+        return Err(invalid("search: results are counted by k, not limit"));
+    }
+    let q = query(v)?;
+    let k = match v.get("k") {
+        HostValue::Undefined | HostValue::Null => 10,
+        HostValue::Number(n) if n.fract() == 0.0 && *n >= 1.0 && *n <= MAX_SEARCH_K as f64 => {
+            *n as usize
+        }
+        _ => {
+            return Err(invalid(format!(
+                "search: k is an integer from 1 to {MAX_SEARCH_K}"
+            )))
+        }
+    };
+    let operator = match v.get("operator") {
+        HostValue::Undefined | HostValue::Null => Operator::Or,
+        HostValue::String(s) if s == "or" => Operator::Or,
+        HostValue::String(s) if s == "and" => Operator::And,
+        _ => return Err(invalid("search: operator is \"or\" or \"and\"")),
+    };
+    let index = match v.get("index") {
+        HostValue::Undefined | HostValue::Null => None,
+        HostValue::String(s) => Some(s.clone()),
+        _ => return Err(invalid("search: index is an index name")),
+    };
+    Ok(Search {
+        query: text,
+        phrase: flag(v, "search", "phrase")?,
+        operator,
+        k,
+        index,
+        conditions: q.conditions,
+        columns: q.columns,
+        verify_files: q.verify_files,
+        pin_versions: false,
+        snapshot: q.snapshot,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -340,6 +340,53 @@ pub fn count_result(
     (out, warnings)
 }
 
+pub fn search_result(
+    table: &str,
+    r: crate::read::search::SearchResult,
+) -> Result<(HostValue, Vec<HostValue>)> {
+    let warnings = warnings(table, &r.stats);
+    let mut stats = query_stats(r.stats);
+    if let HostValue::Object(props) = &mut stats {
+        props.push(("rounds".into(), HostValue::count(r.rounds)));
+    }
+    let bm25 = HostValue::object([
+        ("docs", HostValue::count(r.bm25.docs)),
+        ("tokens", HostValue::count(r.bm25.tokens)),
+        ("avgLen", HostValue::Number(r.bm25.avg_len)),
+        (
+            "terms",
+            HostValue::Array(
+                r.bm25
+                    .terms
+                    .into_iter()
+                    .map(|t| {
+                        HostValue::object([
+                            ("term", HostValue::String(t.term)),
+                            ("df", HostValue::count(t.df)),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+    ]);
+    let out = HostValue::object([
+        (
+            "ipc",
+            HostValue::Bytes(crate::read::lookup::to_ipc(&r.batch)?),
+        ),
+        ("rows", rows(&r.batch)?),
+        ("refs", refs(r.rows)),
+        (
+            "scores",
+            HostValue::Array(r.scores.into_iter().map(HostValue::Number).collect()),
+        ),
+        ("bm25", bm25),
+        ("stats", stats),
+        ("warnings", HostValue::Array(warnings.clone())),
+    ]);
+    Ok((out, warnings))
+}
+
 pub fn query_result(table: &str, r: QueryResult) -> Result<(HostValue, Vec<HostValue>)> {
     let warnings = warnings(table, &r.stats);
     let out = HostValue::object([

@@ -56,6 +56,10 @@ pub enum ReadCall {
         table: String,
         query: Query,
     },
+    Search {
+        table: String,
+        search: crate::read::search::Search,
+    },
 }
 
 /// What a read verb answers, and the `warning` events it raises.
@@ -66,7 +70,7 @@ pub struct Answer {
 }
 
 /// The names of the read verbs, as hosts spell them.
-pub const READ_VERBS: [&str; 9] = [
+pub const READ_VERBS: [&str; 10] = [
     "lookup",
     "lookupMany",
     "range",
@@ -76,6 +80,7 @@ pub const READ_VERBS: [&str; 9] = [
     "query",
     "explain",
     "count",
+    "search",
 ];
 
 fn arg(args: &[HostValue], i: usize) -> &HostValue {
@@ -142,6 +147,10 @@ impl ReadCall {
                 table: table()?,
                 query: input::count(arg(args, 1))?,
             },
+            "search" => ReadCall::Search {
+                table: table()?,
+                search: input::search(arg(args, 1))?,
+            },
             other => return Err(input::invalid(format!("unknown read verb {other}"))),
         })
     }
@@ -200,6 +209,15 @@ impl ReadCall {
                     r.stats.elapsed_ms = c() - t0;
                 }
                 let (value, warnings) = output::count_result(&table, r);
+                Answer { value, warnings }
+            }
+            ReadCall::Search { table, search } => {
+                let t0 = clock.map(|c| c());
+                let mut r = snapshot.search(&table, &search).await?;
+                if let (Some(c), Some(t0)) = (clock, t0) {
+                    r.stats.elapsed_ms = c() - t0;
+                }
+                let (value, warnings) = output::search_result(&table, r)?;
                 Answer { value, warnings }
             }
             ReadCall::Query { table, query } => {

@@ -5,14 +5,17 @@
 //! they read. `ordered` (`docs/ordered-index.md`) serves `=`, IN, ranges and IS NULL on any
 //! key; `bitmap` (`docs/bitmap-index.md`) serves the same on low-cardinality keys and answers
 //! counts from its directory; `bloom` (`docs/bloom-index.md`) prunes files for `=`/IN on
-//! high-cardinality keys, striped so one range read prunes every file of a table.
+//! high-cardinality keys, striped so one range read prunes every file of a table;
+//! `fulltext` (`docs/fulltext-index.md`) answers BM25 searches over a text column.
 
 use serde::{Deserialize, Serialize};
 
 use crate::formats::lineage::IndexCategory;
 
+pub mod analyzer;
 pub mod bitmap;
 pub mod bloom;
+pub mod fulltext;
 pub mod ordered;
 
 /// What an index definition builds per data file.
@@ -27,6 +30,9 @@ pub enum IndexKind {
     /// A split-block bloom filter of the keys ([`bloom`]): prunes files for `=`/IN, names
     /// no positions.
     Bloom,
+    /// An inverted index of a text column's terms ([`fulltext`]): answers `search`, names
+    /// no key's rows.
+    Fulltext,
 }
 
 impl IndexKind {
@@ -36,8 +42,9 @@ impl IndexKind {
             "ordered" => Ok(IndexKind::Ordered),
             "bitmap" => Ok(IndexKind::Bitmap),
             "bloom" => Ok(IndexKind::Bloom),
+            "fulltext" => Ok(IndexKind::Fulltext),
             other => Err(crate::error::Error::Invalid(format!(
-                "unknown index kind {other:?} (kinds: ordered, bitmap, bloom)"
+                "unknown index kind {other:?} (kinds: ordered, bitmap, bloom, fulltext)"
             ))),
         }
     }
@@ -47,6 +54,7 @@ impl IndexKind {
             IndexKind::Ordered => "ordered",
             IndexKind::Bitmap => "bitmap",
             IndexKind::Bloom => "bloom",
+            IndexKind::Fulltext => "fulltext",
         }
     }
 
@@ -56,6 +64,7 @@ impl IndexKind {
             IndexKind::Ordered => ordered::BLOB_TYPE,
             IndexKind::Bitmap => bitmap::BLOB_TYPE,
             IndexKind::Bloom => bloom::BLOB_TYPE,
+            IndexKind::Fulltext => fulltext::BLOB_TYPE,
         }
     }
 
@@ -65,6 +74,7 @@ impl IndexKind {
             IndexKind::Ordered => IndexCategory::Ordered,
             IndexKind::Bitmap => IndexCategory::Bitmap,
             IndexKind::Bloom => IndexCategory::Bloom,
+            IndexKind::Fulltext => IndexCategory::Fulltext,
         }
     }
 
@@ -73,6 +83,7 @@ impl IndexKind {
             IndexKind::Ordered => "ordered-v1",
             IndexKind::Bitmap => "bitmap-v1",
             IndexKind::Bloom => "bloom-v1",
+            IndexKind::Fulltext => "fulltext-v1",
         }
     }
 
@@ -80,9 +91,10 @@ impl IndexKind {
         *self == IndexKind::Ordered
     }
 
-    /// Whether the kind's blobs name row positions (a bloom filter only prunes).
+    /// Whether the kind's blobs name the rows of a key (a bloom filter only prunes; a
+    /// full-text index names the rows of terms, not of the column's values).
     pub fn has_positions(self) -> bool {
-        self != IndexKind::Bloom
+        matches!(self, IndexKind::Ordered | IndexKind::Bitmap)
     }
 
     /// Calls `f(key, position)` for every entry of a whole blob of a kind with positions
@@ -96,6 +108,9 @@ impl IndexKind {
             IndexKind::Ordered => ordered::read_entries(blob, f),
             IndexKind::Bitmap => bitmap::read_entries(blob, f),
             IndexKind::Bloom => Err(ordered::BlobError::Corrupt("a bloom filter has no entries")),
+            IndexKind::Fulltext => Err(ordered::BlobError::Corrupt(
+                "a full-text blob holds terms, not entries",
+            )),
         }
     }
 }
@@ -103,5 +118,36 @@ impl IndexKind {
 impl std::fmt::Display for IndexKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// The Fx hash (rustc's): the keys and terms of one file need speed, not DoS resistance.
+#[derive(Default)]
+pub(crate) struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        for b in chunks.remainder() {
+            self.add(*b as u64);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }

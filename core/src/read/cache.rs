@@ -92,6 +92,9 @@ enum Entry {
     BitmapDirectory(Arc<BitmapDirectory>),
     Metadata(Arc<ParquetMetaData>, ObjectMeta),
     Block(Bytes),
+    TextDirectory(Arc<crate::index::fulltext::FulltextDirectory>),
+    TermBlock(Arc<Vec<crate::index::fulltext::TermEntry>>),
+    Postings(Arc<crate::index::fulltext::Postings>),
 }
 
 #[derive(Default)]
@@ -404,6 +407,87 @@ impl ReadCache {
         }
     }
 
+    /// The parsed full-text directory of the blob at `offset` in `bundle` (keyed like
+    /// [`ReadCache::directory`]).
+    pub fn text_directory(
+        &self,
+        bundle: &str,
+        offset: u64,
+        sha256: &str,
+    ) -> Option<Arc<crate::index::fulltext::FulltextDirectory>> {
+        match self.get(&dir_key(bundle, offset, sha256)) {
+            Some(Entry::TextDirectory(d)) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub fn put_text_directory(
+        &self,
+        bundle: &str,
+        offset: u64,
+        sha256: &str,
+        d: Arc<crate::index::fulltext::FulltextDirectory>,
+    ) {
+        let bytes = 64
+            + d.blocks
+                .iter()
+                .map(|b| 64 + b.first.len() as u64)
+                .sum::<u64>();
+        self.put(
+            dir_key(bundle, offset, sha256),
+            Entry::TextDirectory(d),
+            bytes,
+        );
+    }
+
+    /// A parsed, checked term block at `start..end` of `bundle`.
+    pub fn term_block(
+        &self,
+        bundle: &str,
+        start: u64,
+        end: u64,
+    ) -> Option<Arc<Vec<crate::index::fulltext::TermEntry>>> {
+        match self.get(&block_key(bundle, start, end)) {
+            Some(Entry::TermBlock(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn put_term_block(
+        &self,
+        bundle: &str,
+        start: u64,
+        end: u64,
+        b: Arc<Vec<crate::index::fulltext::TermEntry>>,
+    ) {
+        let bytes = (end - start) + 64 * b.len() as u64;
+        self.put(block_key(bundle, start, end), Entry::TermBlock(b), bytes);
+    }
+
+    /// Parsed, checked postings at `start..end` of `bundle`.
+    pub fn postings(
+        &self,
+        bundle: &str,
+        start: u64,
+        end: u64,
+    ) -> Option<Arc<crate::index::fulltext::Postings>> {
+        match self.get(&block_key(bundle, start, end)) {
+            Some(Entry::Postings(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    pub fn put_postings(
+        &self,
+        bundle: &str,
+        start: u64,
+        end: u64,
+        p: Arc<crate::index::fulltext::Postings>,
+    ) {
+        let bytes = (end - start) + 48 * p.skips.len() as u64;
+        self.put(block_key(bundle, start, end), Entry::Postings(p), bytes);
+    }
+
     /// The bytes `start..end` of `bundle`, when cached.
     pub fn block(&self, bundle: &str, start: u64, end: u64) -> Option<Bytes> {
         match self.get(&Key::Block {
@@ -427,6 +511,14 @@ impl ReadCache {
             Entry::Block(bytes),
             n,
         );
+    }
+}
+
+fn block_key(bundle: &str, start: u64, end: u64) -> Key {
+    Key::Block {
+        bundle: Arc::from(bundle),
+        start,
+        end,
     }
 }
 

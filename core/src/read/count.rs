@@ -297,7 +297,7 @@ impl Lookup<'_> {
                     }
                     RoaringTreemap::from_bitmaps([(0u32, all)])
                 }
-                IndexKind::Ordered | IndexKind::Bloom => {
+                IndexKind::Ordered | IndexKind::Bloom | IndexKind::Fulltext => {
                     let entries = match self.probe(ix, e, &probe).await {
                         Ok(Some(v)) => v,
                         Ok(None) => return Ok(Ok(0)),

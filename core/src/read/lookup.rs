@@ -316,8 +316,12 @@ impl Lookup<'_> {
         let t = self.manifest.table(table)?;
         let ix = t.index(index)?;
         if !ix.kind.has_positions() {
+            let what = match ix.kind {
+                IndexKind::Fulltext => "it answers search, not key lookups",
+                _ => "it prunes files for query and count, it names no rows",
+            };
             return Err(Error::Unsupported(format!(
-                "index {}.{} is a {} index: it prunes files for query and count, it names no rows",
+                "index {}.{} is a {} index: {what}",
                 t.name, ix.name, ix.kind
             )));
         }
@@ -629,8 +633,8 @@ impl Lookup<'_> {
             IndexKind::Ordered => self.probe_blob(ix, blob, probe).await,
             IndexKind::Bitmap => self.probe_bitmap(ix, blob, probe).await,
             // Never planned as a source of rows (`IndexKind::has_positions`).
-            IndexKind::Bloom => Err(RejectReason::Corrupt {
-                message: "a bloom filter names no rows".into(),
+            IndexKind::Bloom | IndexKind::Fulltext => Err(RejectReason::Corrupt {
+                message: format!("a {} index names no key's rows", ix.kind),
             }),
         };
         answer.map_err(|reason| Rejection {
@@ -883,7 +887,7 @@ impl Lookup<'_> {
                 match ix.kind {
                     IndexKind::Ordered => self.estimate_blob(&blob, probe).await,
                     IndexKind::Bitmap => self.estimate_bitmap(ix, &blob, probe).await,
-                    IndexKind::Bloom => None,
+                    IndexKind::Bloom | IndexKind::Fulltext => None,
                 }
             }))
             .await;

@@ -16,7 +16,7 @@ use crate::read::lookup::LookupStats;
 use crate::read::plan::QueryStats;
 
 /// The read verbs counted by [`Metrics`].
-pub const VERBS: [&str; 7] = [
+pub const VERBS: [&str; 8] = [
     "lookup",
     "lookupMany",
     "range",
@@ -24,6 +24,7 @@ pub const VERBS: [&str; 7] = [
     "fetchRows",
     "query",
     "count",
+    "search",
 ];
 
 /// A handle's counters (see the module docs). All methods are cheap and never fail.
@@ -112,6 +113,11 @@ impl Metrics {
     /// Counts a `count`.
     pub fn record_count(&self, s: &QueryStats) {
         self.record_answer("count", s);
+    }
+
+    /// Counts a `search`.
+    pub fn record_search(&self, s: &QueryStats) {
+        self.record_answer("search", s);
     }
 
     fn record_answer(&self, verb: &str, s: &QueryStats) {

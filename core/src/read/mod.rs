@@ -28,6 +28,7 @@ pub mod plan;
 pub mod predicate;
 pub mod prune;
 pub mod range;
+pub mod search;
 pub mod snapshot;
 
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]

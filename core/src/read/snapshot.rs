@@ -350,6 +350,42 @@ impl Snapshot {
         Ok(r)
     }
 
+    /// Searches `table`'s full-text index (see [`crate::read::search`]).
+    pub async fn search(
+        &self,
+        table: &str,
+        s: &crate::read::search::Search,
+    ) -> Result<crate::read::search::SearchResult> {
+        if let Some(pinned) = self.at_upstream(table, s.snapshot).await? {
+            let s = crate::read::search::Search {
+                snapshot: None,
+                ..s.clone()
+            };
+            return Box::pin(pinned.search(table, &s)).await;
+        }
+        let s = crate::read::search::Search {
+            pin_versions: s.pin_versions || self.pin_versions,
+            ..s.clone()
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        let t0 = std::time::Instant::now();
+        let r = self.lookup_view().search(table, &s).await;
+        #[allow(unused_mut)]
+        let mut r = match self.changed(r) {
+            Some(r) => r?,
+            None => self.lookup_view().search(table, &s).await?,
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
+        }
+        self.tell(table, &r.stats.rejections).await;
+        if let Some(m) = &self.metrics {
+            m.record_search(&r.stats);
+        }
+        Ok(r)
+    }
+
     /// Answers `q` over `table` (see [`crate::read::plan`]). Natively the wall time is in the
     /// stats; the wasm reader measures it with the host's clock.
     pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {

@@ -1,0 +1,289 @@
+//! Full-text benchmark (issue 18): Skerry's `fulltext` index beside tantivy on one generated
+//! corpus, in one process run — build time, index bytes, top-10 latency (p50/p95) over the
+//! same queries — reported side by side and as ratios.
+//!
+//! Corpus: `--docs N` documents (default 2,000,000) of 20–80 words drawn Zipf(1) from a
+//! 30,000-word vocabulary, in Parquet files of 100,000 rows. Queries: 200 two-term OR
+//! queries whose terms are drawn from the same distribution (`zipf`), and 200 whose terms
+//! are drawn uniformly from the vocabulary (`uniform`). Both engines use BM25 (k1 1.2,
+//! b 0.75); tantivy indexes from memory with 2 threads and 256 MB, Skerry builds from the
+//! Parquet files. Skerry is searched through the read path users get (`OverlayReader`),
+//! warm; tantivy through a reloaded searcher.
+//!
+//!     cargo run --release -p skerry-bench-fulltext -- [--docs N]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::index::IndexKind;
+use skerry_core::read::search::Search;
+
+const VOCAB: usize = 30_000;
+const PER_FILE: usize = 100_000;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn vocabulary(r: &mut Rng) -> Vec<String> {
+    let letters = b"abcdefghijklmnopqrstuvwxyz";
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(VOCAB);
+    while out.len() < VOCAB {
+        let len = 3 + (r.next() % 8) as usize;
+        let w: String = (0..len)
+            .map(|_| letters[(r.next() % 26) as usize] as char)
+            .collect();
+        if seen.insert(w.clone()) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// Cumulative Zipf(1) weights over the vocabulary's ranks.
+fn zipf_cdf() -> Vec<f64> {
+    let mut c = Vec::with_capacity(VOCAB);
+    let mut sum = 0.0;
+    for r in 1..=VOCAB {
+        sum += 1.0 / r as f64;
+        c.push(sum);
+    }
+    for x in &mut c {
+        *x /= sum;
+    }
+    c
+}
+
+fn zipf(r: &mut Rng, cdf: &[f64]) -> usize {
+    let u = r.unit();
+    cdf.partition_point(|c| *c < u).min(VOCAB - 1)
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn dir_bytes(p: &std::path::Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(p).unwrap() {
+        let e = e.unwrap();
+        let m = e.metadata().unwrap();
+        n += if m.is_dir() {
+            dir_bytes(&e.path())
+        } else {
+            m.len()
+        };
+    }
+    n
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let docs: usize = args
+        .iter()
+        .position(|a| a == "--docs")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.parse().expect("--docs N"))
+        .unwrap_or(2_000_000);
+    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+    let vocab = vocabulary(&mut r);
+    let cdf = zipf_cdf();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+
+    // The corpus, kept in memory for tantivy and written as Parquet for Skerry.
+    let t0 = Instant::now();
+    let mut texts: Vec<String> = Vec::with_capacity(docs);
+    for _ in 0..docs {
+        let n = 20 + (r.next() % 61) as usize;
+        let mut s = String::with_capacity(n * 8);
+        for i in 0..n {
+            if i > 0 {
+                s.push(' ');
+            }
+            s.push_str(&vocab[zipf(&mut r, &cdf)]);
+        }
+        texts.push(s);
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("body", DataType::Utf8, false),
+    ]));
+    let mut names = Vec::new();
+    for (f, chunk) in texts.chunks(PER_FILE).enumerate() {
+        let first = (f * PER_FILE) as i64;
+        let ids: Int64Array = (0..chunk.len() as i64).map(|i| Some(first + i)).collect();
+        let body: StringArray = chunk.iter().map(|s| Some(s.as_str())).collect();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(ids) as ArrayRef, Arc::new(body)],
+        )
+        .unwrap();
+        let name = format!("part-{f:04}.parquet");
+        let file = std::fs::File::create(data.join(&name)).unwrap();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .build();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        names.push(name);
+    }
+    let words: u64 = texts.iter().map(|t| t.split(' ').count() as u64).sum();
+    println!(
+        "corpus: {docs} documents, {words} words, {} Parquet files ({:.1} s to generate)",
+        names.len(),
+        t0.elapsed().as_secs_f64()
+    );
+
+    // Skerry: register, define, build from the Parquet files.
+    let overlay_dir = tmp.path().join("overlay");
+    let url = format!("file://{}", overlay_dir.display());
+    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
+    let t0 = Instant::now();
+    o.register_parquet_table(
+        "docs",
+        &format!("file://{}", data.display()),
+        FileSelection::List(names.clone()),
+    )
+    .await
+    .unwrap();
+    o.create_index(
+        "docs",
+        "body_text",
+        &["body".into()],
+        IndexOptions {
+            kind: IndexKind::Fulltext,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    o.build("docs", |_| {}).await.unwrap();
+    o.publish().await.unwrap();
+    let skerry_build = t0.elapsed().as_secs_f64();
+    let skerry_bytes = dir_bytes(&overlay_dir.join("bundles"));
+    o.close().await.unwrap();
+
+    // tantivy: the same documents from memory, 2 threads, 256 MB.
+    use tantivy::collector::TopDocs;
+    use tantivy::query::QueryParser;
+    use tantivy::schema::{Schema as TSchema, STORED, TEXT};
+    let tdir = tmp.path().join("tantivy");
+    std::fs::create_dir_all(&tdir).unwrap();
+    let mut sb = TSchema::builder();
+    let body = sb.add_text_field("body", TEXT);
+    let id = sb.add_i64_field("id", STORED);
+    let tschema = sb.build();
+    let t0 = Instant::now();
+    let index = tantivy::Index::create_in_dir(&tdir, tschema).unwrap();
+    {
+        let mut w: tantivy::IndexWriter = index.writer_with_num_threads(2, 256_000_000).unwrap();
+        for (i, t) in texts.iter().enumerate() {
+            w.add_document(tantivy::doc!(body => t.as_str(), id => i as i64))
+                .unwrap();
+        }
+        w.commit().unwrap();
+        w.wait_merging_threads().unwrap();
+    }
+    let tantivy_build = t0.elapsed().as_secs_f64();
+    let tantivy_bytes = dir_bytes(&tdir);
+    drop(texts);
+
+    let reader = skerry_core::read::reader::OverlayReader::open(
+        &url,
+        skerry_core::io::store::OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    let treader = index.reader().unwrap();
+    let searcher = treader.searcher();
+    let qp = QueryParser::for_index(&index, vec![body]);
+
+    println!();
+    println!("| | Skerry | tantivy 0.27 | ratio |");
+    println!("|---|---|---|---|");
+    println!(
+        "| build ({docs} docs) | {skerry_build:.1} s | {tantivy_build:.1} s | {:.2}× |",
+        skerry_build / tantivy_build
+    );
+    println!(
+        "| index bytes | {:.1} MB | {:.1} MB | {:.2}× |",
+        skerry_bytes as f64 / 1e6,
+        tantivy_bytes as f64 / 1e6,
+        skerry_bytes as f64 / tantivy_bytes as f64
+    );
+    for set in ["zipf", "uniform"] {
+        let queries: Vec<String> = (0..200)
+            .map(|_| {
+                let mut pick = || match set {
+                    "zipf" => vocab[zipf(&mut r, &cdf)].clone(),
+                    _ => vocab[(r.next() % VOCAB as u64) as usize].clone(),
+                };
+                format!("{} {}", pick(), pick())
+            })
+            .collect();
+        // Warm both (and check they agree on how many results there are).
+        for q in &queries {
+            let s = Search {
+                query: q.clone(),
+                k: 10,
+                columns: Some(vec![]),
+                ..Default::default()
+            };
+            let a = reader.snapshot().search("docs", &s).await.unwrap();
+            let tq = qp.parse_query(q).unwrap();
+            let b = searcher
+                .search(&tq, &TopDocs::with_limit(10).order_by_score())
+                .unwrap();
+            assert_eq!(a.rows.len(), b.len(), "{q}");
+        }
+        let (mut ms, mut mt) = (Vec::new(), Vec::new());
+        for q in &queries {
+            let s = Search {
+                query: q.clone(),
+                k: 10,
+                columns: Some(vec![]),
+                ..Default::default()
+            };
+            let t0 = Instant::now();
+            let a = reader.snapshot().search("docs", &s).await.unwrap();
+            ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            std::hint::black_box(a);
+            let t0 = Instant::now();
+            let tq = qp.parse_query(q).unwrap();
+            let b = searcher
+                .search(&tq, &TopDocs::with_limit(10).order_by_score())
+                .unwrap();
+            mt.push(t0.elapsed().as_secs_f64() * 1e3);
+            std::hint::black_box(b);
+        }
+        let (s50, t50) = (percentile(&mut ms, 0.5), percentile(&mut mt, 0.5));
+        let (s95, t95) = (percentile(&mut ms, 0.95), percentile(&mut mt, 0.95));
+        println!(
+            "| top-10, 2 terms ({set}) p50 | {s50:.2} ms | {t50:.2} ms | {:.2}× |",
+            s50 / t50
+        );
+        println!(
+            "| top-10, 2 terms ({set}) p95 | {s95:.2} ms | {t95:.2} ms | {:.2}× |",
+            s95 / t95
+        );
+    }
+}

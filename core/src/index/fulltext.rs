@@ -1,0 +1,1050 @@
+//! `skerry-fulltext-v1`: one data file's inverted index — terms of one text column (see
+//! [`crate::index::analyzer`]) → the rows holding them, with term frequencies, document
+//! lengths and (optionally) word positions. Layout in `docs/fulltext-index.md`; integers
+//! little-endian, `varint` = unsigned LEB128:
+//!
+//! ```text
+//! Blob       = "SKF1" Postings* Positions* TermBlock* Directory
+//! Directory  = "SKFD" u8 version(1) u8 tokenizer u8 flags(bit 0: positions) u8 0
+//!              u64 rows u64 docs u64 tokens u64 terms u64 positions_start
+//!              u32 block_docs(128) u32 n  BlockRef*ⁿ
+//! BlockRef   = varint first_len first_term varint offset varint length varint terms u32 crc32
+//! TermBlock  = varint n  TermEntry*ⁿ          (terms ascending, bytewise)
+//! TermEntry  = varint shared varint suffix_len suffix varint df varint max_tf varint min_len
+//!              varint postings_offset varint postings_length u32 postings_crc32
+//!              [varint positions_offset varint positions_length u32 positions_crc32]
+//! Postings   = varint blocks  Skip*ᵇˡᵒᶜᵏˢ  Block*ᵇˡᵒᶜᵏˢ
+//! Skip       = varint last_row_delta varint length varint max_tf varint min_len
+//!              varint positions_length
+//! Block      = Packed(row gaps) Packed(tf - 1) Packed(document lengths)   (≤128 postings)
+//! Packed     = u8 width  ⌈count·width/8⌉ bytes, values LSB-first
+//! Positions  = per block, per posting: tf varints (first position, then gaps)
+//! ```
+//!
+//! A row gap is `row - previous_row - 1` (the first row of the term is its gap from -1).
+//! `max_tf`/`min_len` bound every posting of a block (a skip) or term (an entry): a BM25
+//! score is increasing in tf and decreasing in length, so `score(max_tf, min_len)` bounds
+//! the block's scores under any table statistics. The manifest records the directory's
+//! place and SHA-256; the directory a CRC-32 per term block; a term entry a CRC-32 of its
+//! postings and positions — every byte a search reads is checked before it is decoded.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use sha2::{Digest, Sha256};
+
+use crate::index::analyzer::{Analyzer, Tokenizer};
+use crate::index::ordered::{get_bytes, get_varint, put_varint, BlobError};
+
+pub const BLOB_TYPE: &str = "skerry-fulltext-v1";
+pub const MAGIC: &[u8; 4] = b"SKF1";
+pub const DIRECTORY_MAGIC: &[u8; 4] = b"SKFD";
+pub const VERSION: u8 = 1;
+/// Postings per block.
+pub const BLOCK_DOCS: usize = 128;
+/// A term block is cut once it holds this many bytes.
+pub const TERM_BLOCK_BYTES: usize = 4096;
+const DIRECTORY_HEADER: usize = 8 + 5 * 8 + 8;
+
+/// A full-text index's definition: how its text is analyzed, whether positions are kept
+/// (phrase queries need them; without, a phrase is answered by scanning).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FulltextSpec {
+    pub tokenizer: Tokenizer,
+    pub positions: bool,
+}
+
+/// Why a file cannot get a full-text blob.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("row {0} is past the 2^32 rows a full-text blob addresses")]
+    RowTooLarge(u64),
+    #[error("rows must be added in increasing order (row {0})")]
+    Unordered(u64),
+}
+
+/// Accumulates one file's documents, then writes its blob.
+pub struct FulltextWriter {
+    analyzer: Analyzer,
+    positions: bool,
+    ids: HashMap<Box<str>, u32, std::hash::BuildHasherDefault<super::FxHasher>>,
+    terms: Vec<TermAcc>,
+    doc_len: Vec<u32>,
+    docs: u64,
+    tokens: u64,
+    next_row: u64,
+    scratch: Vec<(u32, u32)>,
+}
+
+struct TermAcc {
+    term: Box<str>,
+    rows: Vec<u32>,
+    tfs: Vec<u32>,
+    positions: Vec<u32>,
+}
+
+/// A written blob and the facts the manifest records about it.
+#[derive(Clone, Debug)]
+pub struct FulltextBlob {
+    pub bytes: Vec<u8>,
+    pub directory: Range<u64>,
+    pub directory_sha256: String,
+    pub rows: u64,
+    pub docs: u64,
+    pub tokens: u64,
+    pub terms: u64,
+    pub postings: u64,
+    pub min_term: Option<Vec<u8>>,
+    pub max_term: Option<Vec<u8>>,
+}
+
+impl FulltextWriter {
+    pub fn new(tokenizer: Tokenizer, positions: bool) -> FulltextWriter {
+        FulltextWriter {
+            analyzer: Analyzer::new(tokenizer),
+            positions,
+            ids: HashMap::default(),
+            terms: Vec::new(),
+            doc_len: Vec::new(),
+            docs: 0,
+            tokens: 0,
+            next_row: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Adds row `row` (rows increasing; skipped rows are NULL): `None` is NULL, not a
+    /// document; any string is one (an empty one of length 0).
+    pub fn add(&mut self, row: u64, text: Option<&str>) -> Result<(), WriteError> {
+        if row < self.next_row {
+            return Err(WriteError::Unordered(row));
+        }
+        let r = u32::try_from(row).map_err(|_| WriteError::RowTooLarge(row))?;
+        self.next_row = row + 1;
+        self.doc_len.resize(r as usize, 0);
+        let Some(text) = text else {
+            self.doc_len.push(0);
+            return Ok(());
+        };
+        self.docs += 1;
+        self.scratch.clear();
+        let (ids, terms, scratch) = (&mut self.ids, &mut self.terms, &mut self.scratch);
+        self.analyzer.analyze(text, |t, p| {
+            let id = match ids.get(t) {
+                Some(id) => *id,
+                None => {
+                    let id = terms.len() as u32;
+                    ids.insert(t.into(), id);
+                    terms.push(TermAcc {
+                        term: t.into(),
+                        rows: Vec::new(),
+                        tfs: Vec::new(),
+                        positions: Vec::new(),
+                    });
+                    id
+                }
+            };
+            scratch.push((id, p));
+        });
+        let len = self.scratch.len() as u32;
+        self.doc_len.push(len);
+        self.tokens += u64::from(len);
+        // Stable: each term's positions stay in order.
+        self.scratch.sort_by_key(|(id, _)| *id);
+        let mut i = 0;
+        while i < self.scratch.len() {
+            let id = self.scratch[i].0;
+            let mut j = i;
+            let acc = &mut self.terms[id as usize];
+            while j < self.scratch.len() && self.scratch[j].0 == id {
+                if self.positions {
+                    acc.positions.push(self.scratch[j].1);
+                }
+                j += 1;
+            }
+            acc.rows.push(r);
+            acc.tfs.push((j - i) as u32);
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Writes the blob (rows after the last added one up to `rows` are NULL).
+    pub fn finish(mut self, rows: u64) -> FulltextBlob {
+        let rows = rows.max(self.next_row);
+        let mut order: Vec<u32> = (0..self.terms.len() as u32).collect();
+        order.sort_unstable_by(|a, b| {
+            self.terms[*a as usize]
+                .term
+                .as_bytes()
+                .cmp(self.terms[*b as usize].term.as_bytes())
+        });
+        let mut out =
+            Vec::with_capacity(self.terms.iter().map(|t| t.rows.len() * 3).sum::<usize>() + 1024);
+        out.extend_from_slice(MAGIC);
+        let mut positions: Vec<u8> = Vec::new();
+        let mut entries: Vec<(Vec<u8>, EntryFacts)> = Vec::with_capacity(order.len());
+        let mut postings = 0u64;
+        for id in &order {
+            let t = std::mem::replace(
+                &mut self.terms[*id as usize],
+                TermAcc {
+                    term: "".into(),
+                    rows: vec![],
+                    tfs: vec![],
+                    positions: vec![],
+                },
+            );
+            postings += t.rows.len() as u64;
+            let p0 = out.len();
+            let q0 = positions.len();
+            let (max_tf, min_len) =
+                encode_postings(&t, &self.doc_len, self.positions, &mut out, &mut positions);
+            entries.push((
+                t.term.as_bytes().to_vec(),
+                EntryFacts {
+                    df: t.rows.len() as u64,
+                    max_tf,
+                    min_len,
+                    postings: p0 as u64..out.len() as u64,
+                    postings_crc: crc32fast::hash(&out[p0..]),
+                    positions: q0 as u64..positions.len() as u64,
+                    positions_crc: crc32fast::hash(&positions[q0..]),
+                },
+            ));
+        }
+        let positions_start = out.len() as u64;
+        out.extend_from_slice(&positions);
+        drop(positions);
+        // Term blocks.
+        let mut refs: Vec<(Vec<u8>, u64, u64, u64, u32)> = Vec::new();
+        let mut block: Vec<u8> = Vec::new();
+        let mut in_block: Vec<&(Vec<u8>, EntryFacts)> = Vec::new();
+        let flush = |in_block: &mut Vec<&(Vec<u8>, EntryFacts)>,
+                     block: &mut Vec<u8>,
+                     out: &mut Vec<u8>,
+                     refs: &mut Vec<(Vec<u8>, u64, u64, u64, u32)>| {
+            if in_block.is_empty() {
+                return;
+            }
+            let start = out.len();
+            put_varint(out, in_block.len() as u64);
+            out.extend_from_slice(block);
+            refs.push((
+                in_block[0].0.clone(),
+                start as u64,
+                (out.len() - start) as u64,
+                in_block.len() as u64,
+                crc32fast::hash(&out[start..]),
+            ));
+            in_block.clear();
+            block.clear();
+        };
+        let mut prev: &[u8] = &[];
+        for e in &entries {
+            let (term, f) = (&e.0, &e.1);
+            let shared = if in_block.is_empty() {
+                0
+            } else {
+                prev.iter().zip(term).take_while(|(a, b)| a == b).count()
+            };
+            put_varint(&mut block, shared as u64);
+            put_varint(&mut block, (term.len() - shared) as u64);
+            block.extend_from_slice(&term[shared..]);
+            put_varint(&mut block, f.df);
+            put_varint(&mut block, u64::from(f.max_tf));
+            put_varint(&mut block, u64::from(f.min_len));
+            put_varint(&mut block, f.postings.start);
+            put_varint(&mut block, f.postings.end - f.postings.start);
+            block.extend_from_slice(&f.postings_crc.to_le_bytes());
+            if self.positions {
+                put_varint(&mut block, f.positions.start);
+                put_varint(&mut block, f.positions.end - f.positions.start);
+                block.extend_from_slice(&f.positions_crc.to_le_bytes());
+            }
+            in_block.push(e);
+            prev = term;
+            if block.len() >= TERM_BLOCK_BYTES {
+                flush(&mut in_block, &mut block, &mut out, &mut refs);
+            }
+        }
+        flush(&mut in_block, &mut block, &mut out, &mut refs);
+        // Directory.
+        let d0 = out.len();
+        out.extend_from_slice(DIRECTORY_MAGIC);
+        out.push(VERSION);
+        out.push(self.analyzer.tokenizer().id());
+        out.push(u8::from(self.positions));
+        out.push(0);
+        for v in [
+            rows,
+            self.docs,
+            self.tokens,
+            entries.len() as u64,
+            positions_start,
+        ] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&(BLOCK_DOCS as u32).to_le_bytes());
+        out.extend_from_slice(&(refs.len() as u32).to_le_bytes());
+        for (first, off, len, n, crc) in &refs {
+            put_varint(&mut out, first.len() as u64);
+            out.extend_from_slice(first);
+            put_varint(&mut out, *off);
+            put_varint(&mut out, *len);
+            put_varint(&mut out, *n);
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+        let directory_sha256 = hex::encode(Sha256::digest(&out[d0..]));
+        FulltextBlob {
+            directory: d0 as u64..out.len() as u64,
+            directory_sha256,
+            rows,
+            docs: self.docs,
+            tokens: self.tokens,
+            terms: entries.len() as u64,
+            postings,
+            min_term: entries.first().map(|e| e.0.clone()),
+            max_term: entries.last().map(|e| e.0.clone()),
+            bytes: out,
+        }
+    }
+}
+
+struct EntryFacts {
+    df: u64,
+    max_tf: u32,
+    min_len: u32,
+    postings: Range<u64>,
+    postings_crc: u32,
+    positions: Range<u64>,
+    positions_crc: u32,
+}
+
+fn encode_postings(
+    t: &TermAcc,
+    doc_len: &[u32],
+    with_positions: bool,
+    out: &mut Vec<u8>,
+    positions: &mut Vec<u8>,
+) -> (u32, u32) {
+    let mut skips: Vec<u8> = Vec::new();
+    let mut blocks: Vec<u8> = Vec::new();
+    let mut vals: Vec<u32> = Vec::with_capacity(BLOCK_DOCS);
+    let (mut term_max_tf, mut term_min_len) = (0u32, u32::MAX);
+    let mut prev: i64 = -1;
+    let mut prev_last: i64 = 0;
+    let mut pos_i = 0usize;
+    let nblocks = t.rows.len().div_ceil(BLOCK_DOCS);
+    for b in 0..nblocks {
+        let lo = b * BLOCK_DOCS;
+        let hi = (lo + BLOCK_DOCS).min(t.rows.len());
+        let rows = &t.rows[lo..hi];
+        let tfs = &t.tfs[lo..hi];
+        let b0 = blocks.len();
+        vals.clear();
+        for &r in rows {
+            vals.push((i64::from(r) - prev - 1) as u32);
+            prev = i64::from(r);
+        }
+        pack(&vals, &mut blocks);
+        vals.clear();
+        vals.extend(tfs.iter().map(|t| t - 1));
+        pack(&vals, &mut blocks);
+        vals.clear();
+        vals.extend(rows.iter().map(|r| doc_len[*r as usize]));
+        let min_len = vals.iter().copied().min().unwrap_or(0);
+        pack(&vals, &mut blocks);
+        let max_tf = tfs.iter().copied().max().unwrap_or(0);
+        term_max_tf = term_max_tf.max(max_tf);
+        term_min_len = term_min_len.min(min_len);
+        let q0 = positions.len();
+        if with_positions {
+            for &tf in tfs {
+                let mut p_prev = 0u32;
+                for k in 0..tf as usize {
+                    let p = t.positions[pos_i + k];
+                    put_varint(positions, u64::from(p - p_prev));
+                    p_prev = p;
+                }
+                pos_i += tf as usize;
+            }
+        }
+        let last = i64::from(*rows.last().expect("a block is never empty"));
+        put_varint(&mut skips, (last - prev_last) as u64);
+        prev_last = last;
+        put_varint(&mut skips, (blocks.len() - b0) as u64);
+        put_varint(&mut skips, u64::from(max_tf));
+        put_varint(&mut skips, u64::from(min_len));
+        put_varint(&mut skips, (positions.len() - q0) as u64);
+    }
+    put_varint(out, nblocks as u64);
+    out.extend_from_slice(&skips);
+    out.extend_from_slice(&blocks);
+    (term_max_tf, term_min_len)
+}
+
+/// Appends `vals` bit-packed at the width of the largest.
+fn pack(vals: &[u32], out: &mut Vec<u8>) {
+    let max = vals.iter().copied().max().unwrap_or(0);
+    let width = 32 - max.leading_zeros();
+    out.push(width as u8);
+    if width == 0 {
+        return;
+    }
+    let mut acc: u64 = 0;
+    let mut bits = 0u32;
+    for &v in vals {
+        acc |= u64::from(v) << bits;
+        bits += width;
+        while bits >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            bits -= 8;
+        }
+    }
+    if bits > 0 {
+        out.push(acc as u8);
+    }
+}
+
+/// Reads `n` values packed by [`pack`] at `b[*pos..]` into `out`.
+fn unpack(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(), BlobError> {
+    let width = u32::from(*b.get(*pos).ok_or(BlobError::Corrupt("truncated block"))?);
+    *pos += 1;
+    if width > 32 {
+        return Err(BlobError::Corrupt("bit width over 32"));
+    }
+    let out = out
+        .get_mut(..n)
+        .ok_or(BlobError::Corrupt("block too long"))?;
+    if width == 0 {
+        out.fill(0);
+        return Ok(());
+    }
+    let len = (n * width as usize).div_ceil(8);
+    let bytes = get_bytes(b, pos, len as u64)?;
+    let mask: u64 = if width == 32 {
+        u32::MAX as u64
+    } else {
+        (1u64 << width) - 1
+    };
+    let mut acc: u64 = 0;
+    let mut bits = 0u32;
+    let mut i = 0usize;
+    for slot in out.iter_mut() {
+        while bits < width {
+            acc |= u64::from(bytes[i]) << bits;
+            i += 1;
+            bits += 8;
+        }
+        *slot = (acc & mask) as u32;
+        acc >>= width;
+        bits -= width;
+    }
+    Ok(())
+}
+
+/// Where a term block is, from the directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TermBlockRef {
+    pub first: Vec<u8>,
+    /// Offset and length within the blob.
+    pub offset: u64,
+    pub length: u64,
+    pub terms: u64,
+    pub crc32: u32,
+}
+
+/// A blob's directory: the file's statistics and where its term blocks are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FulltextDirectory {
+    pub tokenizer: Tokenizer,
+    pub positions: bool,
+    pub rows: u64,
+    /// Rows with a non-NULL value.
+    pub docs: u64,
+    /// Terms over every document (the sum of document lengths).
+    pub tokens: u64,
+    pub terms: u64,
+    pub positions_start: u64,
+    pub blocks: Vec<TermBlockRef>,
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn get_u32(b: &[u8], pos: &mut usize) -> Result<u32, BlobError> {
+    let s = get_bytes(b, pos, 4)?;
+    Ok(u32::from_le_bytes(s.try_into().expect("4 bytes")))
+}
+
+impl FulltextDirectory {
+    /// Parses a directory read from `blob_length`-byte blob, checking its SHA-256 when given
+    /// (the manifest's).
+    pub fn parse(
+        bytes: &[u8],
+        sha256: Option<&str>,
+        blob_length: u64,
+    ) -> Result<FulltextDirectory, BlobError> {
+        if let Some(want) = sha256 {
+            if hex::encode(Sha256::digest(bytes)) != want {
+                return Err(BlobError::Checksum("full-text directory"));
+            }
+        }
+        if bytes.len() < DIRECTORY_HEADER || &bytes[..4] != DIRECTORY_MAGIC {
+            return Err(BlobError::Corrupt("not a full-text directory"));
+        }
+        if bytes[4] != VERSION {
+            return Err(BlobError::Corrupt("unknown full-text blob version"));
+        }
+        let tokenizer =
+            Tokenizer::from_id(bytes[5]).ok_or(BlobError::Corrupt("unknown tokenizer"))?;
+        let positions = match bytes[6] {
+            0 => false,
+            1 => true,
+            _ => return Err(BlobError::Corrupt("unknown flags")),
+        };
+        let rows = le_u64(bytes, 8);
+        let docs = le_u64(bytes, 16);
+        let tokens = le_u64(bytes, 24);
+        let terms = le_u64(bytes, 32);
+        let positions_start = le_u64(bytes, 40);
+        let block_docs = le_u32(bytes, 48);
+        let n = le_u32(bytes, 52) as usize;
+        if block_docs as usize != BLOCK_DOCS || docs > rows || positions_start > blob_length {
+            return Err(BlobError::Corrupt("directory facts out of range"));
+        }
+        // Every block reference takes at least 5 bytes: bound the allocation by the input.
+        if n > (bytes.len() - DIRECTORY_HEADER) / 5 {
+            return Err(BlobError::Corrupt(
+                "more term blocks than the directory holds",
+            ));
+        }
+        let mut pos = DIRECTORY_HEADER;
+        let mut blocks = Vec::with_capacity(n);
+        let mut total = 0u64;
+        for _ in 0..n {
+            let len = get_varint(bytes, &mut pos)?;
+            let first = get_bytes(bytes, &mut pos, len)?.to_vec();
+            let offset = get_varint(bytes, &mut pos)?;
+            let length = get_varint(bytes, &mut pos)?;
+            let t = get_varint(bytes, &mut pos)?;
+            let crc32 = get_u32(bytes, &mut pos)?;
+            if offset.checked_add(length).is_none_or(|e| e > blob_length) || length == 0 {
+                return Err(BlobError::Corrupt("term block outside the blob"));
+            }
+            if blocks
+                .last()
+                .is_some_and(|b: &TermBlockRef| b.first >= first)
+            {
+                return Err(BlobError::Corrupt("term blocks out of order"));
+            }
+            total = total.saturating_add(t);
+            blocks.push(TermBlockRef {
+                first,
+                offset,
+                length,
+                terms: t,
+                crc32,
+            });
+        }
+        if pos != bytes.len() || total != terms {
+            return Err(BlobError::Corrupt(
+                "directory length disagrees with its blocks",
+            ));
+        }
+        Ok(FulltextDirectory {
+            tokenizer,
+            positions,
+            rows,
+            docs,
+            tokens,
+            terms,
+            positions_start,
+            blocks,
+        })
+    }
+
+    /// The term block that would hold `term`.
+    pub fn block_of(&self, term: &[u8]) -> Option<usize> {
+        let i = self.blocks.partition_point(|b| b.first.as_slice() <= term);
+        i.checked_sub(1)
+    }
+}
+
+/// One term of a term block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TermEntry {
+    pub term: Vec<u8>,
+    /// Documents holding the term.
+    pub df: u64,
+    pub max_tf: u32,
+    pub min_len: u32,
+    /// Within the blob.
+    pub postings: Range<u64>,
+    pub postings_crc32: u32,
+    /// Within the blob (`None` without positions).
+    pub positions: Option<(Range<u64>, u32)>,
+}
+
+/// Parses a term block (checking its CRC-32 against the directory's).
+pub fn parse_term_block(
+    bytes: &[u8],
+    r: &TermBlockRef,
+    dir: &FulltextDirectory,
+    blob_length: u64,
+) -> Result<Vec<TermEntry>, BlobError> {
+    if crc32fast::hash(bytes) != r.crc32 {
+        return Err(BlobError::Checksum("full-text term block"));
+    }
+    let mut pos = 0usize;
+    let n = get_varint(bytes, &mut pos)?;
+    if n != r.terms || n > bytes.len() as u64 / 8 + 1 {
+        return Err(BlobError::Corrupt(
+            "term count disagrees with the directory",
+        ));
+    }
+    let mut out: Vec<TermEntry> = Vec::with_capacity(n as usize);
+    let mut prev: Vec<u8> = Vec::new();
+    for _ in 0..n {
+        let shared = get_varint(bytes, &mut pos)? as usize;
+        let suffix_len = get_varint(bytes, &mut pos)?;
+        if shared > prev.len() {
+            return Err(BlobError::Corrupt(
+                "shared prefix longer than the previous term",
+            ));
+        }
+        let suffix = get_bytes(bytes, &mut pos, suffix_len)?;
+        let mut term = Vec::with_capacity(shared + suffix.len());
+        term.extend_from_slice(&prev[..shared]);
+        term.extend_from_slice(suffix);
+        if !out.is_empty() && term <= prev {
+            return Err(BlobError::Corrupt("terms out of order"));
+        }
+        let df = get_varint(bytes, &mut pos)?;
+        let max_tf = u32::try_from(get_varint(bytes, &mut pos)?)
+            .map_err(|_| BlobError::Corrupt("max tf out of range"))?;
+        let min_len = u32::try_from(get_varint(bytes, &mut pos)?)
+            .map_err(|_| BlobError::Corrupt("min length out of range"))?;
+        let p_off = get_varint(bytes, &mut pos)?;
+        let p_len = get_varint(bytes, &mut pos)?;
+        let postings_crc32 = get_u32(bytes, &mut pos)?;
+        let postings = p_off
+            ..p_off
+                .checked_add(p_len)
+                .ok_or(BlobError::Corrupt("overflow"))?;
+        if postings.end > dir.positions_start || df == 0 || df > dir.docs {
+            return Err(BlobError::Corrupt("postings out of range"));
+        }
+        let positions = if dir.positions {
+            let off = get_varint(bytes, &mut pos)?;
+            let len = get_varint(bytes, &mut pos)?;
+            let crc = get_u32(bytes, &mut pos)?;
+            let start = dir
+                .positions_start
+                .checked_add(off)
+                .ok_or(BlobError::Corrupt("overflow"))?;
+            let end = start
+                .checked_add(len)
+                .ok_or(BlobError::Corrupt("overflow"))?;
+            if end > blob_length {
+                return Err(BlobError::Corrupt("positions outside the blob"));
+            }
+            Some((start..end, crc))
+        } else {
+            None
+        };
+        prev.clone_from(&term);
+        out.push(TermEntry {
+            term,
+            df,
+            max_tf,
+            min_len,
+            postings,
+            postings_crc32,
+            positions,
+        });
+    }
+    if pos != bytes.len() {
+        return Err(BlobError::Corrupt("trailing bytes after the term block"));
+    }
+    if out.first().is_some_and(|e| e.term != r.first) {
+        return Err(BlobError::Corrupt(
+            "first term disagrees with the directory",
+        ));
+    }
+    Ok(out)
+}
+
+/// A block's bound and place within a term's postings and positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Skip {
+    pub last_row: u32,
+    /// Rows in the block.
+    pub count: u32,
+    pub start: usize,
+    pub end: usize,
+    pub max_tf: u32,
+    pub min_len: u32,
+    pub positions: (usize, usize),
+}
+
+/// One term's postings, checked and indexed by block (decoded a block at a time).
+#[derive(Clone, Debug)]
+pub struct Postings {
+    pub bytes: bytes::Bytes,
+    pub skips: Vec<Skip>,
+    pub df: u64,
+}
+
+impl Postings {
+    /// Parses the postings of `e` (bytes: exactly `e.postings`), checking their CRC-32 and
+    /// that their blocks hold `e.df` rows below `rows`.
+    pub fn parse(bytes: bytes::Bytes, e: &TermEntry, rows: u64) -> Result<Postings, BlobError> {
+        if crc32fast::hash(&bytes) != e.postings_crc32 {
+            return Err(BlobError::Checksum("full-text postings"));
+        }
+        let mut pos = 0usize;
+        let n = get_varint(&bytes, &mut pos)?;
+        if n != e.df.div_ceil(BLOCK_DOCS as u64) || n > bytes.len() as u64 / 5 {
+            return Err(BlobError::Corrupt(
+                "block count disagrees with the document count",
+            ));
+        }
+        let mut raw = Vec::with_capacity(n as usize);
+        let mut last: u64 = 0;
+        for i in 0..n {
+            let delta = get_varint(&bytes, &mut pos)?;
+            last = last
+                .checked_add(delta)
+                .ok_or(BlobError::Corrupt("overflow"))?;
+            if last >= rows || (i > 0 && delta == 0) {
+                return Err(BlobError::Corrupt("row out of range"));
+            }
+            let len = get_varint(&bytes, &mut pos)?;
+            let max_tf = get_varint(&bytes, &mut pos)?;
+            let min_len = get_varint(&bytes, &mut pos)?;
+            let plen = get_varint(&bytes, &mut pos)?;
+            raw.push((last as u32, len, max_tf as u32, min_len as u32, plen));
+        }
+        let mut skips = Vec::with_capacity(raw.len());
+        let mut at = pos as u64;
+        let mut pat = 0u64;
+        for (i, (last_row, len, max_tf, min_len, plen)) in raw.into_iter().enumerate() {
+            let end = at.checked_add(len).ok_or(BlobError::Corrupt("overflow"))?;
+            let pend = pat
+                .checked_add(plen)
+                .ok_or(BlobError::Corrupt("overflow"))?;
+            if end > bytes.len() as u64 {
+                return Err(BlobError::Corrupt("postings block outside the postings"));
+            }
+            let count = if (i as u64 + 1) * (BLOCK_DOCS as u64) <= e.df {
+                BLOCK_DOCS as u32
+            } else {
+                (e.df % BLOCK_DOCS as u64) as u32
+            };
+            skips.push(Skip {
+                last_row,
+                count,
+                start: at as usize,
+                end: end as usize,
+                max_tf,
+                min_len,
+                positions: (pat as usize, pend as usize),
+            });
+            at = end;
+            pat = pend;
+        }
+        if at != bytes.len() as u64 {
+            return Err(BlobError::Corrupt("trailing bytes after the postings"));
+        }
+        Ok(Postings {
+            bytes,
+            skips,
+            df: e.df,
+        })
+    }
+
+    /// Decodes block `i` into `rows`, `tfs` and `lens` (each at least [`BLOCK_DOCS`] long);
+    /// the number of postings.
+    pub fn decode(
+        &self,
+        i: usize,
+        rows: &mut [u32],
+        tfs: &mut [u32],
+        lens: &mut [u32],
+    ) -> Result<usize, BlobError> {
+        let s = self
+            .skips
+            .get(i)
+            .ok_or(BlobError::Corrupt("no such block"))?;
+        let b = &self.bytes[s.start..s.end];
+        let n = s.count as usize;
+        let mut pos = 0usize;
+        unpack(b, &mut pos, n, rows)?;
+        unpack(b, &mut pos, n, tfs)?;
+        unpack(b, &mut pos, n, lens)?;
+        if pos != b.len() {
+            return Err(BlobError::Corrupt("trailing bytes in a postings block"));
+        }
+        let mut prev: i64 = match i {
+            0 => -1,
+            _ => i64::from(self.skips[i - 1].last_row),
+        };
+        for r in rows[..n].iter_mut() {
+            let row = prev + 1 + i64::from(*r);
+            if row > i64::from(s.last_row) {
+                return Err(BlobError::Corrupt("row past its block's last row"));
+            }
+            *r = row as u32;
+            prev = row;
+        }
+        if prev != i64::from(s.last_row) {
+            return Err(BlobError::Corrupt("block ends before its last row"));
+        }
+        for (t, l) in tfs[..n].iter_mut().zip(&lens[..n]) {
+            *t = t
+                .checked_add(1)
+                .ok_or(BlobError::Corrupt("tf out of range"))?;
+            if *t > s.max_tf || *l < s.min_len {
+                return Err(BlobError::Corrupt("posting beyond its block's bound"));
+            }
+        }
+        Ok(n)
+    }
+
+    /// The block that would hold `row` (the first whose last row is at or past it).
+    pub fn block_of(&self, row: u32) -> Option<usize> {
+        let i = self.skips.partition_point(|s| s.last_row < row);
+        (i < self.skips.len()).then_some(i)
+    }
+}
+
+/// The positions of the postings of one block (`positions`: the term's positions bytes,
+/// checked by [`check_positions`]; `tfs`: the block's decoded term frequencies), calling
+/// `f(index in block, positions)` for each.
+pub fn block_positions(
+    positions: &[u8],
+    skip: &Skip,
+    tfs: &[u32],
+    mut f: impl FnMut(usize, &[u32]),
+) -> Result<(), BlobError> {
+    let b = positions
+        .get(skip.positions.0..skip.positions.1)
+        .ok_or(BlobError::Corrupt("positions outside the term's"))?;
+    let mut pos = 0usize;
+    let mut buf: Vec<u32> = Vec::new();
+    for (i, &tf) in tfs.iter().enumerate() {
+        buf.clear();
+        let mut p = 0u64;
+        for _ in 0..tf {
+            p = p
+                .checked_add(get_varint(b, &mut pos)?)
+                .filter(|p| *p <= u64::from(u32::MAX))
+                .ok_or(BlobError::Corrupt("position out of range"))?;
+            buf.push(p as u32);
+        }
+        f(i, &buf);
+    }
+    if pos != b.len() {
+        return Err(BlobError::Corrupt(
+            "positions disagree with term frequencies",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a term's positions bytes against its entry's CRC-32.
+pub fn check_positions(bytes: &[u8], crc32: u32) -> Result<(), BlobError> {
+    if crc32fast::hash(bytes) == crc32 {
+        Ok(())
+    } else {
+        Err(BlobError::Checksum("full-text positions"))
+    }
+}
+
+/// One posting, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Posting {
+    pub row: u32,
+    pub tf: u32,
+    pub len: u32,
+    pub positions: Vec<u32>,
+}
+
+/// Terms with their postings, in term order.
+pub type TermPostings = Vec<(Vec<u8>, Vec<Posting>)>;
+
+/// Every term of a whole blob with its postings (tests and tools read blobs whole).
+pub fn read_all(blob: &[u8], directory: Range<u64>) -> Result<TermPostings, BlobError> {
+    let d = blob
+        .get(directory.start as usize..directory.end as usize)
+        .ok_or(BlobError::Corrupt("directory outside the blob"))?;
+    let dir = FulltextDirectory::parse(d, None, blob.len() as u64)?;
+    let slice = |r: Range<u64>| {
+        blob.get(r.start as usize..r.end as usize)
+            .ok_or(BlobError::Corrupt("range outside the blob"))
+    };
+    let mut out = Vec::new();
+    let (mut rows, mut tfs, mut lens) =
+        ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
+    for r in &dir.blocks {
+        let tb = slice(r.offset..r.offset + r.length)?;
+        for e in parse_term_block(tb, r, &dir, blob.len() as u64)? {
+            let p = Postings::parse(
+                bytes::Bytes::copy_from_slice(slice(e.postings.clone())?),
+                &e,
+                dir.rows,
+            )?;
+            let pos_bytes = match &e.positions {
+                Some((r, crc)) => {
+                    let b = slice(r.clone())?;
+                    check_positions(b, *crc)?;
+                    Some(b)
+                }
+                None => None,
+            };
+            let mut list = Vec::new();
+            for i in 0..p.skips.len() {
+                let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+                let first = list.len();
+                for k in 0..n {
+                    list.push(Posting {
+                        row: rows[k],
+                        tf: tfs[k],
+                        len: lens[k],
+                        positions: vec![],
+                    });
+                }
+                if let Some(pb) = pos_bytes {
+                    block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
+                        list[first + k].positions = ps.to_vec();
+                    })?;
+                }
+            }
+            out.push((e.term, list));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blob(docs: &[Option<&str>], positions: bool) -> FulltextBlob {
+        let mut w = FulltextWriter::new(Tokenizer::Simple, positions);
+        for (i, d) in docs.iter().enumerate() {
+            w.add(i as u64, *d).unwrap();
+        }
+        w.finish(docs.len() as u64)
+    }
+
+    #[test]
+    fn pack_round_trips_every_width() {
+        for width in 0..=32u32 {
+            let max = if width == 0 {
+                0
+            } else {
+                u32::MAX >> (32 - width)
+            };
+            let vals: Vec<u32> = (0..BLOCK_DOCS as u32)
+                .map(|i| max - (i % 7).min(max))
+                .collect();
+            let mut out = Vec::new();
+            pack(&vals, &mut out);
+            let mut back = vec![0u32; BLOCK_DOCS];
+            let mut pos = 0;
+            unpack(&out, &mut pos, vals.len(), &mut back).unwrap();
+            assert_eq!(back, vals, "width {width}");
+            assert_eq!(pos, out.len());
+        }
+    }
+
+    #[test]
+    fn round_trip_with_positions_and_many_blocks() {
+        let mut texts: Vec<Option<String>> = Vec::new();
+        for i in 0..1000u32 {
+            texts.push(match i % 10 {
+                3 => None,
+                7 => Some(String::new()),
+                _ => Some(format!(
+                    "common word{} common {}",
+                    i % 13,
+                    "filler ".repeat((i % 5) as usize)
+                )),
+            });
+        }
+        let refs: Vec<Option<&str>> = texts.iter().map(|t| t.as_deref()).collect();
+        let b = blob(&refs, true);
+        assert_eq!(b.rows, 1000);
+        assert_eq!(b.docs, 900);
+        let all = read_all(&b.bytes, b.directory.clone()).unwrap();
+        let common = all.iter().find(|(t, _)| t == b"common").unwrap();
+        assert_eq!(common.1.len(), 800);
+        assert!(common
+            .1
+            .iter()
+            .all(|p| p.tf == 2 && p.positions[1] == 2 && p.positions[0] == 0));
+        let p = &common.1[5];
+        let (ln, pos) = (p.len, p.row);
+        assert_eq!(ln, 3 + pos % 5);
+        // Terms sorted, every row below rows.
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(b.terms as usize, all.len());
+    }
+
+    #[test]
+    fn many_terms_make_many_term_blocks() {
+        let texts: Vec<String> = (0..5000).map(|i| format!("t{i:05} shared")).collect();
+        let refs: Vec<Option<&str>> = texts.iter().map(|t| Some(t.as_str())).collect();
+        let b = blob(&refs, false);
+        let d = FulltextDirectory::parse(
+            &b.bytes[b.directory.start as usize..],
+            Some(&b.directory_sha256),
+            b.bytes.len() as u64,
+        )
+        .unwrap();
+        assert!(d.blocks.len() > 5, "{} blocks", d.blocks.len());
+        let all = read_all(&b.bytes, b.directory.clone()).unwrap();
+        assert_eq!(all.len(), 5001);
+        let i = d.block_of(b"t02500").unwrap();
+        let r = &d.blocks[i];
+        let tb = &b.bytes[r.offset as usize..(r.offset + r.length) as usize];
+        let entries = parse_term_block(tb, r, &d, b.bytes.len() as u64).unwrap();
+        assert!(entries.iter().any(|e| e.term == b"t02500"));
+    }
+
+    #[test]
+    fn every_flipped_byte_is_an_error_never_a_panic() {
+        let refs = [
+            Some("alpha beta gamma"),
+            None,
+            Some("beta beta delta"),
+            Some(""),
+        ];
+        let b = blob(&refs, true);
+        for i in 0..b.bytes.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut bad = b.bytes.clone();
+                bad[i] ^= bit;
+                // Without the manifest's checksum the parser must still never panic.
+                let _ = read_all(&bad, b.directory.clone());
+            }
+        }
+        // With the checksum, a flipped directory byte is always caught.
+        let d = b.directory.start as usize;
+        let mut bad = b.bytes.clone();
+        bad[d + 9] ^= 1;
+        assert!(matches!(
+            FulltextDirectory::parse(&bad[d..], Some(&b.directory_sha256), bad.len() as u64),
+            Err(BlobError::Checksum(_))
+        ));
+    }
+}

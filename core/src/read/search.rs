@@ -1,0 +1,1620 @@
+//! `search(table, { query, phrase, operator, k, where, columns })`: BM25 top-k over a
+//! full-text index's column (`docs/fulltext-index.md`, `docs/query.md`).
+//!
+//! 1. The query is analyzed with the index's analyzer into distinct terms (a phrase keeps
+//!    each word's offset from the first).
+//! 2. `where`, when given, is answered first ([`Lookup::query`]: indexes or scans) into the
+//!    set of rows a result may come from — a pre-filter, never a post-filter.
+//! 3. Every data file contributes its statistics: a file whose blob passes the read gate
+//!    through its directory (documents, terms) and the term blocks of the query's terms
+//!    (document frequencies, where its postings are), then its postings (and positions for a
+//!    phrase), all checked against their CRC-32s; a file without an accepted blob is scanned
+//!    with the same analyzer. The table's statistics are the sums: document count (rows with
+//!    a non-NULL value), average document length, each term's document frequency — so a
+//!    score does not depend on which files are indexed.
+//! 4. Scores: BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N − df + 0.5)/(df + 0.5))), summed over
+//!    the query's distinct terms a document holds. `or` (default) takes documents holding any
+//!    term, `and` all of them, a phrase the terms at their offsets (scored like `and`).
+//!    Deleted rows and rows outside `where` never score; they count in the statistics, as a
+//!    deleted document does in Lucene's until its segment is rewritten.
+//! 5. Exact top-k by score, ties by file order then position: files in order, each scored
+//!    document-at-a-time with MaxScore (terms whose score bound cannot lift a document past
+//!    the k-th score are only probed, block by block, for the documents the others find;
+//!    a block whose bound cannot is not decoded).
+//! 6. The k rows' columns are fetched by page ([`Lookup::fetch`]).
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+
+use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, TableManifest};
+use crate::index::analyzer::Analyzer;
+use crate::index::fulltext::{
+    block_positions, check_positions, parse_term_block, FulltextDirectory, FulltextSpec, Postings,
+    TermEntry, BLOCK_DOCS,
+};
+use crate::index::IndexKind;
+use crate::io::Location;
+use crate::read::lookup::{index_io, reads_at, BlobRef, Lookup, RowRef, FILE_WINDOW};
+use crate::read::plan::{Query, QueryStats};
+use crate::read::predicate::Condition;
+
+/// BM25's term-frequency saturation.
+pub const K1: f64 = 1.2;
+/// BM25's length normalization.
+pub const B: f64 = 0.75;
+/// Most results a search returns.
+pub const MAX_SEARCH_K: usize = 10_000;
+/// Most distinct terms a query may hold.
+pub const MAX_QUERY_TERMS: usize = 64;
+
+/// How a query's terms combine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operator {
+    #[default]
+    Or,
+    And,
+}
+
+/// A search of a table's full-text index.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Search {
+    pub query: String,
+    /// The query is a phrase: its terms, in order, at consecutive word positions (dropped
+    /// stop words keep their place).
+    pub phrase: bool,
+    pub operator: Operator,
+    /// Results wanted (1..=[`MAX_SEARCH_K`]).
+    pub k: usize,
+    /// The full-text index (`None`: the table's only one).
+    pub index: Option<String>,
+    /// A pre-filter: only rows matching every condition are scored.
+    pub conditions: Vec<Condition>,
+    /// Columns of the results (`None`: every column of a scalar type).
+    pub columns: Option<Vec<String>>,
+    pub verify_files: bool,
+    pub pin_versions: bool,
+    /// An Iceberg-backed table: search at this published upstream snapshot.
+    pub snapshot: Option<i64>,
+}
+
+impl Search {
+    /// What [`Lookup::drift`] needs to know of the search: whether versions are pinned.
+    fn drift_query(&self) -> Query {
+        Query {
+            pin_versions: self.pin_versions,
+            ..Default::default()
+        }
+    }
+}
+
+impl Default for Search {
+    fn default() -> Search {
+        Search {
+            query: String::new(),
+            phrase: false,
+            operator: Operator::Or,
+            k: 10,
+            index: None,
+            conditions: vec![],
+            columns: None,
+            verify_files: false,
+            pin_versions: false,
+            snapshot: None,
+        }
+    }
+}
+
+/// The table-wide statistics a search scored with.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bm25Stats {
+    /// Rows with a non-NULL value, deleted ones included.
+    pub docs: u64,
+    /// Terms over those documents.
+    pub tokens: u64,
+    pub avg_len: f64,
+    /// The query's distinct terms (analyzed) and their document frequencies.
+    pub terms: Vec<TermStat>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TermStat {
+    pub term: String,
+    pub df: u64,
+}
+
+/// The answer of [`Lookup::search`]: rows best first.
+#[derive(Clone, Debug)]
+pub struct SearchResult {
+    pub rows: Vec<RowRef>,
+    pub scores: Vec<f64>,
+    pub batch: arrow_array::RecordBatch,
+    pub bm25: Bm25Stats,
+    /// `index`/`index_kind` the full-text index; `keys` the query's terms;
+    /// `files_by_index` files answered from blobs, `files_scanned` the others; `rounds` in
+    /// [`SearchResult::rounds`].
+    pub stats: QueryStats,
+    /// Sequential rounds of overlay reads (directory, term blocks, postings) the slowest
+    /// file needed: what a search costs in round trips over HTTP, besides the rows' pages.
+    pub rounds: u64,
+}
+
+/// BM25 of one term in one document.
+#[inline]
+pub fn bm25(idf: f64, tf: u32, len: u32, avg_len: f64) -> f64 {
+    let tf = f64::from(tf);
+    idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * f64::from(len) / avg_len))
+}
+
+/// BM25's inverse document frequency (Lucene's, never negative). The logarithm is `libm`'s
+/// on every target: the addon and the wasm reader score bit for bit alike.
+pub fn idf(docs: u64, df: u64) -> f64 {
+    let (n, df) = (docs as f64, df as f64);
+    libm::log(1.0 + (n - df + 0.5) / (df + 0.5))
+}
+
+/// The analyzed query: distinct terms, and for a phrase each word's term and offset.
+pub struct Analyzed {
+    pub terms: Vec<String>,
+    pub phrase: Vec<(usize, u32)>,
+}
+
+/// Analyzes `text` as a search of an index of `spec` does.
+pub fn analyze_query(spec: &FulltextSpec, text: &str) -> Result<Analyzed> {
+    let mut a = Analyzer::new(spec.tokenizer);
+    let mut terms: Vec<String> = Vec::new();
+    let mut phrase = Vec::new();
+    let mut first: Option<u32> = None;
+    a.analyze(text, |t, p| {
+        let i = match terms.iter().position(|x| x == t) {
+            Some(i) => i,
+            None => {
+                terms.push(t.to_string());
+                terms.len() - 1
+            }
+        };
+        let f = *first.get_or_insert(p);
+        phrase.push((i, p - f));
+    });
+    if terms.len() > MAX_QUERY_TERMS {
+        return Err(Error::Limit {
+            what: "distinct terms in a search",
+            count: terms.len() as u64,
+            limit: MAX_QUERY_TERMS as u64,
+            remedy: "search for fewer words",
+        });
+    }
+    Ok(Analyzed { terms, phrase })
+}
+
+/// One file's contribution, loaded.
+enum Loaded {
+    /// From its blob: statistics and, per query term, its entry and postings.
+    Indexed {
+        docs: u64,
+        tokens: u64,
+        terms: Vec<Option<TermData>>,
+    },
+    /// Scanned: statistics and the documents holding a query term.
+    Scanned {
+        docs: u64,
+        tokens: u64,
+        df: Vec<u64>,
+        hits: Vec<ScanDoc>,
+    },
+}
+
+struct TermData {
+    entry: TermEntry,
+    postings: Arc<Postings>,
+    positions: Option<bytes::Bytes>,
+}
+
+struct ScanDoc {
+    row: u64,
+    len: u32,
+    /// Per query term: term frequency (0: absent).
+    tfs: Vec<u32>,
+    /// Per query term: positions (phrases only).
+    positions: Vec<Vec<u32>>,
+}
+
+/// A candidate result: ordered best first (higher score, then earlier file, then earlier
+/// row) — the heap keeps the worst on top.
+#[derive(Clone, Copy, Debug)]
+struct Hit {
+    score: f64,
+    file: usize,
+    row: u64,
+}
+
+impl PartialEq for Hit {
+    fn eq(&self, o: &Hit) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Hit {}
+impl PartialOrd for Hit {
+    fn partial_cmp(&self, o: &Hit) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Hit {
+    /// "Better" is smaller: a max-heap of hits has the worst kept hit on top.
+    fn cmp(&self, o: &Hit) -> Ordering {
+        o.score
+            .total_cmp(&self.score)
+            .then(self.file.cmp(&o.file))
+            .then(self.row.cmp(&o.row))
+    }
+}
+
+/// The k best hits so far.
+struct TopK {
+    k: usize,
+    heap: BinaryHeap<Hit>,
+}
+
+impl TopK {
+    /// Scores at or below this cannot enter (later hits lose ties).
+    fn threshold(&self) -> f64 {
+        if self.heap.len() < self.k {
+            f64::NEG_INFINITY
+        } else {
+            self.heap.peek().map_or(f64::NEG_INFINITY, |h| h.score)
+        }
+    }
+
+    fn offer(&mut self, h: Hit) {
+        if self.heap.len() < self.k {
+            self.heap.push(h);
+        } else if h < *self.heap.peek().expect("full") {
+            self.heap.pop();
+            self.heap.push(h);
+        }
+    }
+}
+
+/// Slack on score bounds: a bound computed term by term may round below the sum it bounds.
+const SLACK: f64 = 1.0 + 1e-9;
+
+impl Lookup<'_> {
+    /// Searches `table`'s full-text index (see the module docs). Errors: unknown table,
+    /// index or column (`E_NOT_FOUND`), no full-text index or several without `index`
+    /// (`E_INVALID`), `k` out of range or too many terms (`E_LIMIT`), data files that cannot
+    /// be read (`E_IO`, `E_PARQUET`). A missing, rejected or drifted blob never fails a
+    /// search: its file is scanned.
+    pub async fn search(&self, table: &str, s: &Search) -> Result<SearchResult> {
+        let (o0, d0, h0) = (self.overlay.stats(), self.data.stats(), self.cache.hits());
+        let t = self.manifest.table(table)?;
+        if s.k == 0 || s.k > MAX_SEARCH_K {
+            return Err(Error::Limit {
+                what: "search k",
+                count: s.k as u64,
+                limit: MAX_SEARCH_K as u64,
+                remedy: "ask for between 1 and 10000 results",
+            });
+        }
+        let ix = match &s.index {
+            Some(name) => {
+                let ix = t.index(name)?;
+                if ix.kind != IndexKind::Fulltext {
+                    return Err(Error::Invalid(format!(
+                        "index {}.{name} is a {} index, not fulltext",
+                        t.name, ix.kind
+                    )));
+                }
+                ix
+            }
+            None => {
+                let all: Vec<_> = t
+                    .indexes
+                    .iter()
+                    .filter(|i| i.kind == IndexKind::Fulltext)
+                    .collect();
+                match all.as_slice() {
+                    [one] => *one,
+                    [] => {
+                        return Err(Error::Invalid(format!(
+                            "table {} has no fulltext index to search",
+                            t.name
+                        )))
+                    }
+                    many => {
+                        return Err(Error::Invalid(format!(
+                            "table {} has several fulltext indexes ({}): name one in `index`",
+                            t.name,
+                            many.iter()
+                                .map(|i| i.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )))
+                    }
+                }
+            }
+        };
+        let spec = ix.fulltext.ok_or_else(|| {
+            Error::Manifest(format!("fulltext index {} has no analyzer", ix.name))
+        })?;
+        let field = *ix
+            .fields
+            .first()
+            .ok_or_else(|| Error::Manifest(format!("fulltext index {} has no column", ix.name)))?;
+        let out_columns: Vec<String> = match &s.columns {
+            Some(c) => c.clone(),
+            None => t
+                .fields
+                .iter()
+                .filter(|f| f.key_type.is_some())
+                .map(|f| f.name.clone())
+                .collect(),
+        };
+        for c in &out_columns {
+            if !t.fields.iter().any(|f| f.name == *c) {
+                return Err(Error::NotFound {
+                    kind: "column",
+                    name: format!("{}.{c}", t.name),
+                });
+            }
+        }
+        let q = analyze_query(&spec, &s.query)?;
+        let mut stats = QueryStats {
+            index: Some(ix.name.clone()),
+            index_kind: Some(ix.kind.to_string()),
+            index_columns: t
+                .fields
+                .iter()
+                .filter(|f| f.field_id == field)
+                .map(|f| f.name.clone())
+                .collect(),
+            keys: q.terms.len() as u64,
+            ..Default::default()
+        };
+        // The pre-filter.
+        let allowed: Option<HashMap<&str, RoaringTreemap>> = if s.conditions.is_empty() {
+            None
+        } else {
+            let r = self
+                .query(
+                    table,
+                    &Query {
+                        conditions: s.conditions.clone(),
+                        columns: Some(vec![]),
+                        limit: None,
+                        verify_files: s.verify_files,
+                        pin_versions: s.pin_versions,
+                        snapshot: None,
+                    },
+                )
+                .await?;
+            let mut m: HashMap<&str, RoaringTreemap> = HashMap::new();
+            for row in &r.rows {
+                if let Some(f) = t.files.iter().find(|f| f.path == row.file) {
+                    m.entry(f.path.as_str()).or_default().insert(row.position);
+                }
+            }
+            Some(m)
+        };
+        let use_blobs = !self.scan_only
+            && ix.state != IndexState::Poisoned
+            && (!s.phrase || spec.positions || q.phrase.len() < 2);
+        if !use_blobs && !self.scan_only && ix.state != IndexState::Poisoned {
+            stats.index_declined = Some("the index keeps no positions: phrases are scanned".into());
+        }
+        let entries: HashMap<u64, &IndexFileEntry> = if use_blobs {
+            self.load_part(t, ix).await?;
+            ix.file_entries().iter().map(|e| (e.file_id, e)).collect()
+        } else {
+            HashMap::new()
+        };
+        let mut forced: HashSet<usize> = HashSet::new();
+        loop {
+            // Load every file's statistics and postings.
+            let mut fstats = QueryStats::default();
+            let file_entries: Vec<Option<&IndexFileEntry>> = t
+                .files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    if forced.contains(&i) {
+                        None
+                    } else {
+                        entries.get(&f.file_id).copied()
+                    }
+                })
+                .collect();
+            let (loaded, rounds) = self
+                .load_all(t, &file_entries, &spec, field, &q, s, &mut fstats)
+                .await?;
+            // Table statistics.
+            let mut docs = 0u64;
+            let mut tokens = 0u64;
+            let mut df = vec![0u64; q.terms.len()];
+            for l in &loaded {
+                match l {
+                    Loaded::Indexed {
+                        docs: d,
+                        tokens: n,
+                        terms,
+                    } => {
+                        docs += d;
+                        tokens += n;
+                        for (i, td) in terms.iter().enumerate() {
+                            if let Some(td) = td {
+                                df[i] += td.entry.df;
+                            }
+                        }
+                    }
+                    Loaded::Scanned {
+                        docs: d,
+                        tokens: n,
+                        df: f,
+                        ..
+                    } => {
+                        docs += d;
+                        tokens += n;
+                        for (i, x) in f.iter().enumerate() {
+                            df[i] += x;
+                        }
+                    }
+                }
+            }
+            let avg_len = if docs == 0 {
+                1.0
+            } else {
+                tokens as f64 / docs as f64
+            };
+            let idfs: Vec<f64> = df.iter().map(|d| idf(docs, *d)).collect();
+            let mut top = TopK {
+                k: s.k,
+                heap: BinaryHeap::new(),
+            };
+            let mut retry = None;
+            if !q.terms.is_empty() && docs > 0 {
+                for (i, (f, l)) in t.files.iter().zip(&loaded).enumerate() {
+                    let deleted = f.deleted()?;
+                    let allow = allowed.as_ref().map(|m| m.get(f.path.as_str()));
+                    if let Some(None) = allow {
+                        continue; // `where` keeps no row of the file
+                    }
+                    let keep = |row: u64| {
+                        !deleted.as_ref().is_some_and(|d| d.contains(row))
+                            && allow.is_none_or(|a| a.is_some_and(|a| a.contains(row)))
+                    };
+                    let sc = Scorer {
+                        q: &q,
+                        idfs: &idfs,
+                        avg_len,
+                        // A one-word phrase is its term.
+                        phrase: s.phrase && q.phrase.len() > 1,
+                        and: s.operator == Operator::And || s.phrase,
+                    };
+                    match l {
+                        Loaded::Scanned { hits, .. } => sc.score_scanned(i, hits, &keep, &mut top),
+                        Loaded::Indexed { terms, .. } => {
+                            if let Err(e) = sc.score_indexed(i, terms, &keep, &mut top) {
+                                retry = Some((i, e));
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some((i, e)) = retry {
+                // A blob whose checked bytes still do not decode: its file is scanned and
+                // the search starts over, so the statistics stay the scan's.
+                let f = &t.files[i];
+                stats.rejections.push(Rejection {
+                    data_file: f.path.clone(),
+                    index_id: Some(ix.index_id),
+                    bundle_path: entries
+                        .get(&f.file_id)
+                        .map(|e| e.lineage.bundle_path.clone()),
+                    reason: RejectReason::Corrupt {
+                        message: e.to_string(),
+                    },
+                });
+                forced.insert(i);
+                continue;
+            }
+            let mut hits = top.heap.into_vec();
+            hits.sort();
+            // The files of the hits: confirmed against the manifest (a file answered from
+            // its blob that changed is scanned and the search starts over), then their rows
+            // read by page.
+            let fields: Vec<&crate::values::FieldInfo> = out_columns
+                .iter()
+                .filter_map(|c| t.fields.iter().find(|f| f.name == *c))
+                .collect();
+            let mut order: Vec<usize> = Vec::new();
+            for h in &hits {
+                if !order.contains(&h.file) {
+                    order.push(h.file);
+                }
+            }
+            let mut parts = Vec::new();
+            let mut place = Vec::new();
+            let mut changed = None;
+            // Metadata of every hit file at once, then their rows at once.
+            let metas = futures::future::join_all(order.iter().map(|&fi| async move {
+                let f = &t.files[fi];
+                let loc = Location::new(t.data_location(f));
+                let m = self.file_metadata(f, &loc).await;
+                (fi, loc, m)
+            }))
+            .await;
+            let mut reads = Vec::new();
+            for (fi, loc, m) in metas {
+                let f = &t.files[fi];
+                let (md, meta, cached) = m?;
+                let nrows = md.file_metadata().num_rows().max(0) as u64;
+                let qq = s.drift_query();
+                if Self::drift(f, &meta, Some(nrows), &qq).is_some() {
+                    if matches!(loaded[fi], Loaded::Indexed { .. }) {
+                        changed = Some(fi);
+                        break;
+                    }
+                    if !fstats.drifted.contains(&f.path) {
+                        fstats.drifted.push(f.path.clone());
+                    }
+                }
+                let loc = reads_at(loc, &meta, s.pin_versions || cached);
+                let wanted: Vec<(usize, u64)> = hits
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, h)| h.file == fi)
+                    .map(|(i, h)| (i, h.row))
+                    .collect();
+                if wanted.iter().any(|w| w.1 >= nrows) {
+                    changed = Some(fi);
+                    break;
+                }
+                place.extend(wanted.iter().map(|w| w.0));
+                reads.push((loc, md, wanted));
+            }
+            if changed.is_none() && !fields.is_empty() {
+                let fields = &fields;
+                let got =
+                    futures::future::join_all(reads.iter().map(|(loc, md, wanted)| async move {
+                        let positions: Vec<u64> = wanted.iter().map(|w| w.1).collect();
+                        crate::datafile::read_rows_as(self.data, loc, md, &positions, fields).await
+                    }))
+                    .await;
+                for g in got {
+                    parts.push(g?);
+                }
+            }
+            if let Some(fi) = changed {
+                let f = &t.files[fi];
+                stats.rejections.push(Rejection {
+                    data_file: f.path.clone(),
+                    index_id: Some(ix.index_id),
+                    bundle_path: entries
+                        .get(&f.file_id)
+                        .map(|e| e.lineage.bundle_path.clone()),
+                    reason: RejectReason::Drifted {
+                        detail: "size or record count differs from the manifest".into(),
+                    },
+                });
+                if !stats.drifted.contains(&f.path) {
+                    stats.drifted.push(f.path.clone());
+                }
+                forced.insert(fi);
+                continue;
+            }
+            let batch = assemble(parts, &place, &fields)?;
+            stats.add(fstats);
+            stats.files_rejected = stats.rejections.len() as u64;
+            let rows: Vec<RowRef> = hits
+                .iter()
+                .map(|h| {
+                    let f = &t.files[h.file];
+                    RowRef {
+                        file: f.path.clone(),
+                        position: h.row,
+                        row_id: f.row_id_at(h.row),
+                    }
+                })
+                .collect();
+            self.io_since(&mut stats, (o0, d0, h0));
+            return Ok(SearchResult {
+                scores: hits.iter().map(|h| h.score).collect(),
+                rows,
+                batch,
+                bm25: Bm25Stats {
+                    docs,
+                    tokens,
+                    avg_len: if docs == 0 { 0.0 } else { avg_len },
+                    terms: q
+                        .terms
+                        .iter()
+                        .zip(&df)
+                        .map(|(t, d)| TermStat {
+                            term: t.clone(),
+                            df: *d,
+                        })
+                        .collect(),
+                },
+                stats,
+                rounds,
+            });
+        }
+    }
+
+    /// Every file's statistics and postings. Blobs the read gate accepts are read in rounds
+    /// shared by all files — directories (with a HEAD of the data file under `verify`), the
+    /// query terms' blocks, their postings and positions — so a search costs three sequential
+    /// reads however many files it spans; files without an accepted blob are scanned
+    /// meanwhile, and a blob whose bytes fail a check is rejected and its file scanned.
+    #[allow(clippy::too_many_arguments)]
+    async fn load_all(
+        &self,
+        t: &TableManifest,
+        entries: &[Option<&IndexFileEntry>],
+        spec: &FulltextSpec,
+        field: i32,
+        q: &Analyzed,
+        s: &Search,
+        st: &mut QueryStats,
+    ) -> Result<(Vec<Loaded>, u64)> {
+        use futures::StreamExt;
+        const WIDTH: usize = 4 * FILE_WINDOW;
+        let n = t.files.len();
+        st.files = n as u64;
+        let reject = |i: usize, reason| Rejection {
+            data_file: t.files[i].path.clone(),
+            index_id: entries[i].map(|e| e.lineage.index_id),
+            bundle_path: entries[i].map(|e| e.lineage.bundle_path.clone()),
+            reason,
+        };
+        let mut to_scan: Vec<usize> = Vec::new();
+        let mut blobs: Vec<usize> = Vec::new();
+        for (i, f) in t.files.iter().enumerate() {
+            match entries[i] {
+                None => to_scan.push(i),
+                Some(e) => {
+                    match ReadGate::check(&f.path, Some(&e.lineage), Some(&f.facts()), t.snapshot) {
+                        GateDecision::Reject(r) => {
+                            st.rejections.push(r);
+                            to_scan.push(i);
+                        }
+                        GateDecision::Accept => blobs.push(i),
+                    }
+                }
+            }
+        }
+        let scan = |i: usize| self.scan_text(t, &t.files[i], spec, field, q, s);
+        let pipeline = async {
+            let mut rounds = 0u64;
+            let mut rejected: Vec<(usize, RejectReason)> = Vec::new();
+            // Round 1: directories (and HEADs under `verify`).
+            let futs: Vec<_> = blobs
+                .iter()
+                .map(|&i| async move {
+                    let e = entries[i].expect("accepted");
+                    let head = async {
+                        if !s.verify_files {
+                            return Ok(None);
+                        }
+                        let f = &t.files[i];
+                        let meta = self.data.head(&Location::new(t.data_location(f))).await?;
+                        let qq = s.drift_query();
+                        Ok::<_, Error>(Self::drift(f, &meta, None, &qq))
+                    };
+                    let (dir, drift) =
+                        futures::future::join(self.text_directory(e, spec), head).await;
+                    (i, dir, drift)
+                })
+                .collect();
+            let got: Vec<_> = futures::stream::iter(futs).buffered(WIDTH).collect().await;
+            let mut stage: Vec<(usize, Arc<FulltextDirectory>)> = Vec::new();
+            for (i, dir, drift) in got {
+                match (dir, drift?) {
+                    (_, Some(detail)) => {
+                        rejected.push((i, RejectReason::Drifted { detail }));
+                    }
+                    (Ok((d, read)), None) => {
+                        rounds = rounds.max(u64::from(read));
+                        stage.push((i, d));
+                    }
+                    (Err(r), None) => rejected.push((i, r)),
+                }
+            }
+            // Round 2: the terms' blocks.
+            let futs: Vec<_> = stage
+                .into_iter()
+                .map(|(i, d)| async move {
+                    let e = entries[i].expect("accepted");
+                    let r = self.text_terms(e, &d, q).await;
+                    (i, d, r)
+                })
+                .collect();
+            let got: Vec<_> = futures::stream::iter(futs).buffered(WIDTH).collect().await;
+            let mut stage2 = Vec::new();
+            let mut read2 = false;
+            for (i, d, r) in got {
+                match r {
+                    Ok((found, read)) => {
+                        read2 |= read;
+                        stage2.push((i, d, found));
+                    }
+                    Err(r) => rejected.push((i, r)),
+                }
+            }
+            // Round 3: postings and positions.
+            let futs: Vec<_> = stage2
+                .into_iter()
+                .map(|(i, d, found)| async move {
+                    let e = entries[i].expect("accepted");
+                    let r = self
+                        .text_postings(e, &d, found, s.phrase && q.phrase.len() > 1)
+                        .await;
+                    (i, d, r)
+                })
+                .collect();
+            let got: Vec<_> = futures::stream::iter(futs).buffered(WIDTH).collect().await;
+            let mut done: Vec<(usize, Loaded)> = Vec::new();
+            let mut read3 = false;
+            for (i, d, r) in got {
+                match r {
+                    Ok((terms, read)) => {
+                        read3 |= read;
+                        done.push((
+                            i,
+                            Loaded::Indexed {
+                                docs: d.docs,
+                                tokens: d.tokens,
+                                terms,
+                            },
+                        ));
+                    }
+                    Err(r) => rejected.push((i, r)),
+                }
+            }
+            rounds += u64::from(read2) + u64::from(read3);
+            Ok::<_, Error>((done, rejected, rounds))
+        };
+        let scan_futs: Vec<_> = to_scan
+            .iter()
+            .map(|&i| async move { (i, scan(i).await) })
+            .collect();
+        let scans = futures::stream::iter(scan_futs)
+            .buffered(FILE_WINDOW)
+            .collect::<Vec<_>>();
+        let (indexed, scanned) = futures::future::join(pipeline, scans).await;
+        let (done, rejected, rounds) = indexed?;
+        let mut out: Vec<Option<Loaded>> = (0..n).map(|_| None).collect();
+        for (i, l) in done {
+            st.files_by_index += 1;
+            out[i] = Some(l);
+        }
+        for (i, r) in scanned {
+            let (l, fs) = r?;
+            st.add(QueryStats { files: 0, ..fs });
+            out[i] = Some(l);
+        }
+        for (i, reason) in rejected {
+            if let RejectReason::Drifted { .. } = &reason {
+                if !st.drifted.contains(&t.files[i].path) {
+                    st.drifted.push(t.files[i].path.clone());
+                }
+            }
+            st.rejections.push(reject(i, reason));
+            let (l, fs) = scan(i).await?;
+            st.add(QueryStats { files: 0, ..fs });
+            out[i] = Some(l);
+        }
+        Ok((
+            out.into_iter()
+                .map(|l| l.expect("every file loaded"))
+                .collect(),
+            rounds,
+        ))
+    }
+
+    /// A file scanned with the index's analyzer: its statistics and the documents holding a
+    /// query term.
+    async fn scan_text(
+        &self,
+        t: &TableManifest,
+        f: &FileEntry,
+        spec: &FulltextSpec,
+        field: i32,
+        q: &Analyzed,
+        s: &Search,
+    ) -> Result<(Loaded, QueryStats)> {
+        let mut st = QueryStats::default();
+        let loc = Location::new(t.data_location(f));
+        let (md, meta, cached) = self.file_metadata(f, &loc).await?;
+        let nrows = md.file_metadata().num_rows().max(0) as u64;
+        let qq = s.drift_query();
+        if Self::drift(f, &meta, Some(nrows), &qq).is_some() {
+            st.drifted.push(f.path.clone());
+        }
+        let loc = reads_at(loc, &meta, s.pin_versions || cached);
+        let mut a = Analyzer::new(spec.tokenizer);
+        let (mut docs, mut tokens) = (0u64, 0u64);
+        let mut df = vec![0u64; q.terms.len()];
+        let mut hits = Vec::new();
+        let mut tfs = vec![0u32; q.terms.len()];
+        let mut positions: Vec<Vec<u32>> = vec![Vec::new(); q.terms.len()];
+        let mut scanned = 0u64;
+        crate::datafile::scan_values_range(self.data, &loc, &md, &[field], None, |vals, row| {
+            scanned += 1;
+            let text = match vals.first() {
+                Some(crate::values::Value::String(s)) => s.as_str(),
+                _ => return Ok(()),
+            };
+            docs += 1;
+            tfs.iter_mut().for_each(|x| *x = 0);
+            positions.iter_mut().for_each(Vec::clear);
+            let mut len = 0u32;
+            a.analyze(text, |term, p| {
+                len += 1;
+                if let Some(i) = q.terms.iter().position(|x| x == term) {
+                    tfs[i] += 1;
+                    if s.phrase {
+                        positions[i].push(p);
+                    }
+                }
+            });
+            tokens += u64::from(len);
+            if tfs.iter().any(|x| *x > 0) {
+                for (d, x) in df.iter_mut().zip(&tfs) {
+                    *d += u64::from(*x > 0);
+                }
+                hits.push(ScanDoc {
+                    row,
+                    len,
+                    tfs: tfs.clone(),
+                    positions: if s.phrase { positions.clone() } else { vec![] },
+                });
+            }
+            Ok(())
+        })
+        .await?;
+        st.files_scanned = 1;
+        st.rows_scanned = scanned;
+        Ok((
+            Loaded::Scanned {
+                docs,
+                tokens,
+                df,
+                hits,
+            },
+            st,
+        ))
+    }
+
+    /// The blob's directory, checked against the manifest and the index definition; whether
+    /// it was read (not cached).
+    async fn text_directory(
+        &self,
+        e: &IndexFileEntry,
+        spec: &FulltextSpec,
+    ) -> std::result::Result<(Arc<FulltextDirectory>, bool), RejectReason> {
+        let b = BlobRef::of(e);
+        let m = b.ordered;
+        let bundle = b.bundle_path;
+        let text = m.text.ok_or_else(|| RejectReason::Corrupt {
+            message: "a fulltext entry without statistics".into(),
+        })?;
+        let mut read = false;
+        let dir = match self
+            .cache
+            .text_directory(bundle, b.offset, &m.directory_sha256)
+        {
+            Some(d) => d,
+            None => {
+                if m.directory_offset
+                    .checked_add(m.directory_length)
+                    .is_none_or(|x| x > b.length)
+                {
+                    return Err(RejectReason::Corrupt {
+                        message: "directory outside the blob".into(),
+                    });
+                }
+                let (start, end) = abs(b.offset, m.directory_offset, m.directory_length)?;
+                read = true;
+                let bytes = self
+                    .overlay
+                    .read_range(&Location::new(bundle), start..end)
+                    .await
+                    .map_err(index_io)?;
+                let d = FulltextDirectory::parse(&bytes, Some(&m.directory_sha256), b.length)
+                    .map_err(|err| b.corrupt(err))?;
+                let d = Arc::new(d);
+                self.cache
+                    .put_text_directory(bundle, b.offset, &m.directory_sha256, d.clone());
+                d
+            }
+        };
+        if dir.tokenizer != spec.tokenizer
+            || dir.positions != spec.positions
+            || dir.docs != text.docs
+            || dir.tokens != text.tokens
+            || b.rows.is_some_and(|r| r != dir.rows)
+        {
+            return Err(RejectReason::Corrupt {
+                message: "the blob's directory disagrees with the index definition".into(),
+            });
+        }
+        Ok((dir, read))
+    }
+
+    /// The query terms' entries (`None`: the file lacks the term), from the blocks the
+    /// blob's term bounds admit (cached parsed, else read in one coalesced request); whether
+    /// anything was read.
+    async fn text_terms(
+        &self,
+        e: &IndexFileEntry,
+        dir: &FulltextDirectory,
+        q: &Analyzed,
+    ) -> std::result::Result<(Vec<Option<TermEntry>>, bool), RejectReason> {
+        let b = BlobRef::of(e);
+        let m = b.ordered;
+        let bundle = b.bundle_path;
+        let min = m.min_key.as_deref().and_then(|h| hex::decode(h).ok());
+        let max = m.max_key.as_deref().and_then(|h| hex::decode(h).ok());
+        let mut want: Vec<Option<usize>> = Vec::with_capacity(q.terms.len());
+        for term in &q.terms {
+            let tb = term.as_bytes();
+            let inside = min.as_deref().is_some_and(|lo| tb >= lo)
+                && max.as_deref().is_some_and(|hi| tb <= hi);
+            want.push(if inside { dir.block_of(tb) } else { None });
+        }
+        let mut blocks: HashMap<usize, Arc<Vec<TermEntry>>> = HashMap::new();
+        let mut missing: Vec<usize> = Vec::new();
+        for i in want.iter().flatten() {
+            if blocks.contains_key(i) || missing.contains(i) {
+                continue;
+            }
+            let r = &dir.blocks[*i];
+            let (s0, s1) = abs(b.offset, r.offset, r.length)?;
+            match self.cache.term_block(bundle, s0, s1) {
+                Some(tb) => {
+                    blocks.insert(*i, tb);
+                }
+                None => missing.push(*i),
+            }
+        }
+        let read = !missing.is_empty();
+        if read {
+            let ranges: Vec<std::ops::Range<u64>> = missing
+                .iter()
+                .map(|i| {
+                    let r = &dir.blocks[*i];
+                    abs(b.offset, r.offset, r.length).map(|(a, z)| a..z)
+                })
+                .collect::<std::result::Result<_, _>>()?;
+            let got = self
+                .overlay
+                .read_ranges(&Location::new(bundle), &ranges)
+                .await
+                .map_err(index_io)?;
+            for ((i, bytes), rg) in missing.iter().zip(got).zip(&ranges) {
+                let tb = parse_term_block(&bytes, &dir.blocks[*i], dir, b.length)
+                    .map_err(|err| b.corrupt(err))?;
+                let tb = Arc::new(tb);
+                self.cache
+                    .put_term_block(bundle, rg.start, rg.end, tb.clone());
+                blocks.insert(*i, tb);
+            }
+        }
+        let found = q
+            .terms
+            .iter()
+            .zip(&want)
+            .map(|(term, w)| {
+                w.and_then(|i| {
+                    let tb = &blocks[&i];
+                    tb.binary_search_by(|e| e.term.as_slice().cmp(term.as_bytes()))
+                        .ok()
+                        .map(|j| tb[j].clone())
+                })
+            })
+            .collect();
+        Ok((found, read))
+    }
+
+    /// The terms' postings (and positions for a phrase), checked against their CRC-32s and
+    /// cached parsed; whether anything was read.
+    async fn text_postings(
+        &self,
+        e: &IndexFileEntry,
+        dir: &FulltextDirectory,
+        found: Vec<Option<TermEntry>>,
+        phrase: bool,
+    ) -> std::result::Result<(Vec<Option<TermData>>, bool), RejectReason> {
+        let b = BlobRef::of(e);
+        let bundle = b.bundle_path;
+        let mut fetch: Vec<std::ops::Range<u64>> = Vec::new();
+        for te in found.iter().flatten() {
+            let (p0, p1) = abs(
+                b.offset,
+                te.postings.start,
+                te.postings.end - te.postings.start,
+            )?;
+            if self.cache.postings(bundle, p0, p1).is_none() {
+                fetch.push(p0..p1);
+            }
+            if phrase {
+                if let Some((r, _)) = &te.positions {
+                    let (a, z) = abs(b.offset, r.start, r.end - r.start)?;
+                    if a < z && self.cache.block(bundle, a, z).is_none() {
+                        fetch.push(a..z);
+                    }
+                }
+            }
+        }
+        let mut got: HashMap<(u64, u64), bytes::Bytes> = HashMap::new();
+        let read = !fetch.is_empty();
+        if read {
+            fetch.sort_by_key(|r| r.start);
+            fetch.dedup();
+            let bytes = self
+                .overlay
+                .read_ranges(&Location::new(bundle), &fetch)
+                .await
+                .map_err(index_io)?;
+            for (r, by) in fetch.iter().zip(bytes) {
+                got.insert((r.start, r.end), by);
+            }
+        }
+        let mut terms = Vec::with_capacity(found.len());
+        for te in found {
+            let Some(te) = te else {
+                terms.push(None);
+                continue;
+            };
+            let (p0, p1) = abs(
+                b.offset,
+                te.postings.start,
+                te.postings.end - te.postings.start,
+            )?;
+            let postings = match self.cache.postings(bundle, p0, p1) {
+                Some(p) => p,
+                None => {
+                    let by = got.get(&(p0, p1)).cloned().unwrap_or_default();
+                    let p =
+                        Arc::new(Postings::parse(by, &te, dir.rows).map_err(|err| b.corrupt(err))?);
+                    self.cache.put_postings(bundle, p0, p1, p.clone());
+                    p
+                }
+            };
+            let positions = match (&te.positions, phrase) {
+                (Some((r, crc)), true) => {
+                    let (a, z) = abs(b.offset, r.start, r.end - r.start)?;
+                    let by = match self.cache.block(bundle, a, z) {
+                        Some(x) => x,
+                        None => {
+                            let by = got.get(&(a, z)).cloned().unwrap_or_default();
+                            check_positions(&by, *crc).map_err(|err| b.corrupt(err))?;
+                            self.cache.put_block(bundle, a, z, by.clone());
+                            by
+                        }
+                    };
+                    Some(by)
+                }
+                _ => None,
+            };
+            terms.push(Some(TermData {
+                entry: te,
+                postings,
+                positions,
+            }));
+        }
+        Ok((terms, read))
+    }
+}
+
+/// The rows read file by file (`parts`), in answer order (`place[k]`: the answer index of
+/// the k-th row read).
+fn assemble(
+    parts: Vec<arrow_array::RecordBatch>,
+    place: &[usize],
+    fields: &[&crate::values::FieldInfo],
+) -> Result<arrow_array::RecordBatch> {
+    if fields.is_empty() {
+        return Ok(arrow_array::RecordBatch::try_new_with_options(
+            Arc::new(arrow_schema::Schema::empty()),
+            vec![],
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(place.len())),
+        )?);
+    }
+    let Some(first) = parts.first() else {
+        let schema = arrow_schema::Schema::new(
+            fields
+                .iter()
+                .map(|f| arrow_schema::Field::new(&f.name, arrow_schema::DataType::Null, true))
+                .collect::<Vec<_>>(),
+        );
+        return Ok(arrow_array::RecordBatch::new_empty(Arc::new(schema)));
+    };
+    let schema = first.schema();
+    let all = arrow_select::concat::concat_batches(&schema, &parts)?;
+    let mut inverse = vec![0u32; place.len()];
+    for (k, &i) in place.iter().enumerate() {
+        inverse[i] = k as u32;
+    }
+    let index = arrow_array::UInt32Array::from(inverse);
+    let cols = all
+        .columns()
+        .iter()
+        .map(|c| arrow_select::take::take(c.as_ref(), &index, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(arrow_array::RecordBatch::try_new_with_options(
+        schema,
+        cols,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(place.len())),
+    )?)
+}
+
+fn overflow() -> RejectReason {
+    RejectReason::Corrupt {
+        message: "offset overflow".into(),
+    }
+}
+
+/// `blob_offset + offset .. + length`, checked.
+fn abs(
+    blob_offset: u64,
+    offset: u64,
+    length: u64,
+) -> std::result::Result<(u64, u64), RejectReason> {
+    let a = blob_offset.checked_add(offset).ok_or_else(overflow)?;
+    let z = a.checked_add(length).ok_or_else(overflow)?;
+    Ok((a, z))
+}
+
+struct Scorer<'a> {
+    q: &'a Analyzed,
+    idfs: &'a [f64],
+    avg_len: f64,
+    phrase: bool,
+    /// Every term must be present (`and`, phrases).
+    and: bool,
+}
+
+/// Whether some start position puts every phrase word at its offset.
+fn phrase_matches(phrase: &[(usize, u32)], positions: &[&[u32]]) -> bool {
+    let Some(&(t0, o0)) = phrase.first() else {
+        return false;
+    };
+    positions[t0].iter().any(|&p| {
+        let Some(start) = p.checked_sub(o0) else {
+            return false;
+        };
+        phrase.iter().all(|&(t, o)| {
+            start
+                .checked_add(o)
+                .is_some_and(|want| positions[t].binary_search(&want).is_ok())
+        })
+    })
+}
+
+/// A term's postings, read block by block: a block is decoded only when a document in it is
+/// wanted; moving past blocks reads their skips alone.
+struct Cursor<'p> {
+    term: usize,
+    p: &'p Postings,
+    positions: Option<&'p [u8]>,
+    idf: f64,
+    avg_len: f64,
+    /// Bound of any document's score for the term.
+    ub: f64,
+    /// The current block (`skips.len()`: exhausted).
+    block: usize,
+    decoded: bool,
+    /// The first row wanted in the current block (until it is decoded).
+    target: u32,
+    n: usize,
+    i: usize,
+    rows: [u32; BLOCK_DOCS],
+    tfs: [u32; BLOCK_DOCS],
+    lens: [u32; BLOCK_DOCS],
+    /// Decoded positions of the current block (phrases), by posting.
+    pos: Option<Vec<Vec<u32>>>,
+    /// The block [`Cursor::bound_at`] last looked at (documents asked about only grow).
+    shallow: usize,
+}
+
+const DONE: u64 = u64::MAX;
+type BlobResult<T> = std::result::Result<T, crate::index::ordered::BlobError>;
+
+impl<'p> Cursor<'p> {
+    fn new(term: usize, td: &'p TermData, idf: f64, avg_len: f64) -> Cursor<'p> {
+        Cursor {
+            term,
+            p: &td.postings,
+            positions: td.positions.as_deref(),
+            idf,
+            avg_len,
+            ub: bm25(idf, td.entry.max_tf, td.entry.min_len, avg_len) * SLACK,
+            block: 0,
+            decoded: false,
+            target: 0,
+            n: 0,
+            i: 0,
+            rows: [0; BLOCK_DOCS],
+            tfs: [0; BLOCK_DOCS],
+            lens: [0; BLOCK_DOCS],
+            pos: None,
+            shallow: 0,
+        }
+    }
+
+    fn exhausted(&self) -> bool {
+        self.block >= self.p.skips.len()
+    }
+
+    /// Decodes the current block when it is not, positioned at the first row at or past
+    /// the target (the next block when none is).
+    fn ensure(&mut self) -> BlobResult<()> {
+        while !self.decoded && !self.exhausted() {
+            self.n = self
+                .p
+                .decode(self.block, &mut self.rows, &mut self.tfs, &mut self.lens)?;
+            self.pos = None;
+            self.i = self.rows[..self.n].partition_point(|r| *r < self.target);
+            if self.i < self.n {
+                self.decoded = true;
+            } else {
+                self.block += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn doc(&mut self) -> BlobResult<u64> {
+        self.ensure()?;
+        Ok(if self.exhausted() {
+            DONE
+        } else {
+            u64::from(self.rows[self.i])
+        })
+    }
+
+    /// Past the current document (which [`Cursor::doc`] decoded).
+    fn next(&mut self) {
+        self.i += 1;
+        if self.i >= self.n {
+            self.block += 1;
+            self.decoded = false;
+            self.target = 0;
+        }
+    }
+
+    /// To the first posting at or past `row`, decoding nothing.
+    fn seek(&mut self, row: u64) {
+        if self.exhausted() {
+            return;
+        }
+        let r = u32::try_from(row).unwrap_or(u32::MAX);
+        if self.p.skips[self.block].last_row >= r {
+            if self.decoded {
+                while self.rows[self.i] < r {
+                    self.i += 1;
+                }
+            } else {
+                self.target = self.target.max(r);
+            }
+            return;
+        }
+        match self.p.block_of(r) {
+            Some(b) => {
+                self.block = b;
+                self.decoded = false;
+                self.target = r;
+            }
+            None => self.block = self.p.skips.len(),
+        }
+    }
+
+    /// The current block's last row and score bound.
+    fn block_bound(&self) -> Option<(u32, f64)> {
+        self.p.skips.get(self.block).map(|s| {
+            (
+                s.last_row,
+                bm25(self.idf, s.max_tf, s.min_len, self.avg_len) * SLACK,
+            )
+        })
+    }
+
+    /// The bound of the block that would hold `row` (0 when none does); `row` never
+    /// decreases between calls.
+    fn bound_at(&mut self, row: u64) -> f64 {
+        let skips = &self.p.skips;
+        while self.shallow < skips.len() && u64::from(skips[self.shallow].last_row) < row {
+            self.shallow += 1;
+        }
+        match skips.get(self.shallow) {
+            Some(s) => bm25(self.idf, s.max_tf, s.min_len, self.avg_len) * SLACK,
+            None => 0.0,
+        }
+    }
+
+    fn score(&self) -> f64 {
+        bm25(self.idf, self.tfs[self.i], self.lens[self.i], self.avg_len)
+    }
+
+    fn positions(&mut self) -> BlobResult<&[u32]> {
+        if self.pos.is_none() {
+            let bytes = self
+                .positions
+                .ok_or(crate::index::ordered::BlobError::Corrupt("no positions"))?;
+            let mut all = vec![Vec::new(); self.n];
+            block_positions(
+                bytes,
+                &self.p.skips[self.block],
+                &self.tfs[..self.n],
+                |k, ps| {
+                    all[k] = ps.to_vec();
+                },
+            )?;
+            self.pos = Some(all);
+        }
+        Ok(&self.pos.as_ref().expect("decoded")[self.i])
+    }
+}
+
+impl Scorer<'_> {
+    fn score_scanned(
+        &self,
+        file: usize,
+        hits: &[ScanDoc],
+        keep: &dyn Fn(u64) -> bool,
+        top: &mut TopK,
+    ) {
+        for d in hits {
+            if self.and && d.tfs.contains(&0) {
+                continue;
+            }
+            if self.phrase {
+                let ps: Vec<&[u32]> = d.positions.iter().map(Vec::as_slice).collect();
+                if !phrase_matches(&self.q.phrase, &ps) {
+                    continue;
+                }
+            }
+            if !keep(d.row) {
+                continue;
+            }
+            let mut score = 0.0;
+            for (t, tf) in d.tfs.iter().enumerate() {
+                if *tf > 0 {
+                    score += bm25(self.idfs[t], *tf, d.len, self.avg_len);
+                }
+            }
+            top.offer(Hit {
+                score,
+                file,
+                row: d.row,
+            });
+        }
+    }
+
+    fn score_indexed(
+        &self,
+        file: usize,
+        terms: &[Option<TermData>],
+        keep: &dyn Fn(u64) -> bool,
+        top: &mut TopK,
+    ) -> BlobResult<()> {
+        if self.and && terms.iter().any(Option::is_none) {
+            return Ok(()); // a term the file does not hold
+        }
+        let mut cursors: Vec<Cursor> = terms
+            .iter()
+            .enumerate()
+            .filter_map(|(t, td)| {
+                td.as_ref()
+                    .map(|td| Cursor::new(t, td, self.idfs[t], self.avg_len))
+            })
+            .collect();
+        if cursors.is_empty() {
+            return Ok(());
+        }
+        // Hits of this file collect in a heap of their own, merged when the file is done (a
+        // blob that fails mid-way leaves the results untouched); the bar is the better of the
+        // two heaps'.
+        let mut local = TopK {
+            k: top.k,
+            heap: BinaryHeap::new(),
+        };
+        let bar = |local: &TopK| top.threshold().max(local.threshold());
+        if self.and {
+            // Lead with the rarest term, probe the others; a lead block whose bound (with the
+            // others' bounds) cannot beat the bar is skipped undecoded.
+            cursors.sort_by_key(|c| c.p.df);
+            let rest: f64 = cursors[1..].iter().map(|c| c.ub).sum();
+            loop {
+                let theta = bar(&local);
+                let Some((last, bound)) = cursors[0].block_bound() else {
+                    break;
+                };
+                if bound + rest <= theta {
+                    cursors[0].seek(u64::from(last) + 1);
+                    continue;
+                }
+                let d = cursors[0].doc()?;
+                if d == DONE {
+                    break;
+                }
+                if keep(d) && cursors[0].score() + rest > theta {
+                    let mut all = true;
+                    for c in cursors[1..].iter_mut() {
+                        c.seek(d);
+                        if c.doc()? != d {
+                            all = false;
+                            break;
+                        }
+                    }
+                    if all && self.phrase {
+                        let mut ps: Vec<Vec<u32>> = vec![Vec::new(); self.q.terms.len()];
+                        for c in cursors.iter_mut() {
+                            ps[c.term] = c.positions()?.to_vec();
+                        }
+                        let refs: Vec<&[u32]> = ps.iter().map(Vec::as_slice).collect();
+                        all = phrase_matches(&self.q.phrase, &refs);
+                    }
+                    if all {
+                        let score: f64 = cursors.iter().map(Cursor::score).sum();
+                        if score > theta {
+                            local.offer(Hit {
+                                score,
+                                file,
+                                row: d,
+                            });
+                        }
+                    }
+                }
+                cursors[0].next();
+            }
+        } else {
+            // MaxScore: terms by bound ascending; the lowest ones whose bounds sum to at most
+            // the bar are non-essential (probed only for documents the others find).
+            cursors.sort_by(|a, b| a.ub.total_cmp(&b.ub));
+            let n = cursors.len();
+            let mut prefix = vec![0.0; n + 1];
+            for (i, c) in cursors.iter().enumerate() {
+                prefix[i + 1] = prefix[i] + c.ub;
+            }
+            let mut first_essential = 0usize;
+            loop {
+                let theta = bar(&local);
+                while first_essential < n && prefix[first_essential + 1] <= theta {
+                    first_essential += 1;
+                }
+                if first_essential == n {
+                    break; // no document can beat the bar
+                }
+                // Block-max: the essential cursors' current blocks, up to the first of them
+                // to end, bounded with the non-essential terms: skipped undecoded when the
+                // bound cannot beat the bar.
+                let mut upto = u32::MAX;
+                let mut bound = prefix[first_essential];
+                let mut live_blocks = false;
+                for c in &cursors[first_essential..] {
+                    if let Some((last, b)) = c.block_bound() {
+                        live_blocks = true;
+                        upto = upto.min(last);
+                        bound += b;
+                    }
+                }
+                if !live_blocks {
+                    break;
+                }
+                if bound <= theta {
+                    for c in cursors[first_essential..].iter_mut() {
+                        c.seek(u64::from(upto) + 1);
+                    }
+                    continue;
+                }
+                let mut d = DONE;
+                for c in cursors[first_essential..].iter_mut() {
+                    d = d.min(c.doc()?);
+                }
+                if d == DONE {
+                    break;
+                }
+                let mut score = 0.0;
+                let live = keep(d);
+                for c in cursors[first_essential..].iter_mut() {
+                    if c.doc()? == d {
+                        if live {
+                            score += c.score();
+                        }
+                        c.next();
+                    }
+                }
+                if !live {
+                    continue;
+                }
+                let mut rest = prefix[first_essential];
+                if score + rest <= theta {
+                    continue;
+                }
+                // The document's score is at most `score + bound + rest` at every step: once
+                // that cannot beat the bar, it is dropped without decoding more blocks.
+                let mut beaten = false;
+                for j in (0..first_essential).rev() {
+                    let c = &mut cursors[j];
+                    rest -= c.ub;
+                    let b = c.bound_at(d);
+                    if score + b + rest <= theta {
+                        beaten = true;
+                        break;
+                    }
+                    c.seek(d);
+                    if c.doc()? == d {
+                        score += c.score();
+                    }
+                }
+                if !beaten && score > theta {
+                    local.offer(Hit {
+                        score,
+                        file,
+                        row: d,
+                    });
+                }
+            }
+        }
+        for h in local.heap {
+            top.offer(h);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phrase_offsets_match_and_miss() {
+        let phrase = [(0usize, 0u32), (1, 1), (0, 2)];
+        assert!(phrase_matches(&phrase, &[&[3, 5], &[4]]));
+        assert!(!phrase_matches(&phrase, &[&[3, 6], &[4]]));
+        assert!(!phrase_matches(&phrase, &[&[], &[4]]));
+    }
+
+    #[test]
+    fn hits_order_best_first_then_file_then_row() {
+        let mut v = vec![
+            Hit {
+                score: 1.0,
+                file: 0,
+                row: 5,
+            },
+            Hit {
+                score: 2.0,
+                file: 1,
+                row: 0,
+            },
+            Hit {
+                score: 1.0,
+                file: 0,
+                row: 2,
+            },
+        ];
+        v.sort();
+        assert_eq!(
+            v.iter().map(|h| (h.file, h.row)).collect::<Vec<_>>(),
+            [(1, 0), (0, 2), (0, 5)]
+        );
+    }
+
+    #[test]
+    fn idf_and_bm25_follow_lucene() {
+        assert!((idf(10, 1) - (1.0f64 + 9.5 / 1.5).ln()).abs() < 1e-12);
+        let s = bm25(1.0, 2, 10, 10.0);
+        assert!((s - 2.0 * 2.2 / (2.0 + 1.2)).abs() < 1e-12);
+    }
+}

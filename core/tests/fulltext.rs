@@ -1,0 +1,605 @@
+//! Full-text search: BM25 top-k equal (scores to 1e-6) to a brute force over the same
+//! analyzer and table statistics — terms, OR/AND, phrases, `where` pre-filters — over files
+//! indexed, unindexed (added after the build), stale (refreshed), drifted (rewritten behind
+//! the catalog) and with deleted rows; both tokenizers; damaged blobs never change an
+//! answer; the lifecycle (staged builds, verify, drop) carries the kind.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use skerry_core::admin::lifecycle::FileDeletes;
+use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::index::analyzer::{Analyzer, Tokenizer};
+use skerry_core::index::IndexKind;
+use skerry_core::read::predicate::{Condition, Op};
+use skerry_core::read::search::{Operator, Search};
+use skerry_core::values::Value;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Rows of one file: (id, body, cat).
+type Rows = Vec<(i64, Option<String>, i64)>;
+
+const WORDS: [&str; 24] = [
+    "the", "of", "and", "Running", "runs", "ran", "Grüße", "STRASSE", "straße", "naïve", "café",
+    "日本", "über", "can't", "3.5", "x-ray", "a", "to", "in", "quick", "brown", "fox", "jumps",
+    "lazy",
+];
+
+/// A Zipf-like word: rank r with probability about 1/r over the vocabulary.
+fn word(r: &mut Rng) -> String {
+    let u = (r.below(1 << 20) as f64 + 0.5) / (1u64 << 20) as f64;
+    let rank = (300f64.powf(u) as usize).saturating_sub(1);
+    if rank < WORDS.len() {
+        WORDS[rank].to_string()
+    } else {
+        format!("w{rank}")
+    }
+}
+
+fn doc(r: &mut Rng) -> Option<String> {
+    match r.below(20) {
+        0 => None,
+        1 => Some(String::new()),
+        _ => {
+            let n = 1 + r.below(30);
+            let mut s = String::new();
+            for i in 0..n {
+                if i > 0 {
+                    s.push_str([" ", ", ", ". ", " — ", "\n"][r.below(5) as usize]);
+                }
+                let w = word(r);
+                s.push_str(&if r.below(7) == 0 { w.to_uppercase() } else { w });
+            }
+            Some(s)
+        }
+    }
+}
+
+fn parquet(rows: &Rows) -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("body", DataType::Utf8, true),
+        Field::new("cat", DataType::Int64, false),
+    ]));
+    let id: Int64Array = rows.iter().map(|r| Some(r.0)).collect();
+    let body: StringArray = rows.iter().map(|r| r.1.clone()).collect();
+    let cat: Int64Array = rows.iter().map(|r| Some(r.2)).collect();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(id) as ArrayRef, Arc::new(body), Arc::new(cat)],
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(64))
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    out
+}
+
+struct Table {
+    dir: tempfile::TempDir,
+    /// In registration order (the manifest's file order).
+    files: Vec<(String, Rows)>,
+    deleted: Vec<(String, Vec<u64>)>,
+}
+
+impl Table {
+    fn data(&self) -> std::path::PathBuf {
+        self.dir.path().join("t")
+    }
+    fn write(&mut self, name: &str, rows: Rows) {
+        std::fs::write(self.data().join(name), parquet(&rows)).unwrap();
+        match self.files.iter_mut().find(|f| f.0 == name) {
+            Some(f) => f.1 = rows,
+            None => self.files.push((name.into(), rows)),
+        }
+    }
+
+    /// Brute force: every row analyzed, the table's statistics over every non-NULL row, the
+    /// matching live rows scored, best first (ties: file order, then position).
+    fn search(&self, tok: Tokenizer, s: &Search) -> (Vec<(String, u64, f64)>, u64, u64) {
+        let mut a = Analyzer::new(tok);
+        let q = a.terms(&s.query);
+        let mut terms: Vec<String> = Vec::new();
+        for (t, _) in &q {
+            if !terms.contains(t) {
+                terms.push(t.clone());
+            }
+        }
+        let first = q.first().map(|x| x.1).unwrap_or(0);
+        let phrase: Vec<(usize, u32)> = q
+            .iter()
+            .map(|(t, p)| (terms.iter().position(|x| x == t).unwrap(), p - first))
+            .collect();
+        let (mut docs, mut tokens) = (0u64, 0u64);
+        let mut df = vec![0u64; terms.len()];
+        // (file, position, len, per-term positions)
+        let mut analyzed = Vec::new();
+        for (fi, (name, rows)) in self.files.iter().enumerate() {
+            for (p, row) in rows.iter().enumerate() {
+                let Some(text) = &row.1 else { continue };
+                docs += 1;
+                let ts = a.terms(text);
+                tokens += ts.len() as u64;
+                let mut pos: Vec<Vec<u32>> = vec![vec![]; terms.len()];
+                for (t, at) in &ts {
+                    if let Some(i) = terms.iter().position(|x| x == t) {
+                        pos[i].push(*at);
+                    }
+                }
+                for (i, ps) in pos.iter().enumerate() {
+                    df[i] += u64::from(!ps.is_empty());
+                }
+                analyzed.push((fi, name.clone(), p as u64, ts.len() as u32, pos, row.2));
+            }
+        }
+        let avg = tokens as f64 / docs.max(1) as f64;
+        let mut out: Vec<(usize, String, u64, f64)> = Vec::new();
+        for (fi, name, p, len, pos, cat) in analyzed {
+            let dead = self.deleted.iter().any(|d| d.0 == name && d.1.contains(&p));
+            if dead || terms.is_empty() {
+                continue;
+            }
+            if let Some(Condition { op, .. }) = s.conditions.first() {
+                let ok = match op {
+                    Op::Eq(Value::Int(v)) => cat == *v,
+                    Op::In(vs) => vs.contains(&Value::Int(cat)),
+                    _ => unreachable!(),
+                };
+                if !ok {
+                    continue;
+                }
+            }
+            let present = pos.iter().filter(|p| !p.is_empty()).count();
+            let and = s.phrase || s.operator == Operator::And;
+            if present == 0 || (and && present < terms.len()) {
+                continue;
+            }
+            if s.phrase {
+                let (t0, o0) = phrase[0];
+                let hit = pos[t0].iter().any(|&p0| {
+                    p0 >= o0 && phrase.iter().all(|&(t, o)| pos[t].contains(&(p0 - o0 + o)))
+                });
+                if !hit {
+                    continue;
+                }
+            }
+            let mut score = 0.0;
+            for (i, ps) in pos.iter().enumerate() {
+                if !ps.is_empty() {
+                    // BM25 written out here, not the crate's: k1 = 1.2, b = 0.75, Lucene's idf.
+                    let (n, d, tf) = (docs as f64, df[i] as f64, ps.len() as f64);
+                    let idf = (1.0 + (n - d + 0.5) / (d + 0.5)).ln();
+                    score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * f64::from(len) / avg));
+                }
+            }
+            out.push((fi, name, p, score));
+        }
+        out.sort_by(|a, b| b.3.total_cmp(&a.3).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
+        out.truncate(s.k);
+        (
+            out.into_iter().map(|(_, n, p, s)| (n, p, s)).collect(),
+            docs,
+            tokens,
+        )
+    }
+}
+
+async fn setup(seed: u64, files: usize, rows: usize, tok: Tokenizer) -> (Table, Overlay, Rng) {
+    let mut t = Table {
+        dir: tempfile::tempdir().unwrap(),
+        files: vec![],
+        deleted: vec![],
+    };
+    std::fs::create_dir_all(t.data()).unwrap();
+    let mut r = Rng(seed);
+    for f in 0..files {
+        let rows: Rows = (0..rows)
+            .map(|i| ((f * rows + i) as i64, doc(&mut r), r.below(5) as i64))
+            .collect();
+        t.write(&format!("f{f:03}.parquet"), rows);
+    }
+    let o = Overlay::open(
+        &format!("file://{}", t.dir.path().join("overlay").display()),
+        OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    let names = t.files.iter().map(|f| f.0.clone()).collect();
+    o.register_parquet_table(
+        "t",
+        &format!("file://{}", t.data().display()),
+        FileSelection::List(names),
+    )
+    .await
+    .unwrap();
+    let info = o
+        .create_index(
+            "t",
+            "body_text",
+            &["body".into()],
+            IndexOptions {
+                kind: IndexKind::Fulltext,
+                tokenizer: Some(tok),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(info.kind, IndexKind::Fulltext);
+    o.build("t", |_| {}).await.unwrap();
+    (t, o, r)
+}
+
+/// A query drawn from the corpus: 1–3 words, a phrase of 2–3 consecutive words of a document,
+/// or a word no document holds.
+fn pick(t: &Table, r: &mut Rng) -> Search {
+    let mut s = Search {
+        k: [1, 5, 10, 50][r.below(4) as usize],
+        columns: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    match r.below(6) {
+        0 | 1 => {
+            s.query = (0..1 + r.below(3))
+                .map(|_| word(r))
+                .collect::<Vec<_>>()
+                .join(" ");
+        }
+        2 => {
+            s.query = format!("{} {}", word(r), word(r));
+            s.operator = Operator::And;
+        }
+        3 | 4 => {
+            let (_, rows) = &t.files[r.below(t.files.len() as u64) as usize];
+            let text = rows[r.below(rows.len() as u64) as usize]
+                .1
+                .clone()
+                .unwrap_or_default();
+            let words: Vec<&str> = text.split_whitespace().collect();
+            let n = 2 + r.below(2) as usize;
+            let at = if words.len() > n {
+                r.below((words.len() - n) as u64) as usize
+            } else {
+                0
+            };
+            s.query = words[at.min(words.len())..(at + n).min(words.len())].join(" ");
+            s.phrase = true;
+        }
+        _ => s.query = "zzzabsent".into(),
+    }
+    if r.below(4) == 0 {
+        s.conditions = vec![Condition::new("cat", Op::Eq(Value::Int(r.below(5) as i64)))];
+    }
+    s
+}
+
+async fn check(t: &Table, o: &Overlay, tok: Tokenizer, s: &Search, what: &str) -> u64 {
+    let got = o.search("t", s).await.unwrap();
+    let (want, docs, tokens) = t.search(tok, s);
+    assert_eq!(got.bm25.docs, docs, "{what} {s:?}");
+    assert_eq!(got.bm25.tokens, tokens, "{what} {s:?}");
+    let got_rows: Vec<(String, u64)> = got
+        .rows
+        .iter()
+        .map(|r| (r.file.clone(), r.position))
+        .collect();
+    let want_rows: Vec<(String, u64)> = want.iter().map(|w| (w.0.clone(), w.1)).collect();
+    assert_eq!(got_rows, want_rows, "{what} {s:?}\n{:?}", got.stats);
+    for (g, w) in got.scores.iter().zip(&want) {
+        assert!(
+            (g - w.2).abs() < 1e-6,
+            "{what} score {g} vs {} for {s:?}",
+            w.2
+        );
+    }
+    // The fetched ids are the rows'.
+    assert_eq!(got.batch.num_rows(), got_rows.len());
+    if got_rows.is_empty() {
+        return got.stats.files_by_index;
+    }
+    let ids = got
+        .batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    for (i, (name, p)) in got_rows.iter().enumerate() {
+        let rows = &t.files.iter().find(|f| &f.0 == name).unwrap().1;
+        assert_eq!(ids.value(i), rows[*p as usize].0);
+    }
+    got.stats.files_by_index
+}
+
+async fn differential(tok: Tokenizer, seed: u64) {
+    let (mut t, o, mut r) = setup(seed, 6, 150, tok).await;
+    // Everything indexed.
+    let mut by_index = 0;
+    for _ in 0..60 {
+        let s = pick(&t, &mut r);
+        by_index += check(&t, &o, tok, &s, "indexed").await;
+    }
+    assert!(by_index > 0, "no file was answered from its blob");
+    // f006: registered after the build (unindexed, scanned).
+    let rows: Rows = (0..90)
+        .map(|i| (6000 + i, doc(&mut r), r.below(5) as i64))
+        .collect();
+    t.write("f006.parquet", rows);
+    o.register_files("t", &["f006.parquet".into()])
+        .await
+        .unwrap();
+    // f001: rewritten and refreshed (its blob is stale: rejected, scanned).
+    let rows: Rows = (0..70)
+        .map(|i| (1000 + i, doc(&mut r), r.below(5) as i64))
+        .collect();
+    t.write("f001.parquet", rows);
+    o.refresh("t").await.unwrap();
+    // f002: deleted rows.
+    let dead: Vec<u64> = (0..150).filter(|p| p % 3 == 1).collect();
+    o.register_deletes(
+        "t",
+        &[FileDeletes {
+            file: "f002.parquet".into(),
+            positions: dead.clone(),
+        }],
+    )
+    .await
+    .unwrap();
+    t.deleted.push(("f002.parquet".into(), dead));
+    let mut scanned = 0;
+    for _ in 0..60 {
+        let s = pick(&t, &mut r);
+        check(&t, &o, tok, &s, "mixed").await;
+        let got = o.search("t", &s).await.unwrap();
+        scanned += got.stats.files_scanned;
+    }
+    assert!(scanned > 0);
+    // f004: rewritten behind the catalog (drift): `verify` confirms every file.
+    let rows: Rows = (0..150)
+        .map(|i| (4000 + i, doc(&mut r), r.below(5) as i64))
+        .collect();
+    t.write("f004.parquet", rows);
+    for _ in 0..30 {
+        let mut s = pick(&t, &mut r);
+        s.verify_files = true;
+        check(&t, &o, tok, &s, "drifted").await;
+    }
+    // Forced scans agree (the same statistics, the same scores).
+    o.set_scan_only(true);
+    for _ in 0..10 {
+        let mut s = pick(&t, &mut r);
+        s.verify_files = true;
+        check(&t, &o, tok, &s, "scan-only").await;
+    }
+    o.set_scan_only(false);
+    o.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn simple_search_matches_brute_force() {
+    differential(Tokenizer::Simple, 0x2545F4914F6CDD1D).await;
+}
+
+#[tokio::test]
+async fn english_search_matches_brute_force() {
+    differential(Tokenizer::English, 0x9E3779B97F4A7C15).await;
+}
+
+/// Many postings per term (blocks skipped by MaxScore) and a where over most rows: still the
+/// brute force's answer; a one-term query reads the directory, one term block and the
+/// postings — three rounds cold, none warm.
+#[tokio::test]
+async fn large_files_and_rounds() {
+    let (t, o, mut r) = setup(0x51_7CC1_B727_220A, 3, 3000, Tokenizer::Simple).await;
+    o.publish().await.unwrap();
+    let url = format!("file://{}", t.dir.path().join("overlay").display());
+    let reader = skerry_core::read::reader::OverlayReader::open(
+        &url,
+        skerry_core::io::store::OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    let s = Search {
+        query: "quick w40".into(),
+        k: 10,
+        columns: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    let cold = reader.snapshot().search("t", &s).await.unwrap();
+    assert_eq!(cold.rounds, 3, "{:?}", cold.stats);
+    assert_eq!(cold.stats.files_by_index, 3);
+    let warm = reader.snapshot().search("t", &s).await.unwrap();
+    assert_eq!(warm.rounds, 0);
+    assert_eq!(warm.stats.index_requests, 0, "{:?}", warm.stats);
+    assert_eq!(warm.rows, cold.rows);
+    for _ in 0..40 {
+        let s = pick(&t, &mut r);
+        check(&t, &o, Tokenizer::Simple, &s, "large").await;
+    }
+    let mut s = Search {
+        query: "the of and quick".into(),
+        k: 20,
+        columns: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    check(&t, &o, Tokenizer::Simple, &s, "frequent").await;
+    s.conditions = vec![Condition::new(
+        "cat",
+        Op::In(vec![Value::Int(1), Value::Int(3)]),
+    )];
+    check(&t, &o, Tokenizer::Simple, &s, "frequent where").await;
+    o.close().await.unwrap();
+}
+
+/// A flipped byte anywhere in a bundle never changes an answer: the blob is rejected (its
+/// file scanned) or the damage is outside what the search reads.
+#[tokio::test]
+async fn damaged_blobs_never_change_an_answer() {
+    let (t, o, mut r) = setup(0xD1B5_4A32_D192_ED03, 4, 200, Tokenizer::Simple).await;
+    let mut bundles = Vec::new();
+    let mut stack = vec![t.dir.path().join("overlay").join("bundles")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                bundles.push(p);
+            }
+        }
+    }
+    assert!(!bundles.is_empty());
+    let mut o = o;
+    let mut rejected = 0;
+    for i in 0..40 {
+        let path = &bundles[r.below(bundles.len() as u64) as usize];
+        let original = std::fs::read(path).unwrap();
+        let mut b = original.clone();
+        let at = r.below(b.len() as u64) as usize;
+        b[at] ^= 1 + r.below(255) as u8;
+        std::fs::write(path, &b).unwrap();
+        o.close().await.unwrap();
+        o = Overlay::open(
+            &format!("file://{}", t.dir.path().join("overlay").display()),
+            OpenOptions::default(),
+        )
+        .await
+        .unwrap();
+        for _ in 0..3 {
+            let s = pick(&t, &mut r);
+            check(&t, &o, Tokenizer::Simple, &s, &format!("flip {i} at {at}")).await;
+            rejected += o.search("t", &s).await.unwrap().stats.rejections.len();
+        }
+        std::fs::write(path, &original).unwrap();
+    }
+    assert!(rejected > 0, "no damage was ever noticed");
+    o.close().await.unwrap();
+}
+
+/// Staged builds in small steps, verify, phrases without positions (scanned), typed errors.
+#[tokio::test]
+async fn lifecycle_and_errors() {
+    use skerry_core::admin::build::StepOptions;
+    let (t, o, mut r) = setup(0x1234_5678_9ABC_DEF1, 3, 200, Tokenizer::Simple).await;
+    o.create_index(
+        "t",
+        "nopos",
+        &["body".into()],
+        IndexOptions {
+            kind: IndexKind::Fulltext,
+            positions: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    loop {
+        let rep = o
+            .build_step(
+                "t",
+                "nopos",
+                StepOptions {
+                    max_entries: 70,
+                    max_bytes: 1 << 20,
+                },
+            )
+            .await
+            .unwrap();
+        if rep.done {
+            break;
+        }
+    }
+    let v = o.verify("t", "nopos").await.unwrap();
+    assert_eq!(v.mismatched + v.missing, 0, "{v:?}");
+    let v = o.verify("t", "body_text").await.unwrap();
+    assert_eq!(v.mismatched + v.missing, 0, "{v:?}");
+    for _ in 0..30 {
+        let mut s = pick(&t, &mut r);
+        s.index = Some("nopos".into());
+        check(&t, &o, Tokenizer::Simple, &s, "nopos").await;
+        let words = Analyzer::new(Tokenizer::Simple).terms(&s.query).len();
+        let got = o.search("t", &s).await.unwrap();
+        if s.phrase && words > 1 {
+            // No positions: a phrase is answered by scanning every file.
+            assert!(got.stats.index_declined.is_some(), "{:?}", got.stats);
+            assert_eq!(got.stats.files_by_index, 0);
+        } else if !s.query.is_empty() {
+            assert!(got.stats.files_by_index > 0, "{s:?} {:?}", got.stats);
+        }
+    }
+    // Two fulltext indexes: an unnamed search is ambiguous.
+    let e = o
+        .search(
+            "t",
+            &Search {
+                query: "fox".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_INVALID", "{e}");
+    let e = o
+        .search(
+            "t",
+            &Search {
+                query: "fox".into(),
+                k: 0,
+                index: Some("nopos".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_LIMIT", "{e}");
+    // A fulltext index covers one string column; key lookups on it are refused.
+    let e = o
+        .create_index(
+            "t",
+            "bad",
+            &["cat".into()],
+            IndexOptions {
+                kind: IndexKind::Fulltext,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_INVALID", "{e}");
+    let e = o
+        .lookup("t", "nopos", &[Value::String("fox".into())])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_UNSUPPORTED", "{e}");
+    // A corrupted blob is caught by verify and queued.
+    o.drop_index("t", "nopos").await.unwrap();
+    let e = o
+        .search(
+            "t",
+            &Search {
+                query: "fox".into(),
+                index: Some("nopos".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_NOT_FOUND", "{e}");
+    o.close().await.unwrap();
+}
