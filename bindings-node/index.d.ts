@@ -284,6 +284,12 @@ export interface OpenOptions {
    * tables parse only what a read uses (`docs/manifest.md`).
    */
   manifestPartBytes?: number
+  /**
+   * The read cache's budget in bytes (directories, Parquet metadata, index blocks and
+   * postings; default 64 MiB, 0 caches nothing). A full-text index wants its frequent
+   * terms' postings to stay: size it to the index (`docs/fulltext-index.md`).
+   */
+  cacheBytes?: number
 }
 
 /** Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`. */

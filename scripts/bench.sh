@@ -17,3 +17,5 @@ node bench/query.mjs
 node bench/kinds.mjs
 node bench/reads.mjs
 cargo bench -p skerry-core
+# Full text beside tantivy 0.27 on a generated 2M-document corpus (bench/fulltext).
+cargo run --release -p skerry-bench-fulltext

@@ -191,6 +191,31 @@ test('a 2-term search over HTTP takes at most 4 sequential round trips', async (
   t.diagnostic(`cold: ${cold.trips} round trips, ${cold.requests} requests, ${cold.bytes} bytes; warm: ${server.stats.trips} round trips, ${server.stats.requests} requests`);
 });
 
+test('cacheBytes sizes the read cache on both targets: 0 rereads the postings every search', async () => {
+  const url = `${server.url}/overlay`;
+  const tables = { tables: { tc: `${server.url}/data/tc` } };
+  const q = { query: 'w3 w17', columns: [] };
+  for (const open of [
+    (o) => OverlayReader.open(url, { ...tables, ...o }),
+    (o) => Overlay.open(`file://${root}/overlay`, { readOnly: true, ...o }),
+  ]) {
+    const none = await open({ cacheBytes: 0 });
+    await none.search('tc', q);
+    const again = await none.search('tc', q);
+    assert.ok(again.stats.indexRequests > 0 && again.stats.rounds === 3, JSON.stringify(again.stats));
+    const big = await open({ cacheBytes: 1 << 30 });
+    const first = await big.search('tc', q);
+    const warm = await big.search('tc', q);
+    assert.equal(warm.stats.indexRequests, 0, JSON.stringify(warm.stats));
+    assert.deepEqual(warm.refs, first.refs);
+    assert.deepEqual(again.refs, first.refs);
+    await none.close?.();
+    await big.close?.();
+  }
+  await assert.rejects(OverlayReader.open(url, { ...tables, cacheBytes: -1 }), (e) => e.code === 'E_INVALID' && /cacheBytes/.test(e.message));
+  await assert.rejects(Overlay.open(`file://${root}/overlay`, { readOnly: true, cacheBytes: 1.5 }), (e) => e.code === 'E_INVALID' && /cacheBytes/.test(e.message));
+});
+
 test('wrong search options are typed errors, identical on both sides', async () => {
   const cases = {
     'no options': (x) => x.search('t'),

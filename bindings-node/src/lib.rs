@@ -39,6 +39,10 @@ pub struct OpenOptions {
     /// they exceed this many bytes (default 1 MiB; 0 splits every index), so readers of large
     /// tables parse only what a read uses (`docs/manifest.md`).
     pub manifest_part_bytes: Option<u32>,
+    /// The read cache's budget in bytes (directories, Parquet metadata, index blocks and
+    /// postings; default 64 MiB, 0 caches nothing). A full-text index wants its frequent
+    /// terms' postings to stay: size it to the index (`docs/fulltext-index.md`).
+    pub cache_bytes: Option<f64>,
 }
 
 /// Which files `registerParquetTable` records.
@@ -439,28 +443,44 @@ pub fn open_overlay<'env>(
     url: String,
     options: Option<OpenOptions>,
 ) -> Result<PromiseRaw<'env, Overlay>> {
-    let (storage, read_only, timeout_ms, part_bytes) = match options {
+    let (storage, read_only, timeout_ms, part_bytes, cache_bytes) = match options {
         Some(o) => (
             o.storage,
             o.read_only.unwrap_or(false),
             o.timeout_ms,
             o.manifest_part_bytes,
+            o.cache_bytes,
         ),
-        None => (None, false, None, None),
+        None => (None, false, None, None, None),
     };
+    if let Some(n) = cache_bytes {
+        if n.fract() != 0.0 || !(0.0..=9_007_199_254_740_991.0).contains(&n) {
+            return Err(js_error(
+                env,
+                &CoreError::Invalid(
+                    "open: options.cacheBytes must be an integer from 0 to 2^53-1".into(),
+                ),
+            ));
+        }
+    }
     let opts = ov::OpenOptions {
         storage: storage.map(|m| m.into_iter().collect()).unwrap_or_default(),
         timeout: timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64)),
     };
     run(env, async move {
         let handle = if read_only {
-            Handle::Reader(Arc::new(
-                skerry_core::read::reader::OverlayReader::open(&url, opts).await?,
-            ))
+            let r = skerry_core::read::reader::OverlayReader::open(&url, opts).await?;
+            if let Some(n) = cache_bytes {
+                r.snapshot().cache().set_budget(n as u64);
+            }
+            Handle::Reader(Arc::new(r))
         } else {
             let o = ov::Overlay::open(&url, opts).await?;
             if let Some(n) = part_bytes {
                 o.set_part_min_bytes(n as usize);
+            }
+            if let Some(n) = cache_bytes {
+                o.set_cache_bytes(n as u64);
             }
             Handle::Writer(Arc::new(o))
         };

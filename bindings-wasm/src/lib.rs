@@ -370,6 +370,11 @@ export interface ReaderOptions {
   timeoutMs?: number;
   /** Aborts every request in flight and to come: `E_ABORTED`. */
   signal?: AbortSignal;
+  /**
+   * The read cache's budget in bytes (directories, Parquet metadata, index blocks, postings;
+   * default 64 MiB, 0 caches nothing).
+   */
+  cacheBytes?: number;
 }
 "#;
 
@@ -518,6 +523,21 @@ export interface ReaderOptions {
                     allow_origins.push(o);
                 }
             }
+            let c = get(&options, "cacheBytes");
+            let cache_bytes = if c.is_undefined() {
+                skerry_core::read::cache::DEFAULT_CACHE_BYTES
+            } else {
+                match c.as_f64() {
+                    Some(n) if n.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(&n) => {
+                        n as u64
+                    }
+                    _ => {
+                        return Err(invalid(
+                            "OverlayReader.open: options.cacheBytes must be an integer from 0 to 2^53-1",
+                        ))
+                    }
+                }
+            };
             let inner = Rc::new(Inner {
                 listeners: RefCell::new(Vec::new()),
                 overlay,
@@ -535,7 +555,7 @@ export interface ReaderOptions {
                     catalog_version: 0,
                     tables: vec![],
                 })),
-                cache: Arc::new(ReadCache::default()),
+                cache: Arc::new(ReadCache::with_budget(cache_bytes)),
                 metrics: Arc::new(skerry_core::read::metrics::Metrics::default()),
                 scan_only: std::cell::Cell::new(false),
                 tables,

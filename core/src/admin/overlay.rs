@@ -1006,6 +1006,12 @@ impl Overlay {
 
     /// Index lists larger than `bytes` are published as parts beside the manifest (default
     /// [`crate::formats::manifest::PART_MIN_BYTES`]; 0 splits every index with lists).
+    /// Sets the read cache's budget in bytes (default
+    /// [`crate::read::cache::DEFAULT_CACHE_BYTES`]; 0 caches nothing), evicting down to it.
+    pub fn set_cache_bytes(&self, bytes: u64) {
+        self.cache.set_budget(bytes);
+    }
+
     pub fn set_part_min_bytes(&self, bytes: usize) {
         self.part_min_bytes
             .store(bytes, std::sync::atomic::Ordering::Relaxed);

@@ -63,11 +63,11 @@ fn ascii_words(b: &[u8], mut f: impl FnMut(usize, usize)) {
                 continue;
             }
             let next = b.get(i + 1).map(|x| class(*x));
-            let joins = match (last, b[i], next) {
-                (C::Letter, b':' | b'.' | b'\'', Some(C::Letter)) => true,
-                (C::Digit, b',' | b';' | b'.' | b'\'', Some(C::Digit)) => true,
-                _ => false,
-            };
+            let joins = matches!(
+                (last, b[i], next),
+                (C::Letter, b':' | b'.' | b'\'', Some(C::Letter))
+                    | (C::Digit, b',' | b';' | b'.' | b'\'', Some(C::Digit))
+            );
             if !joins {
                 break;
             }

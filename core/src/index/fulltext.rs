@@ -429,18 +429,21 @@ fn unpack(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(), Bl
     } else {
         (1u64 << width) - 1
     };
-    let mut acc: u64 = 0;
-    let mut bits = 0u32;
-    let mut i = 0usize;
-    for slot in out.iter_mut() {
-        while bits < width {
-            acc |= u64::from(bytes[i]) << bits;
-            i += 1;
-            bits += 8;
-        }
-        *slot = (acc & mask) as u32;
-        acc >>= width;
-        bits -= width;
+    let w = width as usize;
+    for (k, slot) in out.iter_mut().enumerate() {
+        let bit = k * w;
+        let (byte, shift) = (bit >> 3, bit & 7);
+        // An 8-byte window holds any value (at most 32 bits from a shift of at most 7).
+        let word = match bytes.get(byte..byte + 8) {
+            Some(x) => u64::from_le_bytes(x.try_into().expect("8 bytes")),
+            None => {
+                let mut x = [0u8; 8];
+                let tail = &bytes[byte.min(bytes.len())..];
+                x[..tail.len()].copy_from_slice(tail);
+                u64::from_le_bytes(x)
+            }
+        };
+        *slot = ((word >> shift) & mask) as u32;
     }
     Ok(())
 }

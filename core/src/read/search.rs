@@ -149,9 +149,23 @@ pub struct SearchResult {
 /// BM25 of one term in one document.
 #[inline]
 pub fn bm25(idf: f64, tf: u32, len: u32, avg_len: f64) -> f64 {
-    let tf = f64::from(tf);
-    idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * f64::from(len) / avg_len))
+    bm25_norm(idf, tf, norm(len, avg_len))
 }
+
+/// BM25's length normalization of a document of `len` terms.
+#[inline]
+fn norm(len: u32, avg_len: f64) -> f64 {
+    K1 * (1.0 - B + B * f64::from(len) / avg_len)
+}
+
+#[inline]
+fn bm25_norm(idf: f64, tf: u32, norm: f64) -> f64 {
+    let tf = f64::from(tf);
+    idf * (tf * (K1 + 1.0)) / (tf + norm)
+}
+
+/// [`norm`] of the lengths below this, computed once per search.
+const NORM_TABLE: usize = 1024;
 
 /// BM25's inverse document frequency (Lucene's, never negative). The logarithm is `libm`'s
 /// on every target: the addon and the wasm reader score bit for bit alike.
@@ -472,6 +486,7 @@ impl Lookup<'_> {
                 tokens as f64 / docs as f64
             };
             let idfs: Vec<f64> = df.iter().map(|d| idf(docs, *d)).collect();
+            let norms: Vec<f64> = (0..NORM_TABLE as u32).map(|l| norm(l, avg_len)).collect();
             let mut top = TopK {
                 k: s.k,
                 heap: BinaryHeap::new(),
@@ -495,6 +510,7 @@ impl Lookup<'_> {
                         // A one-word phrase is its term.
                         phrase: s.phrase && q.phrase.len() > 1,
                         and: s.operator == Operator::And || s.phrase,
+                        norms: &norms,
                     };
                     match l {
                         Loaded::Scanned { hits, .. } => sc.score_scanned(i, hits, &keep, &mut top),
@@ -1181,6 +1197,8 @@ struct Scorer<'a> {
     phrase: bool,
     /// Every term must be present (`and`, phrases).
     and: bool,
+    /// [`norm`] by document length, below [`NORM_TABLE`].
+    norms: &'a [f64],
 }
 
 /// Whether some start position puts every phrase word at its offset.
@@ -1205,6 +1223,7 @@ fn phrase_matches(phrase: &[(usize, u32)], positions: &[&[u32]]) -> bool {
 struct Cursor<'p> {
     term: usize,
     p: &'p Postings,
+    norms: &'p [f64],
     positions: Option<&'p [u8]>,
     idf: f64,
     avg_len: f64,
@@ -1230,10 +1249,11 @@ const DONE: u64 = u64::MAX;
 type BlobResult<T> = std::result::Result<T, crate::index::ordered::BlobError>;
 
 impl<'p> Cursor<'p> {
-    fn new(term: usize, td: &'p TermData, idf: f64, avg_len: f64) -> Cursor<'p> {
+    fn new(term: usize, td: &'p TermData, idf: f64, avg_len: f64, norms: &'p [f64]) -> Cursor<'p> {
         Cursor {
             term,
             p: &td.postings,
+            norms,
             positions: td.positions.as_deref(),
             idf,
             avg_len,
@@ -1342,7 +1362,18 @@ impl<'p> Cursor<'p> {
     }
 
     fn score(&self) -> f64 {
-        bm25(self.idf, self.tfs[self.i], self.lens[self.i], self.avg_len)
+        self.score_at(self.i)
+    }
+
+    /// The score of the `k`-th posting of the decoded block.
+    #[inline]
+    fn score_at(&self, k: usize) -> f64 {
+        let len = self.lens[k];
+        let n = match self.norms.get(len as usize) {
+            Some(n) => *n,
+            None => norm(len, self.avg_len),
+        };
+        bm25_norm(self.idf, self.tfs[k], n)
     }
 
     fn positions(&mut self) -> BlobResult<&[u32]> {
@@ -1415,7 +1446,7 @@ impl Scorer<'_> {
             .enumerate()
             .filter_map(|(t, td)| {
                 td.as_ref()
-                    .map(|td| Cursor::new(t, td, self.idfs[t], self.avg_len))
+                    .map(|td| Cursor::new(t, td, self.idfs[t], self.avg_len, self.norms))
             })
             .collect();
         if cursors.is_empty() {
@@ -1515,6 +1546,53 @@ impl Scorer<'_> {
                     for c in cursors[first_essential..].iter_mut() {
                         c.seek(u64::from(upto) + 1);
                     }
+                    continue;
+                }
+                if first_essential + 1 == n {
+                    // One essential term: its block scored in a tight loop, the others probed
+                    // only for postings whose own score could lift them past the bar.
+                    let (low, high) = cursors.split_at_mut(first_essential);
+                    let c = &mut high[0];
+                    c.ensure()?;
+                    if c.exhausted() {
+                        break;
+                    }
+                    let rest_all = prefix[first_essential];
+                    let mut theta = theta;
+                    for k in c.i..c.n {
+                        let s0 = c.score_at(k);
+                        if s0 + rest_all <= theta {
+                            continue;
+                        }
+                        let d = u64::from(c.rows[k]);
+                        if !keep(d) {
+                            continue;
+                        }
+                        let mut score = s0;
+                        let mut rest = rest_all;
+                        let mut beaten = false;
+                        for lc in low.iter_mut().rev() {
+                            rest -= lc.ub;
+                            if score + lc.bound_at(d) + rest <= theta {
+                                beaten = true;
+                                break;
+                            }
+                            lc.seek(d);
+                            if lc.doc()? == d {
+                                score += lc.score();
+                            }
+                        }
+                        if !beaten && score > theta {
+                            local.offer(Hit {
+                                score,
+                                file,
+                                row: d,
+                            });
+                            theta = bar(&local);
+                        }
+                    }
+                    c.i = c.n - 1;
+                    c.next();
                     continue;
                 }
                 let mut d = DONE;
