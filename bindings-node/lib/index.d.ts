@@ -27,7 +27,7 @@ export type Overlay = NativeOverlay & {
    * has a ready one-column index (bitmaps intersect), by scanning otherwise.
    */
   count(table: string, options?: CountOptions): Promise<CountResult>;
-  /** BM25 top-k of `table`'s fulltext index, best first (ties: file order, then position). */
+  /** BM25 top-k of `table`'s fulltext index, best first (ties: the smaller row id). */
   search(table: string, options: SearchOptions): Promise<SearchResult>;
   on(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
   once(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;

@@ -113,7 +113,13 @@ impl Table {
 
     /// Brute force: every row analyzed, the table's statistics over every non-NULL row, the
     /// matching live rows scored, best first (ties: file order, then position).
-    fn search(&self, tok: Tokenizer, s: &Search) -> (Vec<(String, u64, f64)>, u64, u64) {
+    /// `row_id(file, position)`: the row's id as the catalog assigned it (ties go by it).
+    fn search(
+        &self,
+        tok: Tokenizer,
+        s: &Search,
+        row_id: &dyn Fn(&str, u64) -> u64,
+    ) -> (Vec<(String, u64, f64)>, u64, u64) {
         let mut a = Analyzer::new(tok);
         let q = a.terms(&s.query);
         let mut terms: Vec<String> = Vec::new();
@@ -191,7 +197,12 @@ impl Table {
             }
             out.push((fi, name, p, score));
         }
-        out.sort_by(|a, b| b.3.total_cmp(&a.3).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
+        out.sort_by(|a, b| {
+            b.3.total_cmp(&a.3)
+                .then(row_id(&a.1, a.2).cmp(&row_id(&b.1, b.2)))
+                .then(a.0.cmp(&b.0))
+                .then(a.2.cmp(&b.2))
+        });
         out.truncate(s.k);
         (
             out.into_iter().map(|(_, n, p, s)| (n, p, s)).collect(),
@@ -292,7 +303,16 @@ fn pick(t: &Table, r: &mut Rng) -> Search {
 
 async fn check(t: &Table, o: &Overlay, tok: Tokenizer, s: &Search, what: &str) -> u64 {
     let got = o.search("t", s).await.unwrap();
-    let (want, docs, tokens) = t.search(tok, s);
+    let m = o.snapshot().await.unwrap().manifest().clone();
+    let files = &m.table("t").unwrap().files;
+    let row_id = |name: &str, p: u64| {
+        files
+            .iter()
+            .find(|f| f.path == name)
+            .and_then(|f| f.row_id_at(p))
+            .unwrap_or(u64::MAX)
+    };
+    let (want, docs, tokens) = t.search(tok, s, &row_id);
     assert_eq!(got.bm25.docs, docs, "{what} {s:?}");
     assert_eq!(got.bm25.tokens, tokens, "{what} {s:?}");
     let got_rows: Vec<(String, u64)> = got
@@ -543,6 +563,15 @@ async fn lifecycle_and_errors() {
             assert!(got.stats.files_by_index > 0, "{s:?} {:?}", got.stats);
         }
     }
+    // A manifest naming a kind this version does not know still parses: that index is read
+    // past, the others serve.
+    let m = o.snapshot().await.unwrap().manifest().clone();
+    let json = serde_json::to_string(&*m).unwrap();
+    assert!(json.contains("\"kind\":\"fulltext\""));
+    let newer = json.replace("\"kind\":\"fulltext\"", "\"kind\":\"vector\"");
+    let parsed = skerry_core::formats::manifest::Manifest::from_json(newer.as_bytes()).unwrap();
+    let kinds: Vec<IndexKind> = parsed.tables[0].indexes.iter().map(|i| i.kind).collect();
+    assert!(kinds.iter().all(|k| *k == IndexKind::Unknown), "{kinds:?}");
     // Two fulltext indexes: an unnamed search is ambiguous.
     let e = o
         .search(

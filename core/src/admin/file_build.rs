@@ -650,6 +650,12 @@ pub fn blob_artifact<'a>(
     size_hint: usize,
 ) -> Result<(IndexFileEntry, Vec<u8>)> {
     let (bytes, meta) = match ix.kind {
+        IndexKind::Unknown => {
+            return Err(Error::Unsupported(format!(
+                "index {} is of a kind this version of Skerry cannot build",
+                ix.name
+            )))
+        }
         IndexKind::Ordered => {
             let mut bw = OrderedBlobWriter::new(block_bytes);
             bw.reserve(size_hint);

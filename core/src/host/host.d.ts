@@ -158,7 +158,7 @@ export interface Bm25Stats {
   /** The query's distinct analyzed terms and their document frequencies. */
   terms: { term: string; df: number }[];
 }
-/** The answer of `search`: rows best first (ties: file order, then position), with their scores. */
+/** The answer of `search`: rows best first (ties: the smaller row id; file order, then position without one), with their scores. */
 export interface SearchResult {
   ipc: Uint8Array;
   rows: Row[];

@@ -33,6 +33,10 @@ pub enum IndexKind {
     /// An inverted index of a text column's terms ([`fulltext`]): answers `search`, names
     /// no key's rows.
     Fulltext,
+    /// A kind written by a newer version: read past (never planned, never built), so a
+    /// manifest naming it still serves every other index.
+    #[serde(other)]
+    Unknown,
 }
 
 impl IndexKind {
@@ -55,6 +59,7 @@ impl IndexKind {
             IndexKind::Bitmap => "bitmap",
             IndexKind::Bloom => "bloom",
             IndexKind::Fulltext => "fulltext",
+            IndexKind::Unknown => "unknown",
         }
     }
 
@@ -65,6 +70,7 @@ impl IndexKind {
             IndexKind::Bitmap => bitmap::BLOB_TYPE,
             IndexKind::Bloom => bloom::BLOB_TYPE,
             IndexKind::Fulltext => fulltext::BLOB_TYPE,
+            IndexKind::Unknown => "unknown",
         }
     }
 
@@ -75,6 +81,7 @@ impl IndexKind {
             IndexKind::Bitmap => IndexCategory::Bitmap,
             IndexKind::Bloom => IndexCategory::Bloom,
             IndexKind::Fulltext => IndexCategory::Fulltext,
+            IndexKind::Unknown => IndexCategory::Unknown,
         }
     }
 
@@ -84,6 +91,7 @@ impl IndexKind {
             IndexKind::Bitmap => "bitmap-v1",
             IndexKind::Bloom => "bloom-v1",
             IndexKind::Fulltext => "fulltext-v1",
+            IndexKind::Unknown => "unknown",
         }
     }
 
@@ -110,6 +118,9 @@ impl IndexKind {
             IndexKind::Bloom => Err(ordered::BlobError::Corrupt("a bloom filter has no entries")),
             IndexKind::Fulltext => Err(ordered::BlobError::Corrupt(
                 "a full-text blob holds terms, not entries",
+            )),
+            IndexKind::Unknown => Err(ordered::BlobError::Corrupt(
+                "an index kind this version does not know",
             )),
         }
     }

@@ -297,7 +297,10 @@ impl Lookup<'_> {
                     }
                     RoaringTreemap::from_bitmaps([(0u32, all)])
                 }
-                IndexKind::Ordered | IndexKind::Bloom | IndexKind::Fulltext => {
+                IndexKind::Ordered
+                | IndexKind::Bloom
+                | IndexKind::Fulltext
+                | IndexKind::Unknown => {
                     let entries = match self.probe(ix, e, &probe).await {
                         Ok(Some(v)) => v,
                         Ok(None) => return Ok(Ok(0)),

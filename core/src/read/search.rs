@@ -17,11 +17,12 @@
 //!    term, `and` all of them, a phrase the terms at their offsets (scored like `and`).
 //!    Deleted rows and rows outside `where` never score; they count in the statistics, as a
 //!    deleted document does in Lucene's until its segment is rewritten.
-//! 5. Exact top-k by score, ties by file order then position: files in order, each scored
-//!    document-at-a-time with MaxScore (terms whose score bound cannot lift a document past
-//!    the k-th score are only probed, block by block, for the documents the others find;
-//!    a block whose bound cannot is not decoded).
-//! 6. The k rows' columns are fetched by page ([`Lookup::fetch`]).
+//! 5. Exact top-k by score, ties by row id (file order then position without one): files
+//!    in order, each scored document-at-a-time with block-max MaxScore (terms whose bounds
+//!    cannot lift a document past the k-th score are only probed for the documents the
+//!    others find; blocks whose bounds cannot are skipped undecoded).
+//! 6. The hits' files are confirmed against the manifest (a changed file answered from its
+//!    blob is scanned and the search starts over) and their rows read by page.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -240,11 +241,13 @@ struct ScanDoc {
     positions: Vec<Vec<u32>>,
 }
 
-/// A candidate result: ordered best first (higher score, then earlier file, then earlier
-/// row) — the heap keeps the worst on top.
+/// A candidate result: ordered best first (higher score, then the smaller row id, then
+/// earlier file and row for rows without one) — the heap keeps the worst on top.
 #[derive(Clone, Copy, Debug)]
 struct Hit {
     score: f64,
+    /// The row's table-wide id (`u64::MAX`: none).
+    row_id: u64,
     file: usize,
     row: u64,
 }
@@ -265,6 +268,7 @@ impl Ord for Hit {
     fn cmp(&self, o: &Hit) -> Ordering {
         o.score
             .total_cmp(&self.score)
+            .then(self.row_id.cmp(&o.row_id))
             .then(self.file.cmp(&o.file))
             .then(self.row.cmp(&o.row))
     }
@@ -277,7 +281,7 @@ struct TopK {
 }
 
 impl TopK {
-    /// Scores at or below this cannot enter (later hits lose ties).
+    /// Scores below this cannot enter (a score equal to it enters if its row id is smaller).
     fn threshold(&self) -> f64 {
         if self.heap.len() < self.k {
             f64::NEG_INFINITY
@@ -511,6 +515,7 @@ impl Lookup<'_> {
                         phrase: s.phrase && q.phrase.len() > 1,
                         and: s.operator == Operator::And || s.phrase,
                         norms: &norms,
+                        row_id: &|p| f.row_id_at(p).unwrap_or(u64::MAX),
                     };
                     match l {
                         Loaded::Scanned { hits, .. } => sc.score_scanned(i, hits, &keep, &mut top),
@@ -609,6 +614,13 @@ impl Lookup<'_> {
             }
             if let Some(fi) = changed {
                 let f = &t.files[fi];
+                if forced.contains(&fi) {
+                    // Scanned, and changed again before its rows were read.
+                    return Err(Error::Drift {
+                        path: f.path.clone(),
+                        detail: "the file changed while it was searched".into(),
+                    });
+                }
                 stats.rejections.push(Rejection {
                     data_file: f.path.clone(),
                     index_id: Some(ix.index_id),
@@ -1199,6 +1211,8 @@ struct Scorer<'a> {
     and: bool,
     /// [`norm`] by document length, below [`NORM_TABLE`].
     norms: &'a [f64],
+    /// The file's row ids by position (`u64::MAX`: none).
+    row_id: &'a dyn Fn(u64) -> u64,
 }
 
 /// Whether some start position puts every phrase word at its offset.
@@ -1425,6 +1439,7 @@ impl Scorer<'_> {
             }
             top.offer(Hit {
                 score,
+                row_id: (self.row_id)(d.row),
                 file,
                 row: d.row,
             });
@@ -1470,7 +1485,7 @@ impl Scorer<'_> {
                 let Some((last, bound)) = cursors[0].block_bound() else {
                     break;
                 };
-                if bound + rest <= theta {
+                if bound + rest < theta {
                     cursors[0].seek(u64::from(last) + 1);
                     continue;
                 }
@@ -1478,7 +1493,7 @@ impl Scorer<'_> {
                 if d == DONE {
                     break;
                 }
-                if keep(d) && cursors[0].score() + rest > theta {
+                if keep(d) && cursors[0].score() + rest >= theta {
                     let mut all = true;
                     for c in cursors[1..].iter_mut() {
                         c.seek(d);
@@ -1497,9 +1512,10 @@ impl Scorer<'_> {
                     }
                     if all {
                         let score: f64 = cursors.iter().map(Cursor::score).sum();
-                        if score > theta {
+                        if score >= theta {
                             local.offer(Hit {
                                 score,
+                                row_id: (self.row_id)(d),
                                 file,
                                 row: d,
                             });
@@ -1520,7 +1536,7 @@ impl Scorer<'_> {
             let mut first_essential = 0usize;
             loop {
                 let theta = bar(&local);
-                while first_essential < n && prefix[first_essential + 1] <= theta {
+                while first_essential < n && prefix[first_essential + 1] < theta {
                     first_essential += 1;
                 }
                 if first_essential == n {
@@ -1542,7 +1558,7 @@ impl Scorer<'_> {
                 if !live_blocks {
                     break;
                 }
-                if bound <= theta {
+                if bound < theta {
                     for c in cursors[first_essential..].iter_mut() {
                         c.seek(u64::from(upto) + 1);
                     }
@@ -1561,7 +1577,7 @@ impl Scorer<'_> {
                     let mut theta = theta;
                     for k in c.i..c.n {
                         let s0 = c.score_at(k);
-                        if s0 + rest_all <= theta {
+                        if s0 + rest_all < theta {
                             continue;
                         }
                         let d = u64::from(c.rows[k]);
@@ -1573,7 +1589,7 @@ impl Scorer<'_> {
                         let mut beaten = false;
                         for lc in low.iter_mut().rev() {
                             rest -= lc.ub;
-                            if score + lc.bound_at(d) + rest <= theta {
+                            if score + lc.bound_at(d) + rest < theta {
                                 beaten = true;
                                 break;
                             }
@@ -1582,9 +1598,10 @@ impl Scorer<'_> {
                                 score += lc.score();
                             }
                         }
-                        if !beaten && score > theta {
+                        if !beaten && score >= theta {
                             local.offer(Hit {
                                 score,
+                                row_id: (self.row_id)(d),
                                 file,
                                 row: d,
                             });
@@ -1616,7 +1633,7 @@ impl Scorer<'_> {
                     continue;
                 }
                 let mut rest = prefix[first_essential];
-                if score + rest <= theta {
+                if score + rest < theta {
                     continue;
                 }
                 // The document's score is at most `score + bound + rest` at every step: once
@@ -1626,7 +1643,7 @@ impl Scorer<'_> {
                     let c = &mut cursors[j];
                     rest -= c.ub;
                     let b = c.bound_at(d);
-                    if score + b + rest <= theta {
+                    if score + b + rest < theta {
                         beaten = true;
                         break;
                     }
@@ -1635,9 +1652,10 @@ impl Scorer<'_> {
                         score += c.score();
                     }
                 }
-                if !beaten && score > theta {
+                if !beaten && score >= theta {
                     local.offer(Hit {
                         score,
+                        row_id: (self.row_id)(d),
                         file,
                         row: d,
                     });
@@ -1664,28 +1682,24 @@ mod tests {
     }
 
     #[test]
-    fn hits_order_best_first_then_file_then_row() {
+    fn hits_order_best_first_then_row_id_then_file_then_row() {
+        let hit = |score, row_id, file, row| Hit {
+            score,
+            row_id,
+            file,
+            row,
+        };
         let mut v = vec![
-            Hit {
-                score: 1.0,
-                file: 0,
-                row: 5,
-            },
-            Hit {
-                score: 2.0,
-                file: 1,
-                row: 0,
-            },
-            Hit {
-                score: 1.0,
-                file: 0,
-                row: 2,
-            },
+            hit(1.0, u64::MAX, 0, 5),
+            hit(2.0, u64::MAX, 1, 0),
+            hit(1.0, u64::MAX, 0, 2),
+            hit(1.0, 7, 3, 9),
+            hit(1.0, 3, 4, 0),
         ];
         v.sort();
         assert_eq!(
             v.iter().map(|h| (h.file, h.row)).collect::<Vec<_>>(),
-            [(1, 0), (0, 2), (0, 5)]
+            [(1, 0), (4, 0), (3, 9), (0, 2), (0, 5)]
         );
     }
 
