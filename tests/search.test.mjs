@@ -253,6 +253,12 @@ test('wrong search options are typed errors, identical on both sides', async () 
     }
     assert.deepEqual(errs[1], errs[0], name);
   }
+  // Errors of the options every query-like verb shares name the verb that was called.
+  for (const side of [addon, wasm]) {
+    await assert.rejects(side.count('t', 5), (e) => e.code === 'E_INVALID' && /\bcount: options must be an object/.test(e.message));
+    await assert.rejects(side.search('t', { query: 'w1', verify: 1 }), (e) => e.code === 'E_INVALID' && /\bsearch: options\.verify must be a boolean/.test(e.message));
+    await assert.rejects(side.query('t', { limit: -1 }), (e) => e.code === 'E_INVALID' && /\bquery: limit/.test(e.message));
+  }
   // A lookup on a fulltext index is refused with the reason.
   await assert.rejects(addon.lookup('t', 'body_text', 'w1'), (e) => e.code === 'E_UNSUPPORTED');
 });

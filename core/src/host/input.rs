@@ -271,38 +271,50 @@ pub fn where_conditions(w: &HostValue) -> Result<Vec<Condition>> {
 
 /// Options of `query`: `{ where?, columns?, limit?, verify? }`.
 pub fn query(v: &HostValue) -> Result<Query> {
-    let o = options(v, "query")?;
+    query_of(v, "query")
+}
+
+/// A query's options as `method` (`query`, `count`, `search`) takes them; errors name it.
+fn query_of(v: &HostValue, method: &str) -> Result<Query> {
+    let o = options(v, method)?;
     let mut q = Query {
         conditions: where_conditions(o.get("where"))?,
         ..Query::default()
     };
     let cols = o.get("columns");
     if !cols.is_nullish() {
-        q.columns = Some(columns(cols, "query", "columns")?);
+        q.columns = Some(columns(cols, method, "columns")?);
     }
     match o.get("limit") {
         HostValue::Undefined | HostValue::Null => {}
         HostValue::Number(n) if *n >= 0.0 && n.fract() == 0.0 && *n <= 9_007_199_254_740_991.0 => {
             q.limit = Some(*n as u64)
         }
-        _ => return Err(invalid("limit is a non-negative integer")),
+        _ => {
+            return Err(invalid(format!(
+                "{method}: limit is a non-negative integer"
+            )))
+        }
     }
-    q.verify_files = flag(o, "query", "verify")?;
+    q.verify_files = flag(o, method, "verify")?;
     q.snapshot = match o.get("snapshot") {
         HostValue::Undefined | HostValue::Null => None,
         HostValue::BigInt(Some(i)) => Some(
-            i64::try_from(*i).map_err(|_| invalid("query: snapshot is out of the 64-bit range"))?,
+            i64::try_from(*i)
+                .map_err(|_| invalid(format!("{method}: snapshot is out of the 64-bit range")))?,
         ),
         HostValue::Number(n) if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 => {
             Some(*n as i64)
         }
         HostValue::String(t) => Some(t.parse::<i64>().map_err(|_| {
-            invalid("query: snapshot is a snapshot id (a bigint or its decimal string)")
+            invalid(format!(
+                "{method}: snapshot is a snapshot id (a bigint or its decimal string)"
+            ))
         })?),
         _ => {
-            return Err(invalid(
-                "query: snapshot is a snapshot id (a bigint or its decimal string)",
-            ))
+            return Err(invalid(format!(
+                "{method}: snapshot is a snapshot id (a bigint or its decimal string)"
+            )))
         }
     };
     Ok(q)
@@ -311,7 +323,7 @@ pub fn query(v: &HostValue) -> Result<Query> {
 /// Options of `count`: `{ where?, verify?, snapshot? }` (a `query`'s, without `columns` and
 /// `limit`, which do not apply to a count).
 pub fn count(v: &HostValue) -> Result<Query> {
-    let q = query(v)?;
+    let q = query_of(v, "count")?;
     if q.columns.is_some() || q.limit.is_some() {
         return Err(invalid(
             "count: options are { where, verify, snapshot } (columns and limit do not apply)",
@@ -344,7 +356,7 @@ pub fn search(v: &HostValue) -> Result<crate::read::search::Search> {
     if !v.get("limit").is_nullish() {
         return Err(invalid("search: results are counted by k, not limit"));
     }
-    let q = query(v)?;
+    let q = query_of(v, "search")?;
     let k = match v.get("k") {
         HostValue::Undefined | HostValue::Null => 10,
         HostValue::Number(n) if n.fract() == 0.0 && *n >= 1.0 && *n <= MAX_SEARCH_K as f64 => {
