@@ -1410,6 +1410,30 @@ impl<'p> Cursor<'p> {
     }
 }
 
+/// Completes the score of document `d` (`score` from the essential terms) with the
+/// non-essential terms `low` (bounds ascending, summing to `rest`), highest bound first. The
+/// score is at most `score + bound + rest` at every step: once that cannot reach `theta`, the
+/// document is dropped (`None`) without decoding more blocks.
+fn probe_rest(
+    low: &mut [Cursor<'_>],
+    d: u64,
+    mut score: f64,
+    mut rest: f64,
+    theta: f64,
+) -> BlobResult<Option<f64>> {
+    for c in low.iter_mut().rev() {
+        rest -= c.ub;
+        if score + c.bound_at(d) + rest < theta {
+            return Ok(None);
+        }
+        c.seek(d);
+        if c.doc()? == d {
+            score += c.score();
+        }
+    }
+    Ok((score >= theta).then_some(score))
+}
+
 impl Scorer<'_> {
     fn score_scanned(
         &self,
@@ -1584,21 +1608,7 @@ impl Scorer<'_> {
                         if !keep(d) {
                             continue;
                         }
-                        let mut score = s0;
-                        let mut rest = rest_all;
-                        let mut beaten = false;
-                        for lc in low.iter_mut().rev() {
-                            rest -= lc.ub;
-                            if score + lc.bound_at(d) + rest < theta {
-                                beaten = true;
-                                break;
-                            }
-                            lc.seek(d);
-                            if lc.doc()? == d {
-                                score += lc.score();
-                            }
-                        }
-                        if !beaten && score >= theta {
+                        if let Some(score) = probe_rest(low, d, s0, rest_all, theta)? {
                             local.offer(Hit {
                                 score,
                                 row_id: (self.row_id)(d),
@@ -1632,27 +1642,12 @@ impl Scorer<'_> {
                 if !live {
                     continue;
                 }
-                let mut rest = prefix[first_essential];
+                let rest = prefix[first_essential];
                 if score + rest < theta {
                     continue;
                 }
-                // The document's score is at most `score + bound + rest` at every step: once
-                // that cannot beat the bar, it is dropped without decoding more blocks.
-                let mut beaten = false;
-                for j in (0..first_essential).rev() {
-                    let c = &mut cursors[j];
-                    rest -= c.ub;
-                    let b = c.bound_at(d);
-                    if score + b + rest < theta {
-                        beaten = true;
-                        break;
-                    }
-                    c.seek(d);
-                    if c.doc()? == d {
-                        score += c.score();
-                    }
-                }
-                if !beaten && score >= theta {
+                let low = &mut cursors[..first_essential];
+                if let Some(score) = probe_rest(low, d, score, rest, theta)? {
                     local.offer(Hit {
                         score,
                         row_id: (self.row_id)(d),
