@@ -115,6 +115,12 @@ export declare class Overlay {
    */
   search(table: string, options: SearchOptions): Promise<SearchResult>
   /**
+   * The `k` rows nearest to a vector through `table`'s vector index: `{ ipc, rows, refs,
+   * distances, metric, stats, warnings }`, nearest first. Files without an accepted blob
+   * are scanned exactly; `where` is a pre-filter; deleted rows are never results.
+   */
+  nearest(table: string, options: NearestOptions): Promise<NearestResult>
+  /**
    * The plan `query(table, options)` would follow, file by file, without reading data or
    * index blocks: the index and why (or why none), files answered by the index, pruned
    * or scanned (and why), and the requests and round trips to expect.
@@ -219,6 +225,12 @@ export interface CreateIndexOptions {
   tokenizer?: Tokenizer
   /** Whether a fulltext index keeps word positions for phrase queries (default true). */
   positions?: boolean
+  /** A vector index's metric (default `l2`). */
+  metric?: Metric
+  /** A vector index's links per node (default 16, 2..=64). */
+  m?: number
+  /** A vector index's build-time candidate list (default 100, 8..=2000). */
+  efConstruction?: number
 }
 
 export interface CursorInfo {
@@ -584,8 +596,41 @@ export interface CountOptions {
 }
 /** The answer of `count`: the live rows matching, and how they were counted (`filesByIndex`: from indexes alone). */
 export interface CountResult { count: number; stats: QueryStats; warnings: IndexWarning[] }
-/** What an index builds per data file: `ordered` (sorted keys → positions), `bitmap` (distinct values → position bitmaps), `bloom` (a filter that prunes files) or `fulltext` (terms → rows, for `search`). */
-export type IndexKind = 'ordered' | 'bitmap' | 'bloom' | 'fulltext';
+/** What an index builds per data file: `ordered` (sorted keys → positions), `bitmap` (distinct values → position bitmaps), `bloom` (a filter that prunes files), `fulltext` (terms → rows, for `search`) or `vector` (an HNSW graph over 8-bit codes, for `nearest`). */
+export type IndexKind = 'ordered' | 'bitmap' | 'bloom' | 'fulltext' | 'vector';
+/** A vector index's distance: `l2` (squared Euclidean), `cosine` (1 − cos) or `dot` (−a·b); smaller is nearer. */
+export type Metric = 'l2' | 'cosine' | 'dot';
+/** Options of `nearest`. */
+export interface NearestOptions {
+  /** The query vector: finite numbers, as many as the column's vectors have (stored as float32). */
+  vector: number[];
+  /** Results wanted (default 10, at most 10000). */
+  k?: number;
+  /** Candidates kept per file before exact re-ranking (default 100, at least `k`, at most 10000): higher is slower and nearer to exact. */
+  ef?: number;
+  /** The vector column (default: the table's only vector index's). */
+  column?: string;
+  /** The vector index (default: the one on `column`, or the table's only one). */
+  index?: string;
+  /** A pre-filter: only rows matching it are results (k rows are returned when k rows match). */
+  where?: Record<string, ColumnCondition>;
+  /** Columns of the results, in order (default: every column of a scalar type). */
+  columns?: string[];
+  /** Confirm every file answered from its blob with a HEAD request. */
+  verify?: boolean;
+  snapshot?: bigint | string;
+}
+/** The answer of `nearest`: rows nearest first (ties: the smaller row id), with their exact distances. */
+export interface NearestResult {
+  ipc: Uint8Array;
+  rows: Row[];
+  refs: RowRef[];
+  distances: number[];
+  metric: Metric;
+  /** `rounds`: sequential rounds of index reads the slowest file needed; `evaluated`: vectors compared by their codes. */
+  stats: QueryStats & { rounds: number; evaluated: number };
+  warnings: IndexWarning[];
+}
 /** A fulltext index's analyzer: `simple` (Unicode words, lowercased) or `english` (also drops English stop words and stems). */
 export type Tokenizer = 'simple' | 'english';
 /** Options of `search`. */
@@ -607,6 +652,25 @@ export interface SearchOptions {
   /** Confirm every file answered from its blob with a HEAD request. */
   verify?: boolean;
   snapshot?: bigint | string;
+  /** Hybrid search: the rows nearest to this vector (to depth `k`) are fused with the BM25 ranking (to depth `k`) by reciprocal rank fusion, score = Σ 1/(60 + rank); ties by row id. */
+  vector?: number[];
+  /** The vector index of a hybrid search (default: the one on `vectorColumn`, or the table's only one). */
+  vectorIndex?: string;
+  vectorColumn?: string;
+  /** Candidates per file of the vector ranking (as `nearest`'s `ef`). */
+  ef?: number;
+}
+/** How each result of a hybrid search ranked in the two rankings fused (`null`: not in that ranking's first `k`). */
+export interface HybridRanks {
+  /** The rank constant (60). */
+  rrfK: number;
+  textRanks: (number | null)[];
+  textScores: (number | null)[];
+  vectorRanks: (number | null)[];
+  distances: (number | null)[];
+  metric: Metric;
+  /** The vector search's own statistics (`stats` are the BM25 search's, with the whole call's I/O). */
+  vectorStats: QueryStats & { rounds: number; evaluated: number };
 }
 /** The table-wide statistics a search scored with (BM25, k1 = 1.2, b = 0.75). */
 export interface Bm25Stats {
@@ -622,11 +686,14 @@ export interface SearchResult {
   ipc: Uint8Array;
   rows: Row[];
   refs: RowRef[];
+  /** BM25 scores; in a hybrid search the fused scores. */
   scores: number[];
   bm25: Bm25Stats;
   /** `rounds`: sequential rounds of index reads the slowest file needed. */
   stats: QueryStats & { rounds: number };
   warnings: IndexWarning[];
+  /** Present for a hybrid search (`vector` given). */
+  hybrid?: HybridRanks;
 }
 /** Lifecycle state of an index. */
 export type IndexState = 'building' | 'ready' | 'maintaining' | 'poisoned';

@@ -19,3 +19,5 @@ node bench/reads.mjs
 cargo bench -p skerry-core
 # Full text beside tantivy 0.27 on a generated 2M-document corpus (bench/fulltext).
 cargo run --release -p skerry-bench-fulltext
+# Vector k-NN beside hnsw_rs 0.3 and an exact brute force on 200k clustered 64-d vectors (bench/vector).
+cargo run --release -p skerry-bench-vector

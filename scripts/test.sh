@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 echo "== test: cargo test (native, ${CARGO_BUILD_TARGET})"
-cargo test --workspace --exclude skerry-wasm --exclude skerry-bench-fulltext --features skerry-core/s3
+cargo test --workspace --exclude skerry-wasm --exclude skerry-bench-fulltext --exclude skerry-bench-vector --features skerry-core/s3
 
 echo "== test: skerry-core builds for wasm32-unknown-unknown (default features off)"
 cargo build -p skerry-core --target wasm32-unknown-unknown --no-default-features

@@ -3,7 +3,7 @@
 // (exit 3 on a rewritten file) → drop → vacuum; exit codes and `error E_CODE` on stderr.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawnSync, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,7 +33,7 @@ after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 test('help for every command; usage errors exit 2', () => {
   const top = ok(skerry('--help'));
-  const commands = ['init', 'register', 'index', 'build', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'count', 'search', 'stats'];
+  const commands = ['init', 'register', 'index', 'build', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'count', 'search', 'nearest', 'stats'];
   for (const c of commands) {
     assert.match(top.out, new RegExp(`^  ${c} `, 'm'), `${c} missing from --help`);
     const h = ok(skerry(c, '--help'));
@@ -211,4 +211,65 @@ test('fulltext indexes and search: --kind fulltext, BM25 top-k best first with a
   assert.equal(JSON.parse(r.out).length, 0);
   r = skerry('search', 'orders', 'x', '--k', 'many', ...at);
   assert.equal(r.code, 2);
+});
+
+test('vector indexes and nearest: --kind vector, k rows nearest first with a _distance column, pre-filters, usage errors', () => {
+  const url = `file://${dir}/vector-overlay`;
+  const at = ['--overlay', url];
+  const data = path.join(dir, 'vectors');
+  // pyarrow-written: id, emb fixed_size_list<float32>[8], tags, cat, body; NULL and NaN vectors.
+  execFileSync('python3', [path.join(path.dirname(fileURLToPath(import.meta.url)), 'vector/make_vectors.py'), data, '2', '300', '8', '3']);
+  const rows = JSON.parse(fs.readFileSync(path.join(data, 'rows.json'), 'utf8'));
+  ok(skerry('register', 'v', `file://${data}`, ...at));
+  let r = ok(skerry('index', 'create', 'v', 'emb_l2', 'emb', '--kind', 'vector', '--metric', 'l2', '--m', '8', '--ef-construction', '40', ...at));
+  assert.match(r.out, /^vector index v\.emb_l2/);
+  r = skerry('index', 'create', 'v', 'bad', 'id', '--kind', 'vector', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_INVALID: a vector index covers one fixed_size_list<float32>/);
+  r = skerry('index', 'create', 'v', 'bad', 'emb', '--metric', 'cosine', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_INVALID: metric, m and efConstruction apply to vector indexes/);
+  r = skerry('index', 'create', 'v', 'bad', 'emb', '--kind', 'vector', '--metric', 'manhattan', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_INVALID: .*manhattan/);
+  r = skerry('index', 'create', 'v', 'bad', 'emb', '--kind', 'vector', '--m', '1', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_INVALID: m 1 is outside 2..=64/);
+  ok(skerry('build', 'v', ...at));
+  ok(skerry('publish', ...at));
+  assert.match(ok(skerry('index', 'list', 'v', ...at)).out, /emb_l2.*vector/);
+
+  // Every live vector, with squared L2 in float64 (the ranking's order; ties are improbable).
+  const live = [];
+  for (const file of ['f0.parquet', 'f1.parquet']) for (const x of rows[file]) if (x.emb !== null && !x.nan) live.push(x);
+  const l2 = (a, b) => a.reduce((s, v, i) => s + (v - b[i]) ** 2, 0);
+  const target = rows['f1.parquet'].find((x) => x.emb !== null && !x.nan && x.id % 7 === 3);
+  r = ok(skerry('nearest', 'v', JSON.stringify(target.emb), '--k', '4', '--columns', 'id', '--json', '--stats', ...at));
+  const hits = JSON.parse(r.out);
+  const want = live.map((x) => [l2(target.emb, x.emb), x.id]).sort((a, b) => a[0] - b[0]).slice(0, 4);
+  assert.deepEqual(hits.map((h) => Number(h.id)), want.map((w) => w[1]));
+  assert.equal(hits[0]._distance, 0);
+  for (let i = 1; i < hits.length; i++) assert.ok(hits[i]._distance >= hits[i - 1]._distance, JSON.stringify(hits));
+  hits.forEach((h, i) => assert.ok(Math.abs(h._distance - want[i][0]) <= 1e-4 * Math.max(1, want[i][0]), `${h._distance} vs ${want[i][0]}`));
+  assert.match(r.err, /^4 rows; index emb_l2 \(l2\); files 2: 2 by index, 0 scanned, 0 pruned, 0 rejected; \d+ codes compared/);
+  // A pre-filter: k rows, every one matching, the nearest of those that match.
+  r = ok(skerry('nearest', 'v', JSON.stringify(target.emb), '--k', '6', '--where', '{"cat":2}', '--columns', 'id,cat', '--json', ...at));
+  const filtered = JSON.parse(r.out);
+  const wantF = live.filter((x) => x.cat === 2).map((x) => [l2(target.emb, x.emb), x.id]).sort((a, b) => a[0] - b[0]).slice(0, 6);
+  assert.deepEqual(filtered.map((h) => Number(h.id)), wantF.map((w) => w[1]));
+  assert.ok(filtered.every((h) => Number(h.cat) === 2));
+  // Usage and typed errors.
+  r = skerry('nearest', 'v', 'not-json', ...at);
+  assert.equal(r.code, 2);
+  assert.match(r.err, /the vector must be a JSON array of numbers/);
+  r = skerry('nearest', 'v', '{"a":1}', ...at);
+  assert.equal(r.code, 2);
+  r = skerry('nearest', 'v', JSON.stringify(target.emb), '--k', 'many', ...at);
+  assert.equal(r.code, 2);
+  r = skerry('nearest', 'v', '[1, 2]', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_INVALID: nearest: the query vector has 2 dimensions, column emb has 8/);
+  r = skerry('nearest', 'v', JSON.stringify(target.emb), '--index', 'nope', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_NOT_FOUND/);
 });

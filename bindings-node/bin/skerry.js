@@ -72,14 +72,17 @@ const COMMANDS = {
     },
   },
   index: {
-    usage: 'skerry index create <table> <name> <column>... [--unique] [--kind ordered|bitmap|bloom|fulltext] [--max-cardinality n] [--fpp p] [--tokenizer simple|english] [--no-positions]\n       skerry index drop <table> <name> [--purge]\n       skerry index list [<table>]',
-    about: 'Define, drop or list indexes (ordered; bitmap for low-cardinality columns; bloom to prune files; fulltext for `skerry search`). A column may end in :desc and/or :nulls-first.',
+    usage: 'skerry index create <table> <name> <column>... [--unique] [--kind ordered|bitmap|bloom|fulltext|vector] [--max-cardinality n] [--fpp p] [--tokenizer simple|english] [--no-positions] [--metric l2|cosine|dot] [--m n] [--ef-construction n]\n       skerry index drop <table> <name> [--purge]\n       skerry index list [<table>]',
+    about: 'Define, drop or list indexes (ordered; bitmap for low-cardinality columns; bloom to prune files; fulltext for `skerry search`; vector for `skerry nearest`). A column may end in :desc and/or :nulls-first.',
     sub: {
       create: {
         args: ['table', 'name', 'column...'],
         options: {
           unique: { type: 'boolean', desc: '        refuse duplicate keys (E_CONSTRAINT)' },
-          kind: { type: 'string', desc: '<kind>  ordered (default) | bitmap (few distinct values; counts) | bloom (prunes files) | fulltext (search)' },
+          kind: { type: 'string', desc: '<kind>  ordered (default) | bitmap (few distinct values; counts) | bloom (prunes files) | fulltext (search) | vector (nearest)' },
+          metric: { type: 'string', desc: '<name>  a vector index\'s distance: l2 (default) | cosine | dot' },
+          m: { type: 'string', desc: '<n>     a vector index\'s links per node (default 16)' },
+          'ef-construction': { type: 'string', desc: '<n>     a vector index\'s build candidates (default 100)' },
           tokenizer: { type: 'string', desc: '<name>  a fulltext index\'s analyzer: simple (default) | english (stop words, stemming)' },
           'no-positions': { type: 'boolean', desc: '        a fulltext index without word positions (smaller; phrases are scanned)' },
           fpp: { type: 'string', desc: '<p>     a bloom filter\'s false-positive probability (default 0.01)' },
@@ -91,6 +94,9 @@ const COMMANDS = {
           if (flags.kind !== undefined) options.kind = flags.kind;
           if (flags.tokenizer !== undefined) options.tokenizer = flags.tokenizer;
           if (flags['no-positions']) options.positions = false;
+          if (flags.metric !== undefined) options.metric = flags.metric;
+          if (flags.m !== undefined) options.m = count(flags.m, '--m');
+          if (flags['ef-construction'] !== undefined) options.efConstruction = count(flags['ef-construction'], '--ef-construction');
           if (flags['max-cardinality'] !== undefined) options.maxCardinality = count(flags['max-cardinality'], '--max-cardinality');
           if (flags.fpp !== undefined) {
             options.fpp = Number(flags.fpp);
@@ -253,6 +259,47 @@ const COMMANDS = {
       }
       for (const w of r.warnings) process.stderr.write(`warning: ${w.message}\n`);
       const rows = r.rows.map((row, i) => ({ _score: Number(r.scores[i].toFixed(6)), ...row }));
+      return { result: rows, text: format === 'json' ? null : rows.length ? formatTable(rows) : '(no rows)' };
+    },
+  },
+  nearest: {
+    usage: 'skerry nearest <table> <vector JSON> [--k n] [--ef n] [--column c] [--index name] [--where JSON] [--columns a,b] [--format table|json] [--stats]',
+    about: 'The k rows nearest to a vector through a vector index of the published overlay, nearest first (a _distance column leads each row).',
+    args: ['table', 'vector'],
+    options: {
+      k: { type: 'string', desc: '<n>     results (default 10)' },
+      ef: { type: 'string', desc: '<n>     candidates per file before exact re-ranking (default 100)' },
+      column: { type: 'string', desc: '<name>  the vector column (default: the only vector index\'s)' },
+      index: { type: 'string', desc: '<name>  the vector index' },
+      where: { type: 'string', desc: '<json>  a pre-filter, e.g. \'{"lang":"en"}\'' },
+      columns: { type: 'string', desc: '<list>  comma-separated columns to return' },
+      format: { type: 'string', desc: '<fmt>   table (default on a terminal) | json' },
+      stats: { type: 'boolean', desc: '        print how the search was answered (stderr)' },
+    },
+    readOnly: true,
+    run: async (o, [table, text], flags) => {
+      let vector;
+      try {
+        vector = JSON.parse(text);
+      } catch {
+        throw usage(`the vector must be a JSON array of numbers, not ${text}`);
+      }
+      if (!Array.isArray(vector)) throw usage(`the vector must be a JSON array of numbers, not ${text}`);
+      const options = { ...whereOption(flags), vector };
+      if (flags.k !== undefined) options.k = count(flags.k, '--k');
+      if (flags.ef !== undefined) options.ef = count(flags.ef, '--ef');
+      if (flags.column !== undefined) options.column = flags.column;
+      if (flags.index !== undefined) options.index = flags.index;
+      if (flags.columns !== undefined) options.columns = list(flags.columns);
+      const r = await o.nearest(table, options);
+      const format = flags.format || (flags.json || !process.stdout.isTTY ? 'json' : 'table');
+      if (!['table', 'json'].includes(format)) throw usage(`--format must be table or json, not ${format}`);
+      if (flags.stats) {
+        const s = r.stats;
+        process.stderr.write(`${r.rows.length} rows; index ${s.index} (${r.metric}); files ${s.files}: ${s.filesByIndex} by index, ${s.filesScanned} scanned, ${s.filesPruned} pruned, ${s.filesRejected} rejected; ${s.evaluated} codes compared; ${s.requests} requests, ${s.rounds} rounds, ${s.elapsedMs} ms\n`);
+      }
+      for (const w of r.warnings) process.stderr.write(`warning: ${w.message}\n`);
+      const rows = r.rows.map((row, i) => ({ _distance: r.distances[i], ...row }));
       return { result: rows, text: format === 'json' ? null : rows.length ? formatTable(rows) : '(no rows)' };
     },
   },

@@ -1,6 +1,6 @@
 // Public types of the `skerry` package. The shapes come from the addon's generated
 // `index.d.ts` (napi-rs); this file adds the entry points of the facade.
-import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows, BuildProgress, CountOptions, CountResult, SearchOptions, SearchResult } from '../index';
+import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows, BuildProgress, CountOptions, CountResult, SearchOptions, SearchResult, NearestOptions, NearestResult } from '../index';
 
 export type {
   BuildReport, BuildProgress, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
@@ -10,6 +10,7 @@ export type {
   Repair, RefreshOptions, KeyValue, Decimal, Cell, Row, FetchedRows, ColumnCondition, QueryOptions,
   QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError, Explain, FilePlan,
   Metrics, CacheTier, CountOptions, CountResult, IndexKind, SearchOptions, SearchResult, Bm25Stats, Tokenizer,
+  Metric, NearestOptions, NearestResult,
 } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
 
@@ -29,6 +30,8 @@ export type Overlay = NativeOverlay & {
   count(table: string, options?: CountOptions): Promise<CountResult>;
   /** BM25 top-k of `table`'s fulltext index, best first (ties: the smaller row id). */
   search(table: string, options: SearchOptions): Promise<SearchResult>;
+  /** The k rows nearest to a vector through `table`'s vector index, nearest first (ties: the smaller row id). */
+  nearest(table: string, options: NearestOptions): Promise<NearestResult>;
   on(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
   once(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
   off(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;

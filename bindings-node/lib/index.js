@@ -73,7 +73,7 @@ const SIGNATURES = {
   syncIceberg: [['name', 'string'], ['options', { metadataUrl: 'string' }]],
   startSync: [['name', 'string'], ['options', { intervalMs: 'count', publish: 'boolean' }]],
   stopSync: [['name', 'string']],
-  createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean', kind: 'string', maxCardinality: 'count', fpp: 'number', tokenizer: 'string', positions: 'boolean' }]],
+  createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean', kind: 'string', maxCardinality: 'count', fpp: 'number', tokenizer: 'string', positions: 'boolean', metric: 'string', m: 'count', efConstruction: 'count' }]],
   dropIndex: [['table', 'string'], ['name', 'string'], ['options', { purge: 'boolean' }]],
   build: [['table', 'string'], ['options', { index: 'string', onProgress: 'function', maxEntries: 'count', maxBytes: 'count' }]],
   publish: [],
@@ -191,6 +191,19 @@ const nativeSearch = native.Overlay.prototype.search;
  */
 native.Overlay.prototype.search = async function (table, options) {
   const r = await nativeSearch.call(this, table, options);
+  const e = emitters.get(this);
+  if (e) for (const w of r.warnings) e.emit('warning', w);
+  return r;
+};
+
+const nativeNearest = native.Overlay.prototype.nearest;
+
+/**
+ * The k rows nearest to a vector: `{ ipc, rows, refs, distances, metric, stats, warnings }`,
+ * nearest first; rejected blobs emit `warning` events as `query` does (their files were scanned).
+ */
+native.Overlay.prototype.nearest = async function (table, options) {
+  const r = await nativeNearest.call(this, table, options);
   const e = emitters.get(this);
   if (e) for (const w of r.warnings) e.emit('warning', w);
   return r;

@@ -122,6 +122,13 @@ pub struct CreateIndexOptions {
     pub tokenizer: Option<String>,
     /// Whether a fulltext index keeps word positions for phrase queries (default true).
     pub positions: Option<bool>,
+    /// A vector index's metric (default `l2`).
+    #[napi(ts_type = "Metric")]
+    pub metric: Option<String>,
+    /// A vector index's links per node (default 16, 2..=64).
+    pub m: Option<u32>,
+    /// A vector index's build-time candidate list (default 100, 8..=2000).
+    pub ef_construction: Option<u32>,
 }
 
 #[napi(object)]
@@ -717,6 +724,27 @@ impl Overlay {
                         .map(skerry_core::index::analyzer::Tokenizer::parse)
                         .transpose()?,
                     positions: o.positions,
+                    metric: o
+                        .metric
+                        .as_deref()
+                        .map(skerry_core::index::vector::MetricName::parse)
+                        .transpose()?,
+                    m: o.m
+                        .map(|m| {
+                            u16::try_from(m)
+                                .map_err(|_| CoreError::Invalid(format!("m {m} is outside 2..=64")))
+                        })
+                        .transpose()?,
+                    ef_construction: o
+                        .ef_construction
+                        .map(|e| {
+                            u16::try_from(e).map_err(|_| {
+                                CoreError::Invalid(format!(
+                                    "efConstruction {e} is outside 8..=2000"
+                                ))
+                            })
+                        })
+                        .transpose()?,
                 })
             })
             .transpose()
@@ -1015,6 +1043,22 @@ impl Overlay {
         options: Unknown<'_>,
     ) -> Result<PromiseRaw<'env, Js>> {
         self.read(env, "search", vec![table, options])
+    }
+
+    /// The `k` rows nearest to a vector through `table`'s vector index: `{ ipc, rows, refs,
+    /// distances, metric, stats, warnings }`, nearest first. Files without an accepted blob
+    /// are scanned exactly; `where` is a pre-filter; deleted rows are never results.
+    #[napi(
+        ts_args_type = "table: string, options: NearestOptions",
+        ts_return_type = "Promise<NearestResult>"
+    )]
+    pub fn nearest<'env>(
+        &self,
+        env: &'env Env,
+        table: Unknown<'_>,
+        options: Unknown<'_>,
+    ) -> Result<PromiseRaw<'env, Js>> {
+        self.read(env, "nearest", vec![table, options])
     }
 
     /// The plan `query(table, options)` would follow, file by file, without reading data or

@@ -737,6 +737,17 @@ export interface ReaderOptions {
             self.read("search", &[&table, &options])
         }
 
+        /// The `k` rows nearest to a vector through `table`'s vector index (see the addon's
+        /// `nearest`).
+        #[wasm_bindgen(unchecked_return_type = "Promise<NearestResult>")]
+        pub fn nearest(
+            &self,
+            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
+            #[wasm_bindgen(unchecked_param_type = "NearestOptions")] options: JsValue,
+        ) -> js_sys::Promise {
+            self.read("nearest", &[&table, &options])
+        }
+
         /// The plan `query(table, options)` would follow, file by file, without reading data
         /// or index blocks (see the addon's `explain`).
         #[wasm_bindgen(unchecked_return_type = "Promise<Explain>")]

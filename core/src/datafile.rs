@@ -385,9 +385,52 @@ pub fn key_type(f: &Field) -> Result<KeyType> {
 }
 
 /// The value at `row` of an arrow array, as a key [`Value`].
+/// Whether a column of this (displayed) Arrow type can carry a vector index:
+/// `fixed_size_list<float32>`, `list<float32>` or `large_list<float32>`.
+pub fn is_vector_type(data_type: &str) -> bool {
+    data_type.parse::<DataType>().is_ok_and(|t| vector_item(&t))
+}
+
+fn vector_item(t: &DataType) -> bool {
+    match t {
+        DataType::FixedSizeList(f, _) | DataType::List(f) | DataType::LargeList(f) => {
+            *f.data_type() == DataType::Float32
+        }
+        _ => false,
+    }
+}
+
+/// The vector of row `row` of a float32 list array (`None`: NULL or not such an array).
+pub fn vector_at(a: &dyn Array, row: usize) -> Option<Vec<f32>> {
+    if a.is_null(row) {
+        return None;
+    }
+    let items = match a.data_type() {
+        DataType::FixedSizeList(..) => a.as_fixed_size_list().value(row),
+        DataType::List(_) => a.as_list::<i32>().value(row),
+        DataType::LargeList(_) => a.as_list::<i64>().value(row),
+        _ => return None,
+    };
+    let f = items.as_primitive_opt::<Float32Type>()?;
+    // A NULL component makes the vector unusable: NaN (never indexed, never a neighbour).
+    Some(
+        (0..f.len())
+            .map(|i| if f.is_null(i) { f32::NAN } else { f.value(i) })
+            .collect(),
+    )
+}
+
 pub fn value_at(a: &dyn Array, row: usize) -> Result<Value> {
     if a.is_null(row) {
         return Ok(Value::Null);
+    }
+    if vector_item(a.data_type()) {
+        // Vector columns travel as their floats' little-endian bytes (vector indexes only;
+        // they have no key type, so no predicate names them).
+        return Ok(match vector_at(a, row) {
+            Some(v) => Value::Binary(crate::index::vector::to_bytes(&v)),
+            None => Value::Null,
+        });
     }
     Ok(match a.data_type() {
         DataType::Boolean => Value::Bool(a.as_boolean().value(row)),

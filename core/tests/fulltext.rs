@@ -568,7 +568,7 @@ async fn lifecycle_and_errors() {
     let m = o.snapshot().await.unwrap().manifest().clone();
     let json = serde_json::to_string(&*m).unwrap();
     assert!(json.contains("\"kind\":\"fulltext\""));
-    let newer = json.replace("\"kind\":\"fulltext\"", "\"kind\":\"vector\"");
+    let newer = json.replace("\"kind\":\"fulltext\"", "\"kind\":\"hologram\"");
     let parsed = skerry_core::formats::manifest::Manifest::from_json(newer.as_bytes()).unwrap();
     let kinds: Vec<IndexKind> = parsed.tables[0].indexes.iter().map(|i| i.kind).collect();
     assert!(kinds.iter().all(|k| *k == IndexKind::Unknown), "{kinds:?}");

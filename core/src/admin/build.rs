@@ -135,7 +135,11 @@ impl Overlay {
                 if bytes >= max_bytes {
                     return Ok(()); // over budget: the rest is the next step's
                 }
-                let k = ix.key.encode(vals)?;
+                let k = if ix.kind == crate::index::IndexKind::Vector {
+                    crate::index::vector::entry_of(&vals[0])
+                } else {
+                    ix.key.encode(vals)?
+                };
                 bytes += k.len() as u64 + 8;
                 keys.push((k, position));
                 end = position + 1;

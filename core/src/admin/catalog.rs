@@ -98,6 +98,9 @@ pub struct IndexRecord {
     /// A full-text index's analyzer and positions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fulltext: Option<crate::index::fulltext::FulltextSpec>,
+    /// A vector index's metric and graph parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector: Option<crate::index::vector::VectorSpec>,
     pub state: IndexState,
     /// Moves with every change of the index's content or state (build steps, rebuilds); a
     /// `verify` whose definition moved meanwhile records nothing.

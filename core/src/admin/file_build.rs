@@ -284,6 +284,9 @@ enum Plan {
     Int64(usize),
     /// Any other key: values of these batch columns (`None`: a column the file lacks, NULL).
     Values(Vec<Option<usize>>),
+    /// A vector index: the vectors of that batch column (`None`: a column the file lacks),
+    /// collected in row order.
+    Vector(Option<usize>),
     /// A fulltext index: the text of that batch column, fed to the index's writer in row
     /// order (no sorted entries).
     Text(usize),
@@ -413,6 +416,9 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
                         .map(|r| roots.binary_search(&r).expect("in the projection"))
                 })
                 .collect();
+            if ix.kind == IndexKind::Vector {
+                return Ok(Plan::Vector(cols[0]));
+            }
             if cols.iter().any(Option::is_none) {
                 return Ok(Plan::Values(cols));
             }
@@ -452,6 +458,9 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
         })
         .collect();
     let mut text_bytes = 0u64;
+    let mut vectors: Vec<Vec<(u64, Option<Vec<f32>>)>> =
+        job.indexes.iter().map(|_| Vec::new()).collect();
+    let mut vector_bytes = 0u64;
     let mut vals: Vec<Value> = Vec::new();
     let mut over = false;
     if roots.is_empty() {
@@ -472,14 +481,22 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
             return Ok(());
         }
         let n = batch.num_rows();
-        for (((ix, plan), e), w) in job
+        for ((((ix, plan), e), w), vs) in job
             .indexes
             .iter()
             .zip(&plans)
             .zip(&mut entries)
             .zip(&mut writers)
+            .zip(&mut vectors)
         {
             match plan {
+                Plan::Vector(c) => {
+                    for row in 0..n {
+                        let v = c.and_then(|c| datafile::vector_at(batch.column(c).as_ref(), row));
+                        vector_bytes += v.as_ref().map_or(1, |v| 1 + 4 * v.len() as u64);
+                        vs.push((first + row as u64, v));
+                    }
+                }
                 Plan::Text(c) => {
                     let w = w.as_mut().expect("a text plan has a writer");
                     let a = batch.column(*c).as_ref();
@@ -553,7 +570,9 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
             }
         }
         // Text held by fulltext writers counts like entries (their postings are smaller).
-        if entries.iter().map(|e| e.entry_bytes()).sum::<u64>() + text_bytes > job.max_bytes {
+        if entries.iter().map(|e| e.entry_bytes()).sum::<u64>() + text_bytes + vector_bytes
+            > job.max_bytes
+        {
             over = true;
         }
         Ok(())
@@ -565,7 +584,50 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
     }
     let deleted = f.deleted()?;
     let mut out = Vec::with_capacity(job.indexes.len());
-    for ((ix, mut e), w) in job.indexes.iter().zip(entries).zip(writers) {
+    // A file's vector graphs are built side by side (each blob is a function of its own
+    // index's definition and the file's vectors, so the bytes do not depend on threads).
+    let mut vector_blobs: Vec<Option<Result<(OrderedMeta, Vec<u8>)>>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = job
+            .indexes
+            .iter()
+            .zip(&plans)
+            .zip(&vectors)
+            .map(|((ix, plan), vs)| {
+                matches!(plan, Plan::Vector(_)).then(|| sc.spawn(move || vector_meta(ix, f, vs)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Invalid("a vector graph build panicked".into()))
+                    })
+                })
+            })
+            .collect()
+    });
+    for ((((ix, mut e), w), (vs, plan)), vb) in job
+        .indexes
+        .iter()
+        .zip(entries)
+        .zip(writers)
+        .zip(vectors.into_iter().zip(&plans))
+        .zip(vector_blobs.iter_mut())
+    {
+        if let Plan::Vector(_) = plan {
+            let (meta, bytes) = vb.take().expect("a vector plan has a blob")?;
+            let artifact = artifact_of(job.snapshot, f, ix, &bytes, meta);
+            out.push(FileBlob {
+                index_id: ix.index_id,
+                artifact,
+                bytes,
+                duplicate: None,
+                entry_count: vs.iter().filter(|v| v.1.is_some()).count() as u64,
+                entry_bytes: vector_bytes,
+            });
+            continue;
+        }
         if let Some(w) = w {
             let blob = w.finish(f.record_count);
             let postings = blob.postings;
@@ -696,6 +758,14 @@ pub fn blob_artifact<'a>(
             };
             (blob.bytes, meta)
         }
+        IndexKind::Vector => {
+            let mut vs: Vec<(u64, Option<Vec<f32>>)> = entries
+                .map(|(k, p)| (p, crate::index::vector::vector_of_entry(k)))
+                .collect();
+            vs.sort_unstable_by_key(|v| v.0);
+            let (meta, bytes) = vector_meta(ix, f, &vs)?;
+            (bytes, meta)
+        }
         IndexKind::Fulltext => {
             let spec = ix.fulltext.unwrap_or_default();
             let mut docs: Vec<(u64, Option<String>)> = Vec::with_capacity(size_hint / 64);
@@ -753,6 +823,31 @@ pub fn blob_artifact<'a>(
         }
     };
     Ok((artifact_of(snapshot, f, ix, &bytes, meta), bytes))
+}
+
+/// The vector blob of `f` from its rows' vectors (positions ascending), and its manifest
+/// facts. `E_INVALID` for vectors of differing lengths or too wide, naming the file.
+fn vector_meta(
+    ix: &IndexRecord,
+    f: &FileEntry,
+    vs: &[(u64, Option<Vec<f32>>)],
+) -> Result<(OrderedMeta, Vec<u8>)> {
+    use crate::index::vector;
+    let spec = ix.vector.unwrap_or_default();
+    let blob = vector::write(&spec, f.record_count, vs)
+        .map_err(|e| Error::Invalid(format!("vector index {} over {}: {e}", ix.name, f.path)))?;
+    let meta = OrderedMeta {
+        text: None,
+        directory_offset: blob.directory.start,
+        directory_length: blob.directory.end - blob.directory.start,
+        directory_sha256: blob.directory_sha256.clone(),
+        entries: blob.nodes,
+        values: None,
+        blocks: None,
+        min_key: None,
+        max_key: None,
+    };
+    Ok((meta, blob.bytes))
 }
 
 /// The manifest facts of a fulltext blob, and its bytes.

@@ -871,7 +871,7 @@ impl Overlay {
             // A full-text blob is a function of the file's values: verify rebuilds it and
             // compares bytes.
             let rebuilt = match ix.kind {
-                crate::index::IndexKind::Fulltext => {
+                crate::index::IndexKind::Fulltext | crate::index::IndexKind::Vector => {
                     Some(self.blob_artifact(&tr, f, &ix, &expected)?.1)
                 }
                 _ => None,
@@ -915,7 +915,10 @@ impl Overlay {
                     repairs.push(repair(
                         f,
                         "verify",
-                        "verify: the full-text blob differs from one rebuilt from the file".into(),
+                        format!(
+                            "verify: the {} blob differs from one rebuilt from the file",
+                            ix.kind
+                        ),
                     ));
                 }
                 continue;

@@ -120,6 +120,27 @@ fn check_kind(opts: &IndexOptions) -> Result<Option<u64>> {
             opts.kind
         )));
     }
+    if opts.kind != IndexKind::Vector
+        && (opts.metric.is_some() || opts.m.is_some() || opts.ef_construction.is_some())
+    {
+        return Err(Error::Invalid(format!(
+            "metric, m and efConstruction apply to vector indexes, not {}",
+            opts.kind
+        )));
+    }
+    if opts.kind == IndexKind::Vector {
+        if opts.unique {
+            return Err(Error::Invalid("a vector index cannot be unique".into()));
+        }
+        if let Some(m) = opts.m.filter(|m| !(2..=64).contains(m)) {
+            return Err(Error::Invalid(format!("m {m} is outside 2..=64")));
+        }
+        if let Some(e) = opts.ef_construction.filter(|e| !(8..=2000).contains(e)) {
+            return Err(Error::Invalid(format!(
+                "efConstruction {e} is outside 8..=2000"
+            )));
+        }
+    }
     if opts.kind == IndexKind::Fulltext && opts.unique {
         return Err(Error::Invalid("a fulltext index cannot be unique".into()));
     }
@@ -168,6 +189,15 @@ pub struct IndexOptions {
     /// Whether a full-text index keeps word positions for phrase queries (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub positions: Option<bool>,
+    /// A vector index's metric (default `l2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<crate::index::vector::MetricName>,
+    /// A vector index's links per node (default 16, 2..=64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub m: Option<u16>,
+    /// A vector index's build-time candidate list (default 100; 200 for `dot`; 8..=2000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ef_construction: Option<u16>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -572,7 +602,21 @@ impl Overlay {
                     kind: "column",
                     name: format!("{}.{c}", tr.name),
                 })?;
-            let ty = f.key_type.ok_or_else(|| {
+            let vector_column = opts.kind == crate::index::IndexKind::Vector;
+            if vector_column
+                && (columns.len() != 1 || !crate::datafile::is_vector_type(&f.data_type))
+            {
+                return Err(Error::Invalid(format!(
+                    "a vector index covers one fixed_size_list<float32> or list<float32> column (column {c} is {})",
+                    f.data_type
+                )));
+            }
+            let ty = if vector_column {
+                Some(crate::values::KeyType::Binary)
+            } else {
+                f.key_type
+            };
+            let ty = ty.ok_or_else(|| {
                 Error::Unsupported(format!(
                     "column {c} of type {} cannot be indexed",
                     f.data_type
@@ -615,6 +659,17 @@ impl Overlay {
                 crate::index::fulltext::FulltextSpec {
                     tokenizer: opts.tokenizer.unwrap_or_default(),
                     positions: opts.positions.unwrap_or(true),
+                }
+            }),
+            vector: (opts.kind == crate::index::IndexKind::Vector).then(|| {
+                crate::index::vector::VectorSpec {
+                    metric: opts.metric.unwrap_or_default(),
+                    m: opts.m.unwrap_or(crate::index::vector::DEFAULT_M),
+                    ef_construction: opts.ef_construction.unwrap_or(
+                        crate::index::vector::default_ef_construction(
+                            opts.metric.unwrap_or_default(),
+                        ),
+                    ),
                 }
             }),
             state: if has_rows {
@@ -682,6 +737,7 @@ impl Overlay {
                     unique: ix.unique,
                     kind: ix.kind,
                     fulltext: ix.fulltext,
+                    vector: ix.vector,
                     state: ix.state,
                     files: artifacts,
                     run: t.get(&run_key(ix.index_id)).await?,
@@ -993,6 +1049,19 @@ impl Overlay {
     ) -> Result<crate::read::search::SearchResult> {
         let s = self.snapshot().await?;
         let r = s.search(table, q).await?;
+        self.queue(s.manifest(), table, &r.stats.rejections).await;
+        Ok(r)
+    }
+
+    /// The `k` rows of `table` nearest to a vector (see [`crate::read::nearest`]) against the
+    /// catalog head, queueing files whose blob was rejected for repair.
+    pub async fn nearest(
+        &self,
+        table: &str,
+        q: &crate::read::nearest::Nearest,
+    ) -> Result<crate::read::nearest::NearestResult> {
+        let s = self.snapshot().await?;
+        let r = s.nearest(table, q).await?;
         self.queue(s.manifest(), table, &r.stats.rejections).await;
         Ok(r)
     }

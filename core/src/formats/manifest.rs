@@ -228,6 +228,9 @@ pub struct IndexManifest {
     /// scans unindexed files with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fulltext: Option<crate::index::fulltext::FulltextSpec>,
+    /// A vector index's metric and graph parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector: Option<crate::index::vector::VectorSpec>,
     pub state: IndexState,
     /// Per data file that has the index: where its blob is and what prunes it. Empty when
     /// the lists live in a [`IndexManifest::part`]; readers go through

@@ -374,17 +374,137 @@ pub fn search(v: &HostValue) -> Result<crate::read::search::Search> {
         HostValue::String(s) if s == "and" => Operator::And,
         _ => return Err(invalid("search: operator is \"or\" or \"and\"")),
     };
-    let index = match v.get("index") {
+    let name = |key: &str| -> Result<Option<String>> {
+        match v.get(key) {
+            HostValue::Undefined | HostValue::Null => Ok(None),
+            HostValue::String(s) => Ok(Some(s.clone())),
+            _ => Err(invalid(format!("search: {key} is an index name"))),
+        }
+    };
+    let index = name("index")?;
+    // Hybrid: a vector, and where its nearest rows come from.
+    let vector = vector_of(v, "search")?;
+    let vector_index = name("vectorIndex")?;
+    let vector_column = match v.get("vectorColumn") {
         HostValue::Undefined | HostValue::Null => None,
         HostValue::String(s) => Some(s.clone()),
-        _ => return Err(invalid("search: index is an index name")),
+        _ => return Err(invalid("search: vectorColumn is a column name")),
     };
+    let ef = match v.get("ef") {
+        HostValue::Undefined | HostValue::Null => None,
+        HostValue::Number(n)
+            if n.fract() == 0.0 && *n >= 1.0 && *n <= crate::read::nearest::MAX_EF as f64 =>
+        {
+            Some(*n as usize)
+        }
+        _ => {
+            return Err(invalid(format!(
+                "search: ef is an integer from 1 to {}",
+                crate::read::nearest::MAX_EF
+            )))
+        }
+    };
+    if vector.is_none() && (vector_index.is_some() || vector_column.is_some() || ef.is_some()) {
+        return Err(invalid(
+            "search: vectorIndex, vectorColumn and ef belong to a hybrid search: give a vector",
+        ));
+    }
     Ok(Search {
         query: text,
         phrase: flag(v, "search", "phrase")?,
         operator,
         k,
         index,
+        conditions: q.conditions,
+        columns: q.columns,
+        verify_files: q.verify_files,
+        pin_versions: false,
+        snapshot: q.snapshot,
+        vector,
+        vector_index,
+        vector_column,
+        ef,
+    })
+}
+
+/// `options.vector` of `verb`: `None` when absent; an array of finite numbers within
+/// float32's range, at most [`crate::index::vector::MAX_DIM`] of them.
+fn vector_of(v: &HostValue, verb: &str) -> Result<Option<Vec<f32>>> {
+    match v.get("vector") {
+        HostValue::Undefined | HostValue::Null => Ok(None),
+        HostValue::Array(items) if items.len() <= crate::index::vector::MAX_DIM => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, x) in items.iter().enumerate() {
+                match x {
+                    HostValue::Number(n) if (*n as f32).is_finite() => out.push(*n as f32),
+                    _ => {
+                        return Err(invalid(format!(
+                            "{verb}: vector[{i}] is not a finite number within float32's range"
+                        )))
+                    }
+                }
+            }
+            Ok(Some(out))
+        }
+        HostValue::Array(_) => Err(invalid(format!(
+            "{verb}: vector has more than {} dimensions",
+            crate::index::vector::MAX_DIM
+        ))),
+        _ => Err(invalid(format!(
+            "{verb}: options.vector must be an array of numbers"
+        ))),
+    }
+}
+
+/// Options of `nearest`: `{ vector, k?, ef?, column?, index?, where?, columns?, verify?,
+/// snapshot? }`; `vector` an array of finite numbers (stored as float32).
+pub fn nearest(v: &HostValue) -> Result<crate::read::nearest::Nearest> {
+    use crate::read::nearest::{Nearest, MAX_EF, MAX_NEAREST_K};
+    if !matches!(v, HostValue::Object(_)) {
+        return Err(invalid(
+            "nearest: options must be an object with a vector (an array of numbers)",
+        ));
+    }
+    let vector = match vector_of(v, "nearest")? {
+        Some(x) => x,
+        None => {
+            return Err(invalid(
+                "nearest: options.vector must be an array of numbers",
+            ))
+        }
+    };
+    if !v.get("limit").is_nullish() {
+        return Err(invalid("nearest: results are counted by k, not limit"));
+    }
+    let count = |name: &str, default: Option<usize>, max: usize| -> Result<Option<usize>> {
+        match v.get(name) {
+            HostValue::Undefined | HostValue::Null => Ok(default),
+            HostValue::Number(n) if n.fract() == 0.0 && *n >= 1.0 && *n <= max as f64 => {
+                Ok(Some(*n as usize))
+            }
+            _ => Err(invalid(format!(
+                "nearest: {name} is an integer from 1 to {max}"
+            ))),
+        }
+    };
+    let k = count("k", Some(10), MAX_NEAREST_K)?.unwrap_or(10);
+    let ef = count("ef", None, MAX_EF)?;
+    let name = |key: &str| -> Result<Option<String>> {
+        match v.get(key) {
+            HostValue::Undefined | HostValue::Null => Ok(None),
+            HostValue::String(s) => Ok(Some(s.clone())),
+            _ => Err(invalid(format!("nearest: {key} must be a string"))),
+        }
+    };
+    let index = name("index")?;
+    let column = name("column")?;
+    let q = query_of(v, "nearest")?;
+    Ok(Nearest {
+        vector,
+        k,
+        ef,
+        index,
+        column,
         conditions: q.conditions,
         columns: q.columns,
         verify_files: q.verify_files,

@@ -344,11 +344,45 @@ pub fn search_result(
     table: &str,
     r: crate::read::search::SearchResult,
 ) -> Result<(HostValue, Vec<HostValue>)> {
-    let warnings = warnings(table, &r.stats);
+    let mut warnings = warnings(table, &r.stats);
     let mut stats = query_stats(r.stats);
     if let HostValue::Object(props) = &mut stats {
         props.push(("rounds".into(), HostValue::count(r.rounds)));
     }
+    let hybrid = match r.hybrid {
+        None => None,
+        Some(h) => {
+            warnings.extend(self::warnings(table, &h.vector_stats));
+            let mut vstats = query_stats(h.vector_stats);
+            if let HostValue::Object(props) = &mut vstats {
+                props.push(("rounds".into(), HostValue::count(h.vector_rounds)));
+                props.push(("evaluated".into(), HostValue::count(h.evaluated)));
+            }
+            let rank = |r: Vec<Option<u32>>| {
+                HostValue::Array(
+                    r.into_iter()
+                        .map(|x| HostValue::opt(x, |x| HostValue::Number(f64::from(x))))
+                        .collect(),
+                )
+            };
+            let num = |r: Vec<Option<f64>>| {
+                HostValue::Array(
+                    r.into_iter()
+                        .map(|x| HostValue::opt(x, HostValue::Number))
+                        .collect(),
+                )
+            };
+            Some(HostValue::object([
+                ("rrfK", HostValue::Number(crate::read::hybrid::RRF_K)),
+                ("textRanks", rank(h.text_ranks)),
+                ("textScores", num(h.text_scores)),
+                ("vectorRanks", rank(h.vector_ranks)),
+                ("distances", num(h.distances)),
+                ("metric", HostValue::string(h.metric)),
+                ("vectorStats", vstats),
+            ]))
+        }
+    };
     let bm25 = HostValue::object([
         ("docs", HostValue::count(r.bm25.docs)),
         ("tokens", HostValue::count(r.bm25.tokens)),
@@ -381,6 +415,41 @@ pub fn search_result(
             HostValue::Array(r.scores.into_iter().map(HostValue::Number).collect()),
         ),
         ("bm25", bm25),
+        ("stats", stats),
+        ("warnings", HostValue::Array(warnings.clone())),
+    ]);
+    let out = match (out, hybrid) {
+        (HostValue::Object(mut props), Some(h)) => {
+            props.push(("hybrid".into(), h));
+            HostValue::Object(props)
+        }
+        (out, _) => out,
+    };
+    Ok((out, warnings))
+}
+
+pub fn nearest_result(
+    table: &str,
+    r: crate::read::nearest::NearestResult,
+) -> Result<(HostValue, Vec<HostValue>)> {
+    let warnings = warnings(table, &r.stats);
+    let mut stats = query_stats(r.stats);
+    if let HostValue::Object(props) = &mut stats {
+        props.push(("rounds".into(), HostValue::count(r.rounds)));
+        props.push(("evaluated".into(), HostValue::count(r.evaluated)));
+    }
+    let out = HostValue::object([
+        (
+            "ipc",
+            HostValue::Bytes(crate::read::lookup::to_ipc(&r.batch)?),
+        ),
+        ("rows", rows(&r.batch)?),
+        ("refs", refs(r.rows)),
+        (
+            "distances",
+            HostValue::Array(r.distances.into_iter().map(HostValue::Number).collect()),
+        ),
+        ("metric", HostValue::String(r.metric.into())),
         ("stats", stats),
         ("warnings", HostValue::Array(warnings.clone())),
     ]);

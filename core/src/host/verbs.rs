@@ -60,6 +60,10 @@ pub enum ReadCall {
         table: String,
         search: crate::read::search::Search,
     },
+    Nearest {
+        table: String,
+        nearest: crate::read::nearest::Nearest,
+    },
 }
 
 /// What a read verb answers, and the `warning` events it raises.
@@ -70,7 +74,7 @@ pub struct Answer {
 }
 
 /// The names of the read verbs, as hosts spell them.
-pub const READ_VERBS: [&str; 10] = [
+pub const READ_VERBS: [&str; 11] = [
     "lookup",
     "lookupMany",
     "range",
@@ -81,6 +85,7 @@ pub const READ_VERBS: [&str; 10] = [
     "explain",
     "count",
     "search",
+    "nearest",
 ];
 
 fn arg(args: &[HostValue], i: usize) -> &HostValue {
@@ -151,6 +156,10 @@ impl ReadCall {
                 table: table()?,
                 search: input::search(arg(args, 1))?,
             },
+            "nearest" => ReadCall::Nearest {
+                table: table()?,
+                nearest: input::nearest(arg(args, 1))?,
+            },
             other => return Err(input::invalid(format!("unknown read verb {other}"))),
         })
     }
@@ -218,6 +227,15 @@ impl ReadCall {
                     r.stats.elapsed_ms = c() - t0;
                 }
                 let (value, warnings) = output::search_result(&table, r)?;
+                Answer { value, warnings }
+            }
+            ReadCall::Nearest { table, nearest } => {
+                let t0 = clock.map(|c| c());
+                let mut r = snapshot.nearest(&table, &nearest).await?;
+                if let (Some(c), Some(t0)) = (clock, t0) {
+                    r.stats.elapsed_ms = c() - t0;
+                }
+                let (value, warnings) = output::nearest_result(&table, r)?;
                 Answer { value, warnings }
             }
             ReadCall::Query { table, query } => {

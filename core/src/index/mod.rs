@@ -6,7 +6,8 @@
 //! key; `bitmap` (`docs/bitmap-index.md`) serves the same on low-cardinality keys and answers
 //! counts from its directory; `bloom` (`docs/bloom-index.md`) prunes files for `=`/IN on
 //! high-cardinality keys, striped so one range read prunes every file of a table;
-//! `fulltext` (`docs/fulltext-index.md`) answers BM25 searches over a text column.
+//! `fulltext` (`docs/fulltext-index.md`) answers BM25 searches over a text column;
+//! `vector` (`docs/vector-index.md`) answers k-nearest-neighbour searches over a vector column.
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +18,7 @@ pub mod bitmap;
 pub mod bloom;
 pub mod fulltext;
 pub mod ordered;
+pub mod vector;
 
 /// What an index definition builds per data file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -33,6 +35,8 @@ pub enum IndexKind {
     /// An inverted index of a text column's terms ([`fulltext`]): answers `search`, names
     /// no key's rows.
     Fulltext,
+    /// An HNSW graph over 8-bit codes of a vector column ([`vector`]): answers `nearest`.
+    Vector,
     /// A kind written by a newer version: read past (never planned, never built), so a
     /// manifest naming it still serves every other index.
     #[serde(other)]
@@ -47,8 +51,9 @@ impl IndexKind {
             "bitmap" => Ok(IndexKind::Bitmap),
             "bloom" => Ok(IndexKind::Bloom),
             "fulltext" => Ok(IndexKind::Fulltext),
+            "vector" => Ok(IndexKind::Vector),
             other => Err(crate::error::Error::Invalid(format!(
-                "unknown index kind {other:?} (kinds: ordered, bitmap, bloom, fulltext)"
+                "unknown index kind {other:?} (kinds: ordered, bitmap, bloom, fulltext, vector)"
             ))),
         }
     }
@@ -59,6 +64,7 @@ impl IndexKind {
             IndexKind::Bitmap => "bitmap",
             IndexKind::Bloom => "bloom",
             IndexKind::Fulltext => "fulltext",
+            IndexKind::Vector => "vector",
             IndexKind::Unknown => "unknown",
         }
     }
@@ -70,6 +76,7 @@ impl IndexKind {
             IndexKind::Bitmap => bitmap::BLOB_TYPE,
             IndexKind::Bloom => bloom::BLOB_TYPE,
             IndexKind::Fulltext => fulltext::BLOB_TYPE,
+            IndexKind::Vector => vector::BLOB_TYPE,
             IndexKind::Unknown => "unknown",
         }
     }
@@ -81,6 +88,7 @@ impl IndexKind {
             IndexKind::Bitmap => IndexCategory::Bitmap,
             IndexKind::Bloom => IndexCategory::Bloom,
             IndexKind::Fulltext => IndexCategory::Fulltext,
+            IndexKind::Vector => IndexCategory::Vector,
             IndexKind::Unknown => IndexCategory::Unknown,
         }
     }
@@ -91,6 +99,7 @@ impl IndexKind {
             IndexKind::Bitmap => "bitmap-v1",
             IndexKind::Bloom => "bloom-v1",
             IndexKind::Fulltext => "fulltext-v1",
+            IndexKind::Vector => "hnsw-tq8-v1",
             IndexKind::Unknown => "unknown",
         }
     }
@@ -118,6 +127,9 @@ impl IndexKind {
             IndexKind::Bloom => Err(ordered::BlobError::Corrupt("a bloom filter has no entries")),
             IndexKind::Fulltext => Err(ordered::BlobError::Corrupt(
                 "a full-text blob holds terms, not entries",
+            )),
+            IndexKind::Vector => Err(ordered::BlobError::Corrupt(
+                "a vector blob holds a graph, not entries",
             )),
             IndexKind::Unknown => Err(ordered::BlobError::Corrupt(
                 "an index kind this version does not know",

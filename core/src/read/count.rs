@@ -300,6 +300,7 @@ impl Lookup<'_> {
                 IndexKind::Ordered
                 | IndexKind::Bloom
                 | IndexKind::Fulltext
+                | IndexKind::Vector
                 | IndexKind::Unknown => {
                     let entries = match self.probe(ix, e, &probe).await {
                         Ok(Some(v)) => v,

@@ -318,6 +318,7 @@ impl Lookup<'_> {
         if !ix.kind.has_positions() {
             let what = match ix.kind {
                 IndexKind::Fulltext => "it answers search, not key lookups",
+                IndexKind::Vector => "it answers nearest, not key lookups",
                 IndexKind::Unknown => "this version of Skerry does not know its kind",
                 _ => "it prunes files for query and count, it names no rows",
             };
@@ -634,7 +635,7 @@ impl Lookup<'_> {
             IndexKind::Ordered => self.probe_blob(ix, blob, probe).await,
             IndexKind::Bitmap => self.probe_bitmap(ix, blob, probe).await,
             // Never planned as a source of rows (`IndexKind::has_positions`).
-            IndexKind::Bloom | IndexKind::Fulltext | IndexKind::Unknown => {
+            IndexKind::Bloom | IndexKind::Fulltext | IndexKind::Vector | IndexKind::Unknown => {
                 Err(RejectReason::Corrupt {
                     message: format!("a {} index names no key's rows", ix.kind),
                 })
@@ -890,7 +891,10 @@ impl Lookup<'_> {
                 match ix.kind {
                     IndexKind::Ordered => self.estimate_blob(&blob, probe).await,
                     IndexKind::Bitmap => self.estimate_bitmap(ix, &blob, probe).await,
-                    IndexKind::Bloom | IndexKind::Fulltext | IndexKind::Unknown => None,
+                    IndexKind::Bloom
+                    | IndexKind::Fulltext
+                    | IndexKind::Vector
+                    | IndexKind::Unknown => None,
                 }
             }))
             .await;

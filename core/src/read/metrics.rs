@@ -120,6 +120,10 @@ impl Metrics {
         self.record_answer("search", s);
     }
 
+    pub fn record_nearest(&self, s: &QueryStats) {
+        self.record_answer("nearest", s);
+    }
+
     fn record_answer(&self, verb: &str, s: &QueryStats) {
         self.read(verb);
         add(&self.files_by_index, s.files_by_index);

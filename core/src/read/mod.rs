@@ -11,6 +11,8 @@
 //! - [`bitmap`]: reading bitmap blobs (directories, selected values, bitmaps, counts);
 //! - [`bloom`]: pruning files with bloom filters (striped runs, per-file filters);
 //! - [`cache`]: the read handle's cache (directories, data-file metadata, index blocks);
+//! - [`search`], [`nearest`] and [`hybrid`]: BM25 search, vector k-NN and their fusion;
+//!   [`ranked`]: what the two share once their winners are known;
 //! - [`count`]: `count({ where })`, from indexes alone when every column has one;
 //! - [`explain`]: the per-file plan of a query, without running it;
 //! - [`metrics`]: a handle's counters, as Prometheus text or one object.
@@ -22,12 +24,15 @@ pub mod bloom;
 pub mod cache;
 pub mod count;
 pub mod explain;
+pub mod hybrid;
 pub mod lookup;
 pub mod metrics;
+pub mod nearest;
 pub mod plan;
 pub mod predicate;
 pub mod prune;
 pub mod range;
+pub mod ranked;
 pub mod search;
 pub mod snapshot;
 

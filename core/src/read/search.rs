@@ -44,6 +44,7 @@ use crate::io::Location;
 use crate::read::lookup::{index_io, reads_at, BlobRef, Lookup, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
+use crate::read::ranked::{abs, assemble, reject_drifted};
 
 /// BM25's term-frequency saturation.
 pub const K1: f64 = 1.2;
@@ -83,6 +84,15 @@ pub struct Search {
     pub pin_versions: bool,
     /// An Iceberg-backed table: search at this published upstream snapshot.
     pub snapshot: Option<i64>,
+    /// A hybrid search: this vector's nearest rows are fused with the BM25 ranking
+    /// ([`crate::read::hybrid`]).
+    pub vector: Option<Vec<f32>>,
+    /// The vector index of a hybrid search (`None`: the one on `vector_column`, or the
+    /// table's only one).
+    pub vector_index: Option<String>,
+    pub vector_column: Option<String>,
+    /// Its candidates per file (see [`crate::read::nearest::Nearest::ef`]).
+    pub ef: Option<usize>,
 }
 
 impl Search {
@@ -108,6 +118,10 @@ impl Default for Search {
             verify_files: false,
             pin_versions: false,
             snapshot: None,
+            vector: None,
+            vector_index: None,
+            vector_column: None,
+            ef: None,
         }
     }
 }
@@ -145,6 +159,9 @@ pub struct SearchResult {
     /// Sequential rounds of overlay reads (directory, term blocks, postings) the slowest
     /// file needed: what a search costs in round trips over HTTP, besides the rows' pages.
     pub rounds: u64,
+    /// A hybrid search: each result's places in the two rankings fused (`scores` are then
+    /// the fused scores).
+    pub hybrid: Option<Hybrid>,
 }
 
 /// BM25 of one term in one document.
@@ -308,8 +325,17 @@ impl Lookup<'_> {
     /// index or column (`E_NOT_FOUND`), no full-text index or several without `index`
     /// (`E_INVALID`), `k` out of range or too many terms (`E_LIMIT`), data files that cannot
     /// be read (`E_IO`, `E_PARQUET`). A missing, rejected or drifted blob never fails a
-    /// search: its file is scanned.
+    /// search: its file is scanned. With `s.vector`, a hybrid search
+    /// ([`crate::read::hybrid`]), which also fails as [`Lookup::nearest`] does.
     pub async fn search(&self, table: &str, s: &Search) -> Result<SearchResult> {
+        if s.vector.is_some() {
+            return self.hybrid(table, s).await;
+        }
+        self.search_text(table, s).await
+    }
+
+    /// The BM25 ranking of [`Lookup::search`].
+    pub(crate) async fn search_text(&self, table: &str, s: &Search) -> Result<SearchResult> {
         let (o0, d0, h0) = (self.overlay.stats(), self.data.stats(), self.cache.hits());
         let t = self.manifest.table(table)?;
         if s.k == 0 || s.k > MAX_SEARCH_K {
@@ -614,26 +640,16 @@ impl Lookup<'_> {
             }
             if let Some(fi) = changed {
                 let f = &t.files[fi];
-                if forced.contains(&fi) {
-                    // Scanned, and changed again before its rows were read.
-                    return Err(Error::Drift {
-                        path: f.path.clone(),
-                        detail: "the file changed while it was searched".into(),
-                    });
-                }
-                stats.rejections.push(Rejection {
-                    data_file: f.path.clone(),
-                    index_id: Some(ix.index_id),
-                    bundle_path: entries
+                reject_drifted(
+                    &mut stats,
+                    f,
+                    forced.contains(&fi),
+                    ix.index_id,
+                    entries
                         .get(&f.file_id)
                         .map(|e| e.lineage.bundle_path.clone()),
-                    reason: RejectReason::Drifted {
-                        detail: "size or record count differs from the manifest".into(),
-                    },
-                });
-                if !stats.drifted.contains(&f.path) {
-                    stats.drifted.push(f.path.clone());
-                }
+                    "size or record count differs from the manifest",
+                )?;
                 forced.insert(fi);
                 continue;
             }
@@ -672,6 +688,7 @@ impl Lookup<'_> {
                 },
                 stats,
                 rounds,
+                hybrid: None,
             });
         }
     }
@@ -1143,63 +1160,26 @@ impl Lookup<'_> {
     }
 }
 
-/// The rows read file by file (`parts`), in answer order (`place[k]`: the answer index of
-/// the k-th row read).
-fn assemble(
-    parts: Vec<arrow_array::RecordBatch>,
-    place: &[usize],
-    fields: &[&crate::values::FieldInfo],
-) -> Result<arrow_array::RecordBatch> {
-    if fields.is_empty() {
-        return Ok(arrow_array::RecordBatch::try_new_with_options(
-            Arc::new(arrow_schema::Schema::empty()),
-            vec![],
-            &arrow_array::RecordBatchOptions::new().with_row_count(Some(place.len())),
-        )?);
-    }
-    let Some(first) = parts.first() else {
-        let schema = arrow_schema::Schema::new(
-            fields
-                .iter()
-                .map(|f| arrow_schema::Field::new(&f.name, arrow_schema::DataType::Null, true))
-                .collect::<Vec<_>>(),
-        );
-        return Ok(arrow_array::RecordBatch::new_empty(Arc::new(schema)));
-    };
-    let schema = first.schema();
-    let all = arrow_select::concat::concat_batches(&schema, &parts)?;
-    let mut inverse = vec![0u32; place.len()];
-    for (k, &i) in place.iter().enumerate() {
-        inverse[i] = k as u32;
-    }
-    let index = arrow_array::UInt32Array::from(inverse);
-    let cols = all
-        .columns()
-        .iter()
-        .map(|c| arrow_select::take::take(c.as_ref(), &index, None))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(arrow_array::RecordBatch::try_new_with_options(
-        schema,
-        cols,
-        &arrow_array::RecordBatchOptions::new().with_row_count(Some(place.len())),
-    )?)
-}
-
-fn overflow() -> RejectReason {
-    RejectReason::Corrupt {
-        message: "offset overflow".into(),
-    }
-}
-
-/// `blob_offset + offset .. + length`, checked.
-fn abs(
-    blob_offset: u64,
-    offset: u64,
-    length: u64,
-) -> std::result::Result<(u64, u64), RejectReason> {
-    let a = blob_offset.checked_add(offset).ok_or_else(overflow)?;
-    let z = a.checked_add(length).ok_or_else(overflow)?;
-    Ok((a, z))
+/// How each result of a hybrid search ranked in the two rankings it was fused from.
+#[derive(Clone, Debug)]
+pub struct Hybrid {
+    /// The row's place in the BM25 ranking (1-based; `None`: not in its first `k`).
+    pub text_ranks: Vec<Option<u32>>,
+    /// Its BM25 score there.
+    pub text_scores: Vec<Option<f64>>,
+    /// The row's place in the nearest-neighbour ranking (1-based; `None`: not in its first
+    /// `k`).
+    pub vector_ranks: Vec<Option<u32>>,
+    /// Its exact distance there.
+    pub distances: Vec<Option<f64>>,
+    /// The vector index's metric.
+    pub metric: &'static str,
+    /// The nearest-neighbour search's own statistics (the result's `stats` are the BM25
+    /// search's, with the I/O counters of the whole call; the two searches run concurrently,
+    /// so these counters may include reads of the other).
+    pub vector_stats: QueryStats,
+    pub vector_rounds: u64,
+    pub evaluated: u64,
 }
 
 struct Scorer<'a> {

@@ -380,8 +380,47 @@ impl Snapshot {
             r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
         }
         self.tell(table, &r.stats.rejections).await;
+        if let Some(h) = &r.hybrid {
+            self.tell(table, &h.vector_stats.rejections).await;
+        }
         if let Some(m) = &self.metrics {
             m.record_search(&r.stats);
+        }
+        Ok(r)
+    }
+
+    /// The rows of `table` nearest to a vector (see [`crate::read::nearest`]).
+    pub async fn nearest(
+        &self,
+        table: &str,
+        n: &crate::read::nearest::Nearest,
+    ) -> Result<crate::read::nearest::NearestResult> {
+        if let Some(pinned) = self.at_upstream(table, n.snapshot).await? {
+            let n = crate::read::nearest::Nearest {
+                snapshot: None,
+                ..n.clone()
+            };
+            return Box::pin(pinned.nearest(table, &n)).await;
+        }
+        let n = crate::read::nearest::Nearest {
+            pin_versions: n.pin_versions || self.pin_versions,
+            ..n.clone()
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        let t0 = std::time::Instant::now();
+        let r = self.lookup_view().nearest(table, &n).await;
+        #[allow(unused_mut)]
+        let mut r = match self.changed(r) {
+            Some(r) => r?,
+            None => self.lookup_view().nearest(table, &n).await?,
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
+        }
+        self.tell(table, &r.stats.rejections).await;
+        if let Some(m) = &self.metrics {
+            m.record_nearest(&r.stats);
         }
         Ok(r)
     }
