@@ -225,16 +225,16 @@ test('vector indexes and nearest: --kind vector, k rows nearest first with a _di
   assert.match(r.out, /^vector index v\.emb_l2/);
   r = skerry('index', 'create', 'v', 'bad', 'id', '--kind', 'vector', ...at);
   assert.equal(r.code, 1);
-  assert.match(r.err, /^error E_INVALID: a vector index covers one fixed_size_list<float32>/);
+  assert.match(r.err, /^error E_INVALID: .*a vector index covers one fixed_size_list<float32>/);
   r = skerry('index', 'create', 'v', 'bad', 'emb', '--metric', 'cosine', ...at);
   assert.equal(r.code, 1);
-  assert.match(r.err, /^error E_INVALID: metric, m and efConstruction apply to vector indexes/);
+  assert.match(r.err, /^error E_INVALID: .*metric, m and efConstruction apply to vector indexes/);
   r = skerry('index', 'create', 'v', 'bad', 'emb', '--kind', 'vector', '--metric', 'manhattan', ...at);
   assert.equal(r.code, 1);
   assert.match(r.err, /^error E_INVALID: .*manhattan/);
   r = skerry('index', 'create', 'v', 'bad', 'emb', '--kind', 'vector', '--m', '1', ...at);
   assert.equal(r.code, 1);
-  assert.match(r.err, /^error E_INVALID: m 1 is outside 2..=64/);
+  assert.match(r.err, /^error E_INVALID: .*m 1 is outside 2\.\.=64/);
   ok(skerry('build', 'v', ...at));
   ok(skerry('publish', ...at));
   assert.match(ok(skerry('index', 'list', 'v', ...at)).out, /emb_l2.*vector/);
@@ -268,7 +268,7 @@ test('vector indexes and nearest: --kind vector, k rows nearest first with a _di
   assert.equal(r.code, 2);
   r = skerry('nearest', 'v', '[1, 2]', ...at);
   assert.equal(r.code, 1);
-  assert.match(r.err, /^error E_INVALID: nearest: the query vector has 2 dimensions, column emb has 8/);
+  assert.match(r.err, /^error E_INVALID: .*nearest: the query vector has 2 dimensions, column emb has 8/);
   r = skerry('nearest', 'v', JSON.stringify(target.emb), '--index', 'nope', ...at);
   assert.equal(r.code, 1);
   assert.match(r.err, /^error E_NOT_FOUND/);

@@ -358,17 +358,19 @@ pub fn search_result(
                 props.push(("rounds".into(), HostValue::count(h.vector_rounds)));
                 props.push(("evaluated".into(), HostValue::count(h.evaluated)));
             }
+            // A row missing from one ranking is `null` there (an array slot, not an absent
+            // property).
             let rank = |r: Vec<Option<u32>>| {
                 HostValue::Array(
                     r.into_iter()
-                        .map(|x| HostValue::opt(x, |x| HostValue::Number(f64::from(x))))
+                        .map(|x| x.map_or(HostValue::Null, |x| HostValue::Number(f64::from(x))))
                         .collect(),
                 )
             };
             let num = |r: Vec<Option<f64>>| {
                 HostValue::Array(
                     r.into_iter()
-                        .map(|x| HostValue::opt(x, HostValue::Number))
+                        .map(|x| x.map_or(HostValue::Null, HostValue::Number))
                         .collect(),
                 )
             };
