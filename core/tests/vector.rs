@@ -457,9 +457,11 @@ async fn recall_at_scale_for_every_metric() {
                 .unwrap();
             assert_eq!(got.stats.files_by_index, 1, "{:?}", got.stats);
             assert_eq!(got.rows.len(), 10);
-            // Positions only: no row is read (the file's footer is cached after the first).
+            // Positions only: no row page is read (a page of these vectors is ~1 MB). At most
+            // the file's footer is read again, when the index blocks evicted it from the
+            // 64 MiB cache (1,000,000 vectors: 79 MB of blocks for one search).
             if !rounds.is_empty() {
-                assert_eq!(got.stats.data_bytes, 0, "{:?}", got.stats);
+                assert!(got.stats.data_bytes <= 64 * 1024, "{:?}", got.stats);
             }
             rounds.push(got.rounds);
             hits += want
