@@ -39,8 +39,8 @@ pub struct OpenOptions {
     /// they exceed this many bytes (default 1 MiB; 0 splits every index), so readers of large
     /// tables parse only what a read uses (`docs/manifest.md`).
     pub manifest_part_bytes: Option<u32>,
-    /// The read cache's budget in bytes (directories, Parquet metadata, index blocks and
-    /// postings; default 64 MiB, 0 caches nothing). A full-text index wants its frequent
+    /// The read cache's budget in bytes (directories, Parquet metadata, index blocks,
+    /// postings and data files' dictionary pages; default 256 MiB, 0 caches nothing). A full-text index wants its frequent
     /// terms' postings to stay: size it to the index (`docs/fulltext-index.md`).
     pub cache_bytes: Option<f64>,
 }

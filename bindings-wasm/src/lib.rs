@@ -371,8 +371,8 @@ export interface ReaderOptions {
   /** Aborts every request in flight and to come: `E_ABORTED`. */
   signal?: AbortSignal;
   /**
-   * The read cache's budget in bytes (directories, Parquet metadata, index blocks, postings;
-   * default 64 MiB, 0 caches nothing).
+   * The read cache's budget in bytes (directories, Parquet metadata, index blocks, postings,
+   * data files' dictionary pages; default 64 MiB, 0 caches nothing).
    */
   cacheBytes?: number;
 }

@@ -9,10 +9,18 @@ use arrow_array::types::*;
 use arrow_array::{Array, ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::RowSelection;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, RowGroups, RowSelection};
 use parquet::arrow::push_decoder::ParquetPushDecoderBuilder;
-use parquet::arrow::{parquet_to_arrow_schema, ProjectionMask, PARQUET_FIELD_ID_META_KEY};
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataPushDecoder};
+use parquet::arrow::{
+    parquet_to_arrow_field_levels, parquet_to_arrow_schema, ProjectionMask,
+    PARQUET_FIELD_ID_META_KEY,
+};
+use parquet::column::page::{Page, PageIterator, PageMetadata, PageReader};
+use parquet::file::metadata::{
+    PageIndexPolicy, ParquetMetaData, ParquetMetaDataPushDecoder, RowGroupMetaData,
+};
+use parquet::file::reader::{ChunkReader, Length};
+use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::DecodeResult;
 
 use crate::error::{Error, Result};
@@ -175,15 +183,54 @@ async fn decode_metadata<R: RangeReader + ?Sized>(
     }
 }
 
+/// A column chunk's dictionary page, decompressed, kept between reads by a read handle
+/// ([`DictionaryPages`]) with the exact bytes it was decoded from (page header and compressed
+/// body): a later read uses it only when the bytes it fetched for that page are the same, so
+/// a file rewritten in place — even one that keeps its size, modification time and ETag —
+/// never answers from another file's dictionary.
+pub struct DictionaryPage {
+    raw: Bytes,
+    page: Page,
+}
+
+impl DictionaryPage {
+    /// Whether this page was decoded from exactly `raw` (its header and compressed body).
+    pub fn is_for(&self, raw: &[u8]) -> bool {
+        self.raw.as_ref() == raw
+    }
+
+    /// Bytes held (raw and decompressed).
+    pub fn heap_bytes(&self) -> u64 {
+        (self.raw.len() + self.page.buffer().len()) as u64
+    }
+}
+
+/// Where [`read_rows`] keeps decompressed dictionary pages between reads (the read handle's
+/// cache implements it), by file location and the page's offset. An implementation may drop
+/// or keep entries as it likes.
+pub trait DictionaryPages: Send + Sync {
+    /// The page at `offset` of `location`, only if it was decoded from exactly the bytes
+    /// `raw` ([`DictionaryPage::is_for`]) — the bytes this read fetched for it.
+    fn dictionary(&self, location: &str, offset: u64, raw: &[u8]) -> Option<Arc<DictionaryPage>>;
+    fn put_dictionary(&self, location: &str, offset: u64, page: Arc<DictionaryPage>);
+    /// Whether a page of `bytes` ([`DictionaryPage::heap_bytes`]) would be kept at all
+    /// (a read makes no copy for a page that would not be).
+    fn would_keep(&self, bytes: u64) -> bool;
+}
+
 /// Fetches the rows at `positions` (any order, duplicates allowed) of the top-level columns
 /// `roots`, returned in the order of `positions`. Only the row groups holding them are read,
 /// and with a page index only the pages holding them (ranges coalesced).
+///
+/// With `dicts`, dictionary pages are still fetched (they are compared byte for byte), but
+/// one decompressed by an earlier read of the same bytes is not decompressed again.
 pub async fn read_rows<R: RangeReader + ?Sized>(
     r: &R,
     loc: &Location,
     md: &Arc<ParquetMetaData>,
     positions: &[u64],
     roots: &[usize],
+    dicts: Option<&dyn DictionaryPages>,
 ) -> Result<RecordBatch> {
     let mut wanted: Vec<u64> = positions.to_vec();
     wanted.sort_unstable();
@@ -201,38 +248,47 @@ pub async fn read_rows<R: RangeReader + ?Sized>(
             )));
         }
     }
-    // Row groups holding the positions, and the positions rebased onto their concatenation.
-    let mut groups = Vec::new();
-    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
-    let (mut start, mut selected_rows, mut i) = (0u64, 0usize, 0usize);
+    // Row groups holding the positions, with the positions as ranges within each.
+    let mut groups: Vec<(usize, Vec<std::ops::Range<usize>>)> = Vec::new();
+    let (mut start, mut i) = (0u64, 0usize);
     for (g, rg) in md.row_groups().iter().enumerate() {
         let n = rg.num_rows().max(0) as u64;
-        let first = i;
+        let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
         while i < wanted.len() && wanted[i] < start + n {
-            let at = selected_rows + (wanted[i] - start) as usize;
+            let at = (wanted[i] - start) as usize;
             match ranges.last_mut() {
                 Some(last) if last.end == at => last.end += 1,
                 _ => ranges.push(at..at + 1),
             }
             i += 1;
         }
-        if i > first {
-            groups.push(g);
-            selected_rows += n as usize;
+        if !ranges.is_empty() {
+            groups.push((g, ranges));
         }
         start += n;
     }
-    let schema = Arc::new(arrow_schema(md)?.project(roots)?);
+    let file_schema = arrow_schema(md)?;
+    let schema = Arc::new(file_schema.project(roots)?);
     let mut sorted_roots = roots.to_vec();
     sorted_roots.sort_unstable();
     if groups.is_empty() {
         return Ok(RecordBatch::new_empty(schema));
     }
+    // The positions rebased onto the concatenation of the selected row groups.
+    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut selected_rows = 0usize;
+    for (g, rs) in &groups {
+        ranges.extend(
+            rs.iter()
+                .map(|r| r.start + selected_rows..r.end + selected_rows),
+        );
+        selected_rows += md.row_group(*g).num_rows().max(0) as usize;
+    }
     let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), selected_rows);
     let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), roots.iter().copied());
     let mut dec = ParquetPushDecoderBuilder::try_new_decoder(md.clone())?
-        .with_projection(mask)
-        .with_row_groups(groups)
+        .with_projection(mask.clone())
+        .with_row_groups(groups.iter().map(|g| g.0).collect())
         .with_row_selection(selection)
         .with_batch_size(BATCH_ROWS)
         .build()?;
@@ -250,29 +306,46 @@ pub async fn read_rows<R: RangeReader + ?Sized>(
         vec![]
     };
     let mut batches = Vec::new();
-    loop {
-        match dec.try_decode()? {
-            DecodeResult::NeedsData(ranges) => {
-                let have: Vec<Option<Bytes>> = ranges
-                    .iter()
-                    .map(|want| {
-                        prefetched
-                            .iter()
-                            .find(|(have, _)| have.start <= want.start && want.end <= have.end)
-                            .map(|(have, b)| {
-                                b.slice(
-                                    (want.start - have.start) as usize
-                                        ..(want.end - have.start) as usize,
-                                )
-                            })
-                    })
-                    .collect();
-                let bytes = crate::io::read_missing(r, loc, &ranges, have, gap, |_, _| {}).await?;
-                dec.push_ranges(ranges, bytes)?;
-            }
-            DecodeResult::Data(b) => batches.push(b),
-            DecodeResult::Finished => break,
+    // Every page is in hand and the file has a page index: decode from the fetched bytes with
+    // the handle's dictionaries. Anything this path cannot do (a page the plan did not name)
+    // is left to the decoder below, which fetches what it lacks.
+    let fast = match dicts {
+        Some(d)
+            if !prefetched.is_empty()
+                && md.page_index().is_some_and(|p| p.has_offset_indexes()) =>
+        {
+            decode_with_dictionaries(md, &file_schema, &loc.path, &groups, &mask, &prefetched, d)
+                .ok()
         }
+        _ => None,
+    };
+    match fast {
+        Some(b) => batches = b,
+        None => loop {
+            match dec.try_decode()? {
+                DecodeResult::NeedsData(ranges) => {
+                    let have: Vec<Option<Bytes>> = ranges
+                        .iter()
+                        .map(|want| {
+                            prefetched
+                                .iter()
+                                .find(|(have, _)| have.start <= want.start && want.end <= have.end)
+                                .map(|(have, b)| {
+                                    b.slice(
+                                        (want.start - have.start) as usize
+                                            ..(want.end - have.start) as usize,
+                                    )
+                                })
+                        })
+                        .collect();
+                    let bytes =
+                        crate::io::read_missing(r, loc, &ranges, have, gap, |_, _| {}).await?;
+                    dec.push_ranges(ranges, bytes)?;
+                }
+                DecodeResult::Data(b) => batches.push(b),
+                DecodeResult::Finished => break,
+            }
+        },
     }
     let found = arrow_select::concat::concat_batches(
         &batches
@@ -299,6 +372,255 @@ pub async fn read_rows<R: RangeReader + ?Sized>(
         .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok(RecordBatch::try_new(schema, columns)?)
 }
+
+/// The selected rows of each row group in `groups`, decoded by parquet's array readers from
+/// the bytes already fetched, with dictionary pages from (and into) `dicts`.
+fn decode_with_dictionaries(
+    md: &ParquetMetaData,
+    hint: &Schema,
+    location: &str,
+    groups: &[(usize, Vec<std::ops::Range<usize>>)],
+    mask: &ProjectionMask,
+    fetched: &[(std::ops::Range<u64>, Bytes)],
+    dicts: &dyn DictionaryPages,
+) -> Result<Vec<RecordBatch>> {
+    let levels = parquet_to_arrow_field_levels(
+        md.file_metadata().schema_descr(),
+        mask.clone(),
+        Some(hint.fields()),
+    )?;
+    let bytes = Fetched(Arc::new(fetched.to_vec()));
+    let mut out = Vec::new();
+    for (g, ranges) in groups {
+        let rows = md.row_group(*g).num_rows().max(0) as usize;
+        let pages = RowGroupPages {
+            md,
+            group: *g,
+            rows,
+            bytes: bytes.clone(),
+            dicts,
+            location,
+        };
+        let selection = RowSelection::from_consecutive_ranges(ranges.iter().cloned(), rows);
+        let reader = ParquetRecordBatchReader::try_new_with_row_groups(
+            &levels,
+            &pages,
+            BATCH_ROWS,
+            Some(selection),
+        )?;
+        for b in reader {
+            out.push(b?);
+        }
+    }
+    Ok(out)
+}
+
+/// Byte ranges of one file fetched for a read, as parquet's page readers ask for them.
+#[derive(Clone)]
+struct Fetched(Arc<Vec<(std::ops::Range<u64>, Bytes)>>);
+
+impl Fetched {
+    fn get(&self, start: u64, len: Option<usize>) -> parquet::errors::Result<Bytes> {
+        let i = self.0.partition_point(|(r, _)| r.start <= start);
+        let missing = || {
+            parquet::errors::ParquetError::General(format!(
+                "bytes at {start} were not fetched for this read"
+            ))
+        };
+        let (r, b) = i.checked_sub(1).map(|i| &self.0[i]).ok_or_else(missing)?;
+        let from = (start - r.start) as usize;
+        let to = match len {
+            Some(n) => from.checked_add(n).ok_or_else(missing)?,
+            None => b.len(),
+        };
+        if from > b.len() || to > b.len() {
+            return Err(missing());
+        }
+        Ok(b.slice(from..to))
+    }
+}
+
+impl Length for Fetched {
+    fn len(&self) -> u64 {
+        self.0.last().map_or(0, |(r, _)| r.end)
+    }
+}
+
+impl ChunkReader for Fetched {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        use bytes::Buf;
+        Ok(self.get(start, None)?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.get(start, Some(length))
+    }
+}
+
+/// One row group of a file, its pages served from [`Fetched`] bytes.
+struct RowGroupPages<'a> {
+    md: &'a ParquetMetaData,
+    group: usize,
+    rows: usize,
+    bytes: Fetched,
+    dicts: &'a dyn DictionaryPages,
+    location: &'a str,
+}
+
+impl RowGroups for RowGroupPages<'_> {
+    fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    fn column_chunks(&self, i: usize) -> parquet::errors::Result<Box<dyn PageIterator>> {
+        let meta = self.md.row_group(self.group).column(i);
+        let locations = self
+            .md
+            .page_index()
+            .and_then(|p| p.offset_index(self.group, i))
+            .map(|o| o.page_locations().clone())
+            .ok_or_else(|| parquet::errors::ParquetError::General("no offset index".to_string()))?;
+        let first = locations.first().map(|l| l.offset.max(0) as u64);
+        let inner = SerializedPageReader::new(
+            Arc::new(self.bytes.clone()),
+            meta,
+            self.rows,
+            Some(locations),
+        )?;
+        let mut reader = DictionaryFirst {
+            inner,
+            dict: None,
+            pending: false,
+            deferred: false,
+        };
+        // With an offset index, a dictionary page is what lies between the chunk's start and
+        // its first data page (as parquet's page reader infers it).
+        if reader.inner.supports_deferred_dictionary() {
+            let start = meta.byte_range().0;
+            let end = first.unwrap_or(start);
+            let raw = self.bytes.get(start, Some((end - start) as usize))?;
+            let page = match self.dicts.dictionary(self.location, start, &raw) {
+                Some(c) => {
+                    reader.inner.skip_next_page()?;
+                    c.page.clone()
+                }
+                _ => {
+                    let page = reader.inner.get_next_page()?.ok_or_else(|| {
+                        parquet::errors::ParquetError::General("no dictionary page".to_string())
+                    })?;
+                    if !page.is_dictionary_page() {
+                        return Err(parquet::errors::ParquetError::General(
+                            "expected a dictionary page".to_string(),
+                        ));
+                    }
+                    if self
+                        .dicts
+                        .would_keep((raw.len() + page.buffer().len()) as u64)
+                    {
+                        self.dicts.put_dictionary(
+                            self.location,
+                            start,
+                            // A copy: a slice would keep the whole fetched range alive.
+                            Arc::new(DictionaryPage {
+                                raw: Bytes::copy_from_slice(&raw),
+                                page: page.clone(),
+                            }),
+                        );
+                    }
+                    page
+                }
+            };
+            reader.dict = Some(page);
+            reader.pending = true;
+        }
+        Ok(Box::new(OneChunk(Some(Box::new(reader)))))
+    }
+
+    fn row_groups(&self) -> Box<dyn Iterator<Item = &RowGroupMetaData> + '_> {
+        Box::new(std::iter::once(self.md.row_group(self.group)))
+    }
+
+    fn metadata(&self) -> &ParquetMetaData {
+        self.md
+    }
+}
+
+/// A column chunk's pages: its dictionary page (already decompressed) first, then the data
+/// pages of the inner reader, whose own dictionary page has been consumed.
+struct DictionaryFirst {
+    inner: SerializedPageReader<Fetched>,
+    dict: Option<Page>,
+    /// The dictionary is the next page.
+    pending: bool,
+    /// The dictionary was skipped and may be asked for later.
+    deferred: bool,
+}
+
+impl PageReader for DictionaryFirst {
+    fn get_next_page(&mut self) -> parquet::errors::Result<Option<Page>> {
+        if self.pending {
+            self.pending = false;
+            return Ok(self.dict.clone());
+        }
+        self.inner.get_next_page()
+    }
+
+    fn peek_next_page(&mut self) -> parquet::errors::Result<Option<PageMetadata>> {
+        if self.pending {
+            return Ok(Some(PageMetadata {
+                num_rows: None,
+                num_levels: None,
+                is_dict: true,
+            }));
+        }
+        self.inner.peek_next_page()
+    }
+
+    fn skip_next_page(&mut self) -> parquet::errors::Result<()> {
+        if self.pending {
+            self.pending = false;
+            self.deferred = true;
+            return Ok(());
+        }
+        self.inner.skip_next_page()
+    }
+
+    fn supports_deferred_dictionary(&self) -> bool {
+        self.dict.is_some()
+    }
+
+    fn take_deferred_dictionary(&mut self) -> parquet::errors::Result<Option<Page>> {
+        if std::mem::take(&mut self.deferred) {
+            return Ok(self.dict.clone());
+        }
+        Ok(None)
+    }
+
+    fn at_record_boundary(&mut self) -> parquet::errors::Result<bool> {
+        self.inner.at_record_boundary()
+    }
+}
+
+impl Iterator for DictionaryFirst {
+    type Item = parquet::errors::Result<Page>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.get_next_page().transpose()
+    }
+}
+
+/// The one column chunk of a [`RowGroupPages`].
+struct OneChunk(Option<Box<dyn PageReader>>);
+
+impl Iterator for OneChunk {
+    type Item = parquet::errors::Result<Box<dyn PageReader>>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.take().map(Ok)
+    }
+}
+
+impl PageIterator for OneChunk {}
 
 /// The arrow schema of a file.
 pub fn arrow_schema(md: &ParquetMetaData) -> Result<Schema> {
@@ -570,6 +892,7 @@ pub async fn read_rows_as<R: RangeReader + ?Sized>(
     md: &Arc<ParquetMetaData>,
     positions: &[u64],
     fields: &[&FieldInfo],
+    dicts: Option<&dyn DictionaryPages>,
 ) -> Result<RecordBatch> {
     let file_fields = self::fields(&arrow_schema(md)?);
     let roots: Vec<Option<usize>> = fields
@@ -582,7 +905,7 @@ pub async fn read_rows_as<R: RangeReader + ?Sized>(
     let batch = if present.is_empty() {
         None
     } else {
-        Some(read_rows(r, loc, md, positions, &present).await?)
+        Some(read_rows(r, loc, md, positions, &present, dicts).await?)
     };
     let n = positions.len();
     if fields.is_empty() {

@@ -67,7 +67,7 @@ fn a_point_fetch_reads_only_its_pages() {
         })
         .sum();
     let before = m.stats();
-    let rows = block_on(read_rows(&m, &loc, &md, &[612_345], &[0, 1])).unwrap();
+    let rows = block_on(read_rows(&m, &loc, &md, &[612_345], &[0, 1], None)).unwrap();
     let spent = m.stats().since(&before);
     assert_eq!(rows.num_rows(), 1);
     assert_eq!(rows.column(0).as_primitive::<Int64Type>().value(0), 612_345);
@@ -89,21 +89,21 @@ fn a_point_fetch_reads_only_its_pages() {
 
     // Several positions in several row groups, any order, duplicates kept, columns reordered.
     let want = [999_999u64, 3, 612_345, 3, 250_000];
-    let rows = block_on(read_rows(&m, &loc, &md, &want, &[1, 0])).unwrap();
+    let rows = block_on(read_rows(&m, &loc, &md, &want, &[1, 0], None)).unwrap();
     let ids: Vec<i64> = rows.column(1).as_primitive::<Int64Type>().values().to_vec();
     assert_eq!(ids, want.iter().map(|&p| p as i64).collect::<Vec<_>>());
     assert_eq!(rows.schema().field(0).name(), "name");
     // Nothing requested: nothing read; a position past the end is a typed error.
     let before = m.stats();
     assert_eq!(
-        block_on(read_rows(&m, &loc, &md, &[], &[0]))
+        block_on(read_rows(&m, &loc, &md, &[], &[0], None))
             .unwrap()
             .num_rows(),
         0
     );
     assert_eq!(m.stats().since(&before).requests, 0);
     assert_eq!(
-        block_on(read_rows(&m, &loc, &md, &[ROWS as u64], &[0]))
+        block_on(read_rows(&m, &loc, &md, &[ROWS as u64], &[0], None))
             .unwrap_err()
             .code(),
         "E_INVALID"
@@ -116,9 +116,216 @@ fn without_a_page_index_rows_are_still_right() {
     m.put("f.parquet", file(false));
     let loc = Location::new("f.parquet");
     let (md, _) = block_on(read_metadata_with_page_index(&m, &loc, None)).unwrap();
-    let rows = block_on(read_rows(&m, &loc, &md, &[7, 500_001], &[0])).unwrap();
+    let rows = block_on(read_rows(&m, &loc, &md, &[7, 500_001], &[0], None)).unwrap();
     assert_eq!(
         rows.column(0).as_primitive::<Int64Type>().values().to_vec(),
         vec![7, 500_001]
     );
+}
+
+/// A file of many types, dictionary-encoded where the writer chooses, with NULLs, several
+/// row groups and small pages: the shapes the dictionary path must decode like the decoder.
+fn varied(compression: Compression) -> Vec<u8> {
+    use arrow_array::types::Int32Type;
+    use arrow_array::{ArrayRef, Float64Array, Int32Array, ListArray, TimestampMicrosecondArray};
+    let n = 20_000usize;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("small", DataType::Int32, true),
+        Field::new("amount", DataType::Float64, true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new(
+            "tags",
+            DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
+            true,
+        ),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from((0..n as i64).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(
+            (0..n)
+                .map(|i| (i % 13 != 0).then(|| format!("name-{:06}", (i * 7919) % n)))
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(Int32Array::from(
+            (0..n)
+                .map(|i| (i % 7 != 0).then_some((i % 50) as i32))
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(Float64Array::from(
+            (0..n)
+                .map(|i| (i % 11 != 0).then_some(i as f64 * 0.25))
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(
+            TimestampMicrosecondArray::from(
+                (0..n)
+                    .map(|i| (i % 5 != 0).then_some(1_700_000_000_000_000 + i as i64))
+                    .collect::<Vec<_>>(),
+            )
+            .with_timezone("UTC"),
+        ),
+        Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(
+            (0..n).map(|i| {
+                (i % 9 != 0).then(|| {
+                    (0..(i % 4))
+                        .map(|j| Some((i + j) as i32 % 17))
+                        .collect::<Vec<_>>()
+                })
+            }),
+        )),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(compression)
+        .set_max_row_group_row_count(Some(6_000))
+        .set_data_page_row_count_limit(700)
+        .set_write_batch_size(700)
+        .build();
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    out
+}
+
+/// Rows read with the handle's dictionary pages equal rows decoded from the file alone, for
+/// every column shape and codec, cold and warm; the warm reads decompress no dictionary.
+#[test]
+fn cached_dictionaries_answer_like_the_file() {
+    use skerry_core::read::cache::ReadCache;
+    for codec in [
+        Compression::SNAPPY,
+        Compression::UNCOMPRESSED,
+        Compression::ZSTD(ZstdLevel::default()),
+    ] {
+        let m = MemoryReader::new();
+        m.put("v.parquet", varied(codec));
+        let loc = Location::new("v.parquet");
+        let (md, _) = block_on(read_metadata_with_page_index(&m, &loc, None)).unwrap();
+        let cache = ReadCache::with_budget(256 << 20);
+        let mut seed = 7u64;
+        let mut next = |k: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % k
+        };
+        let column_sets: [&[usize]; 5] = [&[0], &[1], &[0, 1, 2, 3, 4, 5], &[5, 4], &[3, 1]];
+        for round in 0..40 {
+            let count = 1 + next(if round % 4 == 0 { 200 } else { 4 }) as usize;
+            let positions: Vec<u64> = (0..count).map(|_| next(20_000)).collect();
+            let roots = column_sets[round % column_sets.len()];
+            let plain = block_on(read_rows(&m, &loc, &md, &positions, roots, None)).unwrap();
+            for pass in 0..2 {
+                let cached =
+                    block_on(read_rows(&m, &loc, &md, &positions, roots, Some(&cache))).unwrap();
+                assert_eq!(
+                    plain, cached,
+                    "{codec:?} round {round} pass {pass}: {positions:?} {roots:?}"
+                );
+            }
+        }
+        let s = cache.stats();
+        assert!(
+            s.dictionary.hits > 0 && s.dictionary.entries > 0,
+            "{codec:?}: {s:?}"
+        );
+    }
+}
+
+/// A dictionary page changed in place — same size, so the same ETag on many stores — is
+/// never answered from the cached copy: the bytes fetched are compared before use.
+#[test]
+fn a_dictionary_rewritten_in_place_is_not_served_from_the_cache() {
+    use skerry_core::read::cache::ReadCache;
+    let bytes = varied(Compression::UNCOMPRESSED);
+    let m = MemoryReader::new();
+    m.put("v.parquet", bytes.clone());
+    let loc = Location::new("v.parquet");
+    let (md, _) = block_on(read_metadata_with_page_index(&m, &loc, None)).unwrap();
+    let cache = ReadCache::with_budget(256 << 20);
+    let names = |b: &RecordBatch| -> Vec<Option<String>> {
+        b.column(0)
+            .as_string::<i32>()
+            .iter()
+            .map(|s| s.map(str::to_string))
+            .collect()
+    };
+    let positions = [1u64, 2];
+    let before = block_on(read_rows(&m, &loc, &md, &positions, &[1], Some(&cache))).unwrap();
+    let (a, b) = (
+        names(&before)[0].clone().unwrap(),
+        names(&before)[1].clone().unwrap(),
+    );
+    assert_eq!(a.len(), b.len());
+    // Swap the two values inside the (uncompressed) dictionary page; data pages unchanged.
+    let mut changed = bytes.clone();
+    let find =
+        |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle).unwrap();
+    let (i, j) = (find(&changed, a.as_bytes()), find(&changed, b.as_bytes()));
+    for k in 0..a.len() {
+        changed.swap(i + k, j + k);
+    }
+    assert_eq!(changed.len(), bytes.len());
+    m.put("v.parquet", changed);
+    let hits = cache.stats().dictionary.hits;
+    let after = block_on(read_rows(&m, &loc, &md, &positions, &[1], Some(&cache))).unwrap();
+    assert_eq!(
+        names(&after),
+        vec![Some(b.clone()), Some(a.clone())],
+        "the file's new values"
+    );
+    assert_eq!(
+        after,
+        block_on(read_rows(&m, &loc, &md, &positions, &[1], None)).unwrap()
+    );
+    assert_eq!(
+        cache.stats().dictionary.hits,
+        hits,
+        "the stale page was not used"
+    );
+    // The page now cached is the new one.
+    let again = block_on(read_rows(&m, &loc, &md, &positions, &[1], Some(&cache))).unwrap();
+    assert_eq!(names(&again), vec![Some(b), Some(a)]);
+    assert_eq!(cache.stats().dictionary.hits, hits + 1);
+}
+
+/// Dictionary pages hold at most half the budget: they never evict the metadata and
+/// directories every read needs.
+#[test]
+fn dictionaries_take_at_most_half_the_cache() {
+    use skerry_core::read::cache::ReadCache;
+    let m = MemoryReader::new();
+    m.put("v.parquet", varied(Compression::UNCOMPRESSED));
+    let loc = Location::new("v.parquet");
+    let (md, _) = block_on(read_metadata_with_page_index(&m, &loc, None)).unwrap();
+    let big = ReadCache::with_budget(256 << 20);
+    let every: Vec<u64> = (0..20_000).step_by(1_000).collect();
+    block_on(read_rows(&m, &loc, &md, &every, &[1, 2, 3, 4], Some(&big))).unwrap();
+    let all = big.stats().dictionary.bytes;
+    assert!(all > 0);
+    let budget = all; // room for half of them
+    let small = ReadCache::with_budget(budget);
+    small.put_block("b", 0, 10, bytes::Bytes::from(vec![0u8; 10]));
+    block_on(read_rows(
+        &m,
+        &loc,
+        &md,
+        &every,
+        &[1, 2, 3, 4],
+        Some(&small),
+    ))
+    .unwrap();
+    let s = small.stats();
+    assert!(
+        s.dictionary.bytes <= budget / 2 && s.dictionary.entries > 0,
+        "{s:?}"
+    );
+    assert_eq!(s.block.entries, 1, "the block stays: {s:?}");
 }

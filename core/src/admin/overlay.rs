@@ -318,7 +318,9 @@ impl Overlay {
             reader,
             data: Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout)),
             catalog,
-            cache: Arc::new(ReadCache::default()),
+            cache: Arc::new(ReadCache::with_budget(
+                crate::read::cache::DEFAULT_NATIVE_CACHE_BYTES,
+            )),
             metrics: Arc::new(crate::read::metrics::Metrics::default()),
             model: std::sync::Mutex::new(None),
             scan_only: std::sync::atomic::AtomicBool::new(false),
@@ -1076,7 +1078,7 @@ impl Overlay {
     /// Index lists larger than `bytes` are published as parts beside the manifest (default
     /// [`crate::formats::manifest::PART_MIN_BYTES`]; 0 splits every index with lists).
     /// Sets the read cache's budget in bytes (default
-    /// [`crate::read::cache::DEFAULT_CACHE_BYTES`]; 0 caches nothing), evicting down to it.
+    /// [`crate::read::cache::DEFAULT_NATIVE_CACHE_BYTES`]; 0 caches nothing), evicting down to it.
     pub fn set_cache_bytes(&self, bytes: u64) {
         self.cache.set_budget(bytes);
     }

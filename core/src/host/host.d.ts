@@ -72,7 +72,7 @@ export interface Metrics {
   reads: Record<'lookup' | 'lookupMany' | 'range' | 'nulls' | 'fetchRows' | 'query' | 'count' | 'search', number>;
   requests: { index: number; data: number };
   bytes: { index: number; data: number };
-  cache: { budget: number; directory: CacheTier; metadata: CacheTier; block: CacheTier };
+  cache: { budget: number; directory: CacheTier; metadata: CacheTier; block: CacheTier; dictionary: CacheTier };
   files: { index: number; scanned: number; pruned: number; rejected: number; drifted: number };
   /** Rejected indexes by reason code. */
   rejections: Record<string, number>;

@@ -267,6 +267,7 @@ pub fn metrics(r: &crate::read::metrics::MetricsReport) -> HostValue {
                 ("directory", tier(r.cache.tier(Tier::Directory))),
                 ("metadata", tier(r.cache.tier(Tier::Metadata))),
                 ("block", tier(r.cache.tier(Tier::Block))),
+                ("dictionary", tier(r.cache.tier(Tier::Dictionary))),
             ]),
         ),
         (

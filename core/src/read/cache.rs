@@ -11,6 +11,9 @@
 //!   manifest (a rebuilt blob has another hash, so another key);
 //! - an index block by bundle path and byte range; bundles are never rewritten in place, and
 //!   every block is verified against its hash in the (verified) directory on every use;
+//! - a data file's decompressed dictionary page by location and offset, served only for the
+//!   exact bytes (header and compressed body) it was decoded from, which every read fetches
+//!   and compares; dictionary pages hold at most half the budget;
 //! - a data file's metadata by location, the size, record count and ETag the manifest
 //!   recorded, and it is cached only when the store reported a version (ETag) for it. Reads
 //!   answered from cached metadata are pinned to that version, so a file rewritten since
@@ -26,12 +29,18 @@ use bytes::Bytes;
 use parquet::file::metadata::ParquetMetaData;
 use serde::Serialize;
 
+use crate::datafile::{DictionaryPage, DictionaryPages};
 use crate::index::bitmap::BitmapDirectory;
 use crate::index::ordered::OrderedDirectory;
 use crate::io::ObjectMeta;
 
-/// The default byte budget of a read handle's cache.
+/// The default byte budget of the wasm reader's cache (browsers and Workers have little
+/// memory).
 pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+/// The default byte budget of a native read handle's cache (the addon's `Overlay` and
+/// read-only reader): room for the dictionary pages of the row groups a service reads, which
+/// make a point read ~30% faster when they stay (decision 46).
+pub const DEFAULT_NATIVE_CACHE_BYTES: u64 = 256 << 20;
 
 /// What a cache entry is, for the per-tier counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,9 +48,15 @@ pub enum Tier {
     Directory,
     Metadata,
     Block,
+    Dictionary,
 }
 
-const TIERS: [Tier; 3] = [Tier::Directory, Tier::Metadata, Tier::Block];
+const TIERS: [Tier; 4] = [
+    Tier::Directory,
+    Tier::Metadata,
+    Tier::Block,
+    Tier::Dictionary,
+];
 
 impl Tier {
     pub fn name(self) -> &'static str {
@@ -49,6 +64,7 @@ impl Tier {
             Tier::Directory => "directory",
             Tier::Metadata => "metadata",
             Tier::Block => "block",
+            Tier::Dictionary => "dictionary",
         }
     }
     fn slot(self) -> usize {
@@ -74,6 +90,10 @@ enum Key {
         start: u64,
         end: u64,
     },
+    Dictionary {
+        location: Arc<str>,
+        offset: u64,
+    },
 }
 
 impl Key {
@@ -82,6 +102,7 @@ impl Key {
             Key::Directory { .. } => Tier::Directory,
             Key::Metadata { .. } => Tier::Metadata,
             Key::Block { .. } => Tier::Block,
+            Key::Dictionary { .. } => Tier::Dictionary,
         }
     }
 }
@@ -97,6 +118,7 @@ enum Entry {
     Postings(Arc<crate::index::fulltext::Postings>),
     VectorDirectory(Arc<crate::index::vector::VectorDirectory>),
     VectorBlock(Arc<crate::index::vector::Level0Block>),
+    Dictionary(Arc<DictionaryPage>),
 }
 
 #[derive(Default)]
@@ -132,6 +154,29 @@ impl Lru {
             return; // one entry never takes more than a quarter of the budget
         }
         self.remove(&k);
+        // Dictionary pages are the largest entries and the least reused (one per row group
+        // and column read): they may hold at most half the budget, so they never push out
+        // the metadata and directories every read needs.
+        if k.tier() == Tier::Dictionary {
+            let mut held: u64 = self
+                .entries
+                .iter()
+                .filter(|(k, _)| k.tier() == Tier::Dictionary)
+                .map(|(_, (_, b, _))| *b)
+                .sum();
+            while held + bytes > budget / 2 {
+                let Some(old) = self
+                    .by_use
+                    .values()
+                    .find(|k| k.tier() == Tier::Dictionary)
+                    .cloned()
+                else {
+                    break;
+                };
+                held -= self.entries.get(&old).map_or(0, |e| e.1);
+                self.remove(&old);
+            }
+        }
         self.tick += 1;
         self.by_use.insert(self.tick, k.clone());
         self.entries.insert(k, (e, bytes, self.tick));
@@ -166,6 +211,7 @@ pub struct CacheStats {
     pub directory: TierStats,
     pub metadata: TierStats,
     pub block: TierStats,
+    pub dictionary: TierStats,
 }
 
 impl CacheStats {
@@ -174,11 +220,12 @@ impl CacheStats {
             Tier::Directory => &self.directory,
             Tier::Metadata => &self.metadata,
             Tier::Block => &self.block,
+            Tier::Dictionary => &self.dictionary,
         }
     }
     /// Hits over every tier.
     pub fn hits(&self) -> u64 {
-        self.directory.hits + self.metadata.hits + self.block.hits
+        self.directory.hits + self.metadata.hits + self.block.hits + self.dictionary.hits
     }
 }
 
@@ -187,8 +234,8 @@ impl CacheStats {
 pub struct ReadCache {
     budget: AtomicU64,
     lru: Mutex<Lru>,
-    hits: [AtomicU64; 3],
-    misses: [AtomicU64; 3],
+    hits: [AtomicU64; 4],
+    misses: [AtomicU64; 4],
 }
 
 impl Default for ReadCache {
@@ -239,7 +286,7 @@ impl ReadCache {
     /// Counters and occupancy per tier.
     pub fn stats(&self) -> CacheStats {
         let lru = self.lock();
-        let mut held = [(0u64, 0u64); 3];
+        let mut held = [(0u64, 0u64); 4];
         for (k, (_, b, _)) in &lru.entries {
             let h = &mut held[k.tier().slot()];
             h.0 += 1;
@@ -261,6 +308,7 @@ impl ReadCache {
                 Tier::Directory => s.directory = v,
                 Tier::Metadata => s.metadata = v,
                 Tier::Block => s.block = v,
+                Tier::Dictionary => s.dictionary = v,
             }
         }
         s
@@ -566,6 +614,40 @@ impl ReadCache {
             Entry::Block(bytes),
             n,
         );
+    }
+}
+
+/// Decompressed dictionary pages of data files, each served only for the very bytes it was
+/// decoded from (the bytes the read fetched), so no key can serve a page of another file.
+impl DictionaryPages for ReadCache {
+    fn dictionary(&self, location: &str, offset: u64, raw: &[u8]) -> Option<Arc<DictionaryPage>> {
+        // A page decoded from other bytes (the file changed in place) counts as a miss.
+        let found = match self.lock().touch(&dict_key(location, offset)) {
+            Some(Entry::Dictionary(d)) if d.is_for(raw) => Some(d),
+            _ => None,
+        };
+        let slot = Tier::Dictionary.slot();
+        match found {
+            Some(_) => self.hits[slot].fetch_add(1, Ordering::Relaxed),
+            None => self.misses[slot].fetch_add(1, Ordering::Relaxed),
+        };
+        found
+    }
+
+    fn put_dictionary(&self, location: &str, offset: u64, page: Arc<DictionaryPage>) {
+        let bytes = page.heap_bytes();
+        self.put(dict_key(location, offset), Entry::Dictionary(page), bytes);
+    }
+
+    fn would_keep(&self, bytes: u64) -> bool {
+        bytes <= self.budget() / 4
+    }
+}
+
+fn dict_key(location: &str, offset: u64) -> Key {
+    Key::Dictionary {
+        location: Arc::from(location),
+        offset,
     }
 }
 

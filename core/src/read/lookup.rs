@@ -240,7 +240,10 @@ impl Lookup<'_> {
             }
             let wanted = &by_file[file];
             let positions: Vec<u64> = wanted.iter().map(|(_, p)| *p).collect();
-            parts.push(datafile::read_rows_as(self.data, &loc, &md, &positions, &fields).await?);
+            parts.push(
+                datafile::read_rows_as(self.data, &loc, &md, &positions, &fields, Some(self.cache))
+                    .await?,
+            );
             place.extend(wanted.iter().map(|(i, _)| *i));
         }
         let schema = match parts.first() {

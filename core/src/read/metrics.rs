@@ -229,7 +229,12 @@ impl MetricsReport {
                 (label("target", "data"), self.data_io.bytes),
             ],
         );
-        let tiers = [Tier::Directory, Tier::Metadata, Tier::Block];
+        let tiers = [
+            Tier::Directory,
+            Tier::Metadata,
+            Tier::Block,
+            Tier::Dictionary,
+        ];
         let tier = |f: &dyn Fn(Tier) -> u64| {
             tiers
                 .iter()

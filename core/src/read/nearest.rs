@@ -513,7 +513,15 @@ impl Lookup<'_> {
                 let got = futures::future::join_all(reads.iter().map(
                     |(_, loc, md, wanted)| async move {
                         let positions: Vec<u64> = wanted.iter().map(|w| w.1).collect();
-                        crate::datafile::read_rows_as(self.data, loc, md, &positions, rf).await
+                        crate::datafile::read_rows_as(
+                            self.data,
+                            loc,
+                            md,
+                            &positions,
+                            rf,
+                            Some(self.cache),
+                        )
+                        .await
                     },
                 ))
                 .await;

@@ -1104,7 +1104,10 @@ impl Lookup<'_> {
         let batch = if present.is_empty() {
             None
         } else {
-            Some(datafile::read_rows(self.data, loc, md, &positions, &present).await?)
+            Some(
+                datafile::read_rows(self.data, loc, md, &positions, &present, Some(self.cache))
+                    .await?,
+            )
         };
         let keyed: Vec<bool> = (0..pred.columns.len())
             .map(|c| plan.key_columns.contains(&Some(c)))
@@ -1178,7 +1181,7 @@ impl Lookup<'_> {
                 (md, reads_at(loc, &meta, q.pin_versions || cached))
             }
         };
-        datafile::read_rows_as(self.data, &loc, &md, &positions, fields).await
+        datafile::read_rows_as(self.data, &loc, &md, &positions, fields, Some(self.cache)).await
     }
 }
 

@@ -44,7 +44,9 @@ impl OverlayReader {
             reader,
             data,
             manifest: RwLock::new(Arc::new(m)),
-            cache: Arc::new(ReadCache::default()),
+            cache: Arc::new(ReadCache::with_budget(
+                crate::read::cache::DEFAULT_NATIVE_CACHE_BYTES,
+            )),
             metrics: Arc::new(crate::read::metrics::Metrics::default()),
             scan_only: AtomicBool::new(false),
         })
