@@ -297,8 +297,8 @@ export interface OpenOptions {
    */
   manifestPartBytes?: number
   /**
-   * The read cache's budget in bytes (directories, Parquet metadata, index blocks and
-   * postings; default 64 MiB, 0 caches nothing). A full-text index wants its frequent
+   * The read cache's budget in bytes (directories, Parquet metadata, index blocks,
+   * postings and data files' dictionary pages; default 256 MiB, 0 caches nothing). A full-text index wants its frequent
    * terms' postings to stay: size it to the index (`docs/fulltext-index.md`).
    */
   cacheBytes?: number

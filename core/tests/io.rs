@@ -289,3 +289,55 @@ async fn cache_works_over_object_store_as_a_trait_object() {
     assert_eq!(inner.stats().requests, 1);
     assert_eq!(c.stats().cache_hits, 1);
 }
+
+/// Local ranges up to `LOCAL_INLINE_MAX` are read in place, larger ones through the store:
+/// the same bytes, the same version check (the store's own ETag), the same typed errors.
+#[tokio::test]
+async fn local_reads_in_place_and_through_the_store_agree() {
+    let n = (LOCAL_INLINE_MAX * 3) as usize;
+    let bytes = data(n);
+    let (dir, r) = file_reader(&bytes).await;
+    let loc = Location::new("obj.bin");
+    let v = r.head(&loc).await.unwrap().version.unwrap();
+    let pinned = loc.clone().with_version(v.clone());
+    for range in [
+        0..LOCAL_INLINE_MAX,
+        7..LOCAL_INLINE_MAX * 2 + 5,
+        n as u64 - 3..n as u64,
+    ] {
+        let got = r.read_range(&pinned, range.clone()).await.unwrap();
+        assert_eq!(&got[..], &bytes[range.start as usize..range.end as usize]);
+    }
+    // A new modification time alone changes the version: refused in place and by the store.
+    let f = std::fs::File::options()
+        .write(true)
+        .open(dir.path().join("obj.bin"))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(90))
+        .unwrap();
+    drop(f);
+    for range in [0..16, 0..LOCAL_INLINE_MAX * 2] {
+        assert!(
+            matches!(
+                r.read_range(&pinned, range).await,
+                Err(IoError::Changed { .. })
+            ),
+            "a stale pin is refused"
+        );
+    }
+    let now = r.head(&loc).await.unwrap().version.unwrap();
+    assert_ne!(now, v);
+    assert_eq!(
+        r.read_range(&loc.clone().with_version(now), 0..16)
+            .await
+            .unwrap()
+            .len(),
+        16
+    );
+    // A directory is not an object.
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    assert!(matches!(
+        r.read_range(&Location::new("sub"), 0..4).await,
+        Err(IoError::NotFound { .. })
+    ));
+}

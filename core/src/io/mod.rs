@@ -33,7 +33,7 @@ use bytes::Bytes;
 pub use self::cache::CachedReader;
 pub use self::memory::MemoryReader;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
-pub use self::object_store::ObjectStoreReader;
+pub use self::object_store::{ObjectStoreReader, LOCAL_INLINE_MAX};
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub use self::url::UrlReader;
 
