@@ -25,6 +25,8 @@ use parquet::DecodeResult;
 
 use crate::error::{Error, Result};
 use crate::io::{Location, ObjectMeta, RangeReader};
+
+mod point;
 use crate::values::{FieldInfo, KeyType, Value};
 
 /// Speculative tail read that usually fetches the whole footer at once.
@@ -191,6 +193,10 @@ async fn decode_metadata<R: RangeReader + ?Sized>(
 pub struct DictionaryPage {
     raw: Bytes,
     page: Page,
+    /// Where each value starts in the page (computed on first use by a point read).
+    offsets: std::sync::OnceLock<Option<Vec<u32>>>,
+    /// Values are length-prefixed (BYTE_ARRAY): a point read keeps their offsets.
+    prefixed: bool,
 }
 
 impl DictionaryPage {
@@ -199,9 +205,50 @@ impl DictionaryPage {
         self.raw.as_ref() == raw
     }
 
-    /// Bytes held (raw and decompressed).
+    /// Bytes held (raw, decompressed, and the values' offsets a point read computes).
     pub fn heap_bytes(&self) -> u64 {
-        (self.raw.len() + self.page.buffer().len()) as u64
+        let values = match &self.page {
+            Page::DictionaryPage { num_values, .. } if self.prefixed => *num_values as usize,
+            _ => 0,
+        };
+        (self.raw.len() + self.page.buffer().len() + 4 * values) as u64
+    }
+
+    fn new(raw: Bytes, page: Page, prefixed: bool) -> DictionaryPage {
+        DictionaryPage {
+            raw,
+            page,
+            offsets: std::sync::OnceLock::new(),
+            prefixed,
+        }
+    }
+
+    /// The page's values with their offsets, for a column whose values are `w` wide; `None`
+    /// when the dictionary is not PLAIN or does not parse.
+    fn values(&self, w: point::Width) -> Option<point::Dictionary<'_>> {
+        let Page::DictionaryPage {
+            buf,
+            num_values,
+            encoding,
+            ..
+        } = &self.page
+        else {
+            return None;
+        };
+        if !matches!(
+            encoding,
+            parquet::basic::Encoding::PLAIN | parquet::basic::Encoding::PLAIN_DICTIONARY
+        ) {
+            return None;
+        }
+        let offsets = self
+            .offsets
+            .get_or_init(|| point::plain_offsets(buf, *num_values as usize, w));
+        Some(point::Dictionary {
+            buf,
+            count: *num_values as usize,
+            offsets: offsets.as_deref()?,
+        })
     }
 }
 
@@ -393,20 +440,36 @@ fn decode_with_dictionaries(
     let mut out = Vec::new();
     for (g, ranges) in groups {
         let rows = md.row_group(*g).num_rows().max(0) as usize;
-        let pages = RowGroupPages {
+        let mut pages = RowGroupPages {
             md,
             group: *g,
             rows,
             bytes: bytes.clone(),
             dicts,
             location,
+            picked: None,
         };
-        let selection = RowSelection::from_consecutive_ranges(ranges.iter().cloned(), rows);
+        // A few rows: picked out of their pages (values and levels found by walking runs,
+        // dictionaries not decoded), then decoded by parquet from one small PLAIN page per
+        // column — unless some column is beyond what picking handles.
+        let wanted: Vec<usize> = ranges.iter().flat_map(|r| r.clone()).collect();
+        if wanted.len() <= PICK_MAX_ROWS {
+            let picked: Option<Vec<(usize, Page)>> =
+                (0..md.file_metadata().schema_descr().num_columns())
+                    .filter(|&c| mask.leaf_included(c))
+                    .map(|c| pages.pick(c, &wanted).map(|p| (c, p)))
+                    .collect();
+            pages.picked = picked.map(|p| (wanted.len(), p));
+        }
+        let selection = match pages.picked {
+            Some(_) => None,
+            None => Some(RowSelection::from_consecutive_ranges(
+                ranges.iter().cloned(),
+                rows,
+            )),
+        };
         let reader = ParquetRecordBatchReader::try_new_with_row_groups(
-            &levels,
-            &pages,
-            BATCH_ROWS,
-            Some(selection),
+            &levels, &pages, BATCH_ROWS, selection,
         )?;
         for b in reader {
             out.push(b?);
@@ -467,14 +530,21 @@ struct RowGroupPages<'a> {
     bytes: Fetched,
     dicts: &'a dyn DictionaryPages,
     location: &'a str,
+    /// The rows picked, and each projected leaf column's PLAIN page of them.
+    picked: Option<(usize, Vec<(usize, Page)>)>,
 }
 
-impl RowGroups for RowGroupPages<'_> {
-    fn num_rows(&self) -> usize {
-        self.rows
-    }
+/// Largest number of rows of one row group [`read_rows`] picks out of their pages rather
+/// than decoding the pages whole.
+const PICK_MAX_ROWS: usize = 64;
 
-    fn column_chunks(&self, i: usize) -> parquet::errors::Result<Box<dyn PageIterator>> {
+impl RowGroupPages<'_> {
+    /// Leaf column `i`'s page reader over the fetched bytes and its dictionary page: from
+    /// the cache when cached for the same bytes, else decoded (and offered to the cache).
+    fn column(
+        &self,
+        i: usize,
+    ) -> parquet::errors::Result<(SerializedPageReader<Fetched>, Option<Arc<DictionaryPage>>)> {
         let meta = self.md.row_group(self.group).column(i);
         let locations = self
             .md
@@ -483,58 +553,133 @@ impl RowGroups for RowGroupPages<'_> {
             .map(|o| o.page_locations().clone())
             .ok_or_else(|| parquet::errors::ParquetError::General("no offset index".to_string()))?;
         let first = locations.first().map(|l| l.offset.max(0) as u64);
-        let inner = SerializedPageReader::new(
+        let mut inner = SerializedPageReader::new(
             Arc::new(self.bytes.clone()),
             meta,
             self.rows,
             Some(locations),
         )?;
-        let mut reader = DictionaryFirst {
-            inner,
-            dict: None,
-            pending: false,
-            deferred: false,
-        };
         // With an offset index, a dictionary page is what lies between the chunk's start and
         // its first data page (as parquet's page reader infers it).
-        if reader.inner.supports_deferred_dictionary() {
-            let start = meta.byte_range().0;
-            let end = first.unwrap_or(start);
-            let raw = self.bytes.get(start, Some((end - start) as usize))?;
-            let page = match self.dicts.dictionary(self.location, start, &raw) {
-                Some(c) => {
-                    reader.inner.skip_next_page()?;
-                    c.page.clone()
-                }
-                _ => {
-                    let page = reader.inner.get_next_page()?.ok_or_else(|| {
-                        parquet::errors::ParquetError::General("no dictionary page".to_string())
-                    })?;
-                    if !page.is_dictionary_page() {
-                        return Err(parquet::errors::ParquetError::General(
-                            "expected a dictionary page".to_string(),
-                        ));
-                    }
-                    if self
-                        .dicts
-                        .would_keep((raw.len() + page.buffer().len()) as u64)
-                    {
-                        self.dicts.put_dictionary(
-                            self.location,
-                            start,
-                            // A copy: a slice would keep the whole fetched range alive.
-                            Arc::new(DictionaryPage {
-                                raw: Bytes::copy_from_slice(&raw),
-                                page: page.clone(),
-                            }),
-                        );
-                    }
-                    page
-                }
-            };
-            reader.dict = Some(page);
-            reader.pending = true;
+        if !inner.supports_deferred_dictionary() {
+            return Ok((inner, None));
         }
+        let start = meta.byte_range().0;
+        let end = first.unwrap_or(start);
+        let raw = self.bytes.get(start, Some((end - start) as usize))?;
+        if let Some(c) = self.dicts.dictionary(self.location, start, &raw) {
+            inner.skip_next_page()?;
+            return Ok((inner, Some(c)));
+        }
+        let page = inner.get_next_page()?.ok_or_else(|| {
+            parquet::errors::ParquetError::General("no dictionary page".to_string())
+        })?;
+        if !page.is_dictionary_page() {
+            return Err(parquet::errors::ParquetError::General(
+                "expected a dictionary page".to_string(),
+            ));
+        }
+        let prefixed = meta.column_type() == parquet::basic::Type::BYTE_ARRAY;
+        let d = DictionaryPage::new(raw, page, prefixed);
+        let keep = self.dicts.would_keep(d.heap_bytes());
+        // A copy: a slice would keep the whole fetched range alive.
+        let d = Arc::new(DictionaryPage {
+            raw: match keep {
+                true => Bytes::copy_from_slice(&d.raw),
+                false => Bytes::new(),
+            },
+            ..d
+        });
+        if keep {
+            self.dicts.put_dictionary(self.location, start, d.clone());
+        }
+        Ok((inner, Some(d)))
+    }
+
+    /// The rows `wanted` (ascending, within the row group) of leaf column `i` as one PLAIN
+    /// page, or `None` when the column or its pages are beyond [`point`].
+    fn pick(&self, i: usize, wanted: &[usize]) -> Option<Page> {
+        let meta = self.md.row_group(self.group).column(i);
+        let descr = meta.column_descr();
+        if descr.max_rep_level() != 0 || descr.max_def_level() > 1 {
+            return None;
+        }
+        let w = point::Width::of(descr.physical_type(), descr.type_length())?;
+        let firsts: Vec<usize> = self
+            .md
+            .page_index()?
+            .offset_index(self.group, i)?
+            .page_locations()
+            .iter()
+            .map(|l| l.first_row_index.max(0) as usize)
+            .collect();
+        let (mut inner, dict) = self.column(i).ok()?;
+        let dict = match &dict {
+            Some(d) => Some(d.values(w)?),
+            None => None,
+        };
+        let mut values = Vec::with_capacity(wanted.len());
+        let mut k = 0;
+        for (j, &first) in firsts.iter().enumerate() {
+            let end = firsts.get(j + 1).copied().unwrap_or(self.rows);
+            let from = k;
+            while k < wanted.len() && wanted[k] < end {
+                k += 1;
+            }
+            if from == k {
+                if k == wanted.len() {
+                    break;
+                }
+                inner.skip_next_page().ok()?;
+                continue;
+            }
+            let page = inner.get_next_page().ok()??;
+            if page.num_values() as usize != end - first {
+                return None; // rows and values differ only with repetition
+            }
+            let rows: Vec<usize> = wanted[from..k].iter().map(|r| r - first).collect();
+            point::pick(
+                &page,
+                &rows,
+                descr.max_def_level(),
+                w,
+                dict.as_ref(),
+                &mut values,
+            )?;
+        }
+        (values.len() == wanted.len()).then(|| point::plain_page(&values, descr.max_def_level()))
+    }
+}
+
+impl RowGroups for RowGroupPages<'_> {
+    fn num_rows(&self) -> usize {
+        match &self.picked {
+            Some((n, _)) => *n,
+            None => self.rows,
+        }
+    }
+
+    fn column_chunks(&self, i: usize) -> parquet::errors::Result<Box<dyn PageIterator>> {
+        if let Some((n, pages)) = &self.picked {
+            let page = pages
+                .iter()
+                .find(|(c, _)| *c == i)
+                .map(|(_, p)| p.clone())
+                .ok_or_else(|| {
+                    parquet::errors::ParquetError::General(format!("column {i} not picked"))
+                })?;
+            return Ok(Box::new(OneChunk(Some(Box::new(OnePage {
+                page: Some(page),
+                rows: *n,
+            })))));
+        }
+        let (inner, dict) = self.column(i)?;
+        let reader = DictionaryFirst {
+            inner,
+            pending: dict.is_some(),
+            dict: dict.map(|d| d.page.clone()),
+            deferred: false,
+        };
         Ok(Box::new(OneChunk(Some(Box::new(reader)))))
     }
 
@@ -604,6 +749,42 @@ impl PageReader for DictionaryFirst {
 }
 
 impl Iterator for DictionaryFirst {
+    type Item = parquet::errors::Result<Page>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.get_next_page().transpose()
+    }
+}
+
+/// One page of `rows` rows, then nothing (the picked rows of a column).
+struct OnePage {
+    page: Option<Page>,
+    rows: usize,
+}
+
+impl PageReader for OnePage {
+    fn get_next_page(&mut self) -> parquet::errors::Result<Option<Page>> {
+        Ok(self.page.take())
+    }
+
+    fn peek_next_page(&mut self) -> parquet::errors::Result<Option<PageMetadata>> {
+        Ok(self.page.as_ref().map(|_| PageMetadata {
+            num_rows: Some(self.rows),
+            num_levels: Some(self.rows),
+            is_dict: false,
+        }))
+    }
+
+    fn skip_next_page(&mut self) -> parquet::errors::Result<()> {
+        self.page = None;
+        Ok(())
+    }
+
+    fn at_record_boundary(&mut self) -> parquet::errors::Result<bool> {
+        Ok(true)
+    }
+}
+
+impl Iterator for OnePage {
     type Item = parquet::errors::Result<Page>;
     fn next(&mut self) -> Option<Self::Item> {
         self.get_next_page().transpose()

@@ -126,6 +126,10 @@ fn without_a_page_index_rows_are_still_right() {
 /// A file of many types, dictionary-encoded where the writer chooses, with NULLs, several
 /// row groups and small pages: the shapes the dictionary path must decode like the decoder.
 fn varied(compression: Compression) -> Vec<u8> {
+    varied_with(compression, false, true)
+}
+
+fn varied_with(compression: Compression, v2: bool, dictionary: bool) -> Vec<u8> {
     use arrow_array::types::Int32Type;
     use arrow_array::{ArrayRef, Float64Array, Int32Array, ListArray, TimestampMicrosecondArray};
     let n = 20_000usize;
@@ -186,6 +190,11 @@ fn varied(compression: Compression) -> Vec<u8> {
         .set_max_row_group_row_count(Some(6_000))
         .set_data_page_row_count_limit(700)
         .set_write_batch_size(700)
+        .set_dictionary_enabled(dictionary)
+        .set_writer_version(match v2 {
+            true => parquet::file::properties::WriterVersion::PARQUET_2_0,
+            false => parquet::file::properties::WriterVersion::PARQUET_1_0,
+        })
         .build();
     let mut out = Vec::new();
     let mut w = ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
@@ -194,18 +203,23 @@ fn varied(compression: Compression) -> Vec<u8> {
     out
 }
 
-/// Rows read with the handle's dictionary pages equal rows decoded from the file alone, for
-/// every column shape and codec, cold and warm; the warm reads decompress no dictionary.
+/// Rows read with the handle's dictionary pages — a few rows picked out of their pages, more
+/// decoded by page — equal rows decoded from the file alone, for every column shape, codec,
+/// page version and encoding, cold and warm.
 #[test]
 fn cached_dictionaries_answer_like_the_file() {
     use skerry_core::read::cache::ReadCache;
-    for codec in [
-        Compression::SNAPPY,
-        Compression::UNCOMPRESSED,
-        Compression::ZSTD(ZstdLevel::default()),
-    ] {
+    let variants = [
+        (Compression::SNAPPY, false, true),
+        (Compression::UNCOMPRESSED, false, true),
+        (Compression::ZSTD(ZstdLevel::default()), false, true),
+        (Compression::SNAPPY, true, true),
+        (Compression::UNCOMPRESSED, true, false),
+        (Compression::SNAPPY, false, false),
+    ];
+    for (codec, v2, dictionary) in variants {
         let m = MemoryReader::new();
-        m.put("v.parquet", varied(codec));
+        m.put("v.parquet", varied_with(codec, v2, dictionary));
         let loc = Location::new("v.parquet");
         let (md, _) = block_on(read_metadata_with_page_index(&m, &loc, None)).unwrap();
         let cache = ReadCache::with_budget(256 << 20);
@@ -216,8 +230,18 @@ fn cached_dictionaries_answer_like_the_file() {
                 .wrapping_add(1442695040888963407);
             (seed >> 33) % k
         };
-        let column_sets: [&[usize]; 5] = [&[0], &[1], &[0, 1, 2, 3, 4, 5], &[5, 4], &[3, 1]];
-        for round in 0..40 {
+        let column_sets: [&[usize]; 9] = [
+            &[0],
+            &[1],
+            &[0, 1, 2, 3, 4, 5],
+            &[5, 4],
+            &[3, 1],
+            &[2],
+            &[4],
+            &[1, 2, 3, 4, 0],
+            &[4, 3, 2],
+        ];
+        for round in 0..60 {
             let count = 1 + next(if round % 4 == 0 { 200 } else { 4 }) as usize;
             let positions: Vec<u64> = (0..count).map(|_| next(20_000)).collect();
             let roots = column_sets[round % column_sets.len()];
@@ -227,13 +251,14 @@ fn cached_dictionaries_answer_like_the_file() {
                     block_on(read_rows(&m, &loc, &md, &positions, roots, Some(&cache))).unwrap();
                 assert_eq!(
                     plain, cached,
-                    "{codec:?} round {round} pass {pass}: {positions:?} {roots:?}"
+                    "{codec:?} v2 {v2} dictionary {dictionary} round {round} pass {pass}: {positions:?} {roots:?}"
                 );
             }
         }
         let s = cache.stats();
-        assert!(
+        assert_eq!(
             s.dictionary.hits > 0 && s.dictionary.entries > 0,
+            dictionary,
             "{codec:?}: {s:?}"
         );
     }
