@@ -169,7 +169,8 @@ fn map_err(loc: &Location, e: ::object_store::Error) -> IoError {
 /// (`"{inode:x}-{mtime µs:x}-{size:x}"`, object_store 0.14's `local.rs`), a range past the
 /// end is [`IoError::OutOfRange`].
 fn read_local(file: &std::path::Path, loc: &Location, range: Range<u64>) -> Result<Bytes, IoError> {
-    use std::os::unix::fs::{FileExt, MetadataExt};
+    use std::io::{Read, Seek};
+    use std::os::unix::fs::MetadataExt;
     let other = |e: std::io::Error| IoError::Other {
         path: loc.path.to_string(),
         message: e.to_string(),
@@ -210,8 +211,22 @@ fn read_local(file: &std::path::Path, loc: &Location, range: Range<u64>) -> Resu
             size,
         });
     }
-    let mut buf = vec![0u8; (range.end - range.start) as usize];
-    f.read_exact_at(&mut buf, range.start).map_err(other)?;
+    // Seek and `read_to_end` into reserved capacity: the buffer is not zeroed first.
+    let n = range.end - range.start;
+    let mut f = f;
+    f.seek(std::io::SeekFrom::Start(range.start))
+        .map_err(other)?;
+    let mut buf = Vec::with_capacity(n as usize);
+    f.take(n).read_to_end(&mut buf).map_err(other)?;
+    if buf.len() as u64 != n {
+        // Shorter than its metadata said: it changed while being read.
+        return Err(IoError::OutOfRange {
+            path: loc.path.to_string(),
+            start: range.start,
+            end: range.end,
+            size,
+        });
+    }
     Ok(Bytes::from(buf))
 }
 
