@@ -40,9 +40,13 @@ fn file(page_index: bool) -> Vec<u8> {
         .set_write_batch_size(2_000)
         .set_offset_index_disabled(!page_index)
         .build();
+    write(&batch, props)
+}
+
+fn write(batch: &RecordBatch, props: WriterProperties) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
-    w.write(&batch).unwrap();
+    let mut w = ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
     w.close().unwrap();
     out
 }
@@ -196,11 +200,7 @@ fn varied_with(compression: Compression, v2: bool, dictionary: bool) -> Vec<u8> 
             false => parquet::file::properties::WriterVersion::PARQUET_1_0,
         })
         .build();
-    let mut out = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    out
+    write(&batch, props)
 }
 
 /// Rows read with the handle's dictionary pages — a few rows picked out of their pages, more

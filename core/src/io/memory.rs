@@ -78,12 +78,7 @@ impl RangeReader for MemoryReader {
             let (bytes, _) = self.get(loc)?;
             let size = bytes.len() as u64;
             if range.end > size {
-                return Err(IoError::OutOfRange {
-                    path: loc.path.to_string(),
-                    start: range.start,
-                    end: range.end,
-                    size,
-                });
+                return Err(super::past_end(loc, &range, size));
             }
             self.counters.record_request(range.end - range.start);
             Ok(bytes.slice(range.start as usize..range.end as usize))

@@ -397,6 +397,16 @@ pub fn check_range(loc: &Location, r: &Range<u64>) -> Result<(), IoError> {
     Ok(())
 }
 
+/// [`IoError::OutOfRange`]: `r` of `loc` reaches past its `size`.
+pub fn past_end(loc: &Location, r: &Range<u64>, size: u64) -> IoError {
+    IoError::OutOfRange {
+        path: loc.path.to_string(),
+        start: r.start,
+        end: r.end,
+        size,
+    }
+}
+
 /// Sorts and merges ranges whose gap is at most `max_gap` (overlapping ranges always merge).
 /// Each input range lies entirely inside exactly one output range.
 pub fn coalesce_ranges(ranges: &[Range<u64>], max_gap: u64) -> Vec<Range<u64>> {

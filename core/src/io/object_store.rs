@@ -204,12 +204,7 @@ fn read_local(file: &std::path::Path, loc: &Location, range: Range<u64>) -> Resu
     }
     let size = md.len();
     if range.end > size {
-        return Err(IoError::OutOfRange {
-            path: loc.path.to_string(),
-            start: range.start,
-            end: range.end,
-            size,
-        });
+        return Err(super::past_end(loc, &range, size));
     }
     // Seek and `read_to_end` into reserved capacity: the buffer is not zeroed first.
     let n = range.end - range.start;
@@ -220,12 +215,7 @@ fn read_local(file: &std::path::Path, loc: &Location, range: Range<u64>) -> Resu
     f.take(n).read_to_end(&mut buf).map_err(other)?;
     if buf.len() as u64 != n {
         // Shorter than its metadata said: it changed while being read.
-        return Err(IoError::OutOfRange {
-            path: loc.path.to_string(),
-            start: range.start,
-            end: range.end,
-            size,
-        });
+        return Err(super::past_end(loc, &range, size));
     }
     Ok(Bytes::from(buf))
 }
@@ -288,12 +278,7 @@ impl RangeReader for ObjectStoreReader {
                     if let Ok(h) = self.store.get_opts(&path, head).await {
                         if range.start >= h.meta.size {
                             let size = h.meta.size;
-                            return Err(IoError::OutOfRange {
-                                path: loc.path.to_string(),
-                                start: range.start,
-                                end: range.end,
-                                size,
-                            });
+                            return Err(super::past_end(loc, &range, size));
                         }
                     }
                     return Err(map_err(loc, e));
@@ -303,12 +288,7 @@ impl RangeReader for ObjectStoreReader {
             let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
             self.counters.record_request(bytes.len() as u64);
             if bytes.len() as u64 != range.end - range.start {
-                return Err(IoError::OutOfRange {
-                    path: loc.path.to_string(),
-                    start: range.start,
-                    end: range.end,
-                    size,
-                });
+                return Err(super::past_end(loc, &range, size));
             }
             Ok(bytes)
         }))
