@@ -179,10 +179,60 @@ async fn decode_metadata<R: RangeReader + ?Sized>(
                 let bytes = r.read_ranges(loc, &ranges).await?;
                 dec.push_ranges(ranges, bytes)?;
             }
-            DecodeResult::Data(md) => return Ok(Arc::new(md)),
+            DecodeResult::Data(md) => {
+                check_page_index(&md)?;
+                return Ok(Arc::new(md));
+            }
             DecodeResult::Finished => return Err(Error::parquet("no metadata")),
         }
     }
+}
+
+/// Refuses an offset index whose pages do not tile their column chunk in row order: each
+/// page inside the chunk and after the previous one, first rows increasing from 0 within
+/// the row group (never decreasing). Parquet's readers trust these numbers (a damaged index overflows their
+/// arithmetic), and Skerry plans reads by them.
+fn check_page_index(md: &ParquetMetaData) -> Result<()> {
+    let Some(pi) = md.page_index() else {
+        return Ok(());
+    };
+    for (g, rg) in md.row_groups().iter().enumerate() {
+        let rows = rg.num_rows().max(0) as u64;
+        for (c, cc) in rg.columns().iter().enumerate() {
+            let Some(oi) = pi.offset_index(g, c) else {
+                continue;
+            };
+            let (start, len) = cc.byte_range();
+            let end = start.saturating_add(len);
+            let bad = |what: &str| {
+                Err(Error::parquet(format!(
+                    "damaged page index: row group {g}, column {c}: {what}"
+                )))
+            };
+            let (mut at, mut row) = (start, None::<u64>);
+            for (i, p) in oi.page_locations().iter().enumerate() {
+                let (Ok(offset), Ok(size), Ok(first)) = (
+                    u64::try_from(p.offset),
+                    u64::try_from(p.compressed_page_size),
+                    u64::try_from(p.first_row_index),
+                ) else {
+                    return bad("negative number");
+                };
+                if offset < at || size == 0 || offset.saturating_add(size) > end {
+                    return bad("page outside its chunk or out of order");
+                }
+                if (i == 0 && first != 0)
+                    || row.is_some_and(|r| first < r)
+                    || (first >= rows && rows > 0)
+                {
+                    return bad("first rows out of order");
+                }
+                at = offset + size;
+                row = Some(first);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A column chunk's dictionary page, decompressed, kept between reads by a read handle
@@ -566,7 +616,11 @@ impl RowGroupPages<'_> {
         }
         let start = meta.byte_range().0;
         let end = first.unwrap_or(start);
-        let raw = self.bytes.get(start, Some((end - start) as usize))?;
+        // A first page before the chunk's start is a damaged offset index.
+        let len = end.checked_sub(start).ok_or_else(|| {
+            parquet::errors::ParquetError::General("page before its column chunk".to_string())
+        })?;
+        let raw = self.bytes.get(start, Some(usize::try_from(len)?))?;
         if let Some(c) = self.dicts.dictionary(self.location, start, &raw) {
             inner.skip_next_page()?;
             return Ok((inner, Some(c)));
@@ -634,10 +688,15 @@ impl RowGroupPages<'_> {
                 continue;
             }
             let page = inner.get_next_page().ok()??;
-            if page.num_values() as usize != end - first {
-                return None; // rows and values differ only with repetition
+            // Rows and values differ only with repetition; a page index whose row numbers do
+            // not increase is damaged. Either way the general decoder answers.
+            if page.num_values() as usize != end.checked_sub(first)? {
+                return None;
             }
-            let rows: Vec<usize> = wanted[from..k].iter().map(|r| r - first).collect();
+            let rows = wanted[from..k]
+                .iter()
+                .map(|r| r.checked_sub(first))
+                .collect::<Option<Vec<usize>>>()?;
             point::pick(
                 &page,
                 &rows,
