@@ -221,25 +221,12 @@ impl Lookup<'_> {
                         }
                     }
                 }
-                (None, None) => match vectors.as_slice() {
-                    [one] => *one,
-                    [] => {
-                        return Err(Error::Invalid(format!(
-                            "table {} has no vector index to search",
-                            t.name
-                        )))
-                    }
-                    many => {
-                        return Err(Error::Invalid(format!(
-                        "table {} has several vector indexes ({}): name one in `index` or `column`",
-                        t.name,
-                        many.iter()
-                            .map(|i| i.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )))
-                    }
-                },
+                (None, None) => crate::read::ranked::the_one(
+                    &t.name,
+                    &vectors,
+                    "vector",
+                    "name one in `index` or `column`",
+                )?,
             };
         let spec = ix
             .vector

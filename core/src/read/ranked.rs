@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::formats::lineage::{RejectReason, Rejection};
-use crate::formats::manifest::FileEntry;
+use crate::formats::manifest::{FileEntry, IndexManifest};
 use crate::read::plan::QueryStats;
 
 /// The rows read file by file (`parts`), in answer order (`place[k]`: the answer index of
@@ -98,4 +98,28 @@ pub(crate) fn reject_drifted(
         stats.drifted.push(f.path.clone());
     }
     Ok(())
+}
+
+/// The one index of `kind` among `candidates` of table `table`: none or several is
+/// `E_INVALID`, the latter naming them and how to choose (`choose`, e.g. "name one in
+/// `index`").
+pub(crate) fn the_one<'m>(
+    table: &str,
+    candidates: &[&'m IndexManifest],
+    kind: &str,
+    choose: &str,
+) -> Result<&'m IndexManifest> {
+    match candidates {
+        [one] => Ok(*one),
+        [] => Err(Error::Invalid(format!(
+            "table {table} has no {kind} index to search"
+        ))),
+        many => Err(Error::Invalid(format!(
+            "table {table} has several {kind} indexes ({}): {choose}",
+            many.iter()
+                .map(|i| i.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }

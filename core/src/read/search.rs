@@ -363,25 +363,7 @@ impl Lookup<'_> {
                     .iter()
                     .filter(|i| i.kind == IndexKind::Fulltext)
                     .collect();
-                match all.as_slice() {
-                    [one] => *one,
-                    [] => {
-                        return Err(Error::Invalid(format!(
-                            "table {} has no fulltext index to search",
-                            t.name
-                        )))
-                    }
-                    many => {
-                        return Err(Error::Invalid(format!(
-                            "table {} has several fulltext indexes ({}): name one in `index`",
-                            t.name,
-                            many.iter()
-                                .map(|i| i.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )))
-                    }
-                }
+                crate::read::ranked::the_one(&t.name, &all, "fulltext", "name one in `index`")?
             }
         };
         let spec = ix.fulltext.ok_or_else(|| {
