@@ -7,10 +7,6 @@
 
 mod js;
 
-/// See `Cargo.toml`: large decode buffers are reused instead of mapped and unmapped per query.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::sync::Arc;
 
 use js::{from_js, js_error, run, Js};
