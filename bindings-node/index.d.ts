@@ -9,6 +9,19 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * Builds bundles from `planBuild`'s tasks in any process: the overlay's object store and the
+ * data files, no catalog (it never fences the overlay's writer). Safe to retry: a task built
+ * again writes the same bytes under the same name.
+ */
+export declare class BundleBuilder {
+  /**
+   * Builds one task (a JSON text from `planBuild`): indexes the data file and writes its
+   * bundle; resolves to the receipt (a JSON text for `commitBuild`).
+   */
+  buildBundle(task: string): Promise<string>
+}
+
 /** An overlay: catalog, bundles and manifests under one object-store prefix. */
 export declare class Overlay {
   /**
@@ -171,6 +184,17 @@ export declare class Overlay {
   /** The certificate of `index`'s last clean verify, while it stands. */
   certificate(table: string, index: string): Promise<Certificate | null>
   /**
+   * Plans a build for workers elsewhere (`docs/fanout.md`): one task per data file
+   * lacking blobs, each a JSON text to hand to `BundleBuilder.buildBundle` in any process.
+   * Nothing is written.
+   */
+  planBuild(table: string, options?: PlanOptions | undefined | null): Promise<string[]>
+  /**
+   * Commits receipts (JSON texts from `buildBundle`): each is checked against the catalog
+   * and its object; valid ones are committed, stale ones refused with their reason.
+   */
+  commitBuild(receipts: Array<string>): Promise<CommitReport>
+  /**
    * Closes the catalog (waits for durability of everything committed); a read-only
    * overlay has nothing to close.
    */
@@ -203,6 +227,20 @@ export interface Certificate {
   generation: number
   catalogVersion: number
   entries: number
+}
+
+/** What `commitBuild` did. */
+export interface CommitReport {
+  /** Files whose new bundles are committed. */
+  committed: Array<string>
+  /** Stale or unverifiable receipts (build them again from a new plan). */
+  refused: Array<RefusedFile>
+  /** Files left for a local `build()`: too large for one piece, or unreadable. */
+  left: Array<RefusedFile>
+  entries: bigint
+  bytes: bigint
+  /** Catalog transactions the commit took. */
+  transactions: number
 }
 
 export interface CreateIndexOptions {
@@ -278,6 +316,9 @@ export interface IndexInfo {
   reason?: string
 }
 
+/** Opens a bundle builder for the overlay at `url` (the URL its writer opened). */
+export declare function openBundleBuilder(url: string, options?: OpenOptions | undefined | null): BundleBuilder
+
 /** Options of `Overlay.open`. */
 export interface OpenOptions {
   /** object_store settings, e.g. `{ aws_endpoint: "http://127.0.0.1:9000", aws_allow_http: "true" }`. */
@@ -314,6 +355,12 @@ export interface ParquetColumn {
   type: string
 }
 
+/** Options of `planBuild`. */
+export interface PlanOptions {
+  /** Only this index (default: every live index of the table). */
+  index?: string
+}
+
 export interface PublishReport {
   version: bigint
   path: string
@@ -337,6 +384,12 @@ export interface RefreshReport {
   unreadable: Array<SkippedFile>
   /** For a read-only overlay: the published version now pinned. */
   version?: bigint
+}
+
+/** A file `commitBuild` did not commit, and why. */
+export interface RefusedFile {
+  file: string
+  reason: string
 }
 
 /** Which files `registerParquetTable` records. */

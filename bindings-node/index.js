@@ -835,7 +835,9 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.BundleBuilder = nativeBinding.BundleBuilder
 module.exports.Overlay = nativeBinding.Overlay
+module.exports.openBundleBuilder = nativeBinding.openBundleBuilder
 module.exports.openOverlay = nativeBinding.openOverlay
 module.exports.sampleOrdersParquet = nativeBinding.sampleOrdersParquet
 module.exports.writeParquet = nativeBinding.writeParquet

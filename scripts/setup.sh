@@ -17,6 +17,8 @@ command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # readelf/strip: the shipped addon is stripped and checked.
 command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
+# The Redis server BullMQ runs on in the build fan-out example and its test.
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
   step "apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -33,7 +33,7 @@ after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 test('help for every command; usage errors exit 2', () => {
   const top = ok(skerry('--help'));
-  const commands = ['init', 'register', 'index', 'build', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'count', 'search', 'nearest', 'stats'];
+  const commands = ['init', 'register', 'index', 'build', 'plan', 'build-bundle', 'commit', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'count', 'search', 'nearest', 'stats'];
   for (const c of commands) {
     assert.match(top.out, new RegExp(`^  ${c} `, 'm'), `${c} missing from --help`);
     const h = ok(skerry(c, '--help'));
@@ -272,4 +272,47 @@ test('vector indexes and nearest: --kind vector, k rows nearest first with a _di
   r = skerry('nearest', 'v', JSON.stringify(target.emb), '--index', 'nope', ...at);
   assert.equal(r.code, 1);
   assert.match(r.err, /^error E_NOT_FOUND/);
+});
+
+test('plan, build-bundle and commit: a build split across processes through JSON lines, stale receipts refused', () => {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-cli-fanout-'));
+  const run = (args, input) => {
+    const r = spawnSync(process.execPath, [BIN, ...args], { cwd: d, encoding: 'utf8', input, env: { ...process.env, SKERRY_OVERLAY: '' } });
+    return { code: r.status, out: r.stdout, err: r.stderr };
+  };
+  try {
+    fs.mkdirSync(path.join(d, 'data'));
+    for (let i = 0; i < 3; i++) fs.writeFileSync(path.join(d, `data/p${i}.parquet`), sampleOrdersParquet(i * 1000, 1000, 250));
+    ok(run(['init', `file://${path.join(d, 'overlay')}`]));
+    ok(run(['register', 'orders', `file://${path.join(d, 'data')}`]));
+    ok(run(['index', 'create', 'orders', 'by_id', 'order_id', '--unique']));
+    const plan = ok(run(['plan', 'orders']));
+    const tasks = plan.out.trim().split('\n');
+    assert.equal(tasks.length, 3);
+    assert.deepEqual(tasks.map((t) => JSON.parse(t).file.path).sort(), ['p0.parquet', 'p1.parquet', 'p2.parquet']);
+    // Two "machines": one builds from stdin, one from a file (a worker needs only the URL).
+    fs.writeFileSync(path.join(d, 'b.jsonl'), tasks.slice(1).join('\n') + '\n');
+    const url = `file://${path.join(d, 'overlay')}`;
+    const r1 = ok(run(['build-bundle', '--overlay', url, '-'], tasks[0] + '\n'));
+    const r2 = ok(run(['build-bundle', '--overlay', url, 'b.jsonl']));
+    const receipts = [...r1.out.trim().split('\n'), ...r2.out.trim().split('\n')];
+    assert.equal(receipts.length, 3);
+    assert.ok(receipts.every((r) => JSON.parse(r).outcome.kind === 'built'));
+    fs.writeFileSync(path.join(d, 'receipts.jsonl'), receipts.join('\n'));
+    const c = ok(run(['commit', 'receipts.jsonl']));
+    assert.match(c.out, /committed 3 files \(3000 entries/);
+    assert.match(ok(run(['index', 'list', 'orders'])).out, /by_id.*ready/);
+    ok(run(['publish']));
+    assert.match(ok(run(['query', 'orders', '--where', '{"order_id": 2500}', '--columns', 'order_id', '--format', 'json'])).out, /2500/);
+    // The same receipts again: stale, refused with the reason, nothing committed.
+    const again = ok(run(['commit', '-'], receipts.join('\n')));
+    assert.match(again.out, /committed 0 files/);
+    assert.match(again.out, /refused p0\.parquet: /);
+    // Not a task: E_INVALID, exit 1.
+    const bad = run(['build-bundle', '--overlay', url, '-'], '{"not":"a task"}\n');
+    assert.equal(bad.code, 1);
+    assert.match(bad.err, /error E_INVALID: .*buildBundle: not a build task/);
+  } finally {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
 });

@@ -34,3 +34,12 @@ test('examples/admin.ts type-checks against the published declarations and runs'
   assert.match(out, /p0\.parquet@4242/);
   assert.match(out, /query: 5 rows via by_id, first order 4240/);
 });
+
+test('examples/fanout-bullmq/main.mjs builds through BullMQ workers and one committer', () => {
+  const out = execFileSync(process.execPath, [new URL('../examples/fanout-bullmq/main.mjs', import.meta.url).pathname, '--files', '12', '--workers', '3'], { encoding: 'utf8' });
+  assert.match(out, /^12 tasks, 3 workers: plan \d+ ms, build \d+ ms, commit \d+ ms$/m);
+  assert.match(out, /committed 12 files \(48000 entries, 1 transactions\), refused 0/);
+  assert.match(out, /by_id: ready/);
+  assert.match(out, /by_customer: ready/);
+  assert.match(out, /order 23993: \[\{"file":"part-0011\.parquet","position":1993\}\]/);
+});

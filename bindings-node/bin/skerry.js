@@ -151,6 +151,43 @@ const COMMANDS = {
       return { result: r, text: `built ${table}: ${r.filesIndexed} files, ${r.entries} entries, ${r.bundlesWritten} bundles (${r.bytesWritten} bytes)${r.skipped.length ? `, ${r.skipped.length} files skipped` : ''} — run \`skerry publish\`` };
     },
   },
+  plan: {
+    usage: 'skerry plan <table> [--index <name>]',
+    about: 'Plan a build for workers elsewhere: one task per data file lacking blobs, printed as JSON lines (one task per line) for `skerry build-bundle` on any machine. Writes nothing.',
+    args: ['table'],
+    options: { index: { type: 'string', desc: '<name>  only this index' } },
+    run: async (o, [table], flags) => {
+      const tasks = await o.planBuild(table, flags.index !== undefined ? { index: flags.index } : {});
+      if (flags.json) return { result: tasks.map((t) => JSON.parse(t)), text: null };
+      return { result: tasks, text: tasks.join('\n') };
+    },
+  },
+  'build-bundle': {
+    usage: 'skerry build-bundle [<tasks.jsonl> | -]',
+    about: 'Build the bundles of tasks from `skerry plan` (JSON lines from a file or stdin): reads the data files, writes each bundle to the overlay\'s store and prints one receipt per line for `skerry commit`. Never opens the catalog, so any number run beside the writer; a task built again writes the same bytes.',
+    args: ['tasks?'],
+    noOverlay: true,
+    run: async (_, [file], flags) => {
+      const { BundleBuilder } = require('../lib/index.js');
+      const builder = BundleBuilder.open(overlayUrl(flags), storageOptions(flags));
+      const receipts = [];
+      for (const task of jsonLines(file, 'tasks')) receipts.push(await builder.buildBundle(task));
+      if (flags.json) return { result: receipts.map((r) => JSON.parse(r)), text: null };
+      return { result: receipts, text: receipts.join('\n') };
+    },
+  },
+  commit: {
+    usage: 'skerry commit [<receipts.jsonl> | -]',
+    about: 'Commit receipts from `skerry build-bundle` (JSON lines from a file or stdin): each is checked against the catalog and its bundle object; stale ones are refused with their reason (plan again). Then publish.',
+    args: ['receipts?'],
+    run: async (o, [file]) => {
+      const r = await o.commitBuild(jsonLines(file, 'receipts'));
+      const lines = [`committed ${r.committed.length} files (${r.entries} entries, ${r.bytes} bytes) in ${r.transactions} transactions; refused ${r.refused.length}; left for a local build ${r.left.length}`];
+      for (const x of r.refused) lines.push(`  refused ${x.file}: ${x.reason}`);
+      for (const x of r.left) lines.push(`  left ${x.file}: ${x.reason}`);
+      return { result: r, text: lines.join('\n') };
+    },
+  },
   publish: {
     usage: 'skerry publish',
     about: 'Publish the catalog as a new immutable manifest version (what readers and skerry-wasm see).',
@@ -455,8 +492,7 @@ function overlayUrl(flags) {
   throw usage('no overlay: pass --overlay <url>, set SKERRY_OVERLAY, or run `skerry init <url>` here first');
 }
 
-function open(url, flags, readOnly) {
-  const { Overlay } = require('../lib/index.js');
+function storageOptions(flags) {
   const options = {};
   if (flags.storage) {
     options.storage = {};
@@ -466,8 +502,25 @@ function open(url, flags, readOnly) {
       options.storage[kv.slice(0, i)] = kv.slice(i + 1);
     }
   }
+  return options;
+}
+
+function open(url, flags, readOnly) {
+  const { Overlay } = require('../lib/index.js');
+  const options = storageOptions(flags);
   if (readOnly) options.readOnly = true;
   return Overlay.open(url, options);
+}
+
+// The non-empty lines of `file` (stdin for none or `-`): one JSON text each.
+function jsonLines(file, what) {
+  let text;
+  try {
+    text = fs.readFileSync(file === undefined || file === '-' ? 0 : file, 'utf8');
+  } catch (e) {
+    throw usage(`cannot read ${what} from ${file ?? 'stdin'}: ${e.message}`);
+  }
+  return text.split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
 }
 
 function optionsOf(spec) {

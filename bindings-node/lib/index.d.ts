@@ -10,7 +10,7 @@ export type {
   Repair, RefreshOptions, KeyValue, Decimal, Cell, Row, FetchedRows, ColumnCondition, QueryOptions,
   QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError, Explain, FilePlan,
   Metrics, CacheTier, CountOptions, CountResult, IndexKind, SearchOptions, SearchResult, Bm25Stats, Tokenizer,
-  Metric, NearestOptions, NearestResult,
+  Metric, NearestOptions, NearestResult, PlanOptions, CommitReport, RefusedFile,
 } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
 
@@ -100,6 +100,23 @@ export declare const Overlay: {
    */
   open(url: string, options?: OpenOptions): Promise<Overlay>;
 };
+
+/**
+ * Builds bundles from `planBuild`'s tasks in any process (a job system's worker): writes to
+ * the overlay's object store and reads data files, never opens the catalog, so any number of
+ * builders run beside the one writer that plans (`overlay.planBuild`) and commits
+ * (`overlay.commitBuild`). See `docs/fanout.md`.
+ */
+export declare class BundleBuilder {
+  private constructor();
+  /** A builder for the overlay at `url` (the URL its writer opened). */
+  static open(url: string, options?: { storage?: Record<string, string>; timeoutMs?: number }): BundleBuilder;
+  /**
+   * Builds one task (a JSON text from `planBuild`): indexes its data file, writes the file's
+   * new bundle, resolves to the receipt (a JSON text for `commitBuild`). Safe to retry.
+   */
+  buildBundle(task: string): Promise<string>;
+}
 
 /** A deterministic sample `orders` Parquet file (order_id, customer, amount, day). */
 export declare function sampleOrdersParquet(firstId: number, rows: number, rowGroupRows?: number, codec?: 'snappy' | 'lz4' | 'zstd' | 'none'): Buffer;

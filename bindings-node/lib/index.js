@@ -88,6 +88,8 @@ const SIGNATURES = {
   vacuum: [['options', { retainVersions: 'count' }]],
   verify: [['table', 'string'], ['index', 'string']],
   certificate: [['table', 'string'], ['index', 'string']],
+  planBuild: [['table', 'string'], ['options', { index: 'string' }]],
+  commitBuild: [['receipts', 'string[]']],
   close: [],
 };
 const SYNC = new Set(['setScanOnly', 'startSync']);
@@ -372,6 +374,40 @@ class Overlay {
   }
 }
 
+const BUILDER_OPEN = { storage: 'object', timeoutMs: 'count' };
+
+/**
+ * Builds bundles from `planBuild`'s tasks in any process (a job system's worker): writes to
+ * the overlay's object store and reads data files, never opens the catalog, so any number of
+ * builders run beside the one writer that plans and commits (`docs/fanout.md`).
+ */
+class BundleBuilder {
+  #native;
+  constructor(native_) { this.#native = native_; }
+  /** A builder for the overlay at `url` (the URL its writer opened); `storage` as `Overlay.open`. */
+  static open(url, options) {
+    check('BundleBuilder.open', 'url', 'string', url);
+    check('BundleBuilder.open', 'options', BUILDER_OPEN, options);
+    if (options && options.timeoutMs !== undefined && (options.timeoutMs < 1 || options.timeoutMs > 2 ** 32 - 1)) {
+      throw invalid('BundleBuilder.open: options.timeoutMs must be from 1 to 2^32-1');
+    }
+    return new BundleBuilder(call(native.openBundleBuilder, undefined, [url, options], true));
+  }
+  /**
+   * Builds one task (a JSON text from `planBuild`): indexes its data file and writes the
+   * file's new bundle. Resolves to the receipt, a JSON text for `commitBuild`. Retrying a
+   * task is safe: it writes the same bytes under the same name.
+   */
+  buildBundle(task) {
+    try {
+      check('buildBundle', 'task', 'string', task);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return call(this.#native.buildBundle, this.#native, [task], false);
+  }
+}
+
 function sampleOrdersParquet(firstId, rows, rowGroupRows = 1000, codec = 'snappy') {
   check('sampleOrdersParquet', 'firstId', 'number', firstId);
   check('sampleOrdersParquet', 'rows', 'number', rows);
@@ -388,4 +424,4 @@ function writeParquet(columns, rows, rowGroupRows, codec) {
   return call(native.writeParquet, undefined, [columns, rows, rowGroupRows, codec], true);
 }
 
-module.exports = { Overlay, sampleOrdersParquet, writeParquet };
+module.exports = { Overlay, BundleBuilder, sampleOrdersParquet, writeParquet };

@@ -148,6 +148,35 @@ pub struct SkippedFile {
     pub message: String,
 }
 
+/// Options of `planBuild`.
+#[napi(object)]
+pub struct PlanOptions {
+    /// Only this index (default: every live index of the table).
+    pub index: Option<String>,
+}
+
+/// A file `commitBuild` did not commit, and why.
+#[napi(object)]
+pub struct RefusedFile {
+    pub file: String,
+    pub reason: String,
+}
+
+/// What `commitBuild` did.
+#[napi(object)]
+pub struct CommitReport {
+    /// Files whose new bundles are committed.
+    pub committed: Vec<String>,
+    /// Stale or unverifiable receipts (build them again from a new plan).
+    pub refused: Vec<RefusedFile>,
+    /// Files left for a local `build()`: too large for one piece, or unreadable.
+    pub left: Vec<RefusedFile>,
+    pub entries: BigInt,
+    pub bytes: BigInt,
+    /// Catalog transactions the commit took.
+    pub transactions: u32,
+}
+
 #[napi(object)]
 pub struct BuildReport {
     pub files_indexed: u32,
@@ -1324,6 +1353,70 @@ impl Overlay {
         })
     }
 
+    /// Plans a build for workers elsewhere (`docs/fanout.md`): one task per data file
+    /// lacking blobs, each a JSON text to hand to `BundleBuilder.buildBundle` in any process.
+    /// Nothing is written.
+    #[napi(ts_return_type = "Promise<string[]>")]
+    pub fn plan_build<'env>(
+        &self,
+        env: &'env Env,
+        table: String,
+        options: Option<PlanOptions>,
+    ) -> Result<PromiseRaw<'env, Vec<String>>> {
+        let w = self.writer();
+        let opts = skerry_core::admin::fanout::PlanOptions {
+            index: options.and_then(|o| o.index),
+        };
+        run(env, async move {
+            let tasks = w?.plan_build(&table, &opts).await?;
+            tasks
+                .iter()
+                .map(|t| {
+                    serde_json::to_string(t).map_err(|e| CoreError::Invalid(e.to_string()))
+                })
+                .collect()
+        })
+    }
+
+    /// Commits receipts (JSON texts from `buildBundle`): each is checked against the catalog
+    /// and its object; valid ones are committed, stale ones refused with their reason.
+    #[napi(ts_return_type = "Promise<CommitReport>")]
+    pub fn commit_build<'env>(
+        &self,
+        env: &'env Env,
+        receipts: Vec<String>,
+    ) -> Result<PromiseRaw<'env, CommitReport>> {
+        let w = self.writer();
+        run(env, async move {
+            let receipts = receipts
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    serde_json::from_str(r).map_err(|e| {
+                        CoreError::Invalid(format!("commitBuild: receipts[{i}] is not a receipt: {e}"))
+                    })
+                })
+                .collect::<skerry_core::Result<Vec<_>>>()?;
+            let r = w?.commit_build(&receipts).await?;
+            let refused = |v: Vec<skerry_core::admin::fanout::Refused>| {
+                v.into_iter()
+                    .map(|r| RefusedFile {
+                        file: r.file,
+                        reason: r.reason,
+                    })
+                    .collect()
+            };
+            Ok(CommitReport {
+                committed: r.committed,
+                refused: refused(r.refused),
+                left: refused(r.left),
+                entries: big(r.entries),
+                bytes: big(r.bytes),
+                transactions: r.transactions as u32,
+            })
+        })
+    }
+
     /// Closes the catalog (waits for durability of everything committed); a read-only
     /// overlay has nothing to close.
     #[napi(ts_return_type = "Promise<void>")]
@@ -1334,6 +1427,56 @@ impl Overlay {
                 Handle::Writer(o) => o.close().await,
                 Handle::Reader(_) => Ok(()),
             }
+        })
+    }
+}
+
+/// Builds bundles from `planBuild`'s tasks in any process: the overlay's object store and the
+/// data files, no catalog (it never fences the overlay's writer). Safe to retry: a task built
+/// again writes the same bytes under the same name.
+#[napi]
+pub struct BundleBuilder {
+    inner: Arc<skerry_core::admin::fanout::BundleBuilder>,
+}
+
+/// Opens a bundle builder for the overlay at `url` (the URL its writer opened).
+#[napi]
+pub fn open_bundle_builder(
+    env: &Env,
+    url: String,
+    options: Option<OpenOptions>,
+) -> Result<BundleBuilder> {
+    let (storage, timeout_ms) = match options {
+        Some(o) => (o.storage, o.timeout_ms),
+        None => (None, None),
+    };
+    let opts = ov::OpenOptions {
+        storage: storage.map(|m| m.into_iter().collect()).unwrap_or_default(),
+        timeout: timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64)),
+    };
+    let inner = skerry_core::admin::fanout::BundleBuilder::open(&url, opts)
+        .map_err(|e| js_error(env, &e))?;
+    Ok(BundleBuilder {
+        inner: Arc::new(inner),
+    })
+}
+
+#[napi]
+impl BundleBuilder {
+    /// Builds one task (a JSON text from `planBuild`): indexes the data file and writes its
+    /// bundle; resolves to the receipt (a JSON text for `commitBuild`).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn build_bundle<'env>(
+        &self,
+        env: &'env Env,
+        task: String,
+    ) -> Result<PromiseRaw<'env, String>> {
+        let b = self.inner.clone();
+        run(env, async move {
+            let task: skerry_core::admin::fanout::BuildTask = serde_json::from_str(&task)
+                .map_err(|e| CoreError::Invalid(format!("buildBundle: not a build task: {e}")))?;
+            let r = b.build_bundle(&task).await?;
+            serde_json::to_string(&r).map_err(|e| CoreError::Invalid(e.to_string()))
         })
     }
 }

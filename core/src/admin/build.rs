@@ -10,22 +10,19 @@
 //! with another builder of the same index commits nothing (`E_CONFLICT`); the cursor only
 //! moves forward.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
-use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::admin::catalog::*;
-use crate::admin::file_build::{self, FileJob, FileOutcome};
+use crate::admin::file_build;
 use crate::admin::overlay::{store_err, BuildReport, Overlay, Progress, Skipped};
 use crate::admin::unique;
 use crate::datafile;
 use crate::error::{Error, Result};
-use crate::formats::codec::Codec;
 use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
-use crate::formats::puffin::{BlobSpec, PuffinWriter};
 use crate::index::ordered::{self, OrderedBlobWriter};
 use crate::io::{Location, RangeReader};
 
@@ -201,7 +198,6 @@ impl Overlay {
                 pending.push((old, bytes.to_vec()));
             }
         }
-        pending.sort_by_key(|(e, _)| e.lineage.index_id);
         let generation = t
             .get::<BundleRecord>(&bundle_key(tr.table_id, f.file_id))
             .await?
@@ -212,71 +208,30 @@ impl Overlay {
             "bundles/{}/{}-g{}.puffin",
             tr.table_id, f.file_id, generation
         );
-        let mut w = PuffinWriter::new();
-        w.set_property("skerry.table", tr.name.clone());
-        w.set_property("skerry.data-file", f.path.clone());
-        // The blobs go out as they are (owned buffers, no copy into the file's bytes).
-        let mut chunks: Vec<bytes::Bytes> = Vec::with_capacity(2 * pending.len() + 1);
-        for (entry, bytes) in &mut pending {
-            let mut props = BTreeMap::new();
-            props.insert(
-                "skerry.index-id".to_string(),
-                entry.lineage.index_id.to_string(),
-            );
-            props.insert(
-                "skerry.directory-offset".to_string(),
-                entry.ordered.directory_offset.to_string(),
-            );
-            props.insert(
-                "skerry.directory-length".to_string(),
-                entry.ordered.directory_length.to_string(),
-            );
-            if let Some(b) = entry.ordered.blocks {
-                // A bloom filter's size, distinct keys and configured false-positive rate.
-                props.insert("skerry.blocks".to_string(), b.to_string());
-                props.insert("skerry.bits".to_string(), (b * 256).to_string());
-                props.insert("skerry.ndv".to_string(), entry.ordered.entries.to_string());
-                let ppm = indexes
-                    .iter()
-                    .find(|i| i.index_id == entry.lineage.index_id)
-                    .and_then(|i| i.fpp_ppm);
-                if let Some(ppm) = ppm {
-                    props.insert("skerry.fpp".to_string(), (f64::from(ppm) / 1e6).to_string());
-                }
-            }
-            if let Some(n) = entry.ordered.values {
-                // Readers listing the bundle see a bitmap's cardinality without the manifest.
-                props.insert("skerry.cardinality".to_string(), n.to_string());
-            }
-            let spec = BlobSpec {
-                blob_type: entry.lineage.blob_type.clone(),
-                fields: entry.lineage.fields.clone(),
-                snapshot_id: entry.lineage.source_snapshot_id,
-                sequence_number: entry.lineage.source_sequence_number,
-                properties: props,
-            };
-            let offset = w.position();
-            let blob = std::mem::take(bytes);
-            let length = blob.len() as u64;
-            chunks.push(w.take_and_skip(length).into());
-            chunks.push(blob.into());
-            let m = w.record_blob(spec, offset, length, Codec::None);
-            entry.lineage.bundle_path = bundle_path.clone();
-            entry.lineage.blob_offset = m.offset;
-            entry.lineage.blob_length = m.length;
-        }
-        let file = w.finish();
-        let size = total_len(&chunks) + file.bytes.len() as u64;
-        chunks.push(file.bytes);
-        self.put_new(&bundle_path, PutPayload::from_iter(chunks))
+        let fpp = |id: u64| {
+            indexes
+                .iter()
+                .find(|i| i.index_id == id)
+                .and_then(|i| i.fpp_ppm)
+        };
+        let pending = pending
+            .into_iter()
+            .map(|(e, b)| {
+                let p = fpp(e.lineage.index_id);
+                (e, b, p)
+            })
+            .collect();
+        let written = self
+            .bundle_builder()
+            .write_object(tr, f, &bundle_path, pending, false)
             .await?;
         Ok((
-            pending.into_iter().map(|(e, _)| e).collect(),
+            written.artifacts,
             BundleRecord {
                 path: bundle_path,
                 generation,
             },
-            size,
+            written.size,
         ))
     }
 
@@ -336,7 +291,7 @@ impl Overlay {
 
     /// Poisons `ix` for two rows of `f` sharing a key, deletes `garbage` and returns the
     /// [`Error::Constraint`] naming both rows (or the error poisoning failed with).
-    async fn poison_duplicate(
+    pub(crate) async fn poison_duplicate(
         &self,
         tr: &TableRecord,
         ix: &IndexRecord,
@@ -850,234 +805,6 @@ impl Overlay {
         Ok(report)
     }
 
-    /// One batch of [`Overlay::build`]'s whole-file pass: reads the catalog, indexes up to a
-    /// batch of files (each for all its pending indexes, in parallel waves), writes one bundle
-    /// generation per file and commits artifacts, bundles, unique claims and every involved
-    /// index's generation in one transaction. `Ok(true)` when no file is left for the pass;
-    /// `E_CONFLICT` when another writer moved an involved index meanwhile (nothing committed;
-    /// the bundles written are deleted).
-    async fn build_files_batch(
-        &self,
-        table: &str,
-        deferred: &mut HashSet<u64>,
-        report: &mut BuildReport,
-        done_files: &mut std::collections::BTreeSet<String>,
-        on_progress: &mut impl FnMut(&Progress),
-    ) -> Result<bool> {
-        let _writing = self.writing.read().await;
-        let t = self.catalog.begin()?;
-        let (tr, files, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
-        let mut arts: HashMap<u64, HashMap<u64, IndexFileEntry>> = HashMap::new();
-        let mut cursors: HashMap<u64, Option<BuildCursor>> = HashMap::new();
-        for ix in &indexes {
-            arts.insert(
-                ix.index_id,
-                self.catalog.artifacts_by_file(&t, ix.index_id).await?,
-            );
-            cursors.insert(ix.index_id, t.get(&cursor_key(ix.index_id)).await?);
-        }
-        drop(t);
-
-        // Per file, the indexes it still lacks (and a staged build is not in the middle of).
-        let mut work: Vec<(&FileEntry, Vec<IndexRecord>)> = Vec::new();
-        let (mut rows_total, mut rows_done) = (0u64, 0u64);
-        for f in &files {
-            rows_total += f.record_count * indexes.len() as u64;
-            let mut pending = Vec::new();
-            for ix in &indexes {
-                if accepted(f, arts[&ix.index_id].get(&f.file_id), &tr) {
-                    rows_done += f.record_count;
-                    continue;
-                }
-                let staged = cursors[&ix.index_id].as_ref().is_some_and(|c| {
-                    c.file_id == f.file_id || c.skipped.iter().any(|(id, _)| *id == f.file_id)
-                });
-                if !staged {
-                    pending.push(ix.clone());
-                }
-            }
-            if pending.is_empty() || deferred.contains(&f.file_id) {
-                continue;
-            }
-            if f.record_count * pending.len() as u64 > FILE_PASS_ENTRIES {
-                deferred.insert(f.file_id);
-                continue;
-            }
-            work.push((f, pending));
-        }
-        if work.is_empty() {
-            return Ok(true);
-        }
-
-        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
-        // What the batch commits.
-        let mut artifacts: Vec<IndexFileEntry> = Vec::new();
-        let mut bundles: Vec<(u64, BundleRecord)> = Vec::new();
-        let mut written: Vec<String> = Vec::new();
-        let mut involved: HashMap<u64, IndexRecord> = HashMap::new();
-        let mut built_for: HashMap<u64, HashSet<u64>> = HashMap::new();
-        let mut batch_rows = 0u64;
-        let mut batch_bundle_bytes = 0u64;
-        let mut completed: Vec<String> = Vec::new();
-        // A sliding window of files being indexed on their own tasks, each result written as
-        // its bundle while the others go on (no file waits for a slower one). The window holds
-        // up to twice `parallel` files, so the cores stay busy while this task waits on a
-        // bundle write, within the entries `parallel` of the largest files would hold.
-        let mut queue = (0..work.len().min(BATCH_FILES)).peekable();
-        let mut running = futures::stream::FuturesUnordered::new();
-        let entries_of = |i: usize| work[i].0.record_count * work[i].1.len() as u64;
-        let budget = FILE_PASS_ENTRIES * parallel as u64;
-        let mut in_flight = 0u64;
-        let spawn = |i: usize| {
-            let (f, pending) = &work[i];
-            let job = FileJob {
-                location: tr.location.clone(),
-                file: (*f).clone(),
-                indexes: pending.clone(),
-                snapshot: tr.snapshot as i64,
-                block_bytes: self.block_bytes,
-                max_bytes: MAX_COMMIT_BYTES,
-            };
-            let task = tokio::spawn(file_build::index_file(self.data.clone(), job));
-            async move { (i, task.await) }
-        };
-        loop {
-            while let Some(&next) = queue.peek() {
-                let fits = running.is_empty()
-                    || (running.len() < 2 * parallel && in_flight + entries_of(next) <= budget);
-                if !fits {
-                    break;
-                }
-                queue.next();
-                in_flight += entries_of(next);
-                running.push(spawn(next));
-            }
-            let Some((i, res)) = running.next().await else {
-                break;
-            };
-            in_flight -= entries_of(i);
-            let (f, pending) = (work[i].0, &work[i].1);
-            let res = match res {
-                Ok(r) => r,
-                Err(e) => std::panic::resume_unwind(e.into_panic()),
-            };
-            let blobs = match res {
-                Ok(FileOutcome::Built(b)) => b,
-                Ok(FileOutcome::TooLarge) => {
-                    deferred.insert(f.file_id);
-                    continue;
-                }
-                Err(e) if is_data_error(&e) => {
-                    // Left to the per-index pass, which records the skip in each cursor.
-                    tracing::warn!(target: "skerry::build", file = %f.path, "not indexed: {e}");
-                    deferred.insert(f.file_id);
-                    continue;
-                }
-                Err(e) => {
-                    drop(running);
-                    self.delete_objects(&written).await;
-                    return Err(e);
-                }
-            };
-            let mut fresh = Vec::with_capacity(blobs.len());
-            for b in blobs {
-                let ix = pending
-                    .iter()
-                    .find(|i| i.index_id == b.index_id)
-                    .expect("a pending index");
-                report.entries += b.entry_count;
-                if let Some(pair) = b.duplicate {
-                    // Two rows of the file share a key: the index is poisoned, as a step
-                    // would poison it, and the build fails.
-                    drop(running);
-                    return Err(self.poison_duplicate(&tr, ix, f, pair, &written).await);
-                }
-                involved.insert(ix.index_id, ix.clone());
-                built_for.entry(ix.index_id).or_default().insert(f.file_id);
-                fresh.push((b.artifact, b.bytes));
-            }
-            let (arts_now, bundle, size) = match self.write_bundle(&tr, f, &indexes, fresh).await {
-                Ok(x) => x,
-                Err(e) => {
-                    drop(running);
-                    self.delete_objects(&written).await;
-                    return Err(e);
-                }
-            };
-            written.push(bundle.path.clone());
-            batch_bundle_bytes += size;
-            batch_rows += f.record_count * pending.len() as u64;
-            artifacts.extend(
-                arts_now
-                    .into_iter()
-                    .filter(|a| pending.iter().any(|i| i.index_id == a.lineage.index_id)),
-            );
-            bundles.push((f.file_id, bundle));
-            completed.push(f.path.clone());
-        }
-        if bundles.is_empty() {
-            return Ok(false); // every file of the batch was deferred
-        }
-
-        // Commit, unless another writer moved an involved index meanwhile.
-        let t = self.catalog.begin()?;
-        let mut records = Vec::new();
-        for ix in involved.values() {
-            let now: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
-            let rec: Option<IndexRecord> = t.get(&index_key(tr.table_id, ix.index_id)).await?;
-            match rec.filter(|r| r.generation == ix.generation && now == cursors[&ix.index_id]) {
-                Some(r) => records.push(r),
-                None => {
-                    drop(t);
-                    self.delete_objects(&written).await;
-                    return Err(Error::Conflict(format!(
-                        "another writer changed {}.{} during the build",
-                        tr.name, ix.name
-                    )));
-                }
-            }
-        }
-        for a in &artifacts {
-            t.put(&artifact_key(a.lineage.index_id, a.file_id), a)?;
-        }
-        for (file_id, b) in &bundles {
-            t.put(&bundle_key(tr.table_id, *file_id), b)?;
-        }
-        for mut rec in records {
-            rec.generation += 1;
-            // Every file covered and no staged build or skipped file pending: ready now (the
-            // per-index pass then has nothing to do).
-            let built = &built_for[&rec.index_id];
-            let complete = cursors[&rec.index_id].is_none()
-                && files.iter().all(|f| {
-                    built.contains(&f.file_id)
-                        || accepted(f, arts[&rec.index_id].get(&f.file_id), &tr)
-                });
-            // (A unique index flips after the cross-file check: `finish_unique`.)
-            if complete && rec.state == IndexState::Building && !rec.unique {
-                rec.state = IndexState::Ready;
-            }
-            t.put(&index_key(tr.table_id, rec.index_id), &rec)?;
-            t.delete(&certificate_key(rec.index_id))?;
-        }
-        t.bump_version().await?;
-        if let Err(e) = t.commit().await {
-            self.delete_objects(&written).await;
-            return Err(e);
-        }
-        self.invalidate();
-        report.bundles_written += bundles.len() as u64;
-        report.bytes_written += batch_bundle_bytes;
-        done_files.extend(completed);
-        on_progress(&Progress {
-            phase: "build".into(),
-            done: rows_done + batch_rows,
-            total: rows_total,
-            file: None,
-        });
-        Ok(false)
-    }
-
     /// Best-effort deletes of unreferenced overlay objects (vacuum finds what is left).
     pub(crate) async fn delete_objects(&self, paths: &[String]) -> u64 {
         let mut n = 0;
@@ -1095,11 +822,6 @@ impl Overlay {
     pub(crate) fn invalidate(&self) {
         *self.model.lock().expect("model cache") = None;
     }
-}
-
-/// Bytes in `chunks`.
-fn total_len(chunks: &[bytes::Bytes]) -> u64 {
-    chunks.iter().map(|c| c.len() as u64).sum()
 }
 
 /// A token unique to one build-step attempt on this machine: wall-clock nanoseconds, the

@@ -5,6 +5,7 @@
 
 pub mod build;
 pub(crate) mod catalog;
+pub mod fanout;
 pub mod file_build;
 pub mod iceberg;
 pub mod lifecycle;

@@ -1,0 +1,1094 @@
+//! Builds beyond one machine (`docs/fanout.md`, decision 48): a build is a plan, bundles
+//! built anywhere, and one commit.
+//!
+//! - [`Overlay::plan_build`] (reads the catalog) gives one [`BuildTask`] per data file that
+//!   lacks blobs: the file pinned to its recorded facts, the indexes it lacks, the blobs of
+//!   its other indexes to carry over, and the bundle generation to write.
+//! - [`BundleBuilder::build_bundle`] (any process; no catalog, so it never fences the
+//!   committer's SlateDB writer) indexes the file, writes its new bundle object and returns a
+//!   [`BuildReceipt`]. It is a function of the task and the data file's bytes: a retry writes
+//!   the same bytes under the same name, and a name that already holds exactly those bytes is
+//!   accepted, so retries are safe and idempotent.
+//! - [`Overlay::commit_build`] (the single writer) checks each receipt in the transaction
+//!   that commits it — the table's snapshot, the file's facts, each index (still there, not
+//!   poisoned, its blob for the file still the one planned, no staged build moved), the
+//!   carried blobs and the file's bundle generation did not move; the object exists with the
+//!   receipt's size and SHA-256 — and commits the valid ones, [`BATCH_FILES`] per
+//!   transaction; a stale receipt is refused with its reason, never committed.
+//!
+//! [`Overlay::build`] runs the same three parts in one process (its receipts are its own, so
+//! it does not re-read the objects it just wrote, and any stale receipt fails its batch with
+//! `E_CONFLICT`, retried).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::admin::build::{is_data_error, BATCH_FILES, FILE_PASS_ENTRIES, MAX_COMMIT_BYTES};
+use crate::admin::overlay::{BuildReport, Progress};
+use futures::StreamExt;
+use crate::admin::catalog::*;
+use crate::admin::file_build::{self, FileJob, FileOutcome};
+use crate::admin::overlay::{open_store, store_err, OpenOptions, Overlay};
+use crate::error::{Error, Result};
+use crate::formats::codec::Codec;
+use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
+use crate::formats::puffin::{BlobSpec, PuffinWriter};
+use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
+
+/// The format of [`BuildTask`] and [`BuildReceipt`] this build writes and reads.
+pub const TASK_FORMAT: u32 = 1;
+
+/// One data file's build, planned by the committer, run by any [`BundleBuilder`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BuildTask {
+    /// [`TASK_FORMAT`]; a builder or committer refuses another.
+    pub format: u32,
+    pub table: TableRecord,
+    /// The file at its recorded version, SHA-256 and row count.
+    pub file: FileEntry,
+    /// The indexes to build over the file, as planned.
+    pub indexes: Vec<IndexRecord>,
+    /// Each planned index's staged-build cursor at planning (`indexes` order).
+    pub cursors: Vec<Option<BuildCursor>>,
+    /// Each planned index's blob for the file at planning — one the gate no longer accepts —
+    /// or none (`indexes` order): the commit replaces exactly that.
+    pub replaces: Vec<Option<IndexFileEntry>>,
+    /// The file's blobs of the table's other indexes, copied into the new bundle.
+    pub carry: Vec<Carried>,
+    /// The file's bundle when planned; the new one is the next generation.
+    pub previous_bundle: Option<BundleRecord>,
+    pub bundle_generation: u64,
+    pub block_bytes: u64,
+    /// The plan's token, for tasks planned for builders elsewhere ([`Overlay::plan_build`]):
+    /// the bundle's name carries it (`…-g{generation}-{plan}.puffin`), so only retries of this
+    /// task share the name, and they may find their own bytes already there. `build()`'s own
+    /// tasks (none) write create-only and delete what they wrote when their commit loses a
+    /// race — never an object a fan-out worker may share.
+    pub plan: Option<String>,
+}
+
+/// A blob of another index carried into a file's new bundle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Carried {
+    pub artifact: IndexFileEntry,
+    /// A bloom index's configured false-positive rate (a property of its blob).
+    pub fpp_ppm: Option<u32>,
+}
+
+impl BuildTask {
+    /// The one name this task's bundle may have (`E_INVALID` for a plan token that is not
+    /// 1–48 lowercase hex digits: a name never leaves the table's bundle folder).
+    pub fn bundle_path(&self) -> Result<String> {
+        let plan = match &self.plan {
+            None => String::new(),
+            Some(p)
+                if (1..=48).contains(&p.len())
+                    && p.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
+                format!("-{p}")
+            }
+            Some(_) => {
+                return Err(Error::Invalid(
+                    "build task: plan must be 1 to 48 lowercase hex digits".into(),
+                ))
+            }
+        };
+        Ok(format!(
+            "bundles/{}/{}-g{}{plan}.puffin",
+            self.table.table_id, self.file.file_id, self.bundle_generation
+        ))
+    }
+
+    /// Planned for builders elsewhere?
+    fn fanout(&self) -> bool {
+        self.plan.is_some()
+    }
+}
+
+/// What a [`BundleBuilder`] did with a task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BuildReceipt {
+    pub format: u32,
+    pub task: BuildTask,
+    pub outcome: Outcome,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Outcome {
+    /// The bundle object is written: what the catalog records for it.
+    #[serde(rename_all = "camelCase")]
+    Built {
+        bundle: BundleRecord,
+        /// Bytes and SHA-256 (hex) of the whole object.
+        size: u64,
+        sha256: String,
+        /// The file's artifacts in the new bundle: the built indexes' and the carried ones.
+        artifacts: Vec<IndexFileEntry>,
+        /// Entries derived for the built indexes.
+        entries: u64,
+    },
+    /// Two live rows of the file share a key under a unique index (positions in the file);
+    /// nothing is written. The commit poisons the index.
+    #[serde(rename_all = "camelCase")]
+    Duplicate {
+        index_id: u64,
+        first: u64,
+        second: u64,
+    },
+    /// The file needs more than one piece ([`FILE_PASS_ENTRIES`] entries or
+    /// [`MAX_COMMIT_BYTES`] of keys): a local `build()` indexes it in slices.
+    TooLarge,
+    /// The data file could not be read at its recorded version (`code`, `message`).
+    Unreadable { code: String, message: String },
+}
+
+/// A receipt [`Overlay::commit_build`] did not commit, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refused {
+    pub file: String,
+    pub reason: String,
+}
+
+/// What [`Overlay::commit_build`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitReport {
+    /// Files whose new bundles are committed.
+    pub committed: Vec<String>,
+    /// Stale or unverifiable receipts (build them again from a new plan).
+    pub refused: Vec<Refused>,
+    /// Files left for a local `build()`: too large for one piece, or unreadable (with why).
+    pub left: Vec<Refused>,
+    pub entries: u64,
+    pub bytes: u64,
+    /// Catalog transactions the commit took.
+    pub transactions: u64,
+}
+
+/// Builds bundles from [`BuildTask`]s: the overlay's object store and the data files, no
+/// catalog. Open one per worker process.
+pub struct BundleBuilder {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) reader: Arc<ObjectStoreReader>,
+    pub(crate) data: Arc<UrlReader>,
+}
+
+impl BundleBuilder {
+    /// A builder writing to the overlay at `url` (the URL its committer opened), reading data
+    /// with `options.storage` (credentials, endpoints).
+    pub fn open(url: &str, options: OpenOptions) -> Result<BundleBuilder> {
+        let store = open_store(url, &options.storage, true)?;
+        let reader = Arc::new(
+            ObjectStoreReader::new(store.clone(), Path::from("")).with_timeout(options.timeout),
+        );
+        Ok(BundleBuilder {
+            store,
+            reader,
+            data: Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout)),
+        })
+    }
+
+    /// Indexes the task's file for its indexes and writes the file's new bundle (the carried
+    /// blobs beside the new ones). A data file that cannot be read at its recorded version is
+    /// an [`Outcome::Unreadable`] receipt; other failures (the overlay store, a task of
+    /// another format, damage in a carried blob) are errors, and the task can be retried.
+    pub async fn build_bundle(&self, task: &BuildTask) -> Result<BuildReceipt> {
+        check_format(task.format)?;
+        task.bundle_path()?;
+        if task.indexes.is_empty()
+            || task.indexes.len() != task.cursors.len()
+            || task.indexes.len() != task.replaces.len()
+        {
+            return Err(Error::Invalid(
+                "build task: indexes, cursors and replaces must be non-empty and of one length"
+                    .into(),
+            ));
+        }
+        let job = FileJob {
+            location: task.table.location.clone(),
+            file: task.file.clone(),
+            indexes: task.indexes.clone(),
+            snapshot: task.table.snapshot as i64,
+            block_bytes: usize::try_from(task.block_bytes)
+                .ok()
+                .filter(|b| (256..=1 << 24).contains(b))
+                .ok_or_else(|| Error::Invalid("build task: blockBytes out of range".into()))?,
+            max_bytes: MAX_COMMIT_BYTES,
+        };
+        let receipt = |outcome| BuildReceipt {
+            format: TASK_FORMAT,
+            task: task.clone(),
+            outcome,
+        };
+        let blobs = match file_build::index_file(self.data.clone(), job).await {
+            Ok(FileOutcome::Built(b)) => b,
+            Ok(FileOutcome::TooLarge) => return Ok(receipt(Outcome::TooLarge)),
+            Err(e) if is_data_error(&e) => {
+                return Ok(receipt(Outcome::Unreadable {
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                }))
+            }
+            Err(e) => return Err(e),
+        };
+        let mut entries = 0;
+        let mut fresh = Vec::with_capacity(blobs.len());
+        for b in blobs {
+            if let Some((first, second)) = b.duplicate {
+                return Ok(receipt(Outcome::Duplicate {
+                    index_id: b.index_id,
+                    first,
+                    second,
+                }));
+            }
+            entries += b.entry_count;
+            fresh.push((b.artifact, b.bytes));
+        }
+        let written = self.write_bundle(task, fresh).await?;
+        Ok(receipt(Outcome::Built {
+            bundle: BundleRecord {
+                path: task.bundle_path()?,
+                generation: task.bundle_generation,
+            },
+            size: written.size,
+            sha256: written.sha256,
+            artifacts: written.artifacts,
+            entries,
+        }))
+    }
+
+    /// Writes the task's bundle: `fresh` blobs and the carried ones.
+    async fn write_bundle(
+        &self,
+        task: &BuildTask,
+        fresh: Vec<(IndexFileEntry, Vec<u8>)>,
+    ) -> Result<Written> {
+        let mut pending: Vec<(IndexFileEntry, Vec<u8>, Option<u32>)> = fresh
+            .into_iter()
+            .map(|(e, b)| {
+                let fpp = task
+                    .indexes
+                    .iter()
+                    .find(|i| i.index_id == e.lineage.index_id)
+                    .and_then(|i| i.fpp_ppm);
+                (e, b, fpp)
+            })
+            .collect();
+        for c in &task.carry {
+            let l = &c.artifact.lineage;
+            if pending
+                .iter()
+                .any(|(e, _, _)| e.lineage.index_id == l.index_id)
+            {
+                continue;
+            }
+            let bytes = self
+                .reader
+                .read_range(&Location::new(&l.bundle_path), l.blob_range())
+                .await?;
+            pending.push((c.artifact.clone(), bytes.to_vec(), c.fpp_ppm));
+        }
+        self.write_object(
+            &task.table,
+            &task.file,
+            &task.bundle_path()?,
+            pending,
+            task.fanout(),
+        )
+        .await
+    }
+
+    /// Writes the bundle object of data file `file` at `bundle_path`: the blobs of
+    /// `pending` (artifact, bytes, a bloom index's false-positive rate) in index order, each
+    /// artifact's lineage pointed at its place. With `fanout` the object's SHA-256 is
+    /// computed (receipts carry it) and an object already holding exactly these bytes is
+    /// accepted (a retried task); otherwise the put is create-only (`E_CONFLICT`).
+    pub(crate) async fn write_object(
+        &self,
+        table: &TableRecord,
+        file: &FileEntry,
+        bundle_path: &str,
+        mut pending: Vec<(IndexFileEntry, Vec<u8>, Option<u32>)>,
+        fanout: bool,
+    ) -> Result<Written> {
+        pending.sort_by_key(|(e, _, _)| e.lineage.index_id);
+        let mut w = PuffinWriter::new();
+        w.set_property("skerry.table", table.name.clone());
+        w.set_property("skerry.data-file", file.path.clone());
+        // The blobs go out as they are (owned buffers, no copy into the file's bytes).
+        let mut chunks: Vec<bytes::Bytes> = Vec::with_capacity(2 * pending.len() + 1);
+        for (entry, bytes, fpp_ppm) in &mut pending {
+            let mut props = std::collections::BTreeMap::new();
+            props.insert(
+                "skerry.index-id".to_string(),
+                entry.lineage.index_id.to_string(),
+            );
+            props.insert(
+                "skerry.directory-offset".to_string(),
+                entry.ordered.directory_offset.to_string(),
+            );
+            props.insert(
+                "skerry.directory-length".to_string(),
+                entry.ordered.directory_length.to_string(),
+            );
+            if let Some(b) = entry.ordered.blocks {
+                // A bloom filter's size, distinct keys and configured false-positive rate.
+                props.insert("skerry.blocks".to_string(), b.to_string());
+                props.insert("skerry.bits".to_string(), (b * 256).to_string());
+                props.insert("skerry.ndv".to_string(), entry.ordered.entries.to_string());
+                if let Some(ppm) = fpp_ppm {
+                    props.insert(
+                        "skerry.fpp".to_string(),
+                        (f64::from(*ppm) / 1e6).to_string(),
+                    );
+                }
+            }
+            if let Some(n) = entry.ordered.values {
+                // Readers listing the bundle see a bitmap's cardinality without the manifest.
+                props.insert("skerry.cardinality".to_string(), n.to_string());
+            }
+            let spec = BlobSpec {
+                blob_type: entry.lineage.blob_type.clone(),
+                fields: entry.lineage.fields.clone(),
+                snapshot_id: entry.lineage.source_snapshot_id,
+                sequence_number: entry.lineage.source_sequence_number,
+                properties: props,
+            };
+            let offset = w.position();
+            let blob = std::mem::take(bytes);
+            let length = blob.len() as u64;
+            chunks.push(w.take_and_skip(length).into());
+            chunks.push(blob.into());
+            let m = w.record_blob(spec, offset, length, Codec::None);
+            entry.lineage.bundle_path = bundle_path.to_string();
+            entry.lineage.blob_offset = m.offset;
+            entry.lineage.blob_length = m.length;
+        }
+        chunks.push(w.finish().bytes);
+        let size = chunks.iter().map(|c| c.len() as u64).sum::<u64>();
+        let sha256 = if fanout {
+            let mut hash = Sha256::new();
+            for c in &chunks {
+                hash.update(c);
+            }
+            hex::encode(hash.finalize())
+        } else {
+            String::new()
+        };
+        self.put_once(bundle_path, PutPayload::from_iter(chunks), &sha256, fanout)
+            .await?;
+        Ok(Written {
+            artifacts: pending.into_iter().map(|(e, _, _)| e).collect(),
+            size,
+            sha256,
+        })
+    }
+
+    /// Create-only put of `path`; when it exists already, `E_CONFLICT` — unless `retry_safe`
+    /// (a fan-out task, whose name only its own retries share) and it holds exactly these
+    /// bytes.
+    async fn put_once(
+        &self,
+        path: &str,
+        bytes: PutPayload,
+        sha256: &str,
+        retry_safe: bool,
+    ) -> Result<()> {
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self.store.put_opts(&Path::from(path), bytes, opts).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) if retry_safe => {
+                match object_sha256(self.store.as_ref(), path).await? {
+                    Some((_, have)) if have == sha256 => Ok(()),
+                    _ => Err(Error::Conflict(format!(
+                        "{path} was written by another task with other bytes"
+                    ))),
+                }
+            }
+            Err(object_store::Error::AlreadyExists { .. }) => Err(Error::Conflict(format!(
+                "{path} was written concurrently"
+            ))),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+}
+
+/// A bundle written by [`BundleBuilder::write_object`].
+pub(crate) struct Written {
+    pub artifacts: Vec<IndexFileEntry>,
+    pub size: u64,
+    /// SHA-256 (hex) of the object; empty unless written for a fan-out task.
+    pub sha256: String,
+}
+
+fn check_format(format: u32) -> Result<()> {
+    if format != TASK_FORMAT {
+        return Err(Error::Invalid(format!(
+            "build task or receipt of format {format}; this build reads format {TASK_FORMAT}"
+        )));
+    }
+    Ok(())
+}
+
+/// Size and SHA-256 (hex) of the object at `path`; `None` when there is none.
+async fn object_sha256(store: &dyn ObjectStore, path: &str) -> Result<Option<(u64, String)>> {
+    let got = match store.get(&Path::from(path)).await {
+        Ok(g) => g,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(store_err(e)),
+    };
+    let mut stream = got.into_stream();
+    let mut hash = Sha256::new();
+    let mut size = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(store_err)?;
+        size += chunk.len() as u64;
+        hash.update(&chunk);
+    }
+    Ok(Some((size, hex::encode(hash.finalize()))))
+}
+
+/// [`Overlay::plan_build`]'s options.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PlanOptions {
+    /// Only this index (default: every live index of the table).
+    pub index: Option<String>,
+}
+
+/// The catalog facts a plan is made from.
+pub(crate) struct PlanState {
+    pub tr: TableRecord,
+    pub files: Vec<FileEntry>,
+    pub indexes: Vec<IndexRecord>,
+    pub arts: HashMap<u64, HashMap<u64, IndexFileEntry>>,
+    pub cursors: HashMap<u64, Option<BuildCursor>>,
+    pub bundles: HashMap<u64, BundleRecord>,
+}
+
+impl Overlay {
+    /// A [`BundleBuilder`] sharing this overlay's stores (what `build()` runs tasks with).
+    pub(crate) fn bundle_builder(&self) -> BundleBuilder {
+        BundleBuilder {
+            store: self.store.clone(),
+            reader: self.reader.clone(),
+            data: self.data.clone(),
+        }
+    }
+
+    /// The tasks that bring `table`'s files up to date for its live indexes (or
+    /// `opts.index`), for builders elsewhere: one per file lacking a blob; none for files a
+    /// staged build is in the middle of or files too large for one piece (a local `build()`
+    /// slices those). Nothing is written.
+    pub async fn plan_build(&self, table: &str, opts: &PlanOptions) -> Result<Vec<BuildTask>> {
+        let state = self.plan_state(table).await?;
+        if let Some(name) = &opts.index {
+            if !state.indexes.iter().any(|i| &i.name == name) {
+                // Unknown: the catalog's own error; poisoned: not buildable.
+                let t = self.catalog.begin()?;
+                let ix = self.catalog.index(&t, &state.tr, name).await?;
+                return Err(Error::IndexNotReady {
+                    index: format!("{table}.{}", ix.name),
+                    state: format!("{:?}", ix.state).to_lowercase(),
+                });
+            }
+        }
+        let plan = crate::admin::build::attempt_token();
+        Ok(self.tasks_of(&state, opts.index.as_deref(), &HashSet::new(), Some(plan)))
+    }
+
+    /// The catalog facts a plan is made from (one read transaction).
+    pub(crate) async fn plan_state(&self, table: &str) -> Result<PlanState> {
+        let t = self.catalog.begin()?;
+        let (tr, files, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
+        let mut arts = HashMap::new();
+        let mut cursors = HashMap::new();
+        for ix in &indexes {
+            arts.insert(
+                ix.index_id,
+                self.catalog.artifacts_by_file(&t, ix.index_id).await?,
+            );
+            cursors.insert(ix.index_id, t.get(&cursor_key(ix.index_id)).await?);
+        }
+        let mut bundles = HashMap::new();
+        for f in &files {
+            if let Some(b) = t
+                .get::<BundleRecord>(&bundle_key(tr.table_id, f.file_id))
+                .await?
+            {
+                bundles.insert(f.file_id, b);
+            }
+        }
+        Ok(PlanState {
+            tr,
+            files,
+            indexes,
+            arts,
+            cursors,
+            bundles,
+        })
+    }
+
+    /// Tasks from `state`: per file (not in `skip`), the indexes (all, or `only`) it lacks
+    /// and no staged build is in the middle of, when they fit one piece.
+    pub(crate) fn tasks_of(
+        &self,
+        state: &PlanState,
+        only: Option<&str>,
+        skip: &HashSet<u64>,
+        plan: Option<String>,
+    ) -> Vec<BuildTask> {
+        let PlanState {
+            tr,
+            files,
+            indexes,
+            arts,
+            cursors,
+            bundles,
+        } = state;
+        let mut tasks = Vec::new();
+        for f in files.iter().filter(|f| !skip.contains(&f.file_id)) {
+            let mut pending = Vec::new();
+            let mut carry = Vec::new();
+            for ix in indexes {
+                let art = arts[&ix.index_id].get(&f.file_id);
+                if accepted(f, art, tr) {
+                    carry.extend(art.map(|a| Carried {
+                        artifact: a.clone(),
+                        fpp_ppm: ix.fpp_ppm,
+                    }));
+                    continue;
+                }
+                if only.is_some_and(|o| o != ix.name) {
+                    continue;
+                }
+                let staged = cursors[&ix.index_id].as_ref().is_some_and(|c| {
+                    c.file_id == f.file_id || c.skipped.iter().any(|(id, _)| *id == f.file_id)
+                });
+                if !staged {
+                    pending.push(ix.clone());
+                }
+            }
+            if pending.is_empty() || f.record_count * pending.len() as u64 > FILE_PASS_ENTRIES {
+                continue;
+            }
+            let previous_bundle = bundles.get(&f.file_id).cloned();
+            tasks.push(BuildTask {
+                format: TASK_FORMAT,
+                table: tr.clone(),
+                file: f.clone(),
+                cursors: pending
+                    .iter()
+                    .map(|ix| cursors[&ix.index_id].clone())
+                    .collect(),
+                replaces: pending
+                    .iter()
+                    .map(|ix| arts[&ix.index_id].get(&f.file_id).cloned())
+                    .collect(),
+                indexes: pending,
+                carry,
+                bundle_generation: previous_bundle.as_ref().map_or(1, |b| b.generation + 1),
+                previous_bundle,
+                block_bytes: self.block_bytes as u64,
+                plan: plan.clone(),
+            });
+        }
+        tasks
+    }
+
+    /// Commits the receipts of [`BundleBuilder::build_bundle`]: each is checked in the
+    /// transaction that commits it (module docs) and the valid ones are committed,
+    /// [`BATCH_FILES`] per transaction; stale ones are refused with their reason. Then
+    /// completed indexes are ready (a unique one after its cross-file check: poisoned and
+    /// `E_CONSTRAINT` on a duplicate) and table runs are rebuilt. A receipt reporting a
+    /// duplicate within its file poisons that index; the commit then returns `E_CONSTRAINT`
+    /// after committing the rest.
+    pub async fn commit_build(&self, receipts: &[BuildReceipt]) -> Result<CommitReport> {
+        let mut report = CommitReport::default();
+        let mut tables: Vec<String> = Vec::new();
+        let mut duplicates = Vec::new();
+        let mut built = Vec::new();
+        for r in receipts {
+            check_format(r.format)?;
+            check_format(r.task.format)?;
+            if !tables.contains(&r.task.table.name) {
+                tables.push(r.task.table.name.clone());
+            }
+            match &r.outcome {
+                Outcome::Built { .. } => built.push(r),
+                Outcome::Duplicate { .. } => duplicates.push(r),
+                Outcome::TooLarge => report.left.push(Refused {
+                    file: r.task.file.path.clone(),
+                    reason: "too large for one piece: a local build() slices it".into(),
+                }),
+                Outcome::Unreadable { message, .. } => report.left.push(Refused {
+                    file: r.task.file.path.clone(),
+                    reason: message.clone(),
+                }),
+            }
+        }
+        for batch in built.chunks(BATCH_FILES) {
+            let _writing = self.writing.read().await;
+            self.commit_receipts(batch, Check::Objects, &mut report)
+                .await?;
+        }
+        let mut first_error = None;
+        for r in duplicates {
+            let Outcome::Duplicate {
+                index_id,
+                first,
+                second,
+            } = &r.outcome
+            else {
+                continue;
+            };
+            let Some(ix) = r.task.indexes.iter().find(|i| i.index_id == *index_id) else {
+                continue;
+            };
+            let e = self
+                .poison_duplicate(&r.task.table, ix, &r.task.file, (*first, *second), &[])
+                .await;
+            first_error.get_or_insert(e);
+        }
+        for table in &tables {
+            if let Err(e) = self.finish_committed(table).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
+    }
+
+    /// After receipts are committed: unique indexes whose every file is covered are checked
+    /// across files and flipped; table runs are rebuilt.
+    async fn finish_committed(&self, table: &str) -> Result<()> {
+        let t = self.catalog.begin()?;
+        let (tr, _, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
+        drop(t);
+        for ix in indexes
+            .iter()
+            .filter(|i| i.unique && i.state == IndexState::Building)
+        {
+            self.finish_unique(table, &ix.name).await?;
+        }
+        self.build_runs(&tr).await
+    }
+
+    /// Checks `receipts` (each [`Outcome::Built`]) and commits the valid ones in one
+    /// transaction. Under [`Check::AllOrNothing`] a stale receipt fails the whole batch with
+    /// `E_CONFLICT` and nothing is committed. The caller holds `writing` shared.
+    pub(crate) async fn commit_receipts(
+        &self,
+        receipts: &[&BuildReceipt],
+        check: Check,
+        report: &mut CommitReport,
+    ) -> Result<()> {
+        let mut refused: HashSet<u64> = HashSet::new();
+        if check == Check::Objects {
+            // Before the transaction: objects never change once written (create-only).
+            for r in receipts {
+                if let Err(why) = self.check_object(r).await? {
+                    refused.insert(r.task.file.file_id);
+                    report.refused.push(Refused {
+                        file: r.task.file.path.clone(),
+                        reason: why,
+                    });
+                }
+            }
+        }
+        let t = self.catalog.begin()?;
+        let mut ok: Vec<&BuildReceipt> = Vec::new();
+        let mut seen: HashSet<(u64, u64)> = HashSet::new();
+        for r in receipts {
+            if refused.contains(&r.task.file.file_id) {
+                continue;
+            }
+            let mut why = self.stale(&t, r).await?;
+            // Two receipts for one file in one batch: the first is committed.
+            if why.is_none() && !seen.insert((r.task.table.table_id, r.task.file.file_id)) {
+                why = Some("another receipt for this file is committed with it".into());
+            }
+            match why {
+                None => ok.push(r),
+                Some(why) if check == Check::AllOrNothing => {
+                    return Err(Error::Conflict(format!(
+                        "another writer changed {} during the build: {why}",
+                        r.task.table.name
+                    )))
+                }
+                Some(why) => report.refused.push(Refused {
+                    file: r.task.file.path.clone(),
+                    reason: why,
+                }),
+            }
+        }
+        if ok.is_empty() {
+            return Ok(());
+        }
+        // Per index: the files it now has a blob for.
+        let mut built_for: HashMap<(u64, u64), (HashSet<u64>, bool)> = HashMap::new();
+        for r in &ok {
+            let Outcome::Built {
+                bundle, artifacts, ..
+            } = &r.outcome
+            else {
+                continue;
+            };
+            let tid = r.task.table.table_id;
+            for a in artifacts {
+                t.put(&artifact_key(a.lineage.index_id, a.file_id), a)?;
+            }
+            t.put(&bundle_key(tid, r.task.file.file_id), bundle)?;
+            for ix in &r.task.indexes {
+                built_for
+                    .entry((tid, ix.index_id))
+                    .or_insert_with(|| (HashSet::new(), ix.unique))
+                    .0
+                    .insert(r.task.file.file_id);
+            }
+        }
+        for ((tid, index_id), (built, unique)) in &built_for {
+            let Some(mut rec) = t.get::<IndexRecord>(&index_key(*tid, *index_id)).await? else {
+                continue; // (checked by `stale`)
+            };
+            rec.generation += 1;
+            let cursor: Option<BuildCursor> = t.get(&cursor_key(*index_id)).await?;
+            let Some(tr) = t.get::<TableRecord>(&table_key(*tid)).await? else {
+                continue;
+            };
+            let files = self.catalog.files(&t, *tid).await?;
+            let arts = self.catalog.artifacts_by_file(&t, *index_id).await?;
+            let complete = cursor.is_none()
+                && files.iter().all(|f| {
+                    built.contains(&f.file_id) || accepted(f, arts.get(&f.file_id), &tr)
+                });
+            // (A unique index flips after the cross-file check: `finish_unique`.)
+            if complete && rec.state == IndexState::Building && !unique {
+                rec.state = IndexState::Ready;
+            }
+            t.put(&index_key(*tid, *index_id), &rec)?;
+            t.delete(&certificate_key(*index_id))?;
+        }
+        t.bump_version().await?;
+        t.commit().await?;
+        self.invalidate();
+        report.transactions += 1;
+        for r in ok {
+            if let Outcome::Built { size, entries, .. } = &r.outcome {
+                report.committed.push(r.task.file.path.clone());
+                report.bytes += size;
+                report.entries += entries;
+            }
+        }
+        Ok(())
+    }
+
+    /// Why `r` may not be committed now (`None`: it may), read in `t`.
+    async fn stale(&self, t: &Txn<'_>, r: &BuildReceipt) -> Result<Option<String>> {
+        let task = &r.task;
+        let tid = task.table.table_id;
+        let Outcome::Built {
+            bundle, artifacts, ..
+        } = &r.outcome
+        else {
+            return Ok(Some("not a built receipt".into()));
+        };
+        if task.indexes.is_empty()
+            || task.indexes.len() != task.cursors.len()
+            || task.indexes.len() != task.replaces.len()
+        {
+            return Ok(Some("the receipt does not match its task".into()));
+        }
+        let tr: Option<TableRecord> = t.get(&table_key(tid)).await?;
+        let Some(tr) = tr.filter(|tr| tr.name == task.table.name) else {
+            return Ok(Some("the table is gone".into()));
+        };
+        // (A newer table snapshot is fine: the receipt's artifacts pass the read gate under
+        // the table as it is now, below.)
+        if tr.location != task.table.location {
+            return Ok(Some("the table moved to another location".into()));
+        }
+        let now: Option<FileEntry> = t.get(&file_key(tid, task.file.file_id)).await?;
+        match now {
+            None => return Ok(Some("the file left the table".into())),
+            Some(f) if f != task.file => {
+                return Ok(Some(
+                    "the file changed since the task was planned (content, version, rows or deletes)"
+                        .into(),
+                ))
+            }
+            Some(_) => {}
+        }
+        for ((ix, cursor), replaces) in task
+            .indexes
+            .iter()
+            .zip(&task.cursors)
+            .zip(&task.replaces)
+        {
+            // The same index (ids are never reused), not poisoned meanwhile, and its blob for
+            // this file still the one the plan saw: other files' commits (this build's own
+            // batches among them) move its generation without making this receipt stale.
+            let rec: Option<IndexRecord> = t.get(&index_key(tid, ix.index_id)).await?;
+            match rec {
+                None => return Ok(Some(format!("index {} was dropped", ix.name))),
+                Some(rec) if rec.state == IndexState::Poisoned => {
+                    return Ok(Some(format!("index {} is poisoned", ix.name)))
+                }
+                Some(rec) if rec.fields != ix.fields || rec.kind != ix.kind => {
+                    return Ok(Some("the receipt does not match its task".into()))
+                }
+                Some(_) => {}
+            }
+            let now: Option<IndexFileEntry> =
+                t.get(&artifact_key(ix.index_id, task.file.file_id)).await?;
+            if &now != replaces {
+                return Ok(Some(format!(
+                    "the blob of index {} for this file changed (another build committed first)",
+                    ix.name
+                )));
+            }
+            let now: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
+            if &now != cursor {
+                return Ok(Some(format!("a staged build of {} moved", ix.name)));
+            }
+        }
+        for c in &task.carry {
+            let a = &c.artifact;
+            let now: Option<IndexFileEntry> =
+                t.get(&artifact_key(a.lineage.index_id, a.file_id)).await?;
+            if now.as_ref() != Some(a) {
+                return Ok(Some(format!(
+                    "the blob of index {} carried into the bundle changed",
+                    a.lineage.index_id
+                )));
+            }
+        }
+        let prev: Option<BundleRecord> = t.get(&bundle_key(tid, task.file.file_id)).await?;
+        if prev != task.previous_bundle
+            || task.bundle_generation != prev.as_ref().map_or(1, |b| b.generation + 1)
+        {
+            return Ok(Some("the file's bundle moved to another generation".into()));
+        }
+        // The receipt's own facts must be its task's.
+        let expected: HashSet<u64> = task
+            .indexes
+            .iter()
+            .map(|i| i.index_id)
+            .chain(task.carry.iter().map(|c| c.artifact.lineage.index_id))
+            .collect();
+        let named: HashSet<u64> = artifacts.iter().map(|a| a.lineage.index_id).collect();
+        let Ok(path) = task.bundle_path() else {
+            return Ok(Some("the receipt does not match its task".into()));
+        };
+        if bundle.path != path
+            || bundle.generation != task.bundle_generation
+            || named.len() != artifacts.len()
+            || artifacts.iter().any(|a| {
+                a.file_id != task.file.file_id
+                    || a.lineage.bundle_path != path
+                    || !accepted(&task.file, Some(a), &tr)
+            })
+            || task.indexes.iter().any(|i| !named.contains(&i.index_id))
+            || !named.is_subset(&expected)
+        {
+            return Ok(Some("the receipt does not match its task".into()));
+        }
+        Ok(None)
+    }
+
+    /// `Ok(Err(why))` when a receipt's object is missing or holds other bytes.
+    async fn check_object(&self, r: &BuildReceipt) -> Result<std::result::Result<(), String>> {
+        let Outcome::Built {
+            bundle,
+            size,
+            sha256,
+            ..
+        } = &r.outcome
+        else {
+            return Ok(Err("not a built receipt".into()));
+        };
+        if r.task.bundle_path().ok().as_ref() != Some(&bundle.path) {
+            return Ok(Err("the receipt does not match its task".into()));
+        }
+        Ok(match object_sha256(self.store.as_ref(), &bundle.path).await? {
+            None => Err(format!("{} does not exist", bundle.path)),
+            Some((n, h)) if n == *size && &h == sha256 => Ok(()),
+            Some(_) => Err(format!("{} does not hold the receipt's bytes", bundle.path)),
+        })
+    }
+}
+
+impl Overlay {
+    /// One batch of [`Overlay::build`]'s whole-file pass: reads the catalog, indexes up to a
+    /// batch of files (each for all its pending indexes, in parallel waves), writes one bundle
+    /// generation per file and commits artifacts, bundles, unique claims and every involved
+    /// index's generation in one transaction. `Ok(true)` when no file is left for the pass;
+    /// `E_CONFLICT` when another writer moved an involved index meanwhile (nothing committed;
+    /// the bundles written are deleted).
+    pub(crate) async fn build_files_batch(
+        &self,
+        table: &str,
+        deferred: &mut HashSet<u64>,
+        report: &mut BuildReport,
+        done_files: &mut std::collections::BTreeSet<String>,
+        on_progress: &mut impl FnMut(&Progress),
+    ) -> Result<bool> {
+        let _writing = self.writing.read().await;
+        // Plan: the same tasks `plan_build` gives builders elsewhere, for this process.
+        let state = self.plan_state(table).await?;
+        let (mut rows_total, mut rows_done) = (0u64, 0u64);
+        for f in &state.files {
+            rows_total += f.record_count * state.indexes.len() as u64;
+            for ix in &state.indexes {
+                if accepted(f, state.arts[&ix.index_id].get(&f.file_id), &state.tr) {
+                    rows_done += f.record_count;
+                }
+            }
+        }
+        let mut tasks = self.tasks_of(&state, None, deferred, None);
+        // Files too large for one piece are left to the per-index pass.
+        for f in &state.files {
+            if !tasks.iter().any(|t| t.file.file_id == f.file_id) {
+                deferred.insert(f.file_id);
+            }
+        }
+        if tasks.is_empty() {
+            return Ok(true);
+        }
+        tasks.truncate(BATCH_FILES);
+        let tr = state.tr.clone();
+
+        // Build: a sliding window of tasks on their own tasks, each bundle written as it is
+        // done while the others go on (no file waits for a slower one). The window holds up
+        // to twice `parallel` files, so the cores stay busy while this task waits on a bundle
+        // write, within the entries `parallel` of the largest files would hold.
+        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let builder = std::sync::Arc::new(self.bundle_builder());
+        let mut receipts: Vec<BuildReceipt> = Vec::new();
+        let mut written: Vec<String> = Vec::new();
+        let mut queue = (0..tasks.len()).peekable();
+        let mut running = futures::stream::FuturesUnordered::new();
+        let entries_of = |i: usize| tasks[i].file.record_count * tasks[i].indexes.len() as u64;
+        let budget = FILE_PASS_ENTRIES * parallel as u64;
+        let mut in_flight = 0u64;
+        let spawn = |i: usize| {
+            let task = tasks[i].clone();
+            let builder = builder.clone();
+            let handle = tokio::spawn(async move { builder.build_bundle(&task).await });
+            async move { (i, handle.await) }
+        };
+        loop {
+            while let Some(&next) = queue.peek() {
+                let fits = running.is_empty()
+                    || (running.len() < 2 * parallel && in_flight + entries_of(next) <= budget);
+                if !fits {
+                    break;
+                }
+                queue.next();
+                in_flight += entries_of(next);
+                running.push(spawn(next));
+            }
+            let Some((i, res)) = running.next().await else {
+                break;
+            };
+            in_flight -= entries_of(i);
+            let task = &tasks[i];
+            let res = match res {
+                Ok(r) => r,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            };
+            let receipt = match res {
+                Ok(r) => r,
+                Err(e) => {
+                    drop(running);
+                    self.delete_objects(&written).await;
+                    return Err(e);
+                }
+            };
+            match &receipt.outcome {
+                Outcome::Built { bundle, .. } => written.push(bundle.path.clone()),
+                Outcome::Duplicate {
+                    index_id,
+                    first,
+                    second,
+                } => {
+                    // Two rows of the file share a key: the index is poisoned, as a step
+                    // would poison it, and the build fails.
+                    drop(running);
+                    let ix = task
+                        .indexes
+                        .iter()
+                        .find(|ix| ix.index_id == *index_id)
+                        .expect("a planned index");
+                    return Err(self
+                        .poison_duplicate(&tr, ix, &task.file, (*first, *second), &written)
+                        .await);
+                }
+                Outcome::TooLarge => {
+                    deferred.insert(task.file.file_id);
+                    continue;
+                }
+                Outcome::Unreadable { message, .. } => {
+                    // Left to the per-index pass, which records the skip in each cursor.
+                    tracing::warn!(target: "skerry::build", file = %task.file.path, "not indexed: {message}");
+                    deferred.insert(task.file.file_id);
+                    continue;
+                }
+            }
+            receipts.push(receipt);
+        }
+        if receipts.is_empty() {
+            return Ok(false); // every file of the batch was deferred
+        }
+
+        // Commit, unless another writer moved an involved index or file meanwhile.
+        let mut committed = CommitReport::default();
+        let refs: Vec<&BuildReceipt> = receipts.iter().collect();
+        if let Err(e) = self
+            .commit_receipts(&refs, Check::AllOrNothing, &mut committed)
+            .await
+        {
+            self.delete_objects(&written).await;
+            return Err(e);
+        }
+        let batch_rows: u64 = receipts
+            .iter()
+            .map(|r| r.task.file.record_count * r.task.indexes.len() as u64)
+            .sum();
+        report.entries += committed.entries;
+        report.bundles_written += committed.committed.len() as u64;
+        report.bytes_written += committed.bytes;
+        done_files.extend(committed.committed);
+        on_progress(&Progress {
+            phase: "build".into(),
+            done: rows_done + batch_rows,
+            total: rows_total,
+            file: None,
+        });
+        Ok(false)
+    }
+}
+
+/// How [`Overlay::commit_receipts`] checks receipts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Receipts from elsewhere: objects re-read and hashed, stale receipts refused one by one.
+    Objects,
+    /// This process's own receipts (`build()`): a stale one fails the batch (`E_CONFLICT`).
+    AllOrNothing,
+}

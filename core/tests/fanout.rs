@@ -1,0 +1,309 @@
+//! Builds beyond one machine (`core/src/admin/fanout.rs`): plan → build bundles anywhere
+//! (separate `BundleBuilder` handles, no catalog) → one commit equals a local `build()`;
+//! retries are idempotent; stale, forged and duplicated receipts are refused.
+
+use std::path::Path;
+
+use skerry_core::admin::fanout::{
+    BuildReceipt, BuildTask, BundleBuilder, Outcome, PlanOptions, TASK_FORMAT,
+};
+use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::sample::{orders_parquet, SampleCodec};
+use skerry_core::formats::manifest::IndexState;
+use skerry_core::values::Value;
+
+const FILES: i64 = 6;
+const ROWS: i64 = 2_000;
+
+fn write_data(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for i in 0..FILES {
+        std::fs::write(
+            dir.join(format!("p{i:03}.parquet")),
+            orders_parquet(i * ROWS, ROWS as usize, 500, SampleCodec::Snappy).unwrap(),
+        )
+        .unwrap();
+    }
+}
+
+/// An overlay at `dir/name` over the data in `data`, with a unique index on `order_id` and
+/// one on `customer`, nothing built.
+async fn overlay(dir: &Path, name: &str, data: &Path) -> (String, Overlay) {
+    let url = format!("file://{}", dir.join(name).display());
+    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
+    o.register_parquet_table(
+        "orders",
+        &format!("file://{}", data.display()),
+        FileSelection::Prefix(String::new()),
+    )
+    .await
+    .unwrap();
+    for (name, col, unique) in [("by_id", "order_id", true), ("by_customer", "customer", false)] {
+        o.create_index(
+            "orders",
+            name,
+            &[col.into()],
+            IndexOptions {
+                unique,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    }
+    (url, o)
+}
+
+/// Builds every task on its own builder handle (as separate workers would), in parallel.
+async fn build_all(url: &str, tasks: &[BuildTask]) -> Vec<BuildReceipt> {
+    let mut handles = Vec::new();
+    for task in tasks {
+        // Through JSON, as tasks travel between processes.
+        let wire = serde_json::to_string(task).unwrap();
+        let url = url.to_string();
+        handles.push(tokio::spawn(async move {
+            let task: BuildTask = serde_json::from_str(&wire).unwrap();
+            let b = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
+            let r = b.build_bundle(&task).await.unwrap();
+            serde_json::from_str::<BuildReceipt>(&serde_json::to_string(&r).unwrap()).unwrap()
+        }));
+    }
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
+}
+
+async fn answers(o: &Overlay) -> Vec<(String, Vec<(String, u64)>)> {
+    let mut out = Vec::new();
+    for (ix, key) in [
+        ("by_id", Value::Int(0)),
+        ("by_id", Value::Int(4_321)),
+        ("by_id", Value::Int(FILES * ROWS - 1)),
+        ("by_id", Value::Int(FILES * ROWS)),
+        ("by_customer", Value::String("customer-00042".into())),
+        ("by_customer", Value::String("customer-04999".into())),
+        ("by_customer", Value::String("nobody".into())),
+    ] {
+        let r = o.lookup("orders", ix, &[key.clone()]).await.unwrap();
+        assert_eq!(r.stats.files_scanned, 0, "{ix} {key:?} answered by the index");
+        let mut rows: Vec<(String, u64)> = r.rows.into_iter().map(|r| (r.file, r.position)).collect();
+        rows.sort();
+        out.push((format!("{ix} {key:?}"), rows));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_build_commit_equals_a_local_build() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    write_data(&data);
+    let (_, local) = overlay(d.path(), "local", &data).await;
+    local.build("orders", |_| {}).await.unwrap();
+    let (url, o) = overlay(d.path(), "fanout", &data).await;
+
+    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
+    assert_eq!(tasks.len(), FILES as usize, "one task per file");
+    assert!(tasks.iter().all(|t| t.indexes.len() == 2 && t.format == TASK_FORMAT));
+    // Planning wrote nothing.
+    assert!(!d.path().join("fanout/bundles").exists());
+
+    let receipts = build_all(&url, &tasks).await;
+    assert!(receipts.iter().all(|r| matches!(r.outcome, Outcome::Built { .. })));
+    // Nothing is visible before the commit.
+    assert_eq!(
+        o.index_record("orders", "by_id").await.unwrap().state,
+        IndexState::Building
+    );
+    let report = o.commit_build(&receipts).await.unwrap();
+    assert_eq!(report.committed.len(), FILES as usize, "{report:?}");
+    assert!(report.refused.is_empty() && report.left.is_empty(), "{report:?}");
+    assert_eq!(report.entries, 2 * (FILES * ROWS) as u64);
+    for ix in ["by_id", "by_customer"] {
+        assert_eq!(o.index_record("orders", ix).await.unwrap().state, IndexState::Ready);
+        let v = o.verify("orders", ix).await.unwrap();
+        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
+    }
+    // Byte-identical bundles, the same answers.
+    let a = local.bundles("orders").await.unwrap();
+    let b = o.bundles("orders").await.unwrap();
+    assert_eq!(a.len(), FILES as usize);
+    assert_eq!(
+        a.iter().map(|(f, b)| (f, b)).collect::<Vec<_>>(),
+        b.iter().map(|(f, b)| (f, b)).collect::<Vec<_>>(),
+        "bundles built elsewhere are the local build's bytes"
+    );
+    assert!(b.iter().all(|(_, bytes)| !bytes.is_empty()));
+    let (x, y) = (answers(&local).await, answers(&o).await);
+    assert_eq!(x, y);
+    assert_eq!(x[1].1.len(), 1, "order 4321 found");
+    assert!(x[4].1.len() > 1, "a repeated customer found in several rows");
+    // Nothing left to plan.
+    assert!(o.plan_build("orders", &PlanOptions::default()).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_are_idempotent_and_each_file_commits_once() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    write_data(&data);
+    let (url, o) = overlay(d.path(), "o", &data).await;
+    let tasks = o
+        .plan_build(
+            "orders",
+            &PlanOptions {
+                index: Some("by_customer".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(tasks.iter().all(|t| t.indexes.len() == 1 && t.indexes[0].name == "by_customer"));
+    // A task built twice (a worker died after writing, the job ran again): same receipt.
+    let first = build_all(&url, &tasks).await;
+    let again = build_all(&url, &tasks).await;
+    assert_eq!(first, again);
+    // Both copies handed in: each file commits once.
+    let all: Vec<BuildReceipt> = first.iter().chain(&again).cloned().collect();
+    let report = o.commit_build(&all).await.unwrap();
+    assert_eq!(report.committed.len(), FILES as usize);
+    assert_eq!(report.refused.len(), FILES as usize, "{report:?}");
+    assert_eq!(
+        o.index_record("orders", "by_customer").await.unwrap().state,
+        IndexState::Ready
+    );
+    // Handed in again later: stale (the file's blob and bundle moved on).
+    let report = o.commit_build(&first).await.unwrap();
+    assert!(report.committed.is_empty());
+    assert!(
+        report.refused.iter().all(|r| r.reason.contains("changed") || r.reason.contains("generation")),
+        "{report:?}"
+    );
+    // The unique index is still unbuilt; its plan carries the customer blobs.
+    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
+    assert!(tasks.iter().all(|t| t.indexes.len() == 1 && t.carry.len() == 1 && t.bundle_generation == 2));
+    let report = o.commit_build(&build_all(&url, &tasks).await).await.unwrap();
+    assert_eq!(report.committed.len(), FILES as usize);
+    for ix in ["by_id", "by_customer"] {
+        assert_eq!(o.index_record("orders", ix).await.unwrap().state, IndexState::Ready);
+        let v = o.verify("orders", ix).await.unwrap();
+        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
+    }
+    answers(&o).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_and_forged_receipts_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    write_data(&data);
+    let (url, o) = overlay(d.path(), "o", &data).await;
+    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
+    let mut receipts = build_all(&url, &tasks).await;
+    let path_of = |r: &BuildReceipt| r.task.file.path.clone();
+
+    // p000 is rewritten (other orders) and refreshed between build and commit.
+    std::fs::write(
+        data.join("p000.parquet"),
+        orders_parquet(100_000, ROWS as usize, 500, SampleCodec::Snappy).unwrap(),
+    )
+    .unwrap();
+    let refreshed = o.refresh("orders").await.unwrap();
+    assert_eq!(refreshed.changed, vec!["p000.parquet".to_string()]);
+    // p001's receipt claims other bytes; p002's object is gone; p003's points elsewhere.
+    let by_file = |rs: &mut Vec<BuildReceipt>, f: &str| -> usize {
+        rs.iter().position(|r| r.task.file.path == f).unwrap()
+    };
+    let i = by_file(&mut receipts, "p001.parquet");
+    if let Outcome::Built { sha256, .. } = &mut receipts[i].outcome {
+        *sha256 = "00".repeat(32);
+    }
+    let i = by_file(&mut receipts, "p002.parquet");
+    if let Outcome::Built { bundle, .. } = &receipts[i].outcome {
+        std::fs::remove_file(d.path().join("o").join(&bundle.path)).unwrap();
+    }
+    let i = by_file(&mut receipts, "p003.parquet");
+    if let Outcome::Built { bundle, .. } = &mut receipts[i].outcome {
+        bundle.path = "../../elsewhere.puffin".into();
+    }
+    let report = o.commit_build(&receipts).await.unwrap();
+    let reason = |f: &str| {
+        report
+            .refused
+            .iter()
+            .find(|r| r.file == f)
+            .map(|r| r.reason.clone())
+            .unwrap_or_default()
+    };
+    assert!(reason("p000.parquet").contains("file changed"), "{report:?}");
+    assert!(reason("p001.parquet").contains("does not hold"), "{report:?}");
+    assert!(reason("p002.parquet").contains("does not exist"), "{report:?}");
+    assert!(reason("p003.parquet").contains("does not match"), "{report:?}");
+    assert_eq!(report.refused.len(), 4);
+    let mut committed = report.committed.clone();
+    committed.sort();
+    assert_eq!(committed, vec!["p004.parquet".to_string(), "p005.parquet".to_string()]);
+    assert!(receipts.iter().all(|r| path_of(r) != "p000.parquet" || !committed.contains(&path_of(r))));
+    // Not complete: still building, and nothing it answers is wrong.
+    assert_eq!(
+        o.index_record("orders", "by_customer").await.unwrap().state,
+        IndexState::Building
+    );
+    // A task of another format is refused outright.
+    let mut t = tasks[0].clone();
+    t.format = TASK_FORMAT + 1;
+    let b = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
+    let e = b.build_bundle(&t).await.unwrap_err();
+    assert_eq!(e.code(), "E_INVALID", "{e}");
+    // A plan token that would lead the bundle's name out of its folder.
+    let mut t = tasks[0].clone();
+    t.plan = Some("../../x".into());
+    let e = b.build_bundle(&t).await.unwrap_err();
+    assert_eq!(e.code(), "E_INVALID", "{e}");
+    assert!(!d.path().join("x.puffin").exists());
+    // A new plan covers what is left; then the index is exact (p000's new content too).
+    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
+    assert_eq!(tasks.len(), 4);
+    let report = o.commit_build(&build_all(&url, &tasks).await).await.unwrap();
+    assert_eq!(report.committed.len(), 4, "{report:?}");
+    for ix in ["by_id", "by_customer"] {
+        assert_eq!(o.index_record("orders", ix).await.unwrap().state, IndexState::Ready);
+        let v = o.verify("orders", ix).await.unwrap();
+        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
+    }
+    let r = o.lookup("orders", "by_id", &[Value::Int(100_005)]).await.unwrap();
+    assert_eq!(r.rows.len(), 1);
+    assert_eq!((r.rows[0].file.as_str(), r.rows[0].position), ("p000.parquet", 5));
+    assert!(o.lookup("orders", "by_id", &[Value::Int(5)]).await.unwrap().rows.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_across_receipts_poison_the_unique_index_at_commit() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    write_data(&data);
+    // p005 repeats p004's first orders.
+    std::fs::write(
+        data.join("p005.parquet"),
+        orders_parquet(4 * ROWS, ROWS as usize, 500, SampleCodec::Snappy).unwrap(),
+    )
+    .unwrap();
+    let (url, o) = overlay(d.path(), "o", &data).await;
+    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
+    let receipts = build_all(&url, &tasks).await;
+    let e = o.commit_build(&receipts).await.unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
+    assert!(e.to_string().contains("p004.parquet") && e.to_string().contains("p005.parquet"), "{e}");
+    assert_eq!(
+        o.index_record("orders", "by_id").await.unwrap().state,
+        IndexState::Poisoned
+    );
+    // The other index committed and is exact.
+    assert_eq!(
+        o.index_record("orders", "by_customer").await.unwrap().state,
+        IndexState::Ready
+    );
+    let v = o.verify("orders", "by_customer").await.unwrap();
+    assert_eq!((v.missing, v.mismatched), (0, 0));
+}
