@@ -1371,9 +1371,7 @@ impl Overlay {
             let tasks = w?.plan_build(&table, &opts).await?;
             tasks
                 .iter()
-                .map(|t| {
-                    serde_json::to_string(t).map_err(|e| CoreError::Invalid(e.to_string()))
-                })
+                .map(|t| serde_json::to_string(t).map_err(|e| CoreError::Invalid(e.to_string())))
                 .collect()
         })
     }
@@ -1393,7 +1391,9 @@ impl Overlay {
                 .enumerate()
                 .map(|(i, r)| {
                     serde_json::from_str(r).map_err(|e| {
-                        CoreError::Invalid(format!("commitBuild: receipts[{i}] is not a receipt: {e}"))
+                        CoreError::Invalid(format!(
+                            "commitBuild: receipts[{i}] is not a receipt: {e}"
+                        ))
                     })
                 })
                 .collect::<skerry_core::Result<Vec<_>>>()?;

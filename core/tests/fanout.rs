@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+mod support;
+
 use skerry_core::admin::fanout::{
     BuildReceipt, BuildTask, BundleBuilder, Outcome, PlanOptions, TASK_FORMAT,
 };
@@ -16,14 +18,7 @@ const FILES: i64 = 6;
 const ROWS: i64 = 2_000;
 
 fn write_data(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    for i in 0..FILES {
-        std::fs::write(
-            dir.join(format!("p{i:03}.parquet")),
-            orders_parquet(i * ROWS, ROWS as usize, 500, SampleCodec::Snappy).unwrap(),
-        )
-        .unwrap();
-    }
+    support::write_orders(dir, FILES, ROWS, 500);
 }
 
 /// An overlay at `dir/name` over the data in `data`, with a unique index on `order_id` and
@@ -38,7 +33,10 @@ async fn overlay(dir: &Path, name: &str, data: &Path) -> (String, Overlay) {
     )
     .await
     .unwrap();
-    for (name, col, unique) in [("by_id", "order_id", true), ("by_customer", "customer", false)] {
+    for (name, col, unique) in [
+        ("by_id", "order_id", true),
+        ("by_customer", "customer", false),
+    ] {
         o.create_index(
             "orders",
             name,
@@ -87,8 +85,12 @@ async fn answers(o: &Overlay) -> Vec<(String, Vec<(String, u64)>)> {
         ("by_customer", Value::String("nobody".into())),
     ] {
         let r = o.lookup("orders", ix, &[key.clone()]).await.unwrap();
-        assert_eq!(r.stats.files_scanned, 0, "{ix} {key:?} answered by the index");
-        let mut rows: Vec<(String, u64)> = r.rows.into_iter().map(|r| (r.file, r.position)).collect();
+        assert_eq!(
+            r.stats.files_scanned, 0,
+            "{ix} {key:?} answered by the index"
+        );
+        let mut rows: Vec<(String, u64)> =
+            r.rows.into_iter().map(|r| (r.file, r.position)).collect();
         rows.sort();
         out.push((format!("{ix} {key:?}"), rows));
     }
@@ -104,14 +106,21 @@ async fn plan_build_commit_equals_a_local_build() {
     local.build("orders", |_| {}).await.unwrap();
     let (url, o) = overlay(d.path(), "fanout", &data).await;
 
-    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
+    let tasks = o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
     assert_eq!(tasks.len(), FILES as usize, "one task per file");
-    assert!(tasks.iter().all(|t| t.indexes.len() == 2 && t.format == TASK_FORMAT));
+    assert!(tasks
+        .iter()
+        .all(|t| t.indexes.len() == 2 && t.format == TASK_FORMAT));
     // Planning wrote nothing.
     assert!(!d.path().join("fanout/bundles").exists());
 
     let receipts = build_all(&url, &tasks).await;
-    assert!(receipts.iter().all(|r| matches!(r.outcome, Outcome::Built { .. })));
+    assert!(receipts
+        .iter()
+        .all(|r| matches!(r.outcome, Outcome::Built { .. })));
     // Nothing is visible before the commit.
     assert_eq!(
         o.index_record("orders", "by_id").await.unwrap().state,
@@ -119,10 +128,16 @@ async fn plan_build_commit_equals_a_local_build() {
     );
     let report = o.commit_build(&receipts).await.unwrap();
     assert_eq!(report.committed.len(), FILES as usize, "{report:?}");
-    assert!(report.refused.is_empty() && report.left.is_empty(), "{report:?}");
+    assert!(
+        report.refused.is_empty() && report.left.is_empty(),
+        "{report:?}"
+    );
     assert_eq!(report.entries, 2 * (FILES * ROWS) as u64);
     for ix in ["by_id", "by_customer"] {
-        assert_eq!(o.index_record("orders", ix).await.unwrap().state, IndexState::Ready);
+        assert_eq!(
+            o.index_record("orders", ix).await.unwrap().state,
+            IndexState::Ready
+        );
         let v = o.verify("orders", ix).await.unwrap();
         assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
     }
@@ -139,9 +154,16 @@ async fn plan_build_commit_equals_a_local_build() {
     let (x, y) = (answers(&local).await, answers(&o).await);
     assert_eq!(x, y);
     assert_eq!(x[1].1.len(), 1, "order 4321 found");
-    assert!(x[4].1.len() > 1, "a repeated customer found in several rows");
+    assert!(
+        x[4].1.len() > 1,
+        "a repeated customer found in several rows"
+    );
     // Nothing left to plan.
-    assert!(o.plan_build("orders", &PlanOptions::default()).await.unwrap().is_empty());
+    assert!(o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,7 +181,9 @@ async fn retries_are_idempotent_and_each_file_commits_once() {
         )
         .await
         .unwrap();
-    assert!(tasks.iter().all(|t| t.indexes.len() == 1 && t.indexes[0].name == "by_customer"));
+    assert!(tasks
+        .iter()
+        .all(|t| t.indexes.len() == 1 && t.indexes[0].name == "by_customer"));
     // A task built twice (a worker died after writing, the job ran again): same receipt.
     let first = build_all(&url, &tasks).await;
     let again = build_all(&url, &tasks).await;
@@ -177,16 +201,30 @@ async fn retries_are_idempotent_and_each_file_commits_once() {
     let report = o.commit_build(&first).await.unwrap();
     assert!(report.committed.is_empty());
     assert!(
-        report.refused.iter().all(|r| r.reason.contains("changed") || r.reason.contains("generation")),
+        report
+            .refused
+            .iter()
+            .all(|r| r.reason.contains("changed") || r.reason.contains("generation")),
         "{report:?}"
     );
     // The unique index is still unbuilt; its plan carries the customer blobs.
-    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
-    assert!(tasks.iter().all(|t| t.indexes.len() == 1 && t.carry.len() == 1 && t.bundle_generation == 2));
-    let report = o.commit_build(&build_all(&url, &tasks).await).await.unwrap();
+    let tasks = o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
+    assert!(tasks
+        .iter()
+        .all(|t| t.indexes.len() == 1 && t.carry.len() == 1 && t.bundle_generation == 2));
+    let report = o
+        .commit_build(&build_all(&url, &tasks).await)
+        .await
+        .unwrap();
     assert_eq!(report.committed.len(), FILES as usize);
     for ix in ["by_id", "by_customer"] {
-        assert_eq!(o.index_record("orders", ix).await.unwrap().state, IndexState::Ready);
+        assert_eq!(
+            o.index_record("orders", ix).await.unwrap().state,
+            IndexState::Ready
+        );
         let v = o.verify("orders", ix).await.unwrap();
         assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
     }
@@ -199,7 +237,10 @@ async fn stale_and_forged_receipts_are_refused() {
     let data = d.path().join("data");
     write_data(&data);
     let (url, o) = overlay(d.path(), "o", &data).await;
-    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
+    let tasks = o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
     let mut receipts = build_all(&url, &tasks).await;
     let path_of = |r: &BuildReceipt| r.task.file.path.clone();
 
@@ -236,15 +277,32 @@ async fn stale_and_forged_receipts_are_refused() {
             .map(|r| r.reason.clone())
             .unwrap_or_default()
     };
-    assert!(reason("p000.parquet").contains("file changed"), "{report:?}");
-    assert!(reason("p001.parquet").contains("does not hold"), "{report:?}");
-    assert!(reason("p002.parquet").contains("does not exist"), "{report:?}");
-    assert!(reason("p003.parquet").contains("does not match"), "{report:?}");
+    assert!(
+        reason("p000.parquet").contains("file changed"),
+        "{report:?}"
+    );
+    assert!(
+        reason("p001.parquet").contains("does not hold"),
+        "{report:?}"
+    );
+    assert!(
+        reason("p002.parquet").contains("does not exist"),
+        "{report:?}"
+    );
+    assert!(
+        reason("p003.parquet").contains("does not match"),
+        "{report:?}"
+    );
     assert_eq!(report.refused.len(), 4);
     let mut committed = report.committed.clone();
     committed.sort();
-    assert_eq!(committed, vec!["p004.parquet".to_string(), "p005.parquet".to_string()]);
-    assert!(receipts.iter().all(|r| path_of(r) != "p000.parquet" || !committed.contains(&path_of(r))));
+    assert_eq!(
+        committed,
+        vec!["p004.parquet".to_string(), "p005.parquet".to_string()]
+    );
+    assert!(receipts
+        .iter()
+        .all(|r| path_of(r) != "p000.parquet" || !committed.contains(&path_of(r))));
     // Not complete: still building, and nothing it answers is wrong.
     assert_eq!(
         o.index_record("orders", "by_customer").await.unwrap().state,
@@ -263,19 +321,39 @@ async fn stale_and_forged_receipts_are_refused() {
     assert_eq!(e.code(), "E_INVALID", "{e}");
     assert!(!d.path().join("x.puffin").exists());
     // A new plan covers what is left; then the index is exact (p000's new content too).
-    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
+    let tasks = o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
     assert_eq!(tasks.len(), 4);
-    let report = o.commit_build(&build_all(&url, &tasks).await).await.unwrap();
+    let report = o
+        .commit_build(&build_all(&url, &tasks).await)
+        .await
+        .unwrap();
     assert_eq!(report.committed.len(), 4, "{report:?}");
     for ix in ["by_id", "by_customer"] {
-        assert_eq!(o.index_record("orders", ix).await.unwrap().state, IndexState::Ready);
+        assert_eq!(
+            o.index_record("orders", ix).await.unwrap().state,
+            IndexState::Ready
+        );
         let v = o.verify("orders", ix).await.unwrap();
         assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
     }
-    let r = o.lookup("orders", "by_id", &[Value::Int(100_005)]).await.unwrap();
+    let r = o
+        .lookup("orders", "by_id", &[Value::Int(100_005)])
+        .await
+        .unwrap();
     assert_eq!(r.rows.len(), 1);
-    assert_eq!((r.rows[0].file.as_str(), r.rows[0].position), ("p000.parquet", 5));
-    assert!(o.lookup("orders", "by_id", &[Value::Int(5)]).await.unwrap().rows.is_empty());
+    assert_eq!(
+        (r.rows[0].file.as_str(), r.rows[0].position),
+        ("p000.parquet", 5)
+    );
+    assert!(o
+        .lookup("orders", "by_id", &[Value::Int(5)])
+        .await
+        .unwrap()
+        .rows
+        .is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,11 +368,17 @@ async fn duplicates_across_receipts_poison_the_unique_index_at_commit() {
     )
     .unwrap();
     let (url, o) = overlay(d.path(), "o", &data).await;
-    let tasks = o.plan_build("orders", &PlanOptions::default()).await.unwrap();
+    let tasks = o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
     let receipts = build_all(&url, &tasks).await;
     let e = o.commit_build(&receipts).await.unwrap_err();
     assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
-    assert!(e.to_string().contains("p004.parquet") && e.to_string().contains("p005.parquet"), "{e}");
+    assert!(
+        e.to_string().contains("p004.parquet") && e.to_string().contains("p005.parquet"),
+        "{e}"
+    );
     assert_eq!(
         o.index_record("orders", "by_id").await.unwrap().state,
         IndexState::Poisoned

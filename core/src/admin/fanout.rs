@@ -29,16 +29,16 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::admin::build::{is_data_error, BATCH_FILES, FILE_PASS_ENTRIES, MAX_COMMIT_BYTES};
-use crate::admin::overlay::{BuildReport, Progress};
-use futures::StreamExt;
 use crate::admin::catalog::*;
 use crate::admin::file_build::{self, FileJob, FileOutcome};
 use crate::admin::overlay::{open_store, store_err, OpenOptions, Overlay};
+use crate::admin::overlay::{BuildReport, Progress};
 use crate::error::{Error, Result};
 use crate::formats::codec::Codec;
 use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
 use crate::formats::puffin::{BlobSpec, PuffinWriter};
 use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
+use futures::StreamExt;
 
 /// The format of [`BuildTask`] and [`BuildReceipt`] this build writes and reads.
 pub const TASK_FORMAT: u32 = 1;
@@ -418,9 +418,9 @@ impl BundleBuilder {
                     ))),
                 }
             }
-            Err(object_store::Error::AlreadyExists { .. }) => Err(Error::Conflict(format!(
-                "{path} was written concurrently"
-            ))),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                Err(Error::Conflict(format!("{path} was written concurrently")))
+            }
             Err(e) => Err(store_err(e)),
         }
     }
@@ -774,9 +774,9 @@ impl Overlay {
             let files = self.catalog.files(&t, *tid).await?;
             let arts = self.catalog.artifacts_by_file(&t, *index_id).await?;
             let complete = cursor.is_none()
-                && files.iter().all(|f| {
-                    built.contains(&f.file_id) || accepted(f, arts.get(&f.file_id), &tr)
-                });
+                && files
+                    .iter()
+                    .all(|f| built.contains(&f.file_id) || accepted(f, arts.get(&f.file_id), &tr));
             // (A unique index flips after the cross-file check: `finish_unique`.)
             if complete && rec.state == IndexState::Building && !unique {
                 rec.state = IndexState::Ready;
@@ -826,20 +826,13 @@ impl Overlay {
         let now: Option<FileEntry> = t.get(&file_key(tid, task.file.file_id)).await?;
         match now {
             None => return Ok(Some("the file left the table".into())),
-            Some(f) if f != task.file => {
-                return Ok(Some(
-                    "the file changed since the task was planned (content, version, rows or deletes)"
-                        .into(),
-                ))
-            }
+            Some(f) if f != task.file => return Ok(Some(
+                "the file changed since the task was planned (content, version, rows or deletes)"
+                    .into(),
+            )),
             Some(_) => {}
         }
-        for ((ix, cursor), replaces) in task
-            .indexes
-            .iter()
-            .zip(&task.cursors)
-            .zip(&task.replaces)
-        {
+        for ((ix, cursor), replaces) in task.indexes.iter().zip(&task.cursors).zip(&task.replaces) {
             // The same index (ids are never reused), not poisoned meanwhile, and its blob for
             // this file still the one the plan saw: other files' commits (this build's own
             // batches among them) move its generation without making this receipt stale.
@@ -925,11 +918,13 @@ impl Overlay {
         if r.task.bundle_path().ok().as_ref() != Some(&bundle.path) {
             return Ok(Err("the receipt does not match its task".into()));
         }
-        Ok(match object_sha256(self.store.as_ref(), &bundle.path).await? {
-            None => Err(format!("{} does not exist", bundle.path)),
-            Some((n, h)) if n == *size && &h == sha256 => Ok(()),
-            Some(_) => Err(format!("{} does not hold the receipt's bytes", bundle.path)),
-        })
+        Ok(
+            match object_sha256(self.store.as_ref(), &bundle.path).await? {
+                None => Err(format!("{} does not exist", bundle.path)),
+                Some((n, h)) if n == *size && &h == sha256 => Ok(()),
+                Some(_) => Err(format!("{} does not hold the receipt's bytes", bundle.path)),
+            },
+        )
     }
 }
 

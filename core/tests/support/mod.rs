@@ -18,14 +18,7 @@ pub async fn orders_overlay(
     indexes: &[(&str, &str, bool)],
 ) -> (String, Overlay) {
     let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    for i in 0..files {
-        std::fs::write(
-            data.join(format!("p{i:03}.parquet")),
-            orders_parquet(i * rows, rows as usize, row_group_rows, SampleCodec::Snappy).unwrap(),
-        )
-        .unwrap();
-    }
+    write_orders(&data, files, rows, row_group_rows);
     let overlay_url = format!("file://{}", dir.join("overlay").display());
     let o = Overlay::open(&overlay_url, OpenOptions::default())
         .await
@@ -52,6 +45,19 @@ pub async fn orders_overlay(
     }
     o.build("orders", |_| {}).await.unwrap();
     (overlay_url, o)
+}
+
+/// Writes the sample `orders` table under `data`: `files` Parquet files (`p000.parquet`, …) of
+/// `rows` orders each, ids consecutive from 0, row groups of `row_group_rows`.
+pub fn write_orders(data: &Path, files: i64, rows: i64, row_group_rows: usize) {
+    std::fs::create_dir_all(data).unwrap();
+    for i in 0..files {
+        std::fs::write(
+            data.join(format!("p{i:03}.parquet")),
+            orders_parquet(i * rows, rows as usize, row_group_rows, SampleCodec::Snappy).unwrap(),
+        )
+        .unwrap();
+    }
 }
 
 /// Runs the Python script `tests/iceberg/<script>` (pyiceberg, installed by setup.sh) into a
