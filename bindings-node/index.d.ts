@@ -359,6 +359,12 @@ export interface ParquetColumn {
 export interface PlanOptions {
   /** Only this index (default: every live index of the table). */
   index?: string
+  /**
+   * Most entries (rows × indexes) a worker derives in one pass over a file (default
+   * 2,000,000); a larger file is built one index at a time (the worker holds one index's
+   * entries of the file).
+   */
+  passEntries?: number
 }
 
 export interface PublishReport {

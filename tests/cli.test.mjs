@@ -286,9 +286,11 @@ test('plan, build-bundle and commit: a build split across processes through JSON
     ok(run(['init', `file://${path.join(d, 'overlay')}`]));
     ok(run(['register', 'orders', `file://${path.join(d, 'data')}`]));
     ok(run(['index', 'create', 'orders', 'by_id', 'order_id', '--unique']));
-    const plan = ok(run(['plan', 'orders']));
+    // Files of 1,000 rows past a pass of 500 entries: each worker builds them index by index.
+    const plan = ok(run(['plan', 'orders', '--pass-entries', '500']));
     const tasks = plan.out.trim().split('\n');
     assert.equal(tasks.length, 3);
+    assert.ok(tasks.every((t) => JSON.parse(t).passEntries === 500));
     assert.deepEqual(tasks.map((t) => JSON.parse(t).file.path).sort(), ['p0.parquet', 'p1.parquet', 'p2.parquet']);
     // Two "machines": one builds from stdin, one from a file (a worker needs only the URL).
     fs.writeFileSync(path.join(d, 'b.jsonl'), tasks.slice(1).join('\n') + '\n');

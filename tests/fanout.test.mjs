@@ -147,6 +147,8 @@ test('a receipt made stale by a file rewrite between build and commit is refused
     await assert.rejects(builder.buildBundle({ task: 1 }), (e) => e.code === 'E_INVALID');
     await assert.rejects(builder.buildBundle('{'), (e) => e.code === 'E_INVALID' && /not a build task/.test(e.message));
     await assert.rejects(o.planBuild('orders', { index: 'nope' }), (e) => e.code === 'E_NOT_FOUND');
+    await assert.rejects(o.planBuild('orders', { passEntries: 0 }), (e) => e.code === 'E_INVALID');
+    await assert.rejects(o.planBuild('orders', { passEntries: 1.5 }), (e) => e.code === 'E_INVALID');
     assert.throws(() => BundleBuilder.open(42), (e) => e.code === 'E_INVALID');
     await o.close();
   } finally {

@@ -152,12 +152,18 @@ const COMMANDS = {
     },
   },
   plan: {
-    usage: 'skerry plan <table> [--index <name>]',
+    usage: 'skerry plan <table> [--index <name>] [--pass-entries n]',
     about: 'Plan a build for workers elsewhere: one task per data file lacking blobs, printed as JSON lines (one task per line) for `skerry build-bundle` on any machine. Writes nothing.',
     args: ['table'],
-    options: { index: { type: 'string', desc: '<name>  only this index' } },
+    options: {
+      index: { type: 'string', desc: '<name>  only this index' },
+      'pass-entries': { type: 'string', desc: '<n>     entries (rows × indexes) a worker derives in one pass; larger files are built one index at a time' },
+    },
     run: async (o, [table], flags) => {
-      const tasks = await o.planBuild(table, flags.index !== undefined ? { index: flags.index } : {});
+      const options = {};
+      if (flags.index !== undefined) options.index = flags.index;
+      if (flags['pass-entries'] !== undefined) options.passEntries = count(flags['pass-entries'], '--pass-entries');
+      const tasks = await o.planBuild(table, options);
       if (flags.json) return { result: tasks.map((t) => JSON.parse(t)), text: null };
       return { result: tasks, text: tasks.join('\n') };
     },

@@ -88,7 +88,7 @@ const SIGNATURES = {
   vacuum: [['options', { retainVersions: 'count' }]],
   verify: [['table', 'string'], ['index', 'string']],
   certificate: [['table', 'string'], ['index', 'string']],
-  planBuild: [['table', 'string'], ['options', { index: 'string' }]],
+  planBuild: [['table', 'string'], ['options', { index: 'string', passEntries: 'count' }]],
   commitBuild: [['receipts', 'string[]']],
   close: [],
 };

@@ -153,6 +153,10 @@ pub struct SkippedFile {
 pub struct PlanOptions {
     /// Only this index (default: every live index of the table).
     pub index: Option<String>,
+    /// Most entries (rows × indexes) a worker derives in one pass over a file (default
+    /// 2,000,000); a larger file is built one index at a time (the worker holds one index's
+    /// entries of the file).
+    pub pass_entries: Option<f64>,
 }
 
 /// A file `commitBuild` did not commit, and why.
@@ -1364,8 +1368,24 @@ impl Overlay {
         options: Option<PlanOptions>,
     ) -> Result<PromiseRaw<'env, Vec<String>>> {
         let w = self.writer();
+        let (index, pass_entries) = match options {
+            Some(o) => (o.index, o.pass_entries),
+            None => (None, None),
+        };
+        if let Some(n) = pass_entries {
+            if n.fract() != 0.0 || !(1.0..=9_007_199_254_740_991.0).contains(&n) {
+                return Err(js_error(
+                    env,
+                    &CoreError::Invalid(
+                        "planBuild: options.passEntries must be an integer from 1 to 2^53-1"
+                            .into(),
+                    ),
+                ));
+            }
+        }
         let opts = skerry_core::admin::fanout::PlanOptions {
-            index: options.and_then(|o| o.index),
+            index,
+            pass_entries: pass_entries.map(|n| n as u64),
         };
         run(env, async move {
             let tasks = w?.plan_build(&table, &opts).await?;

@@ -177,6 +177,7 @@ async fn retries_are_idempotent_and_each_file_commits_once() {
             "orders",
             &PlanOptions {
                 index: Some("by_customer".into()),
+                ..Default::default()
             },
         )
         .await
@@ -390,4 +391,50 @@ async fn duplicates_across_receipts_poison_the_unique_index_at_commit() {
     );
     let v = o.verify("orders", "by_customer").await.unwrap();
     assert_eq!((v.missing, v.mismatched), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_past_one_pass_are_built_one_index_at_a_time_to_the_same_bytes() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    write_data(&data);
+    let (_, local) = overlay(d.path(), "local", &data).await;
+    local.build("orders", |_| {}).await.unwrap();
+    let (url, o) = overlay(d.path(), "fanout", &data).await;
+    // 2,000 rows × 2 indexes = 4,000 entries per file, past a pass of 3,000.
+    let tasks = o
+        .plan_build(
+            "orders",
+            &PlanOptions {
+                pass_entries: Some(3_000),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(tasks.len(), FILES as usize);
+    assert!(tasks.iter().all(|t| t.pass_entries == 3_000));
+    let receipts = build_all(&url, &tasks).await;
+    assert!(receipts.iter().all(
+        |r| matches!(r.outcome, Outcome::Built { entries, .. } if entries == 2 * ROWS as u64)
+    ));
+    let report = o.commit_build(&receipts).await.unwrap();
+    assert_eq!(report.committed.len(), FILES as usize, "{report:?}");
+    assert_eq!(
+        local.bundles("orders").await.unwrap(),
+        o.bundles("orders").await.unwrap(),
+        "one index at a time writes the one-pass bytes"
+    );
+    assert_eq!(answers(&local).await, answers(&o).await);
+    let e = o
+        .plan_build(
+            "orders",
+            &PlanOptions {
+                pass_entries: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_INVALID");
 }

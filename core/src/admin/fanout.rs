@@ -65,6 +65,9 @@ pub struct BuildTask {
     pub previous_bundle: Option<BundleRecord>,
     pub bundle_generation: u64,
     pub block_bytes: u64,
+    /// Most entries (rows × indexes) derived in one pass over the file; a fan-out task over a
+    /// larger file is built one index at a time (memory: one index's entries of the file).
+    pub pass_entries: u64,
     /// The plan's token, for tasks planned for builders elsewhere ([`Overlay::plan_build`]):
     /// the bundle's name carries it (`…-g{generation}-{plan}.puffin`), so only retries of this
     /// task share the name, and they may find their own bytes already there. `build()`'s own
@@ -144,8 +147,9 @@ pub enum Outcome {
         first: u64,
         second: u64,
     },
-    /// The file needs more than one piece ([`FILE_PASS_ENTRIES`] entries or
-    /// [`MAX_COMMIT_BYTES`] of keys): a local `build()` indexes it in slices.
+    /// `build()`'s own tasks only: the file needs more than one piece ([`FILE_PASS_ENTRIES`]
+    /// entries or [`MAX_COMMIT_BYTES`] of keys), and `build()` indexes it in slices. (A
+    /// fan-out task builds such a file one index at a time instead.)
     TooLarge,
     /// The data file could not be read at its recorded version (`code`, `message`).
     Unreadable { code: String, message: String },
@@ -214,33 +218,59 @@ impl BundleBuilder {
                     .into(),
             ));
         }
-        let job = FileJob {
+        let block_bytes = usize::try_from(task.block_bytes)
+            .ok()
+            .filter(|b| (256..=1 << 24).contains(b))
+            .ok_or_else(|| Error::Invalid("build task: blockBytes out of range".into()))?;
+        let job = |indexes: Vec<IndexRecord>, max_bytes: u64| FileJob {
             location: task.table.location.clone(),
             file: task.file.clone(),
-            indexes: task.indexes.clone(),
+            indexes,
             snapshot: task.table.snapshot as i64,
-            block_bytes: usize::try_from(task.block_bytes)
-                .ok()
-                .filter(|b| (256..=1 << 24).contains(b))
-                .ok_or_else(|| Error::Invalid("build task: blockBytes out of range".into()))?,
-            max_bytes: MAX_COMMIT_BYTES,
+            block_bytes,
+            max_bytes,
         };
         let receipt = |outcome| BuildReceipt {
             format: TASK_FORMAT,
             task: task.clone(),
             outcome,
         };
-        let blobs = match file_build::index_file(self.data.clone(), job).await {
-            Ok(FileOutcome::Built(b)) => b,
-            Ok(FileOutcome::TooLarge) => return Ok(receipt(Outcome::TooLarge)),
-            Err(e) if is_data_error(&e) => {
-                return Ok(receipt(Outcome::Unreadable {
-                    code: e.code().to_string(),
-                    message: e.to_string(),
-                }))
-            }
-            Err(e) => return Err(e),
+        let unreadable = |e: Error| Outcome::Unreadable {
+            code: e.code().to_string(),
+            message: e.to_string(),
         };
+        // One pass for every index when the file fits it; else (fan-out tasks) one index at
+        // a time, each blob the same bytes a one-pass build makes.
+        let one_pass = task
+            .file
+            .record_count
+            .saturating_mul(task.indexes.len() as u64)
+            <= task.pass_entries;
+        let mut blobs = Vec::new();
+        let mut by_index = !one_pass;
+        if one_pass {
+            let all = job(task.indexes.clone(), MAX_COMMIT_BYTES);
+            match file_build::index_file(self.data.clone(), all).await {
+                Ok(FileOutcome::Built(b)) => blobs = b,
+                Ok(FileOutcome::TooLarge) => by_index = true,
+                Err(e) if is_data_error(&e) => return Ok(receipt(unreadable(e))),
+                Err(e) => return Err(e),
+            }
+        }
+        if by_index {
+            if !task.fanout() {
+                return Ok(receipt(Outcome::TooLarge));
+            }
+            for ix in &task.indexes {
+                let one = job(vec![ix.clone()], u64::MAX);
+                match file_build::index_file(self.data.clone(), one).await {
+                    Ok(FileOutcome::Built(b)) => blobs.extend(b),
+                    Ok(FileOutcome::TooLarge) => return Ok(receipt(Outcome::TooLarge)),
+                    Err(e) if is_data_error(&e) => return Ok(receipt(unreadable(e))),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         let mut entries = 0;
         let mut fresh = Vec::with_capacity(blobs.len());
         for b in blobs {
@@ -467,6 +497,10 @@ async fn object_sha256(store: &dyn ObjectStore, path: &str) -> Result<Option<(u6
 pub struct PlanOptions {
     /// Only this index (default: every live index of the table).
     pub index: Option<String>,
+    /// Most entries (rows × indexes) a builder derives in one pass over a file (default
+    /// [`FILE_PASS_ENTRIES`]); a larger file is built one index at a time, holding one
+    /// index's entries of the file in memory.
+    pub pass_entries: Option<u64>,
 }
 
 /// The catalog facts a plan is made from.
@@ -490,9 +524,9 @@ impl Overlay {
     }
 
     /// The tasks that bring `table`'s files up to date for its live indexes (or
-    /// `opts.index`), for builders elsewhere: one per file lacking a blob; none for files a
-    /// staged build is in the middle of or files too large for one piece (a local `build()`
-    /// slices those). Nothing is written.
+    /// `opts.index`), for builders elsewhere: one per file lacking a blob, none for files a
+    /// staged build is in the middle of. A file past `opts.pass_entries` is built by its
+    /// worker one index at a time. Nothing is written.
     pub async fn plan_build(&self, table: &str, opts: &PlanOptions) -> Result<Vec<BuildTask>> {
         let state = self.plan_state(table).await?;
         if let Some(name) = &opts.index {
@@ -507,7 +541,19 @@ impl Overlay {
             }
         }
         let plan = crate::admin::build::attempt_token();
-        Ok(self.tasks_of(&state, opts.index.as_deref(), &HashSet::new(), Some(plan)))
+        let pass_entries = opts.pass_entries.unwrap_or(FILE_PASS_ENTRIES);
+        if pass_entries == 0 {
+            return Err(Error::Invalid(
+                "planBuild: passEntries must be positive".into(),
+            ));
+        }
+        Ok(self.tasks_of(
+            &state,
+            opts.index.as_deref(),
+            &HashSet::new(),
+            Some(plan),
+            pass_entries,
+        ))
     }
 
     /// The catalog facts a plan is made from (one read transaction).
@@ -550,6 +596,7 @@ impl Overlay {
         only: Option<&str>,
         skip: &HashSet<u64>,
         plan: Option<String>,
+        pass_entries: u64,
     ) -> Vec<BuildTask> {
         let PlanState {
             tr,
@@ -582,7 +629,11 @@ impl Overlay {
                     pending.push(ix.clone());
                 }
             }
-            if pending.is_empty() || f.record_count * pending.len() as u64 > FILE_PASS_ENTRIES {
+            // `build()` slices files past one pass itself; a fan-out task builds them one
+            // index at a time.
+            if pending.is_empty()
+                || (plan.is_none() && f.record_count * pending.len() as u64 > FILE_PASS_ENTRIES)
+            {
                 continue;
             }
             let previous_bundle = bundles.get(&f.file_id).cloned();
@@ -603,6 +654,7 @@ impl Overlay {
                 bundle_generation: previous_bundle.as_ref().map_or(1, |b| b.generation + 1),
                 previous_bundle,
                 block_bytes: self.block_bytes as u64,
+                pass_entries,
                 plan: plan.clone(),
             });
         }
@@ -955,7 +1007,7 @@ impl Overlay {
                 }
             }
         }
-        let mut tasks = self.tasks_of(&state, None, deferred, None);
+        let mut tasks = self.tasks_of(&state, None, deferred, None, FILE_PASS_ENTRIES);
         // Files too large for one piece are left to the per-index pass.
         for f in &state.files {
             if !tasks.iter().any(|t| t.file.file_id == f.file_id) {
