@@ -1377,8 +1377,7 @@ impl Overlay {
                 return Err(js_error(
                     env,
                     &CoreError::Invalid(
-                        "planBuild: options.passEntries must be an integer from 1 to 2^53-1"
-                            .into(),
+                        "planBuild: options.passEntries must be an integer from 1 to 2^53-1".into(),
                     ),
                 ));
             }
