@@ -52,6 +52,18 @@ async fn overlay(dir: &Path, name: &str, data: &Path) -> (String, Overlay) {
     (url, o)
 }
 
+/// Both indexes are ready, and `verify` finds every entry and certifies them.
+async fn ready_and_exact(o: &Overlay) {
+    for ix in ["by_id", "by_customer"] {
+        assert_eq!(
+            o.index_record("orders", ix).await.unwrap().state,
+            IndexState::Ready
+        );
+        let v = o.verify("orders", ix).await.unwrap();
+        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
+    }
+}
+
 /// Builds every task on its own builder handle (as separate workers would), in parallel.
 async fn build_all(url: &str, tasks: &[BuildTask]) -> Vec<BuildReceipt> {
     let mut handles = Vec::new();
@@ -133,14 +145,7 @@ async fn plan_build_commit_equals_a_local_build() {
         "{report:?}"
     );
     assert_eq!(report.entries, 2 * (FILES * ROWS) as u64);
-    for ix in ["by_id", "by_customer"] {
-        assert_eq!(
-            o.index_record("orders", ix).await.unwrap().state,
-            IndexState::Ready
-        );
-        let v = o.verify("orders", ix).await.unwrap();
-        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
-    }
+    ready_and_exact(&o).await;
     // Byte-identical bundles, the same answers.
     let a = local.bundles("orders").await.unwrap();
     let b = o.bundles("orders").await.unwrap();
@@ -221,14 +226,7 @@ async fn retries_are_idempotent_and_each_file_commits_once() {
         .await
         .unwrap();
     assert_eq!(report.committed.len(), FILES as usize);
-    for ix in ["by_id", "by_customer"] {
-        assert_eq!(
-            o.index_record("orders", ix).await.unwrap().state,
-            IndexState::Ready
-        );
-        let v = o.verify("orders", ix).await.unwrap();
-        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
-    }
+    ready_and_exact(&o).await;
     answers(&o).await;
 }
 
@@ -332,14 +330,7 @@ async fn stale_and_forged_receipts_are_refused() {
         .await
         .unwrap();
     assert_eq!(report.committed.len(), 4, "{report:?}");
-    for ix in ["by_id", "by_customer"] {
-        assert_eq!(
-            o.index_record("orders", ix).await.unwrap().state,
-            IndexState::Ready
-        );
-        let v = o.verify("orders", ix).await.unwrap();
-        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
-    }
+    ready_and_exact(&o).await;
     let r = o
         .lookup("orders", "by_id", &[Value::Int(100_005)])
         .await

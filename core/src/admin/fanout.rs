@@ -589,7 +589,8 @@ impl Overlay {
     }
 
     /// Tasks from `state`: per file (not in `skip`), the indexes (all, or `only`) it lacks
-    /// and no staged build is in the middle of, when they fit one piece.
+    /// and no staged build is in the middle of — for `build()` (no `plan`) only files that fit
+    /// one pass, for a fan-out plan every such file.
     pub(crate) fn tasks_of(
         &self,
         state: &PlanState,
