@@ -9,7 +9,7 @@ mod support;
 use skerry_core::admin::fanout::{
     BuildReceipt, BuildTask, BundleBuilder, Outcome, PlanOptions, TASK_FORMAT,
 };
-use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::overlay::{OpenOptions, Overlay};
 use skerry_core::admin::sample::{orders_parquet, SampleCodec};
 use skerry_core::formats::manifest::IndexState;
 use skerry_core::values::Value;
@@ -24,32 +24,22 @@ fn write_data(dir: &Path) {
 /// An overlay at `dir/name` over the data in `data`, with a unique index on `order_id` and
 /// one on `customer`, nothing built.
 async fn overlay(dir: &Path, name: &str, data: &Path) -> (String, Overlay) {
-    let url = format!("file://{}", dir.join(name).display());
-    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
-    o.register_parquet_table(
-        "orders",
-        &format!("file://{}", data.display()),
-        FileSelection::Prefix(String::new()),
-    )
-    .await
-    .unwrap();
-    for (name, col, unique) in [
+    let indexes = [
         ("by_id", "order_id", true),
         ("by_customer", "customer", false),
-    ] {
-        o.create_index(
-            "orders",
-            name,
-            &[col.into()],
-            IndexOptions {
-                unique,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    }
-    (url, o)
+    ];
+    support::orders_indexed(&dir.join(name), data, &indexes).await
+}
+
+/// The sample data under `d/data`, built locally in `d/local`, and an unbuilt overlay over it
+/// in `d/fanout` (its URL and it).
+async fn local_and_fanout(d: &Path) -> (Overlay, String, Overlay) {
+    let data = d.join("data");
+    write_data(&data);
+    let (_, local) = overlay(d, "local", &data).await;
+    local.build("orders", |_| {}).await.unwrap();
+    let (url, o) = overlay(d, "fanout", &data).await;
+    (local, url, o)
 }
 
 /// Both indexes are ready, and `verify` finds every entry and certifies them.
@@ -112,11 +102,7 @@ async fn answers(o: &Overlay) -> Vec<(String, Vec<(String, u64)>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_build_commit_equals_a_local_build() {
     let d = tempfile::tempdir().unwrap();
-    let data = d.path().join("data");
-    write_data(&data);
-    let (_, local) = overlay(d.path(), "local", &data).await;
-    local.build("orders", |_| {}).await.unwrap();
-    let (url, o) = overlay(d.path(), "fanout", &data).await;
+    let (local, url, o) = local_and_fanout(d.path()).await;
 
     let tasks = o
         .plan_build("orders", &PlanOptions::default())
@@ -387,11 +373,7 @@ async fn duplicates_across_receipts_poison_the_unique_index_at_commit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_past_one_pass_are_built_one_index_at_a_time_to_the_same_bytes() {
     let d = tempfile::tempdir().unwrap();
-    let data = d.path().join("data");
-    write_data(&data);
-    let (_, local) = overlay(d.path(), "local", &data).await;
-    local.build("orders", |_| {}).await.unwrap();
-    let (url, o) = overlay(d.path(), "fanout", &data).await;
+    let (local, url, o) = local_and_fanout(d.path()).await;
     // 2,000 rows × 2 indexes = 4,000 entries per file, past a pass of 3,000.
     let tasks = o
         .plan_build(

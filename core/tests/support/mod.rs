@@ -19,7 +19,19 @@ pub async fn orders_overlay(
 ) -> (String, Overlay) {
     let data = dir.join("data");
     write_orders(&data, files, rows, row_group_rows);
-    let overlay_url = format!("file://{}", dir.join("overlay").display());
+    let (overlay_url, o) = orders_indexed(&dir.join("overlay"), &data, indexes).await;
+    o.build("orders", |_| {}).await.unwrap();
+    (overlay_url, o)
+}
+
+/// Opens an overlay at `overlay` (a directory), registers the `orders` files under `data` and
+/// creates `indexes` (name, column, unique), nothing built. Returns the overlay's URL and it.
+pub async fn orders_indexed(
+    overlay: &Path,
+    data: &Path,
+    indexes: &[(&str, &str, bool)],
+) -> (String, Overlay) {
+    let overlay_url = format!("file://{}", overlay.display());
     let o = Overlay::open(&overlay_url, OpenOptions::default())
         .await
         .unwrap();
@@ -43,7 +55,6 @@ pub async fn orders_overlay(
         .await
         .unwrap();
     }
-    o.build("orders", |_| {}).await.unwrap();
     (overlay_url, o)
 }
 
