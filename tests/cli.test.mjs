@@ -318,3 +318,24 @@ test('plan, build-bundle and commit: a build split across processes through JSON
     fs.rmSync(d, { recursive: true, force: true });
   }
 });
+
+test('register on an existing table: --files adds them (indexed in the same commit); without --files E_EXISTS', () => {
+  const at = ['--overlay', `file://${dir}/overlay-register`];
+  let r = ok(skerry('register', 'orders', `file://${dir}/data`, '--files', 'part-0.parquet', ...at));
+  assert.match(r.out, /table orders: 1 files, 4000 rows/);
+  ok(skerry('index', 'create', 'orders', 'by_id', 'order_id', '--unique', ...at));
+  ok(skerry('build', 'orders', ...at));
+  r = ok(skerry('register', 'orders', `file://${dir}/data`, '--files', 'part-1.parquet,part-2.parquet', ...at));
+  assert.match(r.out, /table orders: 2 files added, 8000 rows, 8000 index entries/);
+  ok(skerry('publish', ...at));
+  r = ok(skerry('count', 'orders', '--where', '{"order_id": 9000}', ...at));
+  assert.match(r.out, /^1\b/m);
+  r = skerry('register', 'orders', `file://${dir}/data`, ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_EXISTS: /);
+  r = skerry('register', 'orders', `file://${dir}/data`, '--files', 'part-1.parquet', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /^error E_EXISTS: /);
+  r = ok(skerry('register', '--help'));
+  assert.match(r.out, /--files adds those files/);
+});

@@ -122,10 +122,22 @@ test('a warehouse the process cannot write (file mode) is mounted, synced, index
   const overlayDir = path.join(root, 'ro-overlay');
   fs.mkdirSync(overlayDir);
   fs.chownSync(overlayDir, 65534, 65534);
+  // What `nobody` runs must not depend on where the checkout lives (a private clone, mode
+  // 700, is closed to it): the child script and the installed `skerry` package (with its
+  // addon) are staged world-readable beside the warehouse.
+  const stage = path.join(root, 'ro-child');
+  const pkg = path.dirname(require.resolve('skerry/package.json'));
+  fs.cpSync(pkg, path.join(stage, 'node_modules', 'skerry'), {
+    recursive: true,
+    dereference: true,
+    filter: (src) => !/[\\/](src|target|node_modules)$/.test(src),
+  });
+  fs.copyFileSync(path.join(here, 'iceberg', 'readonly-child.mjs'), path.join(stage, 'readonly-child.mjs'));
+  execFileSync('chmod', ['-R', 'a+rX', stage]);
   try {
     const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath,
-      path.join(here, 'iceberg', 'readonly-child.mjs'), path.join(root, 'expected_v3.json'), overlayDir], {
-      encoding: 'utf8', cwd: path.join(here, '..'),
+      path.join(stage, 'readonly-child.mjs'), path.join(root, 'expected_v3.json'), overlayDir], {
+      encoding: 'utf8', cwd: stage,
     });
     assert.equal(r.status, 0, r.stderr);
     const report = JSON.parse(r.stdout);

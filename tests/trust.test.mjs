@@ -99,9 +99,15 @@ test('defect 8: sample generation validates its arguments', () => {
 });
 
 test('defect 9: registered paths never leave the table location', async () => {
-  for (const p of ['%2e%2e/outside/secret.parquet', '%2E%2e/outside/secret.parquet', '../outside/secret.parquet', '%252e%252e/outside/secret.parquet', '/etc/passwd', 'file:///etc/passwd']) {
+  for (const p of ['../outside/secret.parquet', 'a/../../outside/secret.parquet', '/etc/passwd', 'file:///etc/passwd']) {
     await assert.rejects(overlay.registerFiles('orders', [p]), code('E_INVALID'), p);
     await assert.rejects(overlay.registerParquetTable('x', `file://${root}/data/orders`, { files: [p] }), code('E_INVALID'), p);
+  }
+  // Names, not encodings (round 3, item 1): objects literally so named below the table,
+  // which do not exist — the file outside is never read.
+  for (const p of ['%2e%2e/outside/secret.parquet', '%2E%2e/outside/secret.parquet', '%252e%252e/outside/secret.parquet']) {
+    await assert.rejects(overlay.registerFiles('orders', [p]), code('E_NOT_FOUND'), p);
+    await assert.rejects(overlay.registerParquetTable('x', `file://${root}/data/orders`, { files: [p] }), code('E_NOT_FOUND'), p);
   }
   assert.equal((await overlay.query('orders', { where: { order_id: 5 } })).rows.length, 0);
 });

@@ -33,7 +33,7 @@ const COMMANDS = {
   },
   register: {
     usage: 'skerry register <table> <location> [--files a.parquet,b.parquet | --prefix dir/]',
-    about: 'Register a table of Parquet files: every *.parquet below <location>, or the listed files. Registering an existing table adds new files.',
+    about: 'Register a table of Parquet files: every *.parquet below <location>, or the listed files. For a table already registered, --files adds those files to it (indexed in the same commit); without --files it is E_EXISTS.',
     args: ['table', 'location'],
     options: {
       files: { type: 'string', desc: '<list>  comma-separated file paths relative to <location>' },
@@ -43,6 +43,12 @@ const COMMANDS = {
       const options = {};
       if (flags.files !== undefined) options.files = list(flags.files);
       if (flags.prefix !== undefined) options.prefix = flags.prefix;
+      const tables = await o.listTables();
+      const existing = tables.find((t) => t.name.toLowerCase() === table.toLowerCase());
+      if (existing && options.files !== undefined) {
+        const r = await o.registerFiles(existing.name, options.files);
+        return { result: r, text: `table ${existing.name}: ${r.files} files added, ${r.rows} rows, ${r.entries} index entries` };
+      }
       const t = await o.registerParquetTable(table, location, options);
       return { result: t, text: `table ${t.name}: ${t.files} files, ${t.rows} rows, ${t.fields.length} columns` };
     },

@@ -27,6 +27,12 @@ function invalid(message) {
   return e;
 }
 
+// A row position: a bigint from 0, or a number that is a non-negative safe integer (never a
+// fraction, NaN or an infinity: those are E_INVALID, not rounded).
+function isPosition(p) {
+  return (typeof p === 'bigint' && p >= 0n) || (Number.isSafeInteger(p) && p >= 0);
+}
+
 // Argument checks, per public method: every wrong type is `E_INVALID` naming the argument,
 // before the addon sees it. A spec is a type name, `?` for optional, or an object of
 // option specs.
@@ -49,12 +55,12 @@ const is = {
     && typeof r.file === 'string' && typeof r.position === 'bigint'
     && (r.rowId === undefined || r.rowId === null || typeof r.rowId === 'bigint')),
   deletes: (v) => Array.isArray(v) && v.every((d) => d !== null && typeof d === 'object'
-    && typeof d.file === 'string' && Array.isArray(d.positions)),
+    && typeof d.file === 'string' && Array.isArray(d.positions) && d.positions.every(isPosition)),
 };
 const WHAT = {
   'string[]': 'an array of strings', 'bigint[]': 'an array of bigints', bound: '{ key, inclusive?: boolean } or null',
   rows: 'an array of { file: string, position: bigint, rowId?: bigint }', count: 'a non-negative integer',
-  deletes: 'an array of { file: string, positions: bigint[] }', 'string|column': 'a name or { name, direction, nulls }',
+  deletes: 'an array of { file: string, positions: (bigint | integer)[] } with positions from 0', 'string|column': 'a name or { name, direction, nulls }',
 };
 function check(method, name, spec, v) {
   const optional = typeof spec === 'string' && spec.endsWith('?');

@@ -254,7 +254,7 @@ pub struct RegisterReport {
 #[napi(object)]
 pub struct FileDeletes {
     pub file: String,
-    pub positions: Vec<Either<BigInt, i64>>,
+    pub positions: Vec<Either<BigInt, f64>>,
 }
 
 #[napi(object)]
@@ -575,6 +575,14 @@ pub fn write_parquet(
             .iter()
             .map(host::input::key_values)
             .collect::<skerry_core::Result<Vec<_>>>()?;
+        // A row is one value per column: a short or long one is refused, never padded.
+        if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != cols.len()) {
+            return Err(CoreError::Invalid(format!(
+                "writeParquet: rows[{i}] has {} values for {} columns",
+                r.len(),
+                cols.len()
+            )));
+        }
         let codec =
             skerry_core::admin::sample::SampleCodec::parse(codec.as_deref().unwrap_or("snappy"))
                 .ok_or_else(|| CoreError::Invalid("unknown codec".into()))?;
@@ -598,11 +606,16 @@ fn skipped(v: Vec<ov::Skipped>) -> Vec<SkippedFile> {
         .collect()
 }
 
-fn u64_of(v: Either<BigInt, i64>) -> skerry_core::Result<u64> {
+/// A row position: a bigint, or a number that is a non-negative integer up to 2^53 (a
+/// fraction, NaN, an infinity or a negative number is `E_INVALID`, never rounded).
+fn u64_of(v: Either<BigInt, f64>) -> skerry_core::Result<u64> {
     match v {
         Either::A(b) => u64_arg(&b, "a position"),
-        Either::B(n) if n >= 0 => Ok(n as u64),
-        Either::B(_) => Err(CoreError::Invalid("a position is negative".into())),
+        Either::B(n) => skerry_core::host::input::u64_value(
+            &skerry_core::host::HostValue::Number(n),
+            "registerDeletes",
+            "a position",
+        ),
     }
 }
 

@@ -177,11 +177,33 @@ mod api {
                 if let Some(rest) = loc.path.strip_prefix(p.as_str()) {
                     return Ok(match own.as_ref().and_then(|t| self.own.get(t)) {
                         Some(r) => {
-                            // The table's own source is asked only for paths below it.
-                            skerry_core::io::path::check_relative(rest)?;
-                            let mut l = Location::new(rest);
+                            // The table's own source is asked for object names (the
+                            // location's encoded path decoded once), only below it.
+                            let name =
+                                skerry_core::io::path::decode_once(rest).ok_or_else(|| {
+                                    IoError::InvalidUrl {
+                                        url: rest.chars().take(200).collect(),
+                                        reason: "percent-escapes that are not UTF-8".into(),
+                                    }
+                                })?;
+                            skerry_core::io::path::check_relative(&name)?;
+                            let mut l = Location::new(name);
                             l.version = loc.version.clone();
                             (r.clone(), l)
+                        }
+                        // A relative location is a callback source's own namespace: it is
+                        // asked for object names, as a table's own source is.
+                        None if skerry_core::io::path::origin(p).is_none() => {
+                            let name =
+                                skerry_core::io::path::decode_once(&loc.path).ok_or_else(|| {
+                                    IoError::InvalidUrl {
+                                        url: loc.path.chars().take(200).collect(),
+                                        reason: "percent-escapes that are not UTF-8".into(),
+                                    }
+                                })?;
+                            let mut l = Location::new(name);
+                            l.version = loc.version.clone();
+                            (self.default.clone(), l)
                         }
                         None => (self.default.clone(), loc.clone()),
                     });

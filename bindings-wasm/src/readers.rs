@@ -212,7 +212,7 @@ impl FetchReader {
             return Ok(path.to_string());
         }
         check_relative(path)?;
-        Ok(format!("{}/{}", self.base, path))
+        Ok(skerry_core::io::path::join(&self.base, path))
     }
 
     /// One request: `body_limit` bounds the body (`truncate`: keep its first bytes).

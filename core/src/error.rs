@@ -208,4 +208,24 @@ mod tests {
         // Errors with sources still compare (by message) and clone.
         assert_eq!(e.clone(), e);
     }
+
+    /// Every code [`super::Error::code`] can return is in the `ErrorCode` union both packages'
+    /// TypeScript types declare (attack round 3, item 10: `E_ICEBERG` was missing).
+    #[test]
+    fn every_code_is_in_the_typescript_union() {
+        let src = include_str!("error.rs");
+        let dts = include_str!("host/host.d.ts");
+        let union = &dts[dts.find("export type ErrorCode").expect("ErrorCode")..];
+        let union = &union[..union.find(';').expect("end of the union")];
+        let mut codes = 0;
+        for part in src.split("=> \"E_").skip(1) {
+            let code = format!("E_{}", &part[..part.find('"').expect("closing quote")]);
+            assert!(
+                union.contains(&format!("'{code}'")),
+                "{code} is not in ErrorCode"
+            );
+            codes += 1;
+        }
+        assert!(codes > 20, "{codes}");
+    }
 }

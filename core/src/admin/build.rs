@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
 use crate::index::ordered::{self, OrderedBlobWriter};
 use crate::io::{Location, RangeReader};
+use crate::values::Value;
 
 /// Default entries per step.
 pub const DEFAULT_STEP_ENTRIES: u64 = 1_000_000;
@@ -96,6 +97,23 @@ pub struct StepReport {
 
 pub(crate) use crate::admin::catalog::accepted;
 
+/// Is `e` a value of the data that the index cannot hold (too long a key, a value that does
+/// not fit its column's key type)? Deterministic: the same file fails the same way on every
+/// attempt, so a build poisons the index with the reason instead of leaving it `building`.
+pub(crate) fn is_value_error(e: &Error) -> bool {
+    use crate::values::KeyError as K;
+    matches!(
+        e,
+        Error::Key(
+            K::ValueTooLarge { .. }
+                | K::KeyTooLarge { .. }
+                | K::TypeMismatch { .. }
+                | K::OutOfRange { .. }
+                | K::FixedLength { .. }
+        ) | Error::Blob(ordered::BlobError::KeyTooLarge(_))
+    )
+}
+
 /// Is `e` an error of the data file itself (unreadable, changed), which a build skips?
 pub(crate) fn is_data_error(e: &Error) -> bool {
     matches!(
@@ -132,13 +150,30 @@ impl Overlay {
                 if bytes >= max_bytes {
                     return Ok(()); // over budget: the rest is the next step's
                 }
-                let k = if ix.kind == crate::index::IndexKind::Vector {
-                    crate::index::vector::entry_of(&vals[0])
-                } else {
-                    ix.key.encode(vals)?
-                };
-                bytes += k.len() as u64 + 8;
-                keys.push((k, position));
+                match ix.kind {
+                    crate::index::IndexKind::Vector => {
+                        let k = crate::index::vector::entry_of(&vals[0]);
+                        bytes += k.len() as u64 + 8;
+                        keys.push((k, position));
+                    }
+                    // Text, not a canonical key: documents of any length (a term is what
+                    // the index keys, not the whole value).
+                    crate::index::IndexKind::Fulltext => {
+                        let text = match &vals[0] {
+                            Value::String(s) => Some(s.as_str()),
+                            _ => None,
+                        };
+                        crate::index::fulltext::entries_of(text, |k| {
+                            bytes += k.len() as u64 + 8;
+                            keys.push((k, position));
+                        });
+                    }
+                    _ => {
+                        let k = ix.key.encode(vals)?;
+                        bytes += k.len() as u64 + 8;
+                        keys.push((k, position));
+                    }
+                }
                 end = position + 1;
                 Ok(())
             },
@@ -450,28 +485,39 @@ impl Overlay {
                 break; // a file that does not fit starts in a step of its own
             }
             let end = start + remaining.min(left_entries);
-            let (keys, end, bytes) =
-                match self.index_slice(&tr, f, &ix, start..end, left_bytes).await {
-                    Ok(x) => x,
-                    Err(e) if is_data_error(&e) => {
-                        tracing::warn!(target: "skerry::build", file = %f.path, "not indexed: {e}");
-                        report.skipped.push(Skipped {
-                            file: f.path.clone(),
-                            code: e.code().into(),
-                            message: e.to_string(),
-                        });
-                        cur.skipped.push((f.file_id, f.sha256.clone()));
-                        if cur.file_id == f.file_id {
-                            garbage.extend(cur.segments.drain(..).map(|s| s.path));
-                            cur.file_id = 0;
-                            cur.position = 0;
-                            cur.sha256.clear();
-                        }
-                        handled += 1;
-                        continue;
+            let (keys, end, bytes) = match self
+                .index_slice(&tr, f, &ix, start..end, left_bytes)
+                .await
+            {
+                Ok(x) => x,
+                Err(e) if is_data_error(&e) => {
+                    tracing::warn!(target: "skerry::build", file = %f.path, "not indexed: {e}");
+                    report.skipped.push(Skipped {
+                        file: f.path.clone(),
+                        code: e.code().into(),
+                        message: e.to_string(),
+                    });
+                    cur.skipped.push((f.file_id, f.sha256.clone()));
+                    if cur.file_id == f.file_id {
+                        garbage.extend(cur.segments.drain(..).map(|s| s.path));
+                        cur.file_id = 0;
+                        cur.position = 0;
+                        cur.sha256.clear();
                     }
-                    Err(e) => return Err(e),
-                };
+                    handled += 1;
+                    continue;
+                }
+                Err(e) if is_value_error(&e) => {
+                    // Every later attempt would fail the same way: poisoned with the
+                    // reason (a new definition or fixed data builds again).
+                    tracing::warn!(target: "skerry::build", file = %f.path, index = %ix.name, "poisoned: {e}");
+                    self.delete_objects(&garbage).await;
+                    let reason = format!("{}: {e}", f.path);
+                    self.poison_because(&tr, &ix, Some(reason)).await?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
             if ix.unique && end < f.record_count {
                 // A slice's own rows, early (the whole file is checked when it completes).
                 let dup = unique::first_duplicate(
@@ -613,6 +659,9 @@ impl Overlay {
         if finish && ix.unique {
             report.state = self.finish_unique(&tr.name, &ix.name).await?;
         }
+        if finish && ix.kind == crate::index::IndexKind::Vector {
+            self.poison_mixed_dims(&tr.name).await?;
+        }
         report.done = done;
         report.step = rec.generation;
         let done_files: u64 = files
@@ -652,6 +701,75 @@ impl Overlay {
                 }
                 r => return r,
             }
+        }
+    }
+
+    /// Builds each unpoisoned index of `table` by steps until one fails on a value it cannot
+    /// hold ([`is_value_error`]), which [`Overlay::build_step`] poisons: that error (or
+    /// another the steps met), or `None` when every index built.
+    async fn poison_by_steps(&self, table: &str) -> Option<Error> {
+        let indexes = async {
+            let t = self.catalog.begin()?;
+            let tr = self.catalog.table(&t, table).await?;
+            self.catalog.indexes(&t, tr.table_id).await
+        };
+        let indexes = match indexes.await {
+            Ok(i) => i,
+            Err(e) => return Some(e),
+        };
+        for ix in indexes.iter().filter(|i| i.state != IndexState::Poisoned) {
+            if let Err(e) = self
+                .build_index(table, &ix.name, StepOptions::default(), |_| {})
+                .await
+            {
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    /// Poisons every vector index of `table` whose files hold vectors of different
+    /// dimensions (no query vector could be compared with all of them), with the reason.
+    /// Returns that reason as `E_INVALID` when an index was poisoned.
+    pub(crate) async fn poison_mixed_dims(&self, table: &str) -> Result<()> {
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
+        let mut mixed = Vec::new();
+        for ix in indexes.iter().filter(|i| {
+            i.kind == crate::index::IndexKind::Vector && i.state != IndexState::Poisoned
+        }) {
+            let mut dims: std::collections::BTreeMap<u32, String> = Default::default();
+            for a in self.catalog.artifacts(&t, ix.index_id).await? {
+                if let Some(d) = a.ordered.dim {
+                    dims.entry(d).or_insert(a.lineage.source_path);
+                }
+            }
+            if dims.len() > 1 {
+                let seen: Vec<String> = dims
+                    .iter()
+                    .take(3)
+                    .map(|(d, f)| format!("{d} in {f}"))
+                    .collect();
+                let reason = format!(
+                    "vector index {}.{} holds vectors of different dimensions ({})",
+                    tr.name,
+                    ix.name,
+                    seen.join(", ")
+                );
+                mixed.push((ix.clone(), reason));
+            }
+        }
+        drop(t);
+        let mut first = None;
+        for (ix, reason) in mixed {
+            tracing::warn!(target: "skerry::build", "poisoned: {reason}");
+            self.poison_because(&tr, &ix, Some(reason.clone())).await?;
+            first.get_or_insert(reason);
+        }
+        match first {
+            Some(r) => Err(Error::Invalid(r)),
+            None => Ok(()),
         }
     }
 
@@ -735,12 +853,25 @@ impl Overlay {
                     }
                     over.get_or_insert(e);
                 }
+                Err(e) if is_value_error(&e) => {
+                    // Which index cannot hold the value: the stepped path finds it and
+                    // poisons it; the table's other indexes build on.
+                    match self.poison_by_steps(table).await {
+                        Some(p) if is_value_error(&p) => {
+                            over.get_or_insert(p);
+                        }
+                        Some(p) => break Err(p),
+                        None => break Err(e),
+                    }
+                }
                 Ok(_) if over.is_some() => break Err(over.take().expect("set")),
                 r => break r,
             }
         };
         self.metrics.record_build();
-        report
+        let report = report?;
+        self.poison_mixed_dims(table).await?;
+        Ok(report)
     }
 
     async fn build_all(

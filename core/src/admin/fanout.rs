@@ -41,7 +41,12 @@ use crate::io::{Location, ObjectStoreReader, RangeReader, UrlReader};
 use futures::StreamExt;
 
 /// The format of [`BuildTask`] and [`BuildReceipt`] this build writes and reads.
-pub const TASK_FORMAT: u32 = 1;
+pub const TASK_FORMAT: u32 = 2;
+
+/// Where an overlay keeps the key its plans sign tasks with (32 random bytes, written once,
+/// create-only). Workers read it from the overlay store they write bundles to.
+pub const TASK_KEY_PATH: &str = "keys/fanout-task.key";
+const TASK_KEY_BYTES: usize = 32;
 
 /// One data file's build, planned by the committer, run by any [`BundleBuilder`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +79,13 @@ pub struct BuildTask {
     /// tasks (none) write create-only and delete what they wrote when their commit loses a
     /// race — never an object a fan-out worker may share.
     pub plan: Option<String>,
+    /// HMAC-SHA256 (hex) of the task without this field, under the overlay's task key
+    /// ([`TASK_KEY_PATH`]): a worker builds only what this overlay's writer planned, so a
+    /// task forged or altered on its way (another table location, another file, other
+    /// carried blobs) is refused before any read. `build()`'s own tasks never leave the
+    /// process and carry none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// A blob of another index carried into a file's new bundle.
@@ -113,6 +125,52 @@ impl BuildTask {
     fn fanout(&self) -> bool {
         self.plan.is_some()
     }
+
+    /// The task's MAC under `key` (over its JSON without [`BuildTask::mac`]).
+    fn mac_under(&self, key: &[u8]) -> String {
+        use hmac::Mac;
+        let mut unsigned = self.clone();
+        unsigned.mac = None;
+        let body = serde_json::to_vec(&unsigned).expect("a task serializes");
+        let mut m = hmac::Hmac::<Sha256>::new_from_slice(key).expect("any key length");
+        m.update(&body);
+        hex::encode(m.finalize().into_bytes())
+    }
+
+    /// Every path the task names, checked before anything is read: the data file a safe
+    /// object name below the table's location; the bundles it copies from and replaces in
+    /// this table's bundle folder of the overlay. `E_INVALID` naming the path.
+    fn check_paths(&self) -> Result<()> {
+        crate::admin::overlay::check_data_path(&self.file.path)?;
+        let folder = format!("bundles/{}/", self.table.table_id);
+        let bundle = |p: &str| -> Result<()> {
+            let below = p
+                .strip_prefix(folder.as_str())
+                .is_some_and(|name| !name.is_empty() && !name.contains('/'));
+            if crate::io::path::check_relative(p).is_err() || !below {
+                return Err(Error::Invalid(format!(
+                    "build task: bundle {:?} is not in the table's bundle folder {folder}",
+                    p.chars().take(200).collect::<String>()
+                )));
+            }
+            Ok(())
+        };
+        for c in &self.carry {
+            bundle(&c.artifact.lineage.bundle_path)?;
+        }
+        for r in self.replaces.iter().flatten() {
+            bundle(&r.lineage.bundle_path)?;
+        }
+        if let Some(b) = &self.previous_bundle {
+            bundle(&b.path)?;
+        }
+        Ok(())
+    }
+}
+
+/// Constant-time equality of two MACs (hex).
+fn same_mac(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// What a [`BundleBuilder`] did with a task.
@@ -185,6 +243,10 @@ pub struct BundleBuilder {
     pub(crate) store: Arc<dyn ObjectStore>,
     pub(crate) reader: Arc<ObjectStoreReader>,
     pub(crate) data: Arc<UrlReader>,
+    /// `build()`'s own builder: its tasks never left the process, so they carry no MAC.
+    pub(crate) trusted: bool,
+    /// The overlay's task key, read on first use.
+    pub(crate) key: tokio::sync::OnceCell<Vec<u8>>,
 }
 
 impl BundleBuilder {
@@ -199,7 +261,44 @@ impl BundleBuilder {
             store,
             reader,
             data: Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout)),
+            trusted: false,
+            key: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// Refuses (`E_INVALID`) a task this overlay's writer did not plan or that changed since:
+    /// its MAC under the overlay's task key must match. Reads only that key.
+    async fn check_signed(&self, task: &BuildTask) -> Result<()> {
+        let Some(mac) = &task.mac else {
+            return Err(Error::Invalid(
+                "build task: not signed (plan tasks with planBuild)".into(),
+            ));
+        };
+        let key = self
+            .key
+            .get_or_try_init(|| async {
+                match self
+                    .reader
+                    .read_all_max(&Location::new(TASK_KEY_PATH), TASK_KEY_BYTES as u64)
+                    .await
+                {
+                    Ok(k) if k.len() == TASK_KEY_BYTES => Ok(k.to_vec()),
+                    Ok(_) => Err(Error::Invalid(format!(
+                        "build task: the overlay's task key {TASK_KEY_PATH} is damaged"
+                    ))),
+                    Err(crate::io::IoError::NotFound { .. }) => Err(Error::Invalid(format!(
+                        "build task: this overlay has planned no tasks (no {TASK_KEY_PATH})"
+                    ))),
+                    Err(e) => Err(e.into()),
+                }
+            })
+            .await?;
+        if !same_mac(mac, &task.mac_under(key)) {
+            return Err(Error::Invalid(
+                "build task: its signature does not match (forged or altered; plan again)".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Indexes the task's file for its indexes and writes the file's new bundle (the carried
@@ -209,6 +308,10 @@ impl BundleBuilder {
     pub async fn build_bundle(&self, task: &BuildTask) -> Result<BuildReceipt> {
         check_format(task.format)?;
         task.bundle_path()?;
+        task.check_paths()?;
+        if !self.trusted {
+            self.check_signed(task).await?;
+        }
         if task.indexes.is_empty()
             || task.indexes.len() != task.cursors.len()
             || task.indexes.len() != task.replaces.len()
@@ -473,6 +576,68 @@ fn check_format(format: u32) -> Result<()> {
     Ok(())
 }
 
+/// Each artifact of a receipt is what the bundle's own Puffin footer says is at its place:
+/// a blob at exactly its offset and length, of its type, fields and snapshot, for its index
+/// (`skerry.index-id`) with its directory (`skerry.directory-offset`/`-length`), stored
+/// uncompressed as recorded — and the bytes there hash to its `blob_sha256`. Two artifacts'
+/// places exchanged, or any one altered, fail here, not in a later query. `Err(why)`.
+fn artifacts_in_footer(
+    bytes: &[u8],
+    artifacts: &[IndexFileEntry],
+) -> std::result::Result<(), String> {
+    use crate::formats::puffin::{Limits, PuffinFooter};
+    let footer = match PuffinFooter::parse_tail(bytes, bytes.len() as u64, &Limits::default()) {
+        Ok(Ok(f)) => f,
+        Ok(Err(_)) => return Err("its Puffin footer is truncated".into()),
+        Err(e) => return Err(format!("its Puffin footer is unreadable: {e}")),
+    };
+    for a in artifacts {
+        let l = &a.lineage;
+        let Some(b) = footer
+            .metadata
+            .blobs
+            .iter()
+            .find(|b| b.offset == l.blob_offset && b.length == l.blob_length)
+        else {
+            return Err(format!(
+                "no blob at {}+{} for index {}",
+                l.blob_offset, l.blob_length, l.index_id
+            ));
+        };
+        let prop = |k: &str| b.properties.get(k).map(String::as_str);
+        let index_id = l.index_id.to_string();
+        let dir_offset = a.ordered.directory_offset.to_string();
+        let dir_length = a.ordered.directory_length.to_string();
+        let stored_as_recorded = b.codec().ok() == Some(l.compression);
+        if b.blob_type != l.blob_type
+            || b.fields != l.fields
+            || b.snapshot_id != l.source_snapshot_id
+            || b.sequence_number != l.source_sequence_number
+            || prop("skerry.index-id") != Some(index_id.as_str())
+            || prop("skerry.directory-offset") != Some(dir_offset.as_str())
+            || prop("skerry.directory-length") != Some(dir_length.as_str())
+            || !stored_as_recorded
+        {
+            return Err(format!(
+                "the blob at {}+{} is not index {}'s as the receipt describes it",
+                l.blob_offset, l.blob_length, l.index_id
+            ));
+        }
+        let blob = usize::try_from(l.blob_offset)
+            .ok()
+            .zip(usize::try_from(l.blob_offset.saturating_add(l.blob_length)).ok())
+            .and_then(|(s, e)| bytes.get(s..e))
+            .ok_or_else(|| format!("index {}'s blob is outside the object", l.index_id))?;
+        if hex::encode(Sha256::digest(blob)) != l.blob_sha256 {
+            return Err(format!(
+                "index {}'s blob does not hash to its lineage's SHA-256",
+                l.index_id
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Size and SHA-256 (hex) of the object at `path`; `None` when there is none.
 async fn object_sha256(store: &dyn ObjectStore, path: &str) -> Result<Option<(u64, String)>> {
     let got = match store.get(&Path::from(path)).await {
@@ -520,6 +685,8 @@ impl Overlay {
             store: self.store.clone(),
             reader: self.reader.clone(),
             data: self.data.clone(),
+            trusted: true,
+            key: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -547,13 +714,55 @@ impl Overlay {
                 "planBuild: passEntries must be positive".into(),
             ));
         }
-        Ok(self.tasks_of(
+        let key = self.task_key().await?;
+        let mut tasks = self.tasks_of(
             &state,
             opts.index.as_deref(),
             &HashSet::new(),
             Some(plan),
             pass_entries,
-        ))
+        );
+        for t in &mut tasks {
+            t.mac = Some(t.mac_under(&key));
+        }
+        Ok(tasks)
+    }
+
+    /// The overlay's task key ([`TASK_KEY_PATH`]): read, or drawn from the OS and written
+    /// create-only the first time (a concurrent first writer's key wins, and is read).
+    async fn task_key(&self) -> Result<Vec<u8>> {
+        let loc = Location::new(TASK_KEY_PATH);
+        for _ in 0..2 {
+            match self.reader.read_all_max(&loc, TASK_KEY_BYTES as u64).await {
+                Ok(k) if k.len() == TASK_KEY_BYTES => return Ok(k.to_vec()),
+                Ok(_) => {
+                    return Err(Error::Invalid(format!(
+                        "the overlay's task key {TASK_KEY_PATH} is damaged"
+                    )))
+                }
+                Err(crate::io::IoError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            let mut key = vec![0u8; TASK_KEY_BYTES];
+            getrandom::fill(&mut key)
+                .map_err(|e| Error::Invalid(format!("no randomness for the task key: {e}")))?;
+            let opts = PutOptions {
+                mode: PutMode::Create,
+                ..Default::default()
+            };
+            match self
+                .store
+                .put_opts(&Path::from(TASK_KEY_PATH), key.clone().into(), opts)
+                .await
+            {
+                Ok(_) => return Ok(key),
+                Err(object_store::Error::AlreadyExists { .. }) => continue,
+                Err(e) => return Err(store_err(e)),
+            }
+        }
+        Err(Error::Conflict(format!(
+            "{TASK_KEY_PATH} was written concurrently"
+        )))
     }
 
     /// The catalog facts a plan is made from (one read transaction).
@@ -657,6 +866,7 @@ impl Overlay {
                 block_bytes: self.block_bytes as u64,
                 pass_entries,
                 plan: plan.clone(),
+                mac: None,
             });
         }
         tasks
@@ -739,6 +949,7 @@ impl Overlay {
         {
             self.finish_unique(table, &ix.name).await?;
         }
+        self.poison_mixed_dims(table).await?;
         self.build_runs(&tr).await
     }
 
@@ -971,13 +1182,23 @@ impl Overlay {
         if r.task.bundle_path().ok().as_ref() != Some(&bundle.path) {
             return Ok(Err("the receipt does not match its task".into()));
         }
-        Ok(
-            match object_sha256(self.store.as_ref(), &bundle.path).await? {
-                None => Err(format!("{} does not exist", bundle.path)),
-                Some((n, h)) if n == *size && &h == sha256 => Ok(()),
-                Some(_) => Err(format!("{} does not hold the receipt's bytes", bundle.path)),
-            },
-        )
+        let bytes = match self.store.get(&Path::from(bundle.path.as_str())).await {
+            Ok(g) => g.bytes().await.map_err(store_err)?,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Ok(Err(format!("{} does not exist", bundle.path)))
+            }
+            Err(e) => return Err(store_err(e)),
+        };
+        if bytes.len() as u64 != *size || hex::encode(Sha256::digest(&bytes)) != *sha256 {
+            return Ok(Err(format!(
+                "{} does not hold the receipt's bytes",
+                bundle.path
+            )));
+        }
+        let Outcome::Built { artifacts, .. } = &r.outcome else {
+            unreachable!("matched above");
+        };
+        Ok(artifacts_in_footer(&bytes, artifacts).map_err(|why| format!("{}: {why}", bundle.path)))
     }
 }
 

@@ -287,9 +287,9 @@ enum Plan {
     /// A vector index: the vectors of that batch column (`None`: a column the file lacks),
     /// collected in row order.
     Vector(Option<usize>),
-    /// A fulltext index: the text of that batch column, fed to the index's writer in row
-    /// order (no sorted entries).
-    Text(usize),
+    /// A fulltext index: the text of that batch column (`None`: a column the file lacks, no
+    /// text), fed to the index's writer in row order (no sorted entries).
+    Text(Option<usize>),
 }
 
 /// Feeds the strings of `a` (rows from `first`) to `w`; the text bytes fed, or `None` when
@@ -419,13 +419,13 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
             if ix.kind == IndexKind::Vector {
                 return Ok(Plan::Vector(cols[0]));
             }
+            if ix.kind == IndexKind::Fulltext {
+                return Ok(Plan::Text(cols[0]));
+            }
             if cols.iter().any(Option::is_none) {
                 return Ok(Plan::Values(cols));
             }
             let cols: Vec<usize> = cols.into_iter().flatten().collect();
-            if ix.kind == IndexKind::Fulltext {
-                return Ok(Plan::Text(cols[0]));
-            }
             let bytes_key = matches!(
                 ix.key.columns.as_slice(),
                 [c] if matches!(c.ty, KeyType::String | KeyType::Binary)
@@ -464,11 +464,19 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
     let mut vals: Vec<Value> = Vec::new();
     let mut over = false;
     if roots.is_empty() {
-        // No indexed column is in the file: every row's key is all NULLs.
-        for (ix, e) in job.indexes.iter().zip(&mut entries) {
+        // No indexed column is in the file: every row's key is all NULLs (no text).
+        for ((ix, e), w) in job.indexes.iter().zip(&mut entries).zip(&mut writers) {
             let nulls = vec![Value::Null; ix.fields.len()];
             for p in 0..f.record_count {
-                e.push(&ix.key, &nulls, p)?;
+                match w {
+                    Some(w) => w.add(p, None).map_err(|_| Error::Limit {
+                        what: "rows of a data file under a fulltext index",
+                        count: f.record_count,
+                        limit: 1 << 32,
+                        remedy: "split the data file",
+                    })?,
+                    None => e.push(&ix.key, &nulls, p)?,
+                }
             }
         }
     }
@@ -497,7 +505,18 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
                         vs.push((first + row as u64, v));
                     }
                 }
-                Plan::Text(c) => {
+                Plan::Text(None) => {
+                    let w = w.as_mut().expect("a text plan has a writer");
+                    for row in 0..n {
+                        w.add(first + row as u64, None).map_err(|_| Error::Limit {
+                            what: "rows of a data file under a fulltext index",
+                            count: f.record_count,
+                            limit: 1 << 32,
+                            remedy: "split the data file",
+                        })?;
+                    }
+                }
+                Plan::Text(Some(c)) => {
                     let w = w.as_mut().expect("a text plan has a writer");
                     let a = batch.column(*c).as_ref();
                     match push_text(w, a, first)? {
@@ -673,7 +692,7 @@ pub(crate) async fn open_pinned(
     table_location: &str,
     f: &FileEntry,
 ) -> Result<(Location, Arc<parquet::file::metadata::ParquetMetaData>)> {
-    let url = format!("{table_location}/{}", f.path);
+    let url = crate::io::path::join(table_location, &f.path);
     let mut loc = Location::new(&url);
     if let Some(v) = &f.etag {
         loc = loc.with_version(v);
@@ -733,6 +752,7 @@ pub fn blob_artifact<'a>(
                 blocks: None,
                 min_key: blob.min_key.as_ref().map(hex::encode),
                 max_key: blob.max_key.as_ref().map(hex::encode),
+                dim: None,
             };
             (blob.bytes, meta)
         }
@@ -755,6 +775,7 @@ pub fn blob_artifact<'a>(
                 blocks: Some(blob.blocks),
                 min_key: blob.min_key.as_ref().map(hex::encode),
                 max_key: blob.max_key.as_ref().map(hex::encode),
+                dim: None,
             };
             (blob.bytes, meta)
         }
@@ -768,15 +789,8 @@ pub fn blob_artifact<'a>(
         }
         IndexKind::Fulltext => {
             let spec = ix.fulltext.unwrap_or_default();
-            let mut docs: Vec<(u64, Option<String>)> = Vec::with_capacity(size_hint / 64);
-            for (k, p) in entries {
-                let text = match ix.key.decode(k)?.pop() {
-                    Some(crate::values::Value::String(s)) => Some(s),
-                    _ => None,
-                };
-                docs.push((p, text));
-            }
-            docs.sort_unstable_by_key(|d| d.0);
+            let _ = size_hint;
+            let docs = fulltext::docs_of_entries(entries)?;
             let mut w = fulltext::FulltextWriter::new(spec.tokenizer, spec.positions);
             for (p, text) in &docs {
                 w.add(*p, text.as_deref()).map_err(|_| Error::Limit {
@@ -818,6 +832,7 @@ pub fn blob_artifact<'a>(
                 blocks: None,
                 min_key: blob.min_key.as_ref().map(hex::encode),
                 max_key: blob.max_key.as_ref().map(hex::encode),
+                dim: None,
             };
             (blob.bytes, meta)
         }
@@ -846,6 +861,10 @@ fn vector_meta(
         blocks: None,
         min_key: None,
         max_key: None,
+        dim: vs
+            .iter()
+            .find_map(|(_, v)| v.as_ref())
+            .and_then(|v| u32::try_from(v.len()).ok()),
     };
     Ok((meta, blob.bytes))
 }
@@ -866,6 +885,7 @@ fn fulltext_meta(blob: fulltext::FulltextBlob) -> (OrderedMeta, Vec<u8>) {
             tokens: blob.tokens,
             terms: blob.terms,
         }),
+        dim: None,
     };
     (meta, blob.bytes)
 }

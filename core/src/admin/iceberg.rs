@@ -318,7 +318,7 @@ impl Overlay {
         {
             return Err(bad("row ids overflow".into()));
         }
-        let url = format!("{location}/{}", f.path);
+        let url = crate::io::path::join(location, &f.path);
         let loc = Location::new(&url);
         let md = datafile::read_metadata(self.data.as_ref(), &loc, f.size).await?;
         let fields = datafile::fields(&datafile::arrow_schema(&md)?);
@@ -415,9 +415,9 @@ impl Overlay {
                 continue;
             }
             read += 1;
-            let url = format!("{location}/{}", d.path);
+            let url = crate::io::path::join(location, &d.path);
             let loc = Location::new(&url);
-            let out_of_range = |f: &LiveFile, p: u64| {
+            let out_of_range = |f: &LiveFile, p: i64| {
                 Error::Iceberg(format!(
                     "{} deletes position {p} of {}, which has {} rows",
                     d.path, f.path, f.record_count
@@ -490,9 +490,9 @@ impl Overlay {
                             last = Some((path.clone(), by_uri.get(rel.as_str()).copied()));
                         }
                         if let Some((_, Some(f))) = &last {
-                            let p = u64::try_from(*pos).map_err(|_| out_of_range(f, 0))?;
+                            let p = u64::try_from(*pos).map_err(|_| out_of_range(f, *pos))?;
                             if p >= f.record_count {
-                                return Err(out_of_range(f, p));
+                                return Err(out_of_range(f, *pos));
                             }
                             masks.entry(f.path.clone()).or_default().insert(p);
                         }
@@ -538,7 +538,7 @@ impl Overlay {
                     )
                     .await?;
                     for f in applies {
-                        let furl = format!("{location}/{}", f.path);
+                        let furl = crate::io::path::join(location, &f.path);
                         let floc = Location::new(&furl);
                         let fmd = datafile::read_metadata(self.data.as_ref(), &floc, f.size).await?;
                         let ffields = datafile::fields(&datafile::arrow_schema(&fmd)?);

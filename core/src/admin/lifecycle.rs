@@ -1,7 +1,7 @@
 //! Writes that keep indexes whole (file and delete registration) and the verbs that remove
 //! and check them (purge, vacuum, verify). `docs/catalog.md` describes each commit.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -166,10 +166,7 @@ impl Overlay {
         for p in paths {
             crate::admin::overlay::check_data_path(p)?;
         }
-        let unique_paths: BTreeSet<&String> = paths.iter().collect();
-        if unique_paths.len() != paths.len() {
-            return Err(Error::Invalid("a file is listed twice".into()));
-        }
+        crate::admin::overlay::check_listed_once(paths)?;
         let _writing = self.writing.read().await;
         let t = self.catalog.begin()?;
         let (tr, existing, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
@@ -367,6 +364,26 @@ impl Overlay {
         for ix in &poisoned {
             self.poison(&tr, ix).await?;
             report.poisoned.push(ix.name.clone());
+        }
+        // A vector index the new files hold other dimensions for is poisoned (the files are
+        // registered: an upstream change cannot be refused), and the report says so.
+        if indexes
+            .iter()
+            .any(|i| i.kind == crate::index::IndexKind::Vector)
+        {
+            let before: Vec<String> = indexes.iter().map(|i| i.name.clone()).collect();
+            if self.poison_mixed_dims(table).await.is_err() {
+                let t = self.catalog.begin()?;
+                let tr = self.catalog.table(&t, table).await?;
+                for ix in self.catalog.indexes(&t, tr.table_id).await? {
+                    if ix.state == IndexState::Poisoned
+                        && before.contains(&ix.name)
+                        && !report.poisoned.contains(&ix.name)
+                    {
+                        report.poisoned.push(ix.name.clone());
+                    }
+                }
+            }
         }
         self.invalidate();
         Ok(report)

@@ -537,6 +537,7 @@ mod tests {
                     blocks: None,
                     min_key: None,
                     max_key: None,
+                    dim: None,
                 },
             ));
         }

@@ -399,7 +399,8 @@ impl Overlay {
         Vec<crate::values::FieldInfo>,
         Arc<parquet::file::metadata::ParquetMetaData>,
     )> {
-        let url = format!("{}/{}", location.trim_end_matches('/'), path);
+        let url = crate::io::path::join(location, path);
+        check_local_containment(location, &url)?;
         let meta = self.data.head(&Location::new(&url)).await?;
         let mut loc = Location::new(&url);
         if let Some(v) = &meta.version {
@@ -458,11 +459,14 @@ impl Overlay {
                 self.list_parquet(location, &p).await?
             }
         };
+        for p in &paths {
+            check_data_path(p)?;
+        }
+        check_listed_once(&paths)?;
         let mut entries = Vec::with_capacity(paths.len());
         let mut schema: Option<Vec<crate::values::FieldInfo>> = None;
         let mut file_fields = Vec::new();
         for p in &paths {
-            check_data_path(p)?;
             let (mut e, fields, _) = self.file_facts(location, p).await?;
             if let Some((rows, size)) = setup.expect.get(p) {
                 if e.record_count != *rows || e.size != *size {
@@ -1150,7 +1154,7 @@ impl Overlay {
         let mut updates: Vec<(FileEntry, bool)> = Vec::new();
         for f in &files {
             report.checked += 1;
-            let url = format!("{}/{}", tr.location, f.path);
+            let url = crate::io::path::join(&tr.location, &f.path);
             let unreadable = |report: &mut RefreshReport, e: Error| {
                 report.unreadable.push(Skipped {
                     file: f.path.clone(),
@@ -1245,6 +1249,46 @@ fn check_location_exists(location: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A `file://` data file must resolve (symbolic links followed) to a file below its table
+/// location's own resolved directory: a link inside the table that points out of it is
+/// refused (`E_INVALID`), never read. Other schemes have no links.
+fn check_local_containment(location: &str, url: &str) -> Result<()> {
+    let local = |u: &str| {
+        url::Url::parse(u)
+            .ok()
+            .filter(|u| u.scheme() == "file")
+            .and_then(|u| u.to_file_path().ok())
+    };
+    let (Some(dir), Some(file)) = (local(location), local(url)) else {
+        return Ok(());
+    };
+    // A path that does not resolve (missing) is left to the read, which says so.
+    let (Ok(dir), Ok(real)) = (dir.canonicalize(), file.canonicalize()) else {
+        return Ok(());
+    };
+    if !real.starts_with(&dir) {
+        return Err(Error::Invalid(format!(
+            "data file {} resolves outside the table location (a symbolic link to {})",
+            url.chars().take(300).collect::<String>(),
+            real.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Each data file at most once in one registration (`E_INVALID` naming the first listed
+/// twice): a file listed twice would count its rows twice.
+pub(crate) fn check_listed_once(paths: &[String]) -> Result<()> {
+    let mut seen = std::collections::HashSet::with_capacity(paths.len());
+    match paths.iter().find(|p| !seen.insert(p.as_str())) {
+        Some(p) => Err(Error::Invalid(format!(
+            "data file {:?} is listed more than once",
+            p.chars().take(200).collect::<String>()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// A data file path must be a safe relative path below its table's location

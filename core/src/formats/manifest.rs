@@ -423,6 +423,10 @@ pub struct OrderedMeta {
     /// A full-text blob's statistics (what a search sums into the table's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<TextStats>,
+    /// A vector blob's dimensions (absent when the file holds no vector): every file of a
+    /// vector index must agree, or the index is poisoned with the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dim: Option<u32>,
 }
 
 /// One data file's full-text statistics, as its blob's directory records them.
@@ -653,9 +657,10 @@ impl TableManifest {
             })
     }
 
-    /// Full location of a data file.
+    /// Full location (URL) of a data file: the table's location and the file's object name,
+    /// each segment percent-encoded ([`crate::io::path::join`]).
     pub fn data_location(&self, f: &FileEntry) -> String {
-        format!("{}/{}", self.location.trim_end_matches('/'), f.path)
+        crate::io::path::join(&self.location, &f.path)
     }
 }
 
@@ -664,8 +669,12 @@ pub async fn read_head<R: RangeReader + ?Sized>(r: &R) -> Result<Head> {
     let bytes = read_small(r, HEAD_PATH, MAX_HEAD_BYTES).await?;
     let head: Head =
         serde_json::from_slice(&bytes).map_err(|e| Error::Manifest(format!("HEAD: {e}")))?;
-    if crate::io::path::check_relative(&head.path).is_err() || !head.path.starts_with("manifests/")
-    {
+    // One object directly in manifests/ (a manifest version's name), nothing below it.
+    let in_manifests = head
+        .path
+        .strip_prefix("manifests/")
+        .is_some_and(|name| !name.contains('/'));
+    if crate::io::path::check_relative(&head.path).is_err() || !in_manifests {
         return Err(Error::Manifest(format!(
             "HEAD points outside manifests/: {:?}",
             head.path.chars().take(200).collect::<String>()

@@ -4,7 +4,8 @@
 //! 1. Unicode word segmentation (UAX #29 word boundaries, `unicode-segmentation`'s
 //!    `unicode_word_indices`): runs of letters, digits and joiners; punctuation and spaces
 //!    separate words and are dropped.
-//! 2. Each word is lowercased (`str::to_lowercase`, full Unicode case mapping).
+//! 2. Each word is lowercased (`str::to_lowercase`, full Unicode case mapping), and the Greek
+//!    final sigma `ς` is folded to `σ` (so `ΣΟΦΟΣ`, `σοφος` and `σοφοσ` are one term).
 //! 3. Words longer than [`MAX_TERM_BYTES`] bytes are dropped (they still take a position).
 //! 4. `english` only: the stop words of [`STOP_WORDS`] are dropped (they still take a
 //!    position, so a phrase keeps its gaps), the rest is stemmed with Snowball's English
@@ -172,8 +173,10 @@ impl Analyzer {
                 self.lower.push_str(word);
                 self.lower.make_ascii_lowercase();
             } else {
-                for c in word.chars() {
-                    self.lower.extend(c.to_lowercase());
+                // `str::to_lowercase` (a final capital sigma becomes `ς`), then `ς` folded to
+                // `σ`: "ΣΟΦΟΣ", "Σοφος" and "σοφοσ" are one term whatever side spells them.
+                for c in word.to_lowercase().chars() {
+                    self.lower.push(if c == 'ς' { 'σ' } else { c });
                 }
             }
             if self.lower.len() > MAX_TERM_BYTES {
@@ -214,6 +217,17 @@ mod tests {
             ["hello", "world", "grüße", "straße", "can't", "3.5", "日", "本", "語"]
         );
         assert_eq!(t[3].1, 3);
+    }
+
+    /// Attack round 3, item 8: a capital final sigma and a small one are one term, so
+    /// `search('ΣΟΦΟΣ')` finds a column's `σοφος` (and the reverse).
+    #[test]
+    fn greek_final_sigma_is_one_term_in_every_spelling() {
+        let mut a = Analyzer::new(Tokenizer::Simple);
+        for spelling in ["ΣΟΦΟΣ", "σοφος", "Σοφος", "σοφοσ", "ΣΟΦΟς"] {
+            let t = a.terms(spelling);
+            assert_eq!(t, vec![("σοφοσ".to_string(), 0)], "{spelling}");
+        }
     }
 
     #[test]

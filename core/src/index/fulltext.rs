@@ -63,6 +63,86 @@ pub enum WriteError {
     Unordered(u64),
 }
 
+/// Text bytes carried by one build entry ([`entries_of`]): with its 5-byte header, well
+/// under the 4 KiB key cap of the staged-build segments, whatever a document's length.
+pub const ENTRY_CHUNK_BYTES: usize = 3072;
+
+/// A document's build entries — what staged builds, registrations and verify carry as
+/// "keys" for a full-text index (its text, not a canonical key, so documents of any length
+/// build): `[0]` for a row without text, else one entry per [`ENTRY_CHUNK_BYTES`] of its
+/// UTF-8, `[1]`, the chunk's number (u32 big-endian), then its bytes (a document always has
+/// chunk 0, possibly empty). Chunks may split a character: [`docs_of_entries`] joins bytes.
+pub fn entries_of(text: Option<&str>, mut push: impl FnMut(Vec<u8>)) {
+    let Some(text) = text else {
+        push(vec![0]);
+        return;
+    };
+    let b = text.as_bytes();
+    let mut chunk = 0u32;
+    let mut at = 0usize;
+    loop {
+        let end = (at + ENTRY_CHUNK_BYTES).min(b.len());
+        let mut e = Vec::with_capacity(5 + end - at);
+        e.push(1);
+        e.extend_from_slice(&chunk.to_be_bytes());
+        e.extend_from_slice(&b[at..end]);
+        push(e);
+        if end == b.len() {
+            return;
+        }
+        at = end;
+        chunk += 1;
+    }
+}
+
+/// The documents of build entries made by [`entries_of`] (any order), in row order:
+/// `(row, text)`. Errors: [`BlobError::Corrupt`] for an entry of another form, a row with
+/// a gap in its chunks or both NULL and text, or text that is not UTF-8.
+pub fn docs_of_entries<'a>(
+    entries: impl Iterator<Item = (&'a [u8], u64)>,
+) -> Result<Vec<(u64, Option<String>)>, BlobError> {
+    // (row, chunk + 1 or 0 for NULL, bytes)
+    let mut parts: Vec<(u64, u64, &'a [u8])> = Vec::new();
+    for (e, row) in entries {
+        match e.split_first() {
+            Some((0, [])) => parts.push((row, 0, &[])),
+            Some((1, rest)) if rest.len() >= 4 => {
+                let n = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes"));
+                parts.push((row, u64::from(n) + 1, &rest[4..]));
+            }
+            _ => return Err(BlobError::Corrupt("full-text build entry")),
+        }
+    }
+    parts.sort_unstable_by_key(|p| (p.0, p.1));
+    let mut docs: Vec<(u64, Option<String>)> = Vec::new();
+    let mut i = 0;
+    while i < parts.len() {
+        let row = parts[i].0;
+        if parts[i].1 == 0 {
+            if parts.get(i + 1).is_some_and(|p| p.0 == row) {
+                return Err(BlobError::Corrupt("full-text build entry: NULL and text"));
+            }
+            docs.push((row, None));
+            i += 1;
+            continue;
+        }
+        let mut bytes = Vec::new();
+        let mut want = 1u64;
+        while i < parts.len() && parts[i].0 == row {
+            if parts[i].1 != want {
+                return Err(BlobError::Corrupt("full-text build entry: chunks"));
+            }
+            bytes.extend_from_slice(parts[i].2);
+            want += 1;
+            i += 1;
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| BlobError::Corrupt("full-text build entry: not UTF-8"))?;
+        docs.push((row, Some(text)));
+    }
+    Ok(docs)
+}
+
 /// Accumulates one file's documents, then writes its blob.
 pub struct FulltextWriter {
     analyzer: Analyzer,
@@ -940,6 +1020,42 @@ pub fn read_all(blob: &[u8], directory: Range<u64>) -> Result<TermPostings, Blob
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack round 3, item 3: documents of any length become entries under the segment key
+    /// cap and come back byte for byte, chunks split inside a character included.
+    #[test]
+    fn build_entries_carry_documents_of_any_length() {
+        let long: String = "ü".repeat(ENTRY_CHUNK_BYTES) + "end";
+        let docs = [Some(""), None, Some("short"), Some(long.as_str())];
+        let mut entries = Vec::new();
+        for (row, d) in docs.iter().enumerate() {
+            entries_of(*d, |e| {
+                assert!(e.len() <= crate::values::MAX_KEY_BYTES);
+                entries.push((e, row as u64));
+            });
+        }
+        assert!(entries.len() > 5, "the long document takes several entries");
+        entries.reverse();
+        entries.sort(); // any order
+        let back = docs_of_entries(entries.iter().map(|(e, p)| (e.as_slice(), *p))).unwrap();
+        let want: Vec<(u64, Option<String>)> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (i as u64, d.map(str::to_string)))
+            .collect();
+        assert_eq!(back, want);
+        // A missing chunk, a NULL beside text and a foreign entry are refused.
+        let gap: Vec<(&[u8], u64)> = entries
+            .iter()
+            .filter(|(e, _)| e.get(1..5) != Some(&1u32.to_be_bytes()[..]))
+            .map(|(e, p)| (e.as_slice(), *p))
+            .collect();
+        assert!(docs_of_entries(gap.into_iter()).is_err());
+        let both: [(&[u8], u64); 2] = [(&[0], 7), (&[1, 0, 0, 0, 0, b'x'], 7)];
+        assert!(docs_of_entries(both.into_iter()).is_err());
+        let foreign: [(&[u8], u64); 1] = [(&[1, 0x61], 0)];
+        assert!(docs_of_entries(foreign.into_iter()).is_err());
+    }
 
     fn blob(docs: &[Option<&str>], positions: bool) -> FulltextBlob {
         let mut w = FulltextWriter::new(Tokenizer::Simple, positions);

@@ -1,23 +1,27 @@
-//! Paths named by untrusted documents (manifests, `HEAD`, callers' file lists) are data, not
-//! instructions: every one is checked once, here, before any reader joins it to a base.
+//! Paths named by untrusted documents (manifests, `HEAD`, Iceberg metadata, build tasks,
+//! callers' file lists) are data, not instructions: every one is checked once, here, before
+//! any reader joins it to a base.
 //!
-//! A safe relative path ([`check_relative`]):
-//! - is 1 to [`MAX_PATH_BYTES`] bytes, has no control characters, no backslash, no `?` or
-//!   `#` (which would end the path part of a URL);
+//! A relative path is an **object name** relative to its base — the name as the writer's
+//! FileIO or the object store sees it, never URL-encoded. `data/cat=x%2Fy/0.parquet` names a
+//! directory literally called `cat=x%2Fy` (as pyiceberg and pyarrow write partition values),
+//! not `cat=x/y`. A reader that needs a URL encodes every segment ([`join`]); a reader of
+//! object names (object_store, a `readRange` callback) takes the name as it is.
+//!
+//! A safe relative path ([`check_relative`]), judged on that real name and on nothing
+//! decoded from it:
+//! - is 1 to [`MAX_PATH_BYTES`] bytes, has no control characters and no backslash;
 //! - has no scheme (`http:`, `file:`, `s3:` …), does not start with `/` and holds no `//`;
-//! - has no `.` or `..` segment;
+//! - has no `.` or `..` segment.
 //!
-//! and all of that holds after each round of percent-decoding too (until decoding changes
-//! nothing, at most [`MAX_DECODE_ROUNDS`] rounds), so `%2e%2e/`, `%252e%252e/`, `.%2E/` and
-//! `%2F%2F` are refused like the plain forms. Joined to a base URL such a path can only name
-//! something below that base.
+//! `%2e%2e` is then a name like any other: [`join`] turns it into `%252e%252e`, which a
+//! server decodes once back to the literal name, below the base. Joined to a base URL by
+//! [`join`], a safe path can only name something below that base.
 
 use super::IoError;
 
 /// Longest path accepted (bytes).
 pub const MAX_PATH_BYTES: usize = 4096;
-/// Rounds of percent-decoding a path is checked through.
-pub const MAX_DECODE_ROUNDS: usize = 4;
 
 fn refuse(path: &str, why: &str) -> IoError {
     let shown: String = path.chars().take(200).collect();
@@ -43,7 +47,7 @@ fn has_scheme(s: &str) -> bool {
     }
 }
 
-fn check_form(original: &str, s: &str, raw: bool) -> Result<(), IoError> {
+fn check_form(original: &str, s: &str) -> Result<(), IoError> {
     if s.is_empty() {
         return Err(refuse(original, "empty"));
     }
@@ -52,9 +56,6 @@ fn check_form(original: &str, s: &str, raw: bool) -> Result<(), IoError> {
     }
     if s.contains('\\') {
         return Err(refuse(original, "backslash"));
-    }
-    if raw && (s.contains('?') || s.contains('#')) {
-        return Err(refuse(original, "'?' or '#'"));
     }
     if s.starts_with('/') || s.contains("//") {
         return Err(refuse(original, "absolute or '//'"));
@@ -68,50 +69,58 @@ fn check_form(original: &str, s: &str, raw: bool) -> Result<(), IoError> {
     Ok(())
 }
 
-/// Decodes `%XX` escapes (invalid escapes stay as they are); `None` when the result is not
-/// UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = |c: u8| (c as char).to_digit(16);
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8(out).ok()
-}
-
 /// Checks that `path` is a safe relative path (see the module docs) and returns it unchanged.
 /// Errors: [`IoError::InvalidUrl`] saying why.
 pub fn check_relative(path: &str) -> Result<&str, IoError> {
     if path.len() > MAX_PATH_BYTES {
         return Err(refuse(path, "too long"));
     }
-    check_form(path, path, true)?;
-    if !path.contains('%') {
-        // Nothing to decode: the checks above are the whole answer.
-        return Ok(path);
-    }
-    let mut cur = path.to_string();
-    for _ in 0..MAX_DECODE_ROUNDS {
-        let Some(next) = percent_decode(&cur) else {
-            return Err(refuse(path, "percent-escapes that are not UTF-8"));
-        };
-        if next == cur {
-            return Ok(path);
+    check_form(path, path)?;
+    Ok(path)
+}
+
+/// Bytes of a path segment that a URL must carry percent-encoded: controls, space, the
+/// characters that end or delimit a URL's path (`?`, `#`, `%` itself) and those RFC 3986
+/// does not allow in a segment; every non-ASCII byte is encoded too.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'|')
+    .add(b'[')
+    .add(b']');
+
+/// The URL of the object named `rel` below the URL `base`: each segment of `rel` percent-
+/// encoded ([`SEGMENT`]), so decoding the URL's path once gives the object name back exactly.
+pub fn join(base: &str, rel: &str) -> String {
+    let base = base.trim_end_matches('/');
+    let mut out = String::with_capacity(base.len() + 1 + rel.len() + rel.len() / 4);
+    out.push_str(base);
+    for (i, seg) in rel.split('/').enumerate() {
+        if i > 0 || !base.is_empty() {
+            out.push('/');
         }
-        check_form(path, &next, false)?;
-        cur = next;
+        out.extend(percent_encoding::utf8_percent_encode(seg, SEGMENT));
     }
-    Err(refuse(path, "percent-encoded too many times"))
+    out
+}
+
+/// The object name a URL path segment run encodes (one round of `%XX` decoding, as a server
+/// does), or `None` when it is not UTF-8 — the inverse of [`join`]'s encoding.
+pub fn decode_once(encoded: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(encoded)
+        .decode_utf8()
+        .ok()
+        .map(|c| c.into_owned())
 }
 
 /// The origin (`scheme://authority`, lowercased) of an absolute URL, or `None` when `url` has
@@ -145,6 +154,12 @@ mod tests {
             "x..y/z...parquet",
             "caf%C3%A9.parquet",
             "k=v:w/x.parquet",
+            // Object names, not encodings (pyiceberg's quoted partition values).
+            "data/cat=x%2Fy/0.parquet",
+            "data/cat=%252e%252e/0.parquet",
+            "data/%2e%2e/0.parquet",
+            "data/q?x/h#1/0.parquet",
+            "data/café/a b+c/0.parquet",
         ] {
             assert_eq!(check_relative(p).map_err(|e| e.to_string()), Ok(p), "{p}");
         }
@@ -160,15 +175,6 @@ mod tests {
             "a/./x",
             ".",
             "..",
-            "%2e%2e/x",
-            "%2E%2E/x",
-            ".%2e/x",
-            "a/%2e%2e",
-            "%252e%252e/x",
-            "%25252e%25252e/x",
-            "a%2f..%2fb",
-            "a%2F%2Fb",
-            "%2fetc/passwd",
             "http://127.0.0.1:9/evil.puffin",
             "https:%2f%2fevil",
             "file:///etc/passwd",
@@ -177,18 +183,46 @@ mod tests {
             "//host/x",
             "a//b",
             "a\\..\\b",
-            "a%5c..%5cb",
             "a\0b",
-            "a%00b",
             "a\nb",
-            "x.parquet?y=1",
-            "x#frag",
-            "%ff%fe",
+            "a\tb",
             "javascript:alert(1)",
         ] {
             assert!(check_relative(p).is_err(), "{p:?} was accepted");
         }
         assert!(check_relative(&"a/".repeat(3000)).is_err());
+    }
+
+    /// Names that look like escapes are names: joined to a base they stay below it, and one
+    /// round of decoding (what a server or object_store does) gives the name back.
+    #[test]
+    fn joined_names_stay_below_their_base_and_decode_to_themselves() {
+        let base = "https://h.example/t";
+        for name in [
+            "%2e%2e/x",
+            "%252e%252e/x",
+            "a%2f..%2fb",
+            "a%2F%2Fb",
+            "%2fetc/passwd",
+            "a%5c..%5cb",
+            "x.parquet?y=1",
+            "x#frag",
+            "cat=x%2Fy/0.parquet",
+            "100%25/ü/a+b/c:d/e=f/0.parquet",
+        ] {
+            assert_eq!(check_relative(name).map_err(|e| e.to_string()), Ok(name));
+            let url = join(base, name);
+            let parsed = url::Url::parse(&url).unwrap();
+            assert_eq!(parsed.host_str(), Some("h.example"), "{url}");
+            assert!(parsed.path().starts_with("/t/"), "{url}");
+            assert_eq!(parsed.query(), None, "{url}");
+            assert_eq!(parsed.fragment(), None, "{url}");
+            let segs: Vec<&str> = parsed.path().trim_start_matches("/t/").split('/').collect();
+            assert_eq!(segs.len(), name.split('/').count(), "{url}");
+            let back: Vec<String> = segs.iter().map(|s| decode_once(s).unwrap()).collect();
+            assert_eq!(back.join("/"), name, "{url}");
+        }
+        assert_eq!(join("file:///w/t/", "a b/c"), "file:///w/t/a%20b/c");
     }
 
     #[test]

@@ -30,6 +30,7 @@ use parquet::file::metadata::ParquetMetaData;
 use serde::Serialize;
 
 use crate::datafile::{DictionaryPage, DictionaryPages};
+use crate::formats::manifest::FileEntry;
 use crate::index::bitmap::BitmapDirectory;
 use crate::index::ordered::OrderedDirectory;
 use crate::io::ObjectMeta;
@@ -84,6 +85,9 @@ enum Key {
         size: u64,
         rows: u64,
         etag: Option<Arc<str>>,
+        /// The file's recorded content hash: a same-size rewrite under a weak version (local
+        /// mtime ETag restored) that a refresh or verify recorded is another file here.
+        sha256: Arc<str>,
     },
     Block {
         bundle: Arc<str>,
@@ -399,25 +403,23 @@ impl ReadCache {
     }
 
     /// A data file's metadata (with its page index) and the size and version the store
-    /// reported when it was read, for the facts the manifest recorded.
+    /// reported when it was read, for the facts the manifest recorded about `f` (location,
+    /// size, record count, ETag and content hash: a file whose recorded hash moved never
+    /// meets the metadata of its old content).
     pub fn metadata(
         &self,
         location: &str,
-        size: u64,
-        rows: u64,
-        etag: Option<&str>,
+        f: &FileEntry,
     ) -> Option<(Arc<ParquetMetaData>, ObjectMeta)> {
-        match self.get(&meta_key(location, size, rows, etag)) {
+        match self.get(&meta_key(location, f)) {
             Some(Entry::Metadata(md, meta)) => Some((md, meta)),
             _ => None,
         }
     }
 
     /// Whether [`ReadCache::metadata`] would answer (not counted as a hit or miss).
-    pub fn has_metadata(&self, location: &str, size: u64, rows: u64, etag: Option<&str>) -> bool {
-        self.lock()
-            .entries
-            .contains_key(&meta_key(location, size, rows, etag))
+    pub fn has_metadata(&self, location: &str, f: &FileEntry) -> bool {
+        self.lock().entries.contains_key(&meta_key(location, f))
     }
 
     /// Caches a data file's metadata; ignored unless `meta` carries a version (reads from
@@ -425,9 +427,7 @@ impl ReadCache {
     pub fn put_metadata(
         &self,
         location: &str,
-        size: u64,
-        rows: u64,
-        etag: Option<&str>,
+        f: &FileEntry,
         md: Arc<ParquetMetaData>,
         meta: ObjectMeta,
     ) {
@@ -435,11 +435,7 @@ impl ReadCache {
             return;
         }
         let bytes = md.memory_size() as u64;
-        self.put(
-            meta_key(location, size, rows, etag),
-            Entry::Metadata(md, meta),
-            bytes,
-        );
+        self.put(meta_key(location, f), Entry::Metadata(md, meta), bytes);
     }
 
     /// Drops every cached data file metadata (a read found a file changed under its cached
@@ -667,12 +663,13 @@ fn dir_key(bundle: &str, offset: u64, sha256: &str) -> Key {
     }
 }
 
-fn meta_key(location: &str, size: u64, rows: u64, etag: Option<&str>) -> Key {
+fn meta_key(location: &str, f: &FileEntry) -> Key {
     Key::Metadata {
         location: Arc::from(location),
-        size,
-        rows,
-        etag: etag.map(Arc::from),
+        size: f.size,
+        rows: f.record_count,
+        etag: f.etag.as_deref().map(Arc::from),
+        sha256: Arc::from(f.sha256.as_str()),
     }
 }
 

@@ -156,9 +156,7 @@ impl Lookup<'_> {
         let mut dirs_to_read = 0u64;
         for (i, f) in t.files.iter().enumerate() {
             let loc = t.data_location(f);
-            let metadata_cached =
-                self.cache
-                    .has_metadata(&loc, f.size, f.record_count, f.etag.as_deref());
+            let metadata_cached = self.cache.has_metadata(&loc, f);
             let entry: Option<&IndexFileEntry> = by_file.get(&f.file_id).copied();
             let (action, why) = match &plan {
                 None => (FileAction::Scan, None),

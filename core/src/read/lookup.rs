@@ -270,7 +270,7 @@ impl Lookup<'_> {
     }
 
     /// A data file's metadata with its page index: from the read cache when an earlier read
-    /// of the same recorded file (location, size, record count, ETag) left it there, else
+    /// of the same recorded file (location, size, record count, ETag, SHA-256) left it there, else
     /// read — one request when the manifest records where the metadata starts. Returns the
     /// metadata, the size and version the store reported, and whether it came from the cache
     /// (reads using cached metadata must be pinned to that version, [`reads_at`]).
@@ -279,21 +279,14 @@ impl Lookup<'_> {
         f: &FileEntry,
         loc: &Location,
     ) -> Result<(Arc<ParquetMetaData>, ObjectMeta, bool)> {
-        let etag = f.etag.as_deref();
-        if let Some((md, meta)) = self.cache.metadata(&loc.path, f.size, f.record_count, etag) {
+        if let Some((md, meta)) = self.cache.metadata(&loc.path, f) {
             return Ok((md, meta, true));
         }
         let (md, meta) =
             datafile::read_metadata_from(self.data, loc, f.size, f.metadata_offset).await?;
         if meta.size == f.size && md.file_metadata().num_rows().max(0) as u64 == f.record_count {
-            self.cache.put_metadata(
-                &loc.path,
-                f.size,
-                f.record_count,
-                etag,
-                md.clone(),
-                meta.clone(),
-            );
+            self.cache
+                .put_metadata(&loc.path, f, md.clone(), meta.clone());
         }
         Ok((md, meta, false))
     }

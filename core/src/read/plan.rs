@@ -729,10 +729,7 @@ impl Lookup<'_> {
                 continue;
             }
             let loc = t.data_location(f);
-            if self
-                .cache
-                .has_metadata(&loc, f.size, f.record_count, f.etag.as_deref())
-            {
+            if self.cache.has_metadata(&loc, f) {
                 continue;
             }
             bytes = bytes.saturating_add(

@@ -320,6 +320,22 @@ impl TopK {
 /// Slack on score bounds: a bound computed term by term may round below the sum it bounds.
 const SLACK: f64 = 1.0 + 1e-9;
 
+/// The bar a partial sum is held to while pruning: a little below the heap's threshold, so a
+/// document whose score (summed in the canonical order, [`canonical_score`]) ties it is never
+/// dropped because another order of summation rounded one ulp lower. The heap decides.
+#[inline]
+fn loose(theta: f64) -> f64 {
+    theta - theta.abs() * 1e-9
+}
+
+/// A document's score: its terms' contributions summed in query-term order, on every path
+/// (index, scan, any order the cursors were visited in), so equal scores are equal to the
+/// bit and ties break by row id whatever files are indexed (attack round 3, item 9).
+fn canonical_score(parts: &mut [(usize, f64)]) -> f64 {
+    parts.sort_unstable_by_key(|p| p.0);
+    parts.iter().map(|p| p.1).sum()
+}
+
 impl Lookup<'_> {
     /// Searches `table`'s full-text index (see the module docs). Errors: unknown table,
     /// index or column (`E_NOT_FOUND`), no full-text index or several without `index`
@@ -1387,6 +1403,7 @@ impl<'p> Cursor<'p> {
 fn probe_rest(
     low: &mut [Cursor<'_>],
     d: u64,
+    parts: &mut Vec<(usize, f64)>,
     mut score: f64,
     mut rest: f64,
     theta: f64,
@@ -1398,10 +1415,12 @@ fn probe_rest(
         }
         c.seek(d);
         if c.doc()? == d {
-            score += c.score();
+            let x = c.score();
+            score += x;
+            parts.push((c.term, x));
         }
     }
-    Ok((score >= theta).then_some(score))
+    Ok((score >= theta).then(|| canonical_score(parts)))
 }
 
 impl Scorer<'_> {
@@ -1475,7 +1494,7 @@ impl Scorer<'_> {
             cursors.sort_by_key(|c| c.p.df);
             let rest: f64 = cursors[1..].iter().map(|c| c.ub).sum();
             loop {
-                let theta = bar(&local);
+                let theta = loose(bar(&local));
                 let Some((last, bound)) = cursors[0].block_bound() else {
                     break;
                 };
@@ -1505,7 +1524,9 @@ impl Scorer<'_> {
                         all = phrase_matches(&self.q.phrase, &refs);
                     }
                     if all {
-                        let score: f64 = cursors.iter().map(Cursor::score).sum();
+                        let mut parts: Vec<(usize, f64)> =
+                            cursors.iter().map(|c| (c.term, c.score())).collect();
+                        let score = canonical_score(&mut parts);
                         if score >= theta {
                             local.offer(Hit {
                                 score,
@@ -1528,8 +1549,9 @@ impl Scorer<'_> {
                 prefix[i + 1] = prefix[i] + c.ub;
             }
             let mut first_essential = 0usize;
+            let mut parts: Vec<(usize, f64)> = Vec::with_capacity(n);
             loop {
-                let theta = bar(&local);
+                let theta = loose(bar(&local));
                 while first_essential < n && prefix[first_essential + 1] < theta {
                     first_essential += 1;
                 }
@@ -1578,14 +1600,16 @@ impl Scorer<'_> {
                         if !keep(d) {
                             continue;
                         }
-                        if let Some(score) = probe_rest(low, d, s0, rest_all, theta)? {
+                        parts.clear();
+                        parts.push((c.term, s0));
+                        if let Some(score) = probe_rest(low, d, &mut parts, s0, rest_all, theta)? {
                             local.offer(Hit {
                                 score,
                                 row_id: (self.row_id)(d),
                                 file,
                                 row: d,
                             });
-                            theta = bar(&local);
+                            theta = loose(bar(&local));
                         }
                     }
                     c.i = c.n - 1;
@@ -1601,10 +1625,13 @@ impl Scorer<'_> {
                 }
                 let mut score = 0.0;
                 let live = keep(d);
+                parts.clear();
                 for c in cursors[first_essential..].iter_mut() {
                     if c.doc()? == d {
                         if live {
-                            score += c.score();
+                            let x = c.score();
+                            score += x;
+                            parts.push((c.term, x));
                         }
                         c.next();
                     }
@@ -1617,7 +1644,7 @@ impl Scorer<'_> {
                     continue;
                 }
                 let low = &mut cursors[..first_essential];
-                if let Some(score) = probe_rest(low, d, score, rest, theta)? {
+                if let Some(score) = probe_rest(low, d, &mut parts, score, rest, theta)? {
                     local.offer(Hit {
                         score,
                         row_id: (self.row_id)(d),

@@ -276,6 +276,15 @@ pub async fn snapshot_files_since<R: RangeReader + ?Sized>(
         }
         out.manifests.push(m);
     }
+    // A live data file is in the snapshot once: listed twice (in one manifest or two), its
+    // rows would count twice.
+    let mut seen = std::collections::HashSet::with_capacity(out.data.len());
+    if let Some(f) = out.data.iter().find(|f| !seen.insert(f.path.as_str())) {
+        return Err(bad(format!(
+            "snapshot {snapshot_id} lists data file {} more than once",
+            f.path.chars().take(300).collect::<String>()
+        )));
+    }
     Ok(out)
 }
 

@@ -65,11 +65,19 @@ mod tests {
             relative_to("s3://b/t", "s3://b/t/d/1.parquet").unwrap(),
             "d/1.parquet"
         );
+        // Names, not encodings: a partition directory pyiceberg named `%2e%2e` is that.
+        assert_eq!(
+            relative_to(loc, "file:///w/db/t/data/%2e%2e/%2e%2e/x").unwrap(),
+            "data/%2e%2e/%2e%2e/x"
+        );
+        assert_eq!(
+            relative_to(loc, "file:///w/db/t/data/cat=x%2Fy/0.parquet").unwrap(),
+            "data/cat=x%2Fy/0.parquet"
+        );
         for bad in [
             "file:///w/db/other/a.parquet",
             "file:///w/db/t2/a.parquet",
             "file:///w/db/t/../other/a.parquet",
-            "file:///w/db/t/data/%2e%2e/%2e%2e/x",
             "s3://b/t/d/1.parquet",
             "file:///w/db/t",
             "file:///w/db/t//etc/passwd",
