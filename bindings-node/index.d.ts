@@ -414,6 +414,11 @@ export interface RegisterReport {
   bundlesWritten: number
   /** Building unique indexes the new rows broke (now `poisoned`). */
   poisoned: Array<string>
+  /**
+   * Indexes whose work over the new files did not fit one commit: the files are scanned
+   * until a build covers them (a ready index is `maintaining` meanwhile).
+   */
+  pending: Array<string>
   attempts: number
 }
 
@@ -485,6 +490,11 @@ export interface SyncReport {
   bytes: number
   /** Unique indexes an upstream duplicate poisoned. */
   poisoned: Array<string>
+  /**
+   * Indexes whose work over the added files did not fit the sync's commit: the files are
+   * scanned until a build (or `startSync`'s catch-up) covers them.
+   */
+  pending: Array<string>
 }
 
 export interface TableInfo {

@@ -63,17 +63,30 @@ const COMMANDS = {
     },
   },
   sync: {
-    usage: 'skerry sync <table> [--metadata <metadata-url>]',
-    about: 'Move a mounted Iceberg table to the upstream\'s current snapshot (the newest metadata file of its directory, or --metadata): added files registered and indexed, removed ones dropped, delete masks refreshed, in one commit. Then publish.',
+    usage: 'skerry sync <table> [--metadata <metadata-url>] [--wait]',
+    about: 'Move a mounted Iceberg table to the upstream\'s current snapshot (the newest metadata file of its directory, or --metadata): added files registered and indexed, removed ones dropped, delete masks refreshed, in one commit. Index work too large for that commit is pending (those files are scanned meanwhile); --wait catches it up in bounded steps, with progress. Then publish.',
     args: ['table'],
-    options: { metadata: { type: 'string', desc: '<url>   sync to this metadata file' } },
+    options: {
+      metadata: { type: 'string', desc: '<url>   sync to this metadata file' },
+      wait: { type: 'boolean', desc: '        catch pending index work up before returning (progress on stderr)' },
+    },
     run: async (o, [table], flags) => {
       const r = await o.syncIceberg(table, flags.metadata !== undefined ? { metadataUrl: flags.metadata } : {});
+      if (flags.wait && r.pending.length) {
+        const progress = makeProgress(flags.json);
+        try {
+          await o.build(table, { onProgress: progress.step });
+        } finally {
+          progress.stop();
+        }
+        r.caughtUp = r.pending;
+      }
       const same = r.fromSnapshot === r.snapshotId;
       const text = same
         ? `table ${table}: already at snapshot ${r.snapshotId}`
         : `table ${table}: snapshot ${r.fromSnapshot} -> ${r.snapshotId}: +${r.added.length} files (${r.rowsAdded} rows), -${r.removed.length} files, ${r.masksChanged.length} delete masks changed; read ${r.manifestsRead} manifests, ${r.deleteFilesRead} delete files (${r.requests} requests, ${r.bytes} bytes)` +
-          (r.poisoned.length ? `; poisoned: ${r.poisoned.join(', ')}` : '');
+          (r.poisoned.length ? `; poisoned: ${r.poisoned.join(', ')}` : '') +
+          (r.caughtUp ? `; caught up: ${r.caughtUp.join(', ')}` : r.pending.length ? `; pending (scanned until built; \`skerry build ${table}\` or --wait): ${r.pending.join(', ')}` : '');
       return { result: r, text };
     },
   },

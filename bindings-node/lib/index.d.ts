@@ -38,6 +38,9 @@ export type Overlay = NativeOverlay & {
   on(event: 'sync', listener: (e: SyncEvent) => void): Overlay;
   once(event: 'sync', listener: (e: SyncEvent) => void): Overlay;
   off(event: 'sync', listener: (e: SyncEvent) => void): Overlay;
+  on(event: 'progress', listener: (p: SyncProgress) => void): Overlay;
+  once(event: 'progress', listener: (p: SyncProgress) => void): Overlay;
+  off(event: 'progress', listener: (p: SyncProgress) => void): Overlay;
   /**
    * Syncs the mounted Iceberg table `name` in the background: at once, then `intervalMs`
    * (default 60 s) after each run ends; publishes when a run changed something (unless
@@ -45,7 +48,7 @@ export type Overlay = NativeOverlay & {
    * `warning` (the loop goes on). Throws `E_EXISTS` when `name` is already syncing. Timers do
    * not keep the process alive; `close()` stops every loop.
    */
-  startSync(name: string, options?: { intervalMs?: number; publish?: boolean }): void;
+  startSync(name: string, options?: { intervalMs?: number; publish?: boolean; catchUpSteps?: number; maxEntries?: number; maxBytes?: number }): void;
   /** Stops `name`'s loop; resolves after a run in flight ends (false when none ran). */
   stopSync(name: string): Promise<boolean>;
   /** Fetches `columns` of `rows` (as lookups return them), in order, reading only their pages. */
@@ -67,8 +70,23 @@ export type Overlay = NativeOverlay & {
 export interface SyncEvent {
   table: string;
   report: import('../index').SyncReport;
-  /** The publish that followed, when the run changed something. */
+  /** The publish that followed, when the run changed something or coverage moved. */
   published: import('../index').PublishReport | null;
+  /** Indexes still catching up deferred work (the next run follows at once). */
+  pending: string[];
+}
+
+/** One catch-up build step of a background sync (`startSync`'s `progress` event). */
+export interface SyncProgress {
+  table: string;
+  index: string;
+  step: number;
+  /** Entries this step derived (at most its `maxEntries`). */
+  entries: number;
+  rowsDone: number;
+  rowsTotal: number;
+  state: import('../index').IndexState;
+  done: boolean;
 }
 
 /** A background sync's problem: an index it poisoned, or a run that failed. */

@@ -77,7 +77,7 @@ const SIGNATURES = {
   registerParquetTable: [['name', 'string'], ['location', 'string'], ['options', { files: 'string[]', prefix: 'string' }]],
   mountIceberg: [['name', 'string'], ['metadataUrl', 'string']],
   syncIceberg: [['name', 'string'], ['options', { metadataUrl: 'string' }]],
-  startSync: [['name', 'string'], ['options', { intervalMs: 'count', publish: 'boolean' }]],
+  startSync: [['name', 'string'], ['options', { intervalMs: 'count', publish: 'boolean', catchUpSteps: 'count', maxEntries: 'count', maxBytes: 'count' }]],
   stopSync: [['name', 'string']],
   createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean', kind: 'string', maxCardinality: 'count', fpp: 'number', tokenizer: 'string', positions: 'boolean', metric: 'string', m: 'count', efConstruction: 'count' }]],
   dropIndex: [['table', 'string'], ['name', 'string'], ['options', { purge: 'boolean' }]],
@@ -152,10 +152,10 @@ function emitter(o) {
   if (!e) { e = new EventEmitter(); emitters.set(o, e); }
   return e;
 }
-const EVENTS = new Set(['warning', 'sync']);
+const EVENTS = new Set(['warning', 'sync', 'progress']);
 function checkListener(method, event, listener) {
   check(method, 'event', 'string', event);
-  if (!EVENTS.has(event)) throw invalid(`${method}: unknown event ${event} (warning, sync)`);
+  if (!EVENTS.has(event)) throw invalid(`${method}: unknown event ${event} (warning, sync, progress)`);
   check(method, 'listener', 'function', listener);
 }
 native.Overlay.prototype.on = function (event, listener) { checkListener('on', event, listener); emitter(this).on(event, listener); return this; };
@@ -279,11 +279,15 @@ native.Overlay.prototype.dropIndex = async function (table, name, options) {
 };
 
 // Background sync of mounted Iceberg tables: one loop per overlay and table, never two runs
-// at once. Each run syncs, publishes when something changed (unless `publish: false`), emits
-// `sync` `{ table, report, published }`, and emits `warning` for an index the run poisoned
-// (`{ table, index, reason: 'poisoned', message }`) or a run that failed (`{ table, reason:
-// 'sync-failed', code, message }`; the loop goes on). Timers are unref'd: a sync loop does not
-// keep the process alive.
+// at once. Each run syncs, then catches up index work a sync deferred (indexes `building` or
+// `maintaining`) in at most `catchUpSteps` bounded build steps (default 4; `maxEntries` /
+// `maxBytes` per step; 0 steps: no catch-up), emitting `progress` `{ table, index, step,
+// rowsDone, rowsTotal, state, done }` per step; publishes when something changed or coverage
+// moved (unless `publish: false`), emits `sync` `{ table, report, published, pending }`
+// (`pending`: indexes still catching up, whose next run follows at once), and emits `warning`
+// for an index the run poisoned (`{ table, index, reason: 'poisoned', message }`) or a run
+// that failed (`{ table, reason: 'sync-failed', code, message }`; the loop goes on). Timers
+// are unref'd: a sync loop does not keep the process alive.
 const syncLoops = new WeakMap();
 native.Overlay.prototype.startSync = function (name, options) {
   const loops = syncLoops.get(this) ?? new Map();
@@ -294,18 +298,51 @@ native.Overlay.prototype.startSync = function (name, options) {
   const intervalMs = options?.intervalMs ?? 60000;
   if (intervalMs < 10 || intervalMs > 2 ** 31 - 1) throw invalid('startSync: options.intervalMs must be from 10 to 2^31-1');
   const publish = options?.publish ?? true;
+  const catchUpSteps = options?.catchUpSteps ?? 4;
+  const stepOptions = {};
+  if (options?.maxEntries !== undefined) stepOptions.maxEntries = options.maxEntries;
+  if (options?.maxBytes !== undefined) stepOptions.maxBytes = options.maxBytes;
   const emit = (event, value) => { const e = emitters.get(this); if (e) e.emit(event, value); };
-  const loop = { stopped: false, timer: null, running: null, runs: 0 };
+  const loop = { stopped: false, timer: null, running: null, runs: 0, pending: [] };
+  // At most `catchUpSteps` build steps over the indexes still catching up; what moved, and
+  // which indexes are left.
+  const catchUp = async () => {
+    let budget = catchUpSteps;
+    let moved = false;
+    const left = [];
+    const indexes = (await this.listIndexes(name)).filter((i) => i.state === 'building' || i.state === 'maintaining');
+    for (const ix of indexes) {
+      let done = false;
+      while (budget > 0 && !done && !loop.stopped) {
+        budget -= 1;
+        try {
+          const s = await this.buildStep(name, ix.name, stepOptions);
+          done = s.done;
+          if (s.filesCompleted.length > 0 || s.state !== ix.state) moved = true;
+          emit('progress', { table: name, index: ix.name, step: s.step, entries: s.entries, rowsDone: s.rowsDone, rowsTotal: s.rowsTotal, state: s.state, done: s.done });
+        } catch (e) {
+          if (e.code === 'E_CONFLICT') continue; // another builder moved it; next step
+          done = true;
+          moved = true;
+          emit('warning', { table: name, index: ix.name, reason: 'poisoned', code: e.code, message: `catch-up of ${name}.${ix.name}: ${e.message}` });
+        }
+      }
+      if (!done) left.push(ix.name);
+    }
+    return { moved, left };
+  };
   const run = async () => {
     try {
       const report = await this.syncIceberg(name);
       const changed = report.fromSnapshot !== report.snapshotId || report.added.length > 0 ||
         report.removed.length > 0 || report.masksChanged.length > 0;
-      const published = changed && publish ? await this.publish() : null;
       for (const index of report.poisoned) {
         emit('warning', { table: name, index, reason: 'poisoned', message: `sync poisoned index ${name}.${index}` });
       }
-      emit('sync', { table: name, report, published });
+      const caught = catchUpSteps > 0 ? await catchUp() : { moved: false, left: [] };
+      loop.pending = caught.left;
+      const published = (changed || caught.moved) && publish ? await this.publish() : null;
+      emit('sync', { table: name, report, published, pending: caught.left });
     } catch (e) {
       emit('warning', { table: name, reason: 'sync-failed', code: e.code, message: e.message });
     } finally {
@@ -317,7 +354,8 @@ native.Overlay.prototype.startSync = function (name, options) {
     loop.running = run().then(() => {
       loop.running = null;
       if (!loop.stopped) {
-        loop.timer = setTimeout(tick, intervalMs);
+        // Catching up: the next run at once (each is bounded); else after the interval.
+        loop.timer = setTimeout(tick, loop.pending.length > 0 ? 0 : intervalMs);
         loop.timer.unref?.();
       }
     });

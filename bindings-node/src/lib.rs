@@ -247,6 +247,9 @@ pub struct RegisterReport {
     pub bundles_written: i64,
     /// Building unique indexes the new rows broke (now `poisoned`).
     pub poisoned: Vec<String>,
+    /// Indexes whose work over the new files did not fit one commit: the files are scanned
+    /// until a build covers them (a ready index is `maintaining` meanwhile).
+    pub pending: Vec<String>,
     pub attempts: i64,
 }
 
@@ -283,6 +286,9 @@ pub struct SyncReport {
     pub bytes: i64,
     /// Unique indexes an upstream duplicate poisoned.
     pub poisoned: Vec<String>,
+    /// Indexes whose work over the added files did not fit the sync's commit: the files are
+    /// scanned until a build (or `startSync`'s catch-up) covers them.
+    pub pending: Vec<String>,
 }
 
 #[napi(object)]
@@ -718,6 +724,7 @@ impl Overlay {
                 requests: r.requests as i64,
                 bytes: r.bytes as i64,
                 poisoned: r.poisoned,
+                pending: r.pending,
             })
         })
     }
@@ -1186,6 +1193,7 @@ impl Overlay {
                 entries: i(r.entries),
                 bundles_written: i(r.bundles_written),
                 poisoned: r.poisoned,
+                pending: r.pending,
                 attempts: i(r.attempts),
             })
         })

@@ -328,54 +328,36 @@ async fn racing_registrations() {
     o.close().await.unwrap();
 }
 
-/// Commits above the bounds are refused before any work, naming count, limit and remedy.
+/// A registration whose index work exceeds one commit's bounds still registers its files
+/// (issue 38): the work is deferred — the indexes are `maintaining`, the files scanned, the
+/// answers exact — and a build catches up to the bundles a direct build writes. Step
+/// budgets above the bounds are refused.
 #[tokio::test]
-async fn commit_bounds() {
+async fn registrations_above_the_commit_bounds_defer_their_index_work() {
     assert_eq!(MAX_COMMIT_ENTRIES, 1_000_000);
     assert_eq!(MAX_COMMIT_BYTES, 64 << 20);
     let d = Data::new();
     d.write_range("a.parquet", 0, 10, 64);
-    let o = open(&d.overlay_url("overlay")).await;
-    table(&o, &d, &["a.parquet"]).await;
-    o.create_index("t", "by_id", &["id".into()], IndexOptions::default())
-        .await
-        .unwrap();
-    o.create_index(
-        "t",
-        "by_customer",
-        &["customer".into()],
-        IndexOptions::default(),
-    )
-    .await
-    .unwrap();
-    o.build("t", |_| {}).await.unwrap();
-    let bundles_before = count(&o, "bundles").await;
-    // 500,001 rows × 2 indexes = 1,000,002 entries.
+    // 1,700,001 rows × 3 indexes = 5,100,003 entries: over 5 times one commit's bound.
     let cols = vec![
         ("id".to_string(), KeyType::Int64),
         ("email".to_string(), KeyType::String),
         ("customer".to_string(), KeyType::String),
     ];
-    let rows: Vec<Vec<Value>> = (0..500_001)
-        .map(|i| vec![Value::Int(i), Value::Null, Value::String("c".into())])
+    let rows: Vec<Vec<Value>> = (0..1_700_001)
+        .map(|i| {
+            let c = if i == 77 { "c77" } else { "c" };
+            vec![Value::Int(1000 + i), Value::Null, Value::String(c.into())]
+        })
         .collect();
     let b = parquet_from_rows(&cols, &rows, 100_000, SampleCodec::Zstd).unwrap();
+    drop(rows);
     std::fs::write(d.dir.path().join("t/big.parquet"), b).unwrap();
-    let e = o
-        .register_files("t", &paths(&["big.parquet"]))
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), "E_LIMIT");
-    let msg = e.to_string();
-    assert!(
-        msg.contains("1000002") && msg.contains("1000000") && msg.contains("smaller batches"),
-        "{msg}"
-    );
     // 70,000 distinct 1 KB strings: over 64 MiB of encoded entries.
     let long: Vec<Vec<Value>> = (0..70_000)
         .map(|i| {
             vec![
-                Value::Int(i),
+                Value::Int(2_000_000 + i),
                 Value::Null,
                 Value::String(format!("{i:0>1000}")),
             ]
@@ -383,17 +365,72 @@ async fn commit_bounds() {
         .collect();
     let b = parquet_from_rows(&cols, &long, 10_000, SampleCodec::Zstd).unwrap();
     std::fs::write(d.dir.path().join("t/wide.parquet"), b).unwrap();
-    let e = o
-        .register_files("t", &paths(&["wide.parquet"]))
+
+    let direct = open(&d.overlay_url("direct")).await;
+    let o = open(&d.overlay_url("overlay")).await;
+    table(&direct, &d, &["a.parquet", "big.parquet", "wide.parquet"]).await;
+    table(&o, &d, &["a.parquet"]).await;
+    for o in [&direct, &o] {
+        o.create_index("t", "by_id", &["id".into()], unique())
+            .await
+            .unwrap();
+        o.create_index(
+            "t",
+            "by_customer",
+            &["customer".into()],
+            IndexOptions::default(),
+        )
         .await
-        .unwrap_err();
-    assert_eq!(e.code(), "E_LIMIT", "{e}");
-    assert!(e.to_string().contains(&MAX_COMMIT_BYTES.to_string()));
-    // Nothing was written or registered.
-    assert_eq!(count(&o, "bundles").await, bundles_before);
-    let m = o.snapshot_manifest(0).await.unwrap();
-    assert_eq!(m.table("t").unwrap().files.len(), 1);
-    // A step budget above the bound is refused too.
+        .unwrap();
+        o.create_index("t", "by_email", &["email".into()], IndexOptions::default())
+            .await
+            .unwrap();
+        o.build("t", |_| {}).await.unwrap();
+    }
+    let bundles_before = count(&o, "bundles").await;
+    for file in ["big.parquet", "wide.parquet"] {
+        let r = o.register_files("t", &paths(&[file])).await.unwrap();
+        let all = ["by_id", "by_customer", "by_email"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(r.pending, all, "{file}");
+        assert_eq!(r.bundles_written, 0);
+        for ix in ["by_id", "by_customer", "by_email"] {
+            let rec = o.index_record("t", ix).await.unwrap();
+            assert_eq!(rec.state, IndexState::Maintaining, "{file} {ix}");
+        }
+        // Pending files are scanned: answers are exact meanwhile.
+        assert_eq!(hits(&o, "by_id", Value::Int(1000 + 77)).await, 1);
+        assert_eq!(
+            hits(&o, "by_customer", Value::String("c77".into())).await,
+            1
+        );
+        let wide = usize::from(file == "wide.parquet");
+        assert_eq!(hits(&o, "by_id", Value::Int(2_000_005)).await, wide);
+    }
+    assert_eq!(
+        count(&o, "bundles").await,
+        bundles_before,
+        "no bundle in the registration"
+    );
+    // Catch-up: a build covers the pending files and flips both indexes to ready.
+    o.build("t", |_| {}).await.unwrap();
+    for ix in ["by_id", "by_customer", "by_email"] {
+        assert_eq!(
+            o.index_record("t", ix).await.unwrap().state,
+            IndexState::Ready,
+            "{ix}"
+        );
+        let v = o.verify("t", ix).await.unwrap();
+        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
+    }
+    assert_eq!(
+        blobs(&o).await,
+        blobs(&direct).await,
+        "caught up = built directly"
+    );
+    assert_eq!(hits(&o, "by_id", Value::Int(1000 + 77)).await, 1);
+    // A step budget above the bound is refused.
     let e = o
         .build_step(
             "t",
@@ -407,6 +444,88 @@ async fn commit_bounds() {
         .unwrap_err();
     assert_eq!(e.code(), "E_LIMIT");
     o.close().await.unwrap();
+}
+
+/// A duplicate key that arrives with deferred index work (no claim could be checked in the
+/// registration's commit) is found by the catch-up: the unique index is poisoned with
+/// `E_CONSTRAINT` naming both files, and answers stay exact through scans.
+#[tokio::test]
+async fn a_duplicate_in_deferred_work_poisons_the_unique_index_at_catch_up() {
+    let d = Data::new();
+    d.write_range("a.parquet", 0, 10, 64);
+    let cols = vec![
+        ("id".to_string(), KeyType::Int64),
+        ("email".to_string(), KeyType::String),
+        ("customer".to_string(), KeyType::String),
+    ];
+    // 1,000,001 rows under one unique index; id 5 is also in a.parquet.
+    let rows: Vec<Vec<Value>> = (0..1_000_001)
+        .map(|i| {
+            let id = if i == 123_456 { 5 } else { 1000 + i };
+            vec![Value::Int(id), Value::Null, Value::String("c".into())]
+        })
+        .collect();
+    let b = parquet_from_rows(&cols, &rows, 100_000, SampleCodec::Zstd).unwrap();
+    std::fs::write(d.dir.path().join("t/dup.parquet"), b).unwrap();
+    let o = open(&d.overlay_url("overlay")).await;
+    table(&o, &d, &["a.parquet"]).await;
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let r = o
+        .register_files("t", &paths(&["dup.parquet"]))
+        .await
+        .unwrap();
+    assert_eq!(r.pending, vec!["by_id".to_string()]);
+    assert_eq!(
+        hits(&o, "by_id", Value::Int(5)).await,
+        2,
+        "both rows, one scanned"
+    );
+    let e = o.build("t", |_| {}).await.unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("a.parquet") && msg.contains("dup.parquet"),
+        "{msg}"
+    );
+    assert_eq!(
+        o.index_record("t", "by_id").await.unwrap().state,
+        IndexState::Poisoned
+    );
+    let q = skerry_core::read::plan::Query {
+        conditions: vec![skerry_core::read::predicate::Condition::new(
+            "id",
+            skerry_core::read::predicate::Op::Eq(Value::Int(5)),
+        )],
+        ..Default::default()
+    };
+    assert_eq!(o.count("t", &q).await.unwrap().count, 2);
+}
+
+/// Rows `ix` of table `t` finds for `v`.
+async fn hits(o: &Overlay, ix: &str, v: Value) -> usize {
+    o.lookup("t", ix, &[v]).await.unwrap().rows.len()
+}
+
+/// (index, file, blob SHA-256) of every index blob of table `t`.
+async fn blobs(o: &Overlay) -> Vec<(String, String, String)> {
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let t = m.table("t").unwrap();
+    let mut out = Vec::new();
+    for ix in &t.indexes {
+        for a in &ix.files {
+            let f = t.files.iter().find(|f| f.file_id == a.file_id).unwrap();
+            out.push((
+                ix.name.clone(),
+                f.path.clone(),
+                a.lineage.blob_sha256.clone(),
+            ));
+        }
+    }
+    out.sort();
+    out
 }
 
 async fn count(o: &Overlay, prefix: &str) -> usize {

@@ -463,7 +463,7 @@ impl Overlay {
             rows_done: 0,
             rows_total: files.iter().map(|f| f.record_count).sum(),
         };
-        let flip_due = ix.state == IndexState::Building && cur.skipped.is_empty();
+        let flip_due = ix.state.catching_up() && cur.skipped.is_empty();
         if order.is_empty() && !flip_due && (cursor0.is_none() || cursor0 == Some(cur.clone())) {
             report.done = true;
             report.step = ix.generation;
@@ -644,7 +644,7 @@ impl Overlay {
         }
         rec.generation += 1;
         // A unique index flips only after the cross-file check (below, after this commit).
-        let finish = done && rec.state == IndexState::Building && cur.skipped.is_empty();
+        let finish = done && rec.state.catching_up() && cur.skipped.is_empty();
         if finish && !ix.unique {
             rec.state = IndexState::Ready;
         }

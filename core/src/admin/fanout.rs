@@ -943,10 +943,7 @@ impl Overlay {
         let t = self.catalog.begin()?;
         let (tr, _, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
         drop(t);
-        for ix in indexes
-            .iter()
-            .filter(|i| i.unique && i.state == IndexState::Building)
-        {
+        for ix in indexes.iter().filter(|i| i.unique && i.state.catching_up()) {
             self.finish_unique(table, &ix.name).await?;
         }
         self.poison_mixed_dims(table).await?;
@@ -1042,7 +1039,7 @@ impl Overlay {
                     .iter()
                     .all(|f| built.contains(&f.file_id) || accepted(f, arts.get(&f.file_id), &tr));
             // (A unique index flips after the cross-file check: `finish_unique`.)
-            if complete && rec.state == IndexState::Building && !unique {
+            if complete && rec.state.catching_up() && !unique {
                 rec.state = IndexState::Ready;
             }
             t.put(&index_key(*tid, *index_id), &rec)?;

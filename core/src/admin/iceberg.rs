@@ -67,6 +67,10 @@ pub struct SyncReport {
     pub bytes: u64,
     /// Unique indexes a duplicate upstream key poisoned.
     pub poisoned: Vec<String>,
+    /// Indexes whose work over the added files did not fit the sync's commit: the files are
+    /// registered (and scanned) and the staged build path catches them up.
+    #[serde(default)]
+    pub pending: Vec<String>,
 }
 
 impl Overlay {
@@ -275,6 +279,7 @@ impl Overlay {
             .register_files_with(name, &report.added, change)
             .await?;
         report.poisoned = r.poisoned;
+        report.pending = r.pending;
         Ok(report)
     }
 

@@ -34,6 +34,10 @@ pub struct RegisterReport {
     pub bundles_written: u64,
     /// Building unique indexes the new rows broke (now `poisoned`).
     pub poisoned: Vec<String>,
+    /// Indexes whose work over the new files did not fit one commit: the files are
+    /// registered and scanned until a build (`build`, `buildStep`, `startSync`'s catch-up or
+    /// fan-out workers) covers them; a ready index is `maintaining` meanwhile.
+    pub pending: Vec<String>,
     /// Attempts of the final commit (more than 1 after write-write conflicts).
     pub attempts: u64,
 }
@@ -264,22 +268,10 @@ impl Overlay {
                 }
             }
         }
-        if entries > MAX_COMMIT_ENTRIES {
-            return Err(Error::Limit {
-                what: "index entries in one registration",
-                count: entries,
-                limit: MAX_COMMIT_ENTRIES,
-                remedy: "register the files in smaller batches",
-            });
-        }
-        if estimate > MAX_COMMIT_BYTES {
-            return Err(Error::Limit {
-                what: "encoded index bytes in one registration",
-                count: estimate,
-                limit: MAX_COMMIT_BYTES,
-                remedy: "register the files in smaller batches",
-            });
-        }
+        // Index work that does not fit one commit is deferred (RFC 0016): the files are
+        // registered, their indexes are `maintaining` (or stay `building`) and the staged
+        // build path catches them up; until then those files are scanned.
+        let mut defer = entries > MAX_COMMIT_ENTRIES || estimate > MAX_COMMIT_BYTES;
         // Ids are reserved in a commit of their own: a registration that fails later leaves a
         // gap, never a reuse.
         let mut attempts = 0;
@@ -299,23 +291,22 @@ impl Overlay {
         // Entries (scoped reads of the indexed columns), then one bundle per new file.
         let mut keys: HashMap<(u64, u64), Vec<(Vec<u8>, u64)>> = HashMap::new();
         let mut bytes = 0u64;
-        for f in &new_files {
+        'derive: for f in new_files.iter().filter(|_| !defer) {
             for ix in &indexes {
                 let (k, _, b) = self
                     .index_slice(&tr, f, ix, 0..f.record_count, u64::MAX)
                     .await?;
                 bytes += b;
                 if bytes > MAX_COMMIT_BYTES {
-                    return Err(Error::Limit {
-                        what: "encoded index bytes in one registration",
-                        count: bytes,
-                        limit: MAX_COMMIT_BYTES,
-                        remedy: "register the files in smaller batches",
-                    });
+                    // The footer's estimate was low: deferred after all.
+                    defer = true;
+                    keys.clear();
+                    break 'derive;
                 }
                 keys.insert((ix.index_id, f.file_id), k);
             }
         }
+        let built: Vec<IndexRecord> = if defer { Vec::new() } else { indexes.clone() };
         let mut report = RegisterReport {
             files: new_files.len() as u64,
             rows: new_files.iter().map(|f| f.record_count).sum(),
@@ -330,14 +321,14 @@ impl Overlay {
         let mut artifacts = Vec::new();
         let mut bundles = Vec::new();
         for f in &new_files {
-            let fresh = indexes
+            let fresh = built
                 .iter()
                 .map(|ix| self.blob_artifact(&tr, f, ix, &keys[&(ix.index_id, f.file_id)]))
                 .collect::<Result<Vec<_>>>()?;
             if fresh.is_empty() {
                 continue;
             }
-            let (arts, bundle, _) = self.write_bundle(&tr, f, &indexes, fresh).await?;
+            let (arts, bundle, _) = self.write_bundle(&tr, f, &built, fresh).await?;
             report.bundles_written += 1;
             artifacts.extend(arts);
             bundles.push((f.file_id, bundle));
@@ -348,7 +339,7 @@ impl Overlay {
             attempt += 1;
             match self
                 .commit_registration(
-                    table, &new_files, &indexes, &keys, &artifacts, &bundles, &change,
+                    table, &new_files, &built, defer, &keys, &artifacts, &bundles, &change,
                 )
                 .await
             {
@@ -360,6 +351,9 @@ impl Overlay {
             }
         };
         report.attempts = attempt;
+        if defer {
+            report.pending = indexes.iter().map(|ix| ix.name.clone()).collect();
+        }
         report.poisoned = broken.iter().map(|(ix, _)| ix.name.clone()).collect();
         for ix in &poisoned {
             self.poison(&tr, ix).await?;
@@ -394,6 +388,7 @@ impl Overlay {
         table: &str,
         new_files: &[FileEntry],
         built: &[IndexRecord],
+        deferred: bool,
         keys: &HashMap<(u64, u64), Vec<(Vec<u8>, u64)>>,
         artifacts: &[IndexFileEntry],
         bundles: &[(u64, BundleRecord)],
@@ -453,7 +448,9 @@ impl Overlay {
         }
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
         if let Some(ix) = indexes.iter().find(|i| {
-            i.state != IndexState::Poisoned && !built.iter().any(|b| b.index_id == i.index_id)
+            !deferred
+                && i.state != IndexState::Poisoned
+                && !built.iter().any(|b| b.index_id == i.index_id)
         }) {
             return Err(Error::Conflict(format!(
                 "index {} was created during the registration; register again",
@@ -480,7 +477,24 @@ impl Overlay {
             paths.insert(f.file_id, f.path.clone());
         }
         let mut poisoned = Vec::new();
-        for ix in indexes.iter().filter(|i| i.state != IndexState::Poisoned) {
+        if deferred && !new_files.is_empty() {
+            // The new files are pending for every live index: a ready one is `maintaining`
+            // until the staged build path covers them (uniqueness is checked across files
+            // then); the certificate no longer holds.
+            for ix in indexes.iter().filter(|i| i.state != IndexState::Poisoned) {
+                let mut rec = ix.clone();
+                if rec.state == IndexState::Ready {
+                    rec.state = IndexState::Maintaining;
+                }
+                rec.generation += 1;
+                t.put(&index_key(tr.table_id, ix.index_id), &rec)?;
+                t.delete(&certificate_key(ix.index_id))?;
+            }
+        }
+        for ix in indexes
+            .iter()
+            .filter(|i| i.state != IndexState::Poisoned && !deferred)
+        {
             for a in artifacts
                 .iter()
                 .filter(|a| a.lineage.index_id == ix.index_id)

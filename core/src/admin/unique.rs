@@ -386,7 +386,7 @@ impl Overlay {
             let t = self.catalog.begin()?;
             let tr = self.catalog.table(&t, table).await?;
             let ix = self.catalog.index(&t, &tr, index).await?;
-            if ix.state != IndexState::Building || !ix.unique {
+            if !ix.state.catching_up() || !ix.unique {
                 return Ok(ix.state);
             }
             let files = self.catalog.files(&t, tr.table_id).await?;
@@ -432,7 +432,7 @@ impl Overlay {
             let rec = rec.filter(|r| {
                 tr_now.snapshot == tr.snapshot
                     && r.generation == ix.generation
-                    && r.state == IndexState::Building
+                    && r.state.catching_up()
             });
             let committed = match rec {
                 Some(mut rec) => {

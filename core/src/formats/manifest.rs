@@ -200,6 +200,19 @@ pub enum IndexState {
     Poisoned,
 }
 
+impl IndexState {
+    /// Answers queries: `ready`, or `maintaining` (complete but for files whose index work a
+    /// registration or sync deferred — those files are scanned until caught up).
+    pub fn serves(self) -> bool {
+        matches!(self, IndexState::Ready | IndexState::Maintaining)
+    }
+
+    /// Has files left for the staged build path, which flips it to `ready` when done.
+    pub fn catching_up(self) -> bool {
+        matches!(self, IndexState::Building | IndexState::Maintaining)
+    }
+}
+
 impl std::fmt::Display for IndexState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
-use crate::formats::manifest::{IndexFileEntry, IndexManifest, IndexState, TableManifest};
+use crate::formats::manifest::{IndexFileEntry, IndexManifest, TableManifest};
 use crate::index::bloom::{self, BloomPages};
 use crate::index::IndexKind;
 use crate::io::Location;
@@ -282,9 +282,7 @@ pub(crate) fn bloom_candidate<'m>(
             continue;
         }
         for ix in t.indexes.iter().filter(|ix| {
-            ix.state == IndexState::Ready
-                && ix.kind == IndexKind::Bloom
-                && ix.fields.as_slice() == [c.field_id]
+            ix.state.serves() && ix.kind == IndexKind::Bloom && ix.fields.as_slice() == [c.field_id]
         }) {
             let mut keys = Vec::with_capacity(values.len());
             for v in &values {

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
-use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, TableManifest};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, TableManifest};
 use crate::index::IndexKind;
 use crate::io::Location;
 use crate::read::lookup::{reads_at, BlobRef, Lookup, Probe, FILE_WINDOW};
@@ -113,9 +113,7 @@ impl Lookup<'_> {
             };
             let mut best: Option<IndexPlan<'m>> = None;
             for ix in t.indexes.iter().filter(|ix| {
-                ix.state == IndexState::Ready
-                    && ix.kind.has_positions()
-                    && ix.fields.as_slice() == [c.field_id]
+                ix.state.serves() && ix.kind.has_positions() && ix.fields.as_slice() == [c.field_id]
             }) {
                 let Some(p) = plan_index(ix, &one)? else {
                     continue;

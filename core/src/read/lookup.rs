@@ -15,8 +15,8 @@ use crate::datafile;
 use crate::error::{Error, Result};
 use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
 use crate::formats::manifest::{
-    FileEntry, IndexFileEntry, IndexManifest, IndexState, Manifest, OrderedMeta, TableManifest,
-    TableRun, RUN_POSITION_BITS,
+    FileEntry, IndexFileEntry, IndexManifest, Manifest, OrderedMeta, TableManifest, TableRun,
+    RUN_POSITION_BITS,
 };
 use crate::formats::rowset::{locate, Located, PositionOf};
 use crate::index::ordered::{scan_block, BlobError, OrderedDirectory};
@@ -323,7 +323,7 @@ impl Lookup<'_> {
                 t.name, ix.name, ix.kind
             )));
         }
-        if ix.state != IndexState::Ready {
+        if !ix.state.serves() {
             return Err(Error::IndexNotReady {
                 index: format!("{}.{}", t.name, ix.name),
                 state: ix.state.to_string(),

@@ -34,9 +34,7 @@ use crate::datafile;
 use crate::error::{Error, Result};
 use crate::formats::key_encoding::prefix_end;
 use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
-use crate::formats::manifest::{
-    FileEntry, IndexFileEntry, IndexManifest, IndexState, TableManifest,
-};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexManifest, TableManifest};
 use crate::io::{IoStats, Location, ObjectMeta};
 use crate::read::lookup::{reaches, reads_at, Lookup, LookupStats, Probe, RowRef, FILE_WINDOW};
 use crate::read::predicate::{Condition, Predicate};
@@ -189,7 +187,7 @@ pub fn choose<'m>(t: &'m TableManifest, pred: &Predicate) -> Result<Option<Index
     for ix in t
         .indexes
         .iter()
-        .filter(|i| i.state == IndexState::Ready && i.kind.has_positions())
+        .filter(|i| i.state.serves() && i.kind.has_positions())
     {
         let Some(plan) = plan_index(ix, pred)? else {
             continue;
