@@ -12,6 +12,9 @@ bash scripts/build.sh all --release
 python3 -c "import pyarrow" 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pyarrow
 node bench/build.mjs
 if [ -n "${SKERRY_BENCH_SCALE:-}" ]; then node bench/build.mjs --scale; fi
+# Following an upstream append past one commit's index work (pyiceberg table, 5 indexes).
+node bench/sync.mjs
+if [ -n "${SKERRY_BENCH_SCALE:-}" ]; then node bench/sync.mjs --scale; fi
 # Build fan-out through BullMQ (Redis started by the bench) with 1, 2, 4 worker processes.
 node bench/fanout.mjs
 node bench/lookups.mjs

@@ -78,6 +78,84 @@ pub struct IcebergState {
     pub manifests: Vec<crate::formats::iceberg::ManifestFiles>,
 }
 
+/// How [`IcebergState`] is stored (`docs/catalog.md`): the head at `ice/<table>` holds the
+/// snapshot and the manifests' paths (and first row ids); each manifest's live files sit under
+/// a key of their own (`icm/<table>/<hash of the path>`), written once when first seen and
+/// deleted when no longer listed — so a sync writes what changed, not the table. A head of
+/// the earlier form (every manifest inline in `manifests`) is still read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct IcebergStateHead {
+    snapshot_id: i64,
+    /// The earlier form: every manifest inline (read, never written).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    manifests: Vec<crate::formats::iceberg::ManifestFiles>,
+    /// The manifests, each `(path, first row id)`, stored under [`manifest_key`].
+    #[serde(default)]
+    parts: Vec<(String, Option<i64>)>,
+}
+
+/// The key of one manifest's live files in a table's Iceberg state.
+fn manifest_key(t: u64, path: &str, first_row_id: Option<i64>) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(path.as_bytes());
+    h.update(first_row_id.map_or([0xff; 8], i64::to_be_bytes));
+    format!("icm/{t:020}/{}", &hex::encode(h.finalize())[..32])
+}
+
+impl Txn<'_> {
+    /// Table `t`'s Iceberg state (empty when none).
+    pub async fn iceberg_state(&self, t: u64) -> Result<IcebergState> {
+        let Some(head) = self.get::<IcebergStateHead>(&iceberg_state_key(t)).await? else {
+            return Ok(IcebergState::default());
+        };
+        let mut manifests = head.manifests;
+        for (path, first) in &head.parts {
+            let key = manifest_key(t, path, *first);
+            let m = self.get(&key).await?.ok_or_else(|| {
+                Error::Iceberg(format!(
+                    "the catalog's state of table {t} names manifest {path}, which it lacks; \
+                     mount the table again"
+                ))
+            })?;
+            manifests.push(m);
+        }
+        Ok(IcebergState {
+            snapshot_id: head.snapshot_id,
+            manifests,
+        })
+    }
+
+    /// Records `state` as table `t`'s Iceberg state, writing only manifests not stored yet and
+    /// deleting those no longer listed (and an earlier inline form).
+    pub async fn put_iceberg_state(&self, t: u64, state: &IcebergState) -> Result<()> {
+        let old: Option<IcebergStateHead> = self.get(&iceberg_state_key(t)).await?;
+        let old_parts: std::collections::HashSet<(String, Option<i64>)> = old
+            .map(|h| h.parts.into_iter().collect())
+            .unwrap_or_default();
+        let mut parts = Vec::with_capacity(state.manifests.len());
+        for m in &state.manifests {
+            let part = (m.path.clone(), m.first_row_id);
+            if !old_parts.contains(&part) {
+                self.put(&manifest_key(t, &m.path, m.first_row_id), m)?;
+            }
+            parts.push(part);
+        }
+        let new_parts: std::collections::HashSet<&(String, Option<i64>)> = parts.iter().collect();
+        for (path, first) in old_parts.iter().filter(|p| !new_parts.contains(p)) {
+            self.delete(&manifest_key(t, path, *first))?;
+        }
+        self.put(
+            &iceberg_state_key(t),
+            &IcebergStateHead {
+                snapshot_id: state.snapshot_id,
+                manifests: Vec::new(),
+                parts,
+            },
+        )
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexRecord {
     pub index_id: u64,
@@ -494,5 +572,81 @@ impl RowIds {
         f.row_id_start = self.start;
         f.row_id_runs = self.runs.clone();
         changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::iceberg::ManifestFiles;
+
+    fn manifest(path: &str, files: usize) -> ManifestFiles {
+        ManifestFiles {
+            path: path.into(),
+            first_row_id: None,
+            files: (0..files)
+                .map(|i| {
+                    serde_json::from_value(serde_json::json!({
+                        "path": format!("data/{path}-{i}.parquet"), "content": "Data",
+                        "format": "PARQUET", "record_count": 3, "size": 100,
+                        "partition_spec_id": 0, "partition": "", "sequence_number": 1,
+                        "file_sequence_number": 1, "snapshot_id": 1, "first_row_id": null,
+                        "referenced_data_file": null, "content_offset": null,
+                        "content_size_in_bytes": null, "equality_ids": []
+                    }))
+                    .unwrap()
+                })
+                .collect(),
+        }
+    }
+
+    /// The split Iceberg state reads the earlier inline form, writes only manifests it has
+    /// not stored, and deletes the ones no longer listed.
+    #[tokio::test]
+    async fn iceberg_state_is_stored_per_manifest_and_reads_the_inline_form() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let c = Catalog::open(store).await.unwrap();
+        let (a, b, n) = (manifest("a", 3), manifest("b", 2), manifest("n", 1));
+        // The earlier form: every manifest inline in the head.
+        let t = c.begin().unwrap();
+        let legacy = IcebergStateHead {
+            snapshot_id: 7,
+            manifests: vec![a.clone(), b.clone()],
+            parts: vec![],
+        };
+        t.put(&iceberg_state_key(1), &legacy).unwrap();
+        t.commit().await.unwrap();
+        let t = c.begin().unwrap();
+        let s = t.iceberg_state(1).await.unwrap();
+        assert_eq!(
+            (s.snapshot_id, s.manifests.clone()),
+            (7, vec![a.clone(), b.clone()])
+        );
+        // Rewritten split: a and n kept, b gone.
+        let next = IcebergState {
+            snapshot_id: 8,
+            manifests: vec![a.clone(), n.clone()],
+        };
+        t.put_iceberg_state(1, &next).await.unwrap();
+        t.commit().await.unwrap();
+        let t = c.begin().unwrap();
+        assert_eq!(t.iceberg_state(1).await.unwrap(), next);
+        let head: IcebergStateHead = t.get(&iceberg_state_key(1)).await.unwrap().unwrap();
+        assert!(head.manifests.is_empty());
+        let parts: Vec<ManifestFiles> = t.scan(&format!("icm/{:020}/", 1)).await.unwrap();
+        assert_eq!(parts.len(), 2);
+        // Again with b back and a gone: only b is written, a deleted.
+        let last = IcebergState {
+            snapshot_id: 9,
+            manifests: vec![n.clone(), b.clone()],
+        };
+        t.put_iceberg_state(1, &last).await.unwrap();
+        t.commit().await.unwrap();
+        let t = c.begin().unwrap();
+        assert_eq!(t.iceberg_state(1).await.unwrap(), last);
+        let parts: Vec<ManifestFiles> = t.scan(&format!("icm/{:020}/", 1)).await.unwrap();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(t.iceberg_state(2).await.unwrap(), IcebergState::default());
+        c.close().await.unwrap();
     }
 }

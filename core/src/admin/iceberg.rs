@@ -16,8 +16,8 @@ use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::admin::catalog::IcebergSource;
+use crate::admin::catalog::IcebergState;
 pub use crate::admin::catalog::RowIds;
-use crate::admin::catalog::{iceberg_state_key, IcebergState};
 use crate::admin::lifecycle::FileSetChange;
 use crate::admin::overlay::{FileSelection, Overlay, TableInfo, TableSetup};
 use crate::admin::schema::evolve_fields;
@@ -149,10 +149,7 @@ impl Overlay {
                 name: name.to_string(),
             });
         };
-        let state: IcebergState = t
-            .get(&iceberg_state_key(tr.table_id))
-            .await?
-            .unwrap_or_default();
+        let state: IcebergState = t.iceberg_state(tr.table_id).await?;
         let registered = self.catalog.files(&t, tr.table_id).await?;
         drop(t);
         let metadata_url = match source {

@@ -435,7 +435,7 @@ impl Overlay {
             tr.fields = f.clone();
         }
         if let Some(state) = &change.iceberg_state {
-            t.put(&iceberg_state_key(tr.table_id), state)?;
+            t.put_iceberg_state(tr.table_id, state).await?;
         }
         if let Some(f) = new_files
             .iter()

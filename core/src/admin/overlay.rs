@@ -545,7 +545,7 @@ impl Overlay {
             iceberg: setup.iceberg,
         };
         if let Some(state) = &setup.iceberg_state {
-            t.put(&crate::admin::catalog::iceberg_state_key(table_id), state)?;
+            t.put_iceberg_state(table_id, state).await?;
         }
         t.put(&table_key(table_id), &rec)?;
         t.put(&table_name_key(name), &table_id)?;

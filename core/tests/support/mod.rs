@@ -74,6 +74,15 @@ pub fn write_orders(data: &Path, files: i64, rows: i64, row_group_rows: usize) {
 /// Runs the Python script `tests/iceberg/<script>` (pyiceberg, installed by setup.sh) into a
 /// fresh directory and returns it with the JSON it wrote there as `<expected>`.
 pub fn python_tables(script: &str, expected: &str) -> (tempfile::TempDir, serde_json::Value) {
+    python_tables_with(script, expected, &[])
+}
+
+/// [`python_tables`] with environment variables for the script.
+pub fn python_tables_with(
+    script: &str,
+    expected: &str,
+    envs: &[(&str, String)],
+) -> (tempfile::TempDir, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/iceberg")
@@ -81,6 +90,7 @@ pub fn python_tables(script: &str, expected: &str) -> (tempfile::TempDir, serde_
     let out = std::process::Command::new("python3")
         .arg(&script)
         .arg(dir.path())
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .expect("python3 runs (setup.sh installs pyiceberg[sql-sqlite,pyarrow])");
     assert!(
