@@ -339,20 +339,10 @@ async fn registrations_above_the_commit_bounds_defer_their_index_work() {
     let d = Data::new();
     d.write_range("a.parquet", 0, 10, 64);
     // 1,700,001 rows × 3 indexes = 5,100,003 entries: over 5 times one commit's bound.
-    let cols = vec![
-        ("id".to_string(), KeyType::Int64),
-        ("email".to_string(), KeyType::String),
-        ("customer".to_string(), KeyType::String),
-    ];
-    let rows: Vec<Vec<Value>> = (0..1_700_001)
-        .map(|i| {
-            let c = if i == 77 { "c77" } else { "c" };
-            vec![Value::Int(1000 + i), Value::Null, Value::String(c.into())]
-        })
-        .collect();
-    let b = parquet_from_rows(&cols, &rows, 100_000, SampleCodec::Zstd).unwrap();
-    drop(rows);
-    std::fs::write(d.dir.path().join("t/big.parquet"), b).unwrap();
+    write_ids(&d, "big.parquet", 1_700_001, |i| {
+        (1000 + i, if i == 77 { "c77" } else { "c" })
+    });
+    let cols = big_columns();
     // 70,000 distinct 1 KB strings: over 64 MiB of encoded entries.
     let long: Vec<Vec<Value>> = (0..70_000)
         .map(|i| {
@@ -453,20 +443,10 @@ async fn registrations_above_the_commit_bounds_defer_their_index_work() {
 async fn a_duplicate_in_deferred_work_poisons_the_unique_index_at_catch_up() {
     let d = Data::new();
     d.write_range("a.parquet", 0, 10, 64);
-    let cols = vec![
-        ("id".to_string(), KeyType::Int64),
-        ("email".to_string(), KeyType::String),
-        ("customer".to_string(), KeyType::String),
-    ];
     // 1,000,001 rows under one unique index; id 5 is also in a.parquet.
-    let rows: Vec<Vec<Value>> = (0..1_000_001)
-        .map(|i| {
-            let id = if i == 123_456 { 5 } else { 1000 + i };
-            vec![Value::Int(id), Value::Null, Value::String("c".into())]
-        })
-        .collect();
-    let b = parquet_from_rows(&cols, &rows, 100_000, SampleCodec::Zstd).unwrap();
-    std::fs::write(d.dir.path().join("t/dup.parquet"), b).unwrap();
+    write_ids(&d, "dup.parquet", 1_000_001, |i| {
+        (if i == 123_456 { 5 } else { 1000 + i }, "c")
+    });
     let o = open(&d.overlay_url("overlay")).await;
     table(&o, &d, &["a.parquet"]).await;
     o.create_index("t", "by_id", &["id".into()], unique())
@@ -502,6 +482,27 @@ async fn a_duplicate_in_deferred_work_poisons_the_unique_index_at_catch_up() {
         ..Default::default()
     };
     assert_eq!(o.count("t", &q).await.unwrap().count, 2);
+}
+
+/// The columns of [`write_ids`]' files: id, email (NULL), customer.
+fn big_columns() -> Vec<(String, KeyType)> {
+    vec![
+        ("id".to_string(), KeyType::Int64),
+        ("email".to_string(), KeyType::String),
+        ("customer".to_string(), KeyType::String),
+    ]
+}
+
+/// Writes `t/{name}`: `n` rows, row `i` with the id and customer `row(i)` gives, email NULL.
+fn write_ids(d: &Data, name: &str, n: i64, row: impl Fn(i64) -> (i64, &'static str)) {
+    let rows: Vec<Vec<Value>> = (0..n)
+        .map(|i| {
+            let (id, c) = row(i);
+            vec![Value::Int(id), Value::Null, Value::String(c.into())]
+        })
+        .collect();
+    let b = parquet_from_rows(&big_columns(), &rows, 100_000, SampleCodec::Zstd).unwrap();
+    std::fs::write(d.dir.path().join("t").join(name), b).unwrap();
 }
 
 /// Rows `ix` of table `t` finds for `v`.

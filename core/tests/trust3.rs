@@ -173,18 +173,8 @@ async fn a_warm_handle_answers_the_new_rows_after_a_deep_refresh() {
     let handle = |dir: &'static str| {
         let (d, data) = (d.path().join(dir), data.clone());
         async move {
-            let o = open(&d).await;
-            o.register_parquet_table("orders", &url(&data), FileSelection::Prefix(String::new()))
-                .await
-                .unwrap();
-            o.create_index(
-                "orders",
-                "by_id",
-                &["order_id".into()],
-                IndexOptions::unique(),
-            )
-            .await
-            .unwrap();
+            let indexes = [("by_id", "order_id", true)];
+            let (_, o) = support::orders_indexed(&d, &data, &indexes).await;
             o.build("orders", |_| {}).await.unwrap();
             o
         }
