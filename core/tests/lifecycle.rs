@@ -463,17 +463,7 @@ async fn a_duplicate_in_deferred_work_poisons_the_unique_index_at_catch_up() {
         2,
         "both rows, one scanned"
     );
-    let e = o.build("t", |_| {}).await.unwrap_err();
-    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
-    let msg = e.to_string();
-    assert!(
-        msg.contains("a.parquet") && msg.contains("dup.parquet"),
-        "{msg}"
-    );
-    assert_eq!(
-        o.index_record("t", "by_id").await.unwrap().state,
-        IndexState::Poisoned
-    );
+    build_poisons_by_id(&o, "a.parquet", "dup.parquet").await;
     let q = skerry_core::read::plan::Query {
         conditions: vec![skerry_core::read::predicate::Condition::new(
             "id",
@@ -503,6 +493,19 @@ fn write_ids(d: &Data, name: &str, n: i64, row: impl Fn(i64) -> (i64, &'static s
         .collect();
     let b = parquet_from_rows(&big_columns(), &rows, 100_000, SampleCodec::Zstd).unwrap();
     std::fs::write(d.dir.path().join("t").join(name), b).unwrap();
+}
+
+/// `build` of table `t` fails `E_CONSTRAINT` naming `first` and `second` (the rows sharing a
+/// key), and `by_id` is poisoned.
+async fn build_poisons_by_id(o: &Overlay, first: &str, second: &str) {
+    let e = o.build("t", |_| {}).await.unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains(first) && msg.contains(second), "{msg}");
+    assert_eq!(
+        o.index_record("t", "by_id").await.unwrap().state,
+        IndexState::Poisoned
+    );
 }
 
 /// Rows `ix` of table `t` finds for `v`.
@@ -777,17 +780,7 @@ async fn unique_across_files_is_checked_at_the_flip() {
     o.create_index("t", "by_id", &["id".into()], unique())
         .await
         .unwrap();
-    let e = o.build("t", |_| {}).await.unwrap_err();
-    assert_eq!(e.code(), "E_CONSTRAINT", "{e}");
-    let msg = e.to_string();
-    assert!(
-        msg.contains("a.parquet@50") && msg.contains("b.parquet@0"),
-        "{msg}"
-    );
-    assert_eq!(
-        o.index_record("t", "by_id").await.unwrap().state,
-        IndexState::Poisoned
-    );
+    build_poisons_by_id(&o, "a.parquet@50", "b.parquet@0").await;
     o.close().await.unwrap();
 
     // The same files with a's rows 50..60 (and 10) deleted: no live duplicate, ready.

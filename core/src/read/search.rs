@@ -1493,6 +1493,7 @@ impl Scorer<'_> {
             // others' bounds) cannot beat the bar is skipped undecoded.
             cursors.sort_by_key(|c| c.p.df);
             let rest: f64 = cursors[1..].iter().map(|c| c.ub).sum();
+            let mut parts: Vec<(usize, f64)> = Vec::with_capacity(cursors.len());
             loop {
                 let theta = loose(bar(&local));
                 let Some((last, bound)) = cursors[0].block_bound() else {
@@ -1524,8 +1525,8 @@ impl Scorer<'_> {
                         all = phrase_matches(&self.q.phrase, &refs);
                     }
                     if all {
-                        let mut parts: Vec<(usize, f64)> =
-                            cursors.iter().map(|c| (c.term, c.score())).collect();
+                        parts.clear();
+                        parts.extend(cursors.iter().map(|c| (c.term, c.score())));
                         let score = canonical_score(&mut parts);
                         if score >= theta {
                             local.offer(Hit {
