@@ -420,6 +420,11 @@ export interface RegisterReport {
    */
   pending: Array<string>
   attempts: number
+  /**
+   * Commits the registration took: 1, or one per 8,192 files of a registration of more
+   * (each a registration of its own, in list order).
+   */
+  commits: number
 }
 
 /** A file queued for repair. */
@@ -518,6 +523,8 @@ export interface VacuumReport {
   claims: number
   indexFiles: number
   droppedIndexes: number
+  /** Table registrations that died midway whose file records were reclaimed. */
+  stagedTables: number
 }
 
 export interface VerifyReport {

@@ -251,6 +251,9 @@ pub struct RegisterReport {
     /// until a build covers them (a ready index is `maintaining` meanwhile).
     pub pending: Vec<String>,
     pub attempts: i64,
+    /// Commits the registration took: 1, or one per 8,192 files of a registration of more
+    /// (each a registration of its own, in list order).
+    pub commits: i64,
 }
 
 /// Rows of one data file to delete, by position.
@@ -359,6 +362,8 @@ pub struct VacuumReport {
     pub claims: i64,
     pub index_files: i64,
     pub dropped_indexes: i64,
+    /// Table registrations that died midway whose file records were reclaimed.
+    pub staged_tables: i64,
 }
 
 #[napi(object)]
@@ -633,6 +638,7 @@ fn vacuum_report(r: skerry_core::admin::lifecycle::VacuumReport) -> VacuumReport
         claims: i(r.claims),
         index_files: i(r.index_files),
         dropped_indexes: i(r.dropped_indexes),
+        staged_tables: i(r.staged_tables),
     }
 }
 
@@ -1195,6 +1201,7 @@ impl Overlay {
                 poisoned: r.poisoned,
                 pending: r.pending,
                 attempts: i(r.attempts),
+                commits: i(r.commits),
             })
         })
     }

@@ -7,7 +7,9 @@ use futures::StreamExt;
 use object_store::path::Path;
 use skerry_core::admin::build::{StepOptions, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES};
 use skerry_core::admin::lifecycle::{FileDeletes, VacuumOptions};
-use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::overlay::{
+    FileSelection, IndexOptions, OpenOptions, Overlay, FILES_PER_COMMIT,
+};
 use skerry_core::admin::sample::{parquet_from_rows, SampleCodec};
 use skerry_core::formats::manifest::IndexState;
 #[allow(unused_imports)]
@@ -2003,4 +2005,141 @@ mod s3 {
         assert_eq!(r.rows[0].file, "dup.parquet");
         o.close().await.unwrap();
     }
+}
+
+/// The catalog's write-ahead-log objects under `overlay`, with their sizes.
+fn wal_objects(overlay: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+    std::fs::read_dir(overlay.join("catalog/wal"))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| Some((e.file_name().into_string().ok()?, e.metadata().ok()?.len())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 38: more files than one commit holds — a plain `registerFiles` onto an indexed table
+/// and a new table — register in bounded commits (no catalog write-ahead object holds them
+/// all); the indexes defer the work and answers stay exact; a new table is named only by its
+/// last commit and leaves nothing for vacuum.
+#[tokio::test]
+async fn many_files_register_in_bounded_commits() {
+    let n = FILES_PER_COMMIT + 808;
+    let d = Data::new();
+    d.write_range("a.parquet", 0, 10, 64);
+    std::fs::create_dir_all(d.dir.path().join("t/m")).unwrap();
+    let cols = big_columns();
+    for i in 0..n as i64 {
+        let rows = vec![
+            vec![
+                Value::Int(10_000 + 2 * i),
+                Value::Null,
+                Value::String(format!("c{}", i % 7)),
+            ],
+            vec![
+                Value::Int(10_001 + 2 * i),
+                Value::Null,
+                Value::String("c".into()),
+            ],
+        ];
+        let b = parquet_from_rows(&cols, &rows, 64, SampleCodec::Zstd).unwrap();
+        std::fs::write(d.dir.path().join(format!("t/m/{i:05}.parquet")), b).unwrap();
+    }
+    let names: Vec<String> = (0..n).map(|i| format!("m/{i:05}.parquet")).collect();
+    let overlay = d.dir.path().join("overlay");
+    let o = open(&d.overlay_url("overlay")).await;
+    table(&o, &d, &["a.parquet"]).await;
+    o.create_index("t", "by_id", &["id".into()], unique())
+        .await
+        .unwrap();
+    for (name, col) in [("by_customer", "customer"), ("by_email", "email")] {
+        o.create_index("t", name, &[col.into()], IndexOptions::default())
+            .await
+            .unwrap();
+    }
+    o.build("t", |_| {}).await.unwrap();
+
+    let c3 = hits(&o, "by_customer", Value::String("c3".into())).await;
+    let before = wal_objects(&overlay);
+    let r = o.register_files("t", &names).await.unwrap();
+    let written: Vec<u64> = wal_objects(&overlay)
+        .into_iter()
+        .filter(|(k, _)| !before.contains_key(k))
+        .map(|(_, v)| v)
+        .collect();
+    let (total, largest) = (written.iter().sum::<u64>(), *written.iter().max().unwrap());
+    eprintln!(
+        "registerFiles of {n}: {} commits, {total} WAL bytes, largest {largest}",
+        r.commits
+    );
+    assert_eq!((r.files, r.rows, r.commits), (n as u64, 2 * n as u64, 2));
+    assert_eq!(r.pending, paths(&["by_id", "by_customer", "by_email"]));
+    // No commit held more than a part's share of the file records (one commit of all n
+    // files would write about n/FILES_PER_COMMIT ≈ 1.1 times that).
+    let bounded =
+        |largest: u64, total: u64| largest * (n as u64) * 20 < total * FILES_PER_COMMIT as u64 * 21;
+    assert!(bounded(largest, total), "{largest} of {total}");
+    for ix in ["by_id", "by_customer", "by_email"] {
+        assert_eq!(
+            o.index_record("t", ix).await.unwrap().state,
+            IndexState::Maintaining
+        );
+    }
+    // Exact while pending (scanned), for a file of each part.
+    assert_eq!(hits(&o, "by_id", Value::Int(10_001)).await, 1);
+    assert_eq!(
+        hits(&o, "by_id", Value::Int(10_000 + 2 * (n as i64 - 1))).await,
+        1
+    );
+    assert_eq!(
+        hits(&o, "by_customer", Value::String("c3".into())).await,
+        c3 + (0..n).filter(|i| i % 7 == 3).count()
+    );
+    // Registered once: a second registration of one of them is refused.
+    let e = o.register_files("t", &names[n - 1..]).await.unwrap_err();
+    assert_eq!(e.code(), "E_EXISTS", "{e}");
+    // Catch-up covers them.
+    o.build("t", |_| {}).await.unwrap();
+    for ix in ["by_id", "by_customer", "by_email"] {
+        assert_eq!(
+            o.index_record("t", ix).await.unwrap().state,
+            IndexState::Ready
+        );
+    }
+    assert_eq!(
+        hits(&o, "by_id", Value::Int(10_000 + 2 * (n as i64 - 1))).await,
+        1
+    );
+    let v = o.verify("t", "by_id").await.unwrap();
+    assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true));
+
+    // A new table of as many files: written in parts, named by the last commit.
+    let before = wal_objects(&overlay);
+    let u = o
+        .register_parquet_table("u", &d.url(), FileSelection::Prefix("m/".into()))
+        .await
+        .unwrap();
+    assert_eq!((u.files, u.rows), (n as u64, 2 * n as u64));
+    let written: Vec<u64> = wal_objects(&overlay)
+        .into_iter()
+        .filter(|(k, _)| !before.contains_key(k))
+        .map(|(_, v)| v)
+        .collect();
+    let (total, largest) = (written.iter().sum::<u64>(), *written.iter().max().unwrap());
+    assert!(written.len() >= 3 && bounded(largest, total), "{written:?}");
+    let m = o.snapshot_manifest(0).await.unwrap();
+    assert_eq!(m.table("u").unwrap().files.len(), n);
+    let e = o
+        .register_parquet_table("u", &d.url(), FileSelection::Prefix("m/".into()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_EXISTS");
+    let v = o
+        .vacuum(VacuumOptions { retain_versions: 1 })
+        .await
+        .unwrap();
+    assert_eq!(
+        v.staged_tables, 0,
+        "no registration left its records behind"
+    );
 }

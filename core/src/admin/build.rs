@@ -884,10 +884,15 @@ impl Overlay {
         let mut files = std::collections::BTreeSet::new();
         let mut deferred: HashSet<u64> = HashSet::new();
         let mut conflicts = 0;
+        let mut pass = None;
         loop {
+            let plan = match pass.as_mut() {
+                Some(p) => p,
+                None => pass.insert(self.plan_file_pass(table).await?),
+            };
             match self
                 .build_files_batch(
-                    table,
+                    plan,
                     &mut deferred,
                     &mut report,
                     &mut files,
@@ -899,6 +904,7 @@ impl Overlay {
                 Ok(false) => conflicts = 0,
                 Err(Error::Conflict(m)) if conflicts < STEP_RETRIES => {
                     conflicts += 1;
+                    pass = None;
                     tracing::debug!(target: "skerry::build", "retrying a batch: {m}");
                 }
                 Err(e) => return Err(e),

@@ -244,6 +244,14 @@ pub struct Tombstone {
     pub dropped_at: u64,
 }
 
+/// A table registration in flight ([`staged_table_key`]): its file records are written, its
+/// name is not yet. Vacuum reclaims the records of one that died.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedTable {
+    pub table_id: u64,
+    pub name: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BundleRecord {
     pub path: String,
@@ -312,6 +320,11 @@ pub fn upstream_history_key(t: u64) -> String {
 pub fn iceberg_state_key(t: u64) -> String {
     format!("ice/{t:020}")
 }
+/// A table whose files are being registered in several commits (gone once it is named).
+pub fn staged_table_key(t: u64) -> String {
+    format!("g/{t:020}")
+}
+pub const STAGED_TABLE_PREFIX: &str = "g/";
 pub fn bundle_key(t: u64, f: u64) -> String {
     format!("b/{t:020}/{f:020}")
 }

@@ -808,68 +808,81 @@ impl Overlay {
         plan: Option<String>,
         pass_entries: u64,
     ) -> Vec<BuildTask> {
+        state
+            .files
+            .iter()
+            .filter(|f| !skip.contains(&f.file_id))
+            .filter_map(|f| self.task_of(state, f, only, plan.as_ref(), pass_entries))
+            .collect()
+    }
+
+    /// The task for one file of `state` ([`Overlay::tasks_of`]), `None` when it needs none.
+    pub(crate) fn task_of(
+        &self,
+        state: &PlanState,
+        f: &FileEntry,
+        only: Option<&str>,
+        plan: Option<&String>,
+        pass_entries: u64,
+    ) -> Option<BuildTask> {
         let PlanState {
             tr,
-            files,
             indexes,
             arts,
             cursors,
             bundles,
+            ..
         } = state;
-        let mut tasks = Vec::new();
-        for f in files.iter().filter(|f| !skip.contains(&f.file_id)) {
-            let mut pending = Vec::new();
-            let mut carry = Vec::new();
-            for ix in indexes {
-                let art = arts[&ix.index_id].get(&f.file_id);
-                if accepted(f, art, tr) {
-                    carry.extend(art.map(|a| Carried {
-                        artifact: a.clone(),
-                        fpp_ppm: ix.fpp_ppm,
-                    }));
-                    continue;
-                }
-                if only.is_some_and(|o| o != ix.name) {
-                    continue;
-                }
-                let staged = cursors[&ix.index_id].as_ref().is_some_and(|c| {
-                    c.file_id == f.file_id || c.skipped.iter().any(|(id, _)| *id == f.file_id)
-                });
-                if !staged {
-                    pending.push(ix.clone());
-                }
-            }
-            // `build()` slices files past one pass itself; a fan-out task builds them one
-            // index at a time.
-            if pending.is_empty()
-                || (plan.is_none() && f.record_count * pending.len() as u64 > FILE_PASS_ENTRIES)
-            {
+        let mut pending = Vec::new();
+        let mut carry = Vec::new();
+        for ix in indexes {
+            let art = arts[&ix.index_id].get(&f.file_id);
+            if accepted(f, art, tr) {
+                carry.extend(art.map(|a| Carried {
+                    artifact: a.clone(),
+                    fpp_ppm: ix.fpp_ppm,
+                }));
                 continue;
             }
-            let previous_bundle = bundles.get(&f.file_id).cloned();
-            tasks.push(BuildTask {
-                format: TASK_FORMAT,
-                table: tr.clone(),
-                file: f.clone(),
-                cursors: pending
-                    .iter()
-                    .map(|ix| cursors[&ix.index_id].clone())
-                    .collect(),
-                replaces: pending
-                    .iter()
-                    .map(|ix| arts[&ix.index_id].get(&f.file_id).cloned())
-                    .collect(),
-                indexes: pending,
-                carry,
-                bundle_generation: previous_bundle.as_ref().map_or(1, |b| b.generation + 1),
-                previous_bundle,
-                block_bytes: self.block_bytes as u64,
-                pass_entries,
-                plan: plan.clone(),
-                mac: None,
+            if only.is_some_and(|o| o != ix.name) {
+                continue;
+            }
+            let staged = cursors[&ix.index_id].as_ref().is_some_and(|c| {
+                c.file_id == f.file_id || c.skipped.iter().any(|(id, _)| *id == f.file_id)
             });
+            if !staged {
+                pending.push(ix.clone());
+            }
         }
-        tasks
+        // `build()` slices files past one pass itself; a fan-out task builds them one
+        // index at a time.
+        if pending.is_empty()
+            || (plan.is_none() && f.record_count * pending.len() as u64 > FILE_PASS_ENTRIES)
+        {
+            return None;
+        }
+        let previous_bundle = bundles.get(&f.file_id).cloned();
+        Some(BuildTask {
+            format: TASK_FORMAT,
+            table: tr.clone(),
+            file: f.clone(),
+            cursors: pending
+                .iter()
+                .map(|ix| cursors[&ix.index_id].clone())
+                .collect(),
+            replaces: pending
+                .iter()
+                .map(|ix| arts[&ix.index_id].get(&f.file_id).cloned())
+                .collect(),
+            indexes: pending,
+            carry,
+            bundle_generation: previous_bundle.as_ref().map_or(1, |b| b.generation + 1),
+            previous_bundle,
+            block_bytes: self.block_bytes as u64,
+            pass_entries,
+            plan: plan.cloned(),
+            mac: None,
+        })
     }
 
     /// Commits the receipts of [`BundleBuilder::build_bundle`]: each is checked in the
@@ -903,9 +916,12 @@ impl Overlay {
                 }),
             }
         }
-        for batch in built.chunks(BATCH_FILES) {
+        let batches = built.len().div_ceil(BATCH_FILES);
+        for (i, batch) in built.chunks(BATCH_FILES).enumerate() {
             let _writing = self.writing.read().await;
-            self.commit_receipts(batch, Check::Objects, &mut report)
+            // Whether an index is now complete is judged once, with the last batch: each
+            // judgement reads every file of the table.
+            self.commit_receipts(batch, Check::Objects, i + 1 == batches, &mut report)
                 .await?;
         }
         let mut first_error = None;
@@ -952,11 +968,14 @@ impl Overlay {
 
     /// Checks `receipts` (each [`Outcome::Built`]) and commits the valid ones in one
     /// transaction. Under [`Check::AllOrNothing`] a stale receipt fails the whole batch with
-    /// `E_CONFLICT` and nothing is committed. The caller holds `writing` shared.
+    /// `E_CONFLICT` and nothing is committed. With `flip`, a non-unique index this commit
+    /// completes turns ready (`build()` leaves that to its per-index pass). The caller holds
+    /// `writing` shared.
     pub(crate) async fn commit_receipts(
         &self,
         receipts: &[&BuildReceipt],
         check: Check,
+        flip: bool,
         report: &mut CommitReport,
     ) -> Result<()> {
         let mut refused: HashSet<u64> = HashSet::new();
@@ -1032,12 +1051,14 @@ impl Overlay {
             let Some(tr) = t.get::<TableRecord>(&table_key(*tid)).await? else {
                 continue;
             };
-            let files = self.catalog.files(&t, *tid).await?;
-            let arts = self.catalog.artifacts_by_file(&t, *index_id).await?;
-            let complete = cursor.is_none()
-                && files
+            // (Read only when it may flip the index: it costs a read of every file.)
+            let complete = flip && cursor.is_none() && rec.state.catching_up() && !unique && {
+                let files = self.catalog.files(&t, *tid).await?;
+                let arts = self.catalog.artifacts_by_file(&t, *index_id).await?;
+                files
                     .iter()
-                    .all(|f| built.contains(&f.file_id) || accepted(f, arts.get(&f.file_id), &tr));
+                    .all(|f| built.contains(&f.file_id) || accepted(f, arts.get(&f.file_id), &tr))
+            };
             // (A unique index flips after the cross-file check: `finish_unique`.)
             if complete && rec.state.catching_up() && !unique {
                 rec.state = IndexState::Ready;
@@ -1199,23 +1220,21 @@ impl Overlay {
     }
 }
 
+/// [`Overlay::build`]'s whole-file pass, planned once from one read of the catalog: the
+/// tasks of the next batch are made from it as the pass goes (a build of N files reads the
+/// catalog's file list once, not once per batch). Tasks stay valid across the pass's own
+/// batches (each is checked against the catalog when committed); a conflict re-plans.
+pub(crate) struct FilePass {
+    state: PlanState,
+    /// Index into `state.files` of the next file to plan.
+    next: usize,
+    rows_total: u64,
+    rows_done: u64,
+}
+
 impl Overlay {
-    /// One batch of [`Overlay::build`]'s whole-file pass: reads the catalog, indexes up to a
-    /// batch of files (each for all its pending indexes, in parallel waves), writes one bundle
-    /// generation per file and commits artifacts, bundles, unique claims and every involved
-    /// index's generation in one transaction. `Ok(true)` when no file is left for the pass;
-    /// `E_CONFLICT` when another writer moved an involved index meanwhile (nothing committed;
-    /// the bundles written are deleted).
-    pub(crate) async fn build_files_batch(
-        &self,
-        table: &str,
-        deferred: &mut HashSet<u64>,
-        report: &mut BuildReport,
-        done_files: &mut std::collections::BTreeSet<String>,
-        on_progress: &mut impl FnMut(&Progress),
-    ) -> Result<bool> {
-        let _writing = self.writing.read().await;
-        // Plan: the same tasks `plan_build` gives builders elsewhere, for this process.
+    /// Plans [`Overlay::build`]'s whole-file pass over `table`.
+    pub(crate) async fn plan_file_pass(&self, table: &str) -> Result<FilePass> {
         let state = self.plan_state(table).await?;
         let (mut rows_total, mut rows_done) = (0u64, 0u64);
         for f in &state.files {
@@ -1226,18 +1245,49 @@ impl Overlay {
                 }
             }
         }
-        let mut tasks = self.tasks_of(&state, None, deferred, None, FILE_PASS_ENTRIES);
-        // Files too large for one piece are left to the per-index pass.
-        for f in &state.files {
-            if !tasks.iter().any(|t| t.file.file_id == f.file_id) {
-                deferred.insert(f.file_id);
+        Ok(FilePass {
+            state,
+            next: 0,
+            rows_total,
+            rows_done,
+        })
+    }
+
+    /// One batch of [`Overlay::build`]'s whole-file pass: indexes up to a batch of the
+    /// pass's files (each for all its pending indexes, in parallel waves), writes one bundle
+    /// generation per file and commits artifacts, bundles, unique claims and every involved
+    /// index's generation in one transaction. `Ok(true)` when no file is left for the pass;
+    /// `E_CONFLICT` when another writer moved an involved index or file meanwhile (nothing
+    /// committed; the bundles written are deleted; the caller plans again).
+    pub(crate) async fn build_files_batch(
+        &self,
+        pass: &mut FilePass,
+        deferred: &mut HashSet<u64>,
+        report: &mut BuildReport,
+        done_files: &mut std::collections::BTreeSet<String>,
+        on_progress: &mut impl FnMut(&Progress),
+    ) -> Result<bool> {
+        let _writing = self.writing.read().await;
+        let mut tasks = Vec::new();
+        while tasks.len() < BATCH_FILES && pass.next < pass.state.files.len() {
+            let f = &pass.state.files[pass.next];
+            pass.next += 1;
+            if deferred.contains(&f.file_id) {
+                continue;
+            }
+            match self.task_of(&pass.state, f, None, None, FILE_PASS_ENTRIES) {
+                Some(t) => tasks.push(t),
+                // Files too large for one piece are left to the per-index pass.
+                None => {
+                    deferred.insert(f.file_id);
+                }
             }
         }
         if tasks.is_empty() {
             return Ok(true);
         }
-        tasks.truncate(BATCH_FILES);
-        let tr = state.tr.clone();
+        let (rows_total, rows_done) = (pass.rows_total, pass.rows_done);
+        let tr = pass.state.tr.clone();
 
         // Build: a sliding window of tasks on their own tasks, each bundle written as it is
         // done while the others go on (no file waits for a slower one). The window holds up
@@ -1326,7 +1376,7 @@ impl Overlay {
         let mut committed = CommitReport::default();
         let refs: Vec<&BuildReceipt> = receipts.iter().collect();
         if let Err(e) = self
-            .commit_receipts(&refs, Check::AllOrNothing, &mut committed)
+            .commit_receipts(&refs, Check::AllOrNothing, false, &mut committed)
             .await
         {
             self.delete_objects(&written).await;
@@ -1340,9 +1390,10 @@ impl Overlay {
         report.bundles_written += committed.committed.len() as u64;
         report.bytes_written += committed.bytes;
         done_files.extend(committed.committed);
+        pass.rows_done = rows_done + batch_rows;
         on_progress(&Progress {
             phase: "build".into(),
-            done: rows_done + batch_rows,
+            done: pass.rows_done,
             total: rows_total,
             file: None,
         });

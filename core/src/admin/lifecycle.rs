@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::admin::build::{accepted, is_data_error, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES};
 use crate::admin::catalog::*;
-use crate::admin::overlay::{check_indexed_columns, same_fields, store_err, Overlay};
+use crate::admin::overlay::{
+    check_indexed_columns, same_fields, store_err, Overlay, FILES_PER_COMMIT,
+};
 use crate::datafile;
 use crate::error::{Error, Result};
 use crate::formats::lineage;
@@ -38,8 +40,12 @@ pub struct RegisterReport {
     /// registered and scanned until a build (`build`, `buildStep`, `startSync`'s catch-up or
     /// fan-out workers) covers them; a ready index is `maintaining` meanwhile.
     pub pending: Vec<String>,
-    /// Attempts of the final commit (more than 1 after write-write conflicts).
+    /// Attempts of the commits (more than [`RegisterReport::commits`] after write-write
+    /// conflicts).
     pub attempts: u64,
+    /// Commits the registration took: 1, or one per [`FILES_PER_COMMIT`] files of a plain
+    /// registration of more (each a registration of its own, in list order).
+    pub commits: u64,
 }
 
 /// Changes committed with a registration ([`Overlay::register_files_with`]).
@@ -95,6 +101,8 @@ pub struct VacuumReport {
     pub index_files: u64,
     /// Dropped indexes fully reclaimed (tombstones removed).
     pub dropped_indexes: u64,
+    /// Table registrations that died midway whose file records were reclaimed.
+    pub staged_tables: u64,
 }
 
 /// Options of [`Overlay::vacuum`].
@@ -224,8 +232,45 @@ impl Overlay {
                 }
             }
         }
-        for p in paths {
-            let (e, fields, md) = self.file_facts(&tr.location, p).await?;
+        // Facts are read FACT_CONCURRENCY files at a time; of each footer only the indexed
+        // columns' value bytes are kept (the commit estimate), not the footer.
+        let estimate_of = |fields: &[crate::values::FieldInfo],
+                           md: &parquet::file::metadata::ParquetMetaData|
+         -> Vec<(u64, u64)> {
+            indexes
+                .iter()
+                .map(|ix| {
+                    let mut bytes = 0u64;
+                    for id in &ix.fields {
+                        let Ok(root) = datafile::root_of(fields, *id) else {
+                            continue; // a column the file lacks: NULL keys
+                        };
+                        for rg in md.row_groups() {
+                            if let Some(c) = rg.columns().get(root) {
+                                bytes += c.uncompressed_size().max(0) as u64;
+                            }
+                        }
+                    }
+                    (ix.index_id, bytes)
+                })
+                .collect()
+        };
+        let mut read = Vec::with_capacity(paths.len());
+        for window in paths.chunks(crate::admin::overlay::FACT_CONCURRENCY) {
+            let got = futures::future::join_all(window.iter().map(|p| {
+                let (location, estimate_of) = (&tr.location, &estimate_of);
+                async move {
+                    let (e, fields, md) = self.file_facts(location, p).await?;
+                    let estimate = estimate_of(&fields, &md);
+                    Ok::<_, Error>((e, fields, estimate))
+                }
+            }))
+            .await;
+            for g in got {
+                read.push(g?);
+            }
+        }
+        for (p, (e, fields, md)) in paths.iter().zip(read) {
             if iceberg {
                 crate::admin::schema::check_compatible(&evolved.fields, &fields, p)?;
                 for ix in &indexes {
@@ -244,7 +289,7 @@ impl Overlay {
                     )));
                 }
             }
-            facts.push((fields, md));
+            facts.push(md);
             new_files.push(e);
         }
         for (ix, reason) in &broken {
@@ -252,26 +297,28 @@ impl Overlay {
         }
         indexes.retain(|ix| !broken.iter().any(|(b, _)| b.index_id == ix.index_id));
         let (mut entries, mut estimate) = (0u64, 0u64);
-        for (e, (fields, md)) in new_files.iter().zip(&facts) {
+        for (e, per_index) in new_files.iter().zip(&facts) {
             entries += e.record_count * indexes.len() as u64;
             // Value bytes of the indexed columns, from the footer: a lower bound of key bytes.
-            for ix in &indexes {
-                for id in &ix.fields {
-                    let Ok(root) = datafile::root_of(fields, *id) else {
-                        continue; // a column the file lacks: NULL keys
-                    };
-                    for rg in md.row_groups() {
-                        if let Some(c) = rg.columns().get(root) {
-                            estimate += c.uncompressed_size().max(0) as u64;
-                        }
-                    }
-                }
-            }
+            estimate += per_index
+                .iter()
+                .filter(|(id, _)| indexes.iter().any(|ix| ix.index_id == *id))
+                .map(|(_, b)| b)
+                .sum::<u64>();
         }
+        // Many files of a plain registration go in bounded commits, each a registration of
+        // its own (list order); an upstream change (removals, masks, a snapshot) is one
+        // commit, so readers see the old file set or the new one, never a mix.
+        let parts = change.remove.is_empty()
+            && change.masks.is_empty()
+            && change.iceberg.is_none()
+            && change.iceberg_state.is_none()
+            && change.fields.is_none()
+            && new_files.len() > FILES_PER_COMMIT;
         // Index work that does not fit one commit is deferred (RFC 0016): the files are
         // registered, their indexes are `maintaining` (or stay `building`) and the staged
         // build path catches them up; until then those files are scanned.
-        let mut defer = entries > MAX_COMMIT_ENTRIES || estimate > MAX_COMMIT_BYTES;
+        let mut defer = parts || entries > MAX_COMMIT_ENTRIES || estimate > MAX_COMMIT_BYTES;
         // Ids are reserved in a commit of their own: a registration that fails later leaves a
         // gap, never a reuse.
         let mut attempts = 0;
@@ -333,24 +380,34 @@ impl Overlay {
             artifacts.extend(arts);
             bundles.push((f.file_id, bundle));
         }
-        // The commit: retried from fresh reads after a write-write conflict.
-        let mut attempt = 0u64;
-        let poisoned = loop {
-            attempt += 1;
-            match self
-                .commit_registration(
-                    table, &new_files, &built, defer, &keys, &artifacts, &bundles, &change,
-                )
-                .await
-            {
-                Ok(p) => break p,
-                Err(e) if retry_conflicts(&e) && attempt < MAX_ATTEMPTS as u64 => {
-                    tokio::time::sleep(std::time::Duration::from_millis(attempt.min(20))).await;
-                }
-                Err(e) => return Err(e),
-            }
+        // The commit (or, for many files, one per part): retried from fresh reads after a
+        // write-write conflict.
+        let size = if parts {
+            FILES_PER_COMMIT
+        } else {
+            new_files.len().max(1)
         };
-        report.attempts = attempt;
+        let mut poisoned = Vec::new();
+        for part in new_files.chunks(size) {
+            let mut attempt = 0u64;
+            poisoned.extend(loop {
+                attempt += 1;
+                match self
+                    .commit_registration(
+                        table, part, &built, defer, &keys, &artifacts, &bundles, &change,
+                    )
+                    .await
+                {
+                    Ok(p) => break p,
+                    Err(e) if retry_conflicts(&e) && attempt < MAX_ATTEMPTS as u64 => {
+                        tokio::time::sleep(std::time::Duration::from_millis(attempt.min(20))).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            });
+            report.attempts += attempt;
+            report.commits += 1;
+        }
         if defer {
             report.pending = indexes.iter().map(|ix| ix.name.clone()).collect();
         }
@@ -476,6 +533,7 @@ impl Overlay {
             t.put(&file_key(tr.table_id, f.file_id), f)?;
             paths.insert(f.file_id, f.path.clone());
         }
+        let new_ids: HashSet<u64> = files.iter().map(|f| f.file_id).collect();
         let mut poisoned = Vec::new();
         if deferred && !new_files.is_empty() {
             // The new files are pending for every live index: a ready one is `maintaining`
@@ -532,7 +590,7 @@ impl Overlay {
                 .artifacts(&t, ix.index_id)
                 .await?
                 .into_iter()
-                .filter(|a| !files.iter().any(|f| f.file_id == a.file_id))
+                .filter(|a| !new_ids.contains(&a.file_id))
                 .map(|a| (a.file_id, a))
                 .collect();
             let indexed = crate::admin::unique::indexed(&tr, &existing, &artifacts)?;
@@ -839,9 +897,19 @@ impl Overlay {
         }
         let t = self.catalog.begin()?;
         let tombs: Vec<Tombstone> = t.scan("x/").await?;
+        let staged: Vec<StagedTable> = t.scan(STAGED_TABLE_PREFIX).await?;
         drop(t);
         for tomb in &tombs {
             self.reclaim_dropped(tomb, &mut report).await?;
+        }
+        // Registrations that died between their first and last commit (none is in flight:
+        // registrations hold `writing` shared).
+        for s in &staged {
+            report.staged_tables += 1;
+            self.reclaim_prefix(&file_prefix(s.table_id)).await?;
+            let t = self.catalog.begin()?;
+            t.delete(&staged_table_key(s.table_id))?;
+            t.commit().await?;
         }
         self.sweep(&retained, &mut report).await?;
         self.invalidate();

@@ -37,6 +37,24 @@ pub(crate) async fn read_directory(
     Ok((loc, dir))
 }
 
+/// Directories read at once by [`read_directories`]: a merge of 100,000 blobs must not
+/// hold 100,000 reads (and open files) in flight.
+pub(crate) const DIRECTORY_READS: usize = 32;
+
+/// [`read_directory`] of each of `ats`, in order, [`DIRECTORY_READS`] at a time.
+pub(crate) async fn read_directories(
+    reader: &ObjectStoreReader,
+    ats: &[BlobAt<'_>],
+) -> Result<Vec<(Location, OrderedDirectory)>> {
+    let mut out = Vec::with_capacity(ats.len());
+    for window in ats.chunks(DIRECTORY_READS) {
+        let got = futures::future::try_join_all(window.iter().map(|at| read_directory(reader, at)))
+            .await?;
+        out.extend(got);
+    }
+    Ok(out)
+}
+
 /// Reads the consecutive blocks `blocks` of a blob at `blob_offset` in one request and calls
 /// `f(key, position)` per entry, each block verified against its hash.
 pub(crate) async fn read_blocks(

@@ -19,6 +19,23 @@ use crate::read::lookup::LookupResult;
 use crate::read::snapshot::{RejectionSink, Snapshot};
 use crate::values::{Direction, KeyColumn, KeySchema, NullOrder, Value, ValueBound};
 
+/// `E_ALREADY_EXISTS` when a table is named `name` in `t`.
+async fn name_free(t: &Txn<'_>, name: &str) -> Result<()> {
+    match t.get::<u64>(&table_name_key(name)).await? {
+        Some(_) => Err(Error::AlreadyExists {
+            kind: "table",
+            name: name.into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// File records one registration commit writes at most (a few MiB of catalog values): a
+/// table registered with more files is written in several commits and named by the last.
+pub const FILES_PER_COMMIT: usize = 8192;
+/// Data files whose facts (head, footer, SHA-256) are read at once while registering.
+pub const FACT_CONCURRENCY: usize = 16;
+
 /// Tables with at least this many indexed files get a table-wide sorted run per index.
 pub const RUN_MIN_FILES: usize = 4;
 /// Bytes buffered before a table run's upload part goes out (object stores want ≥ 5 MiB
@@ -463,11 +480,23 @@ impl Overlay {
             check_data_path(p)?;
         }
         check_listed_once(&paths)?;
+        // Held to the end: vacuum (exclusive) never sees a registration in flight.
+        let _writing = self.writing.read().await;
         let mut entries = Vec::with_capacity(paths.len());
         let mut schema: Option<Vec<crate::values::FieldInfo>> = None;
         let mut file_fields = Vec::new();
-        for p in &paths {
-            let (mut e, fields, _) = self.file_facts(location, p).await?;
+        let mut facts = Vec::with_capacity(paths.len());
+        for window in paths.chunks(FACT_CONCURRENCY) {
+            let got = futures::future::join_all(window.iter().map(|p| async move {
+                let (e, fields, _) = self.file_facts(location, p).await?;
+                Ok::<_, Error>((e, fields))
+            }))
+            .await;
+            for g in got {
+                facts.push(g?);
+            }
+        }
+        for (p, (mut e, fields)) in paths.iter().zip(facts) {
             if let Some((rows, size)) = setup.expect.get(p) {
                 if e.record_count != *rows || e.size != *size {
                     return Err(Error::Iceberg(format!(
@@ -503,19 +532,17 @@ impl Overlay {
             }
             schema = Some(fields);
         }
+        // Ids: the table's, then one per file, reserved in a commit of their own when the
+        // files take more than one commit.
+        let staged = entries.len() > FILES_PER_COMMIT;
         let t = self.catalog.begin()?;
-        if t.get::<u64>(&table_name_key(name)).await?.is_some() {
-            return Err(Error::AlreadyExists {
-                kind: "table",
-                name: name.into(),
-            });
-        }
-        let version = t.bump_version().await?;
-        let table_id = t.next_id().await?;
+        name_free(&t, name).await?;
+        let table_id: u64 = t.get("m/next_id").await?.unwrap_or(1);
+        t.put("m/next_id", &(table_id + 1 + entries.len() as u64))?;
         let mut next_row_id = 0u64;
         let mut rows = 0;
-        for e in &mut entries {
-            e.file_id = t.next_id().await?;
+        for (i, e) in entries.iter_mut().enumerate() {
+            e.file_id = table_id + 1 + i as u64;
             match setup.row_ids.get(&e.path) {
                 Some(r) => {
                     r.apply(e);
@@ -526,8 +553,40 @@ impl Overlay {
                 }
             }
             rows += e.record_count;
-            t.put(&file_key(table_id, e.file_id), e)?;
         }
+        let t = if staged {
+            // Many files: their records go in bounded commits under a table id no name points
+            // at yet (no reader can reach them), then one small commit names the table. A
+            // registration that dies midway leaves a marker vacuum reclaims the records by.
+            t.put(
+                &staged_table_key(table_id),
+                &StagedTable {
+                    table_id,
+                    name: name.into(),
+                },
+            )?;
+            t.commit().await?;
+            for chunk in entries.chunks(FILES_PER_COMMIT) {
+                let t = self.catalog.begin()?;
+                for e in chunk {
+                    t.put(&file_key(table_id, e.file_id), e)?;
+                }
+                t.commit().await?;
+            }
+            let t = self.catalog.begin()?;
+            if let Err(e) = name_free(&t, name).await {
+                self.abandon_staged(table_id).await;
+                return Err(e);
+            }
+            t.delete(&staged_table_key(table_id))?;
+            t
+        } else {
+            for e in &entries {
+                t.put(&file_key(table_id, e.file_id), e)?;
+            }
+            t
+        };
+        let version = t.bump_version().await?;
         let fields = schema.unwrap_or_default();
         let rec = TableRecord {
             table_id,
@@ -549,7 +608,12 @@ impl Overlay {
         }
         t.put(&table_key(table_id), &rec)?;
         t.put(&table_name_key(name), &table_id)?;
-        t.commit().await?;
+        if let Err(e) = t.commit().await {
+            if staged {
+                self.abandon_staged(table_id).await;
+            }
+            return Err(e);
+        }
         Ok(TableInfo {
             name: name.into(),
             table_id,
@@ -557,6 +621,20 @@ impl Overlay {
             rows,
             fields,
         })
+    }
+
+    /// Best effort: the file records and marker of a table registration that failed after
+    /// its first commit (what vacuum would reclaim).
+    async fn abandon_staged(&self, table_id: u64) {
+        let gone = async {
+            self.reclaim_prefix(&file_prefix(table_id)).await?;
+            let t = self.catalog.begin()?;
+            t.delete(&staged_table_key(table_id))?;
+            t.commit().await
+        };
+        if let Err(e) = gone.await {
+            tracing::warn!(target: "skerry::register", "left for vacuum: table id {table_id}: {e}");
+        }
     }
 
     /// Defines an index at once. Lookups on it are refused until [`Overlay::build`] makes it

@@ -655,17 +655,17 @@ async fn merge_partition(
 
 impl Overlay {
     /// Opens the inputs of a run merge, split into key ranges of about equal entries, one
-    /// per core (one range for small runs). Directories are read concurrently, once.
+    /// per core (one range for small runs). Directories are read [`merge::DIRECTORY_READS`] at a time, once.
     async fn open_partitions(&self, specs: &[RunInput]) -> Result<Vec<Partition>> {
-        let dirs = futures::future::try_join_all(specs.iter().map(|s| {
-            let at = BlobAt {
+        let ats: Vec<BlobAt<'_>> = specs
+            .iter()
+            .map(|s| BlobAt {
                 bundle_path: &s.path,
                 blob_offset: s.offset,
                 ordered: &s.meta,
-            };
-            async move { merge::read_directory(&self.reader, &at).await }
-        }))
-        .await?;
+            })
+            .collect();
+        let dirs = merge::read_directories(&self.reader, &ats).await?;
         let entries: u64 = specs.iter().map(|s| s.meta.entries).sum();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let parallel = cores > 1 && entries >= PARALLEL_MIN_ENTRIES;

@@ -209,18 +209,18 @@ impl Overlay {
         if group.len() < 2 {
             return Ok(());
         }
-        let dirs = futures::future::try_join_all(group.iter().map(|&i| {
-            let a = &files[i].artifact;
-            async move {
-                let at = BlobAt {
+        let ats: Vec<BlobAt<'_>> = group
+            .iter()
+            .map(|&i| {
+                let a = &files[i].artifact;
+                BlobAt {
                     bundle_path: &a.lineage.bundle_path,
                     blob_offset: a.lineage.blob_offset,
                     ordered: &a.ordered,
-                };
-                merge::read_directory(&self.reader, &at).await
-            }
-        }))
-        .await?;
+                }
+            })
+            .collect();
+        let dirs = merge::read_directories(&self.reader, &ats).await?;
         let entries: u64 = group
             .iter()
             .map(|&i| files[i].artifact.ordered.entries)
