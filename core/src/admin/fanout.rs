@@ -969,8 +969,8 @@ impl Overlay {
     /// Checks `receipts` (each [`Outcome::Built`]) and commits the valid ones in one
     /// transaction. Under [`Check::AllOrNothing`] a stale receipt fails the whole batch with
     /// `E_CONFLICT` and nothing is committed. With `flip`, a non-unique index this commit
-    /// completes turns ready (`build()` leaves that to its per-index pass). The caller holds
-    /// `writing` shared.
+    /// completes turns ready (judging that reads every file of the table: callers pass it
+    /// for their last batch only). The caller holds `writing` shared.
     pub(crate) async fn commit_receipts(
         &self,
         receipts: &[&BuildReceipt],
@@ -1287,6 +1287,8 @@ impl Overlay {
             return Ok(true);
         }
         let (rows_total, rows_done) = (pass.rows_total, pass.rows_done);
+        // The pass's last batch judges whether its indexes are complete (once per pass).
+        let last = pass.next >= pass.state.files.len();
         let tr = pass.state.tr.clone();
 
         // Build: a sliding window of tasks on their own tasks, each bundle written as it is
@@ -1376,7 +1378,7 @@ impl Overlay {
         let mut committed = CommitReport::default();
         let refs: Vec<&BuildReceipt> = receipts.iter().collect();
         if let Err(e) = self
-            .commit_receipts(&refs, Check::AllOrNothing, false, &mut committed)
+            .commit_receipts(&refs, Check::AllOrNothing, last, &mut committed)
             .await
         {
             self.delete_objects(&written).await;

@@ -382,13 +382,14 @@ impl Overlay {
         }
         // The commit (or, for many files, one per part): retried from fresh reads after a
         // write-write conflict.
-        let size = if parts {
-            FILES_PER_COMMIT
+        // (A change without new files — masks, removals — is one commit too.)
+        let parts_of: Vec<&[FileEntry]> = if parts {
+            new_files.chunks(FILES_PER_COMMIT).collect()
         } else {
-            new_files.len().max(1)
+            vec![&new_files]
         };
         let mut poisoned = Vec::new();
-        for part in new_files.chunks(size) {
+        for part in parts_of {
             let mut attempt = 0u64;
             poisoned.extend(loop {
                 attempt += 1;
