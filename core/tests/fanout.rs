@@ -411,3 +411,53 @@ async fn files_past_one_pass_are_built_one_index_at_a_time_to_the_same_bytes() {
         .unwrap_err();
     assert_eq!(e.code(), "E_INVALID");
 }
+
+/// Issue 38: index work a registration deferred (more entries than one commit holds) is
+/// pending coverage that `plan_build` hands to workers: their receipts commit, the
+/// `maintaining` indexes flip to ready and answer like a local build, from the index.
+#[tokio::test]
+async fn fanout_workers_catch_up_a_deferred_registration() {
+    let d = tempfile::tempdir().unwrap();
+    let (local, url, o) = local_and_fanout(d.path()).await;
+    o.build("orders", |_| {}).await.unwrap();
+    // 520,000 rows × 2 indexes: past the 1,000,000 entries one commit may index.
+    let big = FILES * ROWS;
+    std::fs::write(
+        d.path().join("data/p999.parquet"),
+        orders_parquet(big, 520_000, 65_536, SampleCodec::Snappy).unwrap(),
+    )
+    .unwrap();
+    let files = vec!["p999.parquet".to_string()];
+    let r = o.register_files("orders", &files).await.unwrap();
+    assert_eq!(
+        r.pending,
+        vec!["by_id".to_string(), "by_customer".to_string()]
+    );
+    assert_eq!(
+        o.index_record("orders", "by_id").await.unwrap().state,
+        IndexState::Maintaining
+    );
+    local.register_files("orders", &files).await.unwrap();
+    local.build("orders", |_| {}).await.unwrap();
+
+    let tasks = o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
+    assert!(!tasks.is_empty());
+    assert!(
+        tasks.iter().all(|t| t.file.path == "p999.parquet"),
+        "only the pending file is planned"
+    );
+    let report = o
+        .commit_build(&build_all(&url, &tasks).await)
+        .await
+        .unwrap();
+    assert!(report.refused.is_empty(), "{:?}", report.refused);
+    ready_and_exact(&o).await;
+    let key = Value::Int(big + 123_456);
+    for ov in [&o, &local] {
+        let r = ov.lookup("orders", "by_id", &[key.clone()]).await.unwrap();
+        assert_eq!((r.rows.len(), r.stats.files_scanned), (1, 0));
+    }
+}
