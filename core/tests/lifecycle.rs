@@ -2134,6 +2134,19 @@ async fn many_files_register_in_bounded_commits() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), "E_EXISTS");
+    // Two registrations of one new name at once: one names the table, the other fails
+    // `E_EXISTS` (at its first commit, or at its last, then removing what it staged).
+    let location = d.url();
+    let register = || o.register_parquet_table("w", &location, FileSelection::Prefix("m/".into()));
+    let (a, b) = tokio::join!(register(), register());
+    let codes: Vec<&str> = [&a, &b]
+        .iter()
+        .map(|r| r.as_ref().map_or_else(|e| e.code(), |_| "ok"))
+        .collect();
+    assert!(
+        codes.contains(&"ok") && codes.contains(&"E_EXISTS"),
+        "{codes:?}"
+    );
     let v = o
         .vacuum(VacuumOptions { retain_versions: 1 })
         .await
@@ -2142,4 +2155,6 @@ async fn many_files_register_in_bounded_commits() {
         v.staged_tables, 0,
         "no registration left its records behind"
     );
+    let m = o.snapshot_manifest(0).await.unwrap();
+    assert_eq!(m.table("w").unwrap().files.len(), n);
 }
