@@ -2018,6 +2018,18 @@ fn wal_objects(overlay: &std::path::Path) -> std::collections::BTreeMap<String, 
         .unwrap_or_default()
 }
 
+/// Sizes of the write-ahead-log objects under `overlay` that `before` did not list.
+fn wal_written(
+    overlay: &std::path::Path,
+    before: &std::collections::BTreeMap<String, u64>,
+) -> Vec<u64> {
+    wal_objects(overlay)
+        .into_iter()
+        .filter(|(k, _)| !before.contains_key(k))
+        .map(|(_, v)| v)
+        .collect()
+}
+
 /// Issue 38: more files than one commit holds — a plain `registerFiles` onto an indexed table
 /// and a new table — register in bounded commits (no catalog write-ahead object holds them
 /// all); the indexes defer the work and answers stay exact; a new table is named only by its
@@ -2062,11 +2074,7 @@ async fn many_files_register_in_bounded_commits() {
     let c3 = hits(&o, "by_customer", Value::String("c3".into())).await;
     let before = wal_objects(&overlay);
     let r = o.register_files("t", &names).await.unwrap();
-    let written: Vec<u64> = wal_objects(&overlay)
-        .into_iter()
-        .filter(|(k, _)| !before.contains_key(k))
-        .map(|(_, v)| v)
-        .collect();
+    let written = wal_written(&overlay, &before);
     let (total, largest) = (written.iter().sum::<u64>(), *written.iter().max().unwrap());
     eprintln!(
         "registerFiles of {n}: {} commits, {total} WAL bytes, largest {largest}",
@@ -2120,11 +2128,7 @@ async fn many_files_register_in_bounded_commits() {
         .await
         .unwrap();
     assert_eq!((u.files, u.rows), (n as u64, 2 * n as u64));
-    let written: Vec<u64> = wal_objects(&overlay)
-        .into_iter()
-        .filter(|(k, _)| !before.contains_key(k))
-        .map(|(_, v)| v)
-        .collect();
+    let written = wal_written(&overlay, &before);
     let (total, largest) = (written.iter().sum::<u64>(), *written.iter().max().unwrap());
     assert!(written.len() >= 3 && bounded(largest, total), "{written:?}");
     let m = o.snapshot_manifest(0).await.unwrap();
