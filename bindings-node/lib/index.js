@@ -79,7 +79,7 @@ const SIGNATURES = {
   syncIceberg: [['name', 'string'], ['options', { metadataUrl: 'string' }]],
   startSync: [['name', 'string'], ['options', { intervalMs: 'count', publish: 'boolean', catchUpSteps: 'count', maxEntries: 'count', maxBytes: 'count' }]],
   stopSync: [['name', 'string']],
-  createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', { unique: 'boolean', kind: 'string', maxCardinality: 'count', fpp: 'number', tokenizer: 'string', positions: 'boolean', metric: 'string', m: 'count', efConstruction: 'count' }]],
+  createIndex: [['table', 'string'], ['name', 'string'], ['columns', 'array'], ['options', 'object?']],
   dropIndex: [['table', 'string'], ['name', 'string'], ['options', { purge: 'boolean' }]],
   build: [['table', 'string'], ['options', { index: 'string', onProgress: 'function', maxEntries: 'count', maxBytes: 'count' }]],
   publish: [],

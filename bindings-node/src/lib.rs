@@ -100,34 +100,6 @@ pub struct IndexColumn {
 }
 
 #[napi(object)]
-pub struct CreateIndexOptions {
-    pub unique: Option<bool>,
-    /// `ordered` (default: equality, IN, ranges, IS NULL on any key) | `bitmap` (equality,
-    /// IN, IS NULL and counts on low-cardinality columns) | `bloom` (prunes files for
-    /// equality and IN on high-cardinality columns) | `fulltext` (BM25 `search` over one
-    /// string column).
-    #[napi(ts_type = "IndexKind")]
-    pub kind: Option<String>,
-    /// A bitmap index's limit on distinct values per data file (default 1000, at most
-    /// 65536); a file over it fails the build with `E_LIMIT` and poisons the index.
-    pub max_cardinality: Option<u32>,
-    /// A bloom index's false-positive probability per file (default 0.01, 0.000001..=0.5).
-    pub fpp: Option<f64>,
-    /// A fulltext index's analyzer (default `simple`).
-    #[napi(ts_type = "Tokenizer")]
-    pub tokenizer: Option<String>,
-    /// Whether a fulltext index keeps word positions for phrase queries (default true).
-    pub positions: Option<bool>,
-    /// A vector index's metric (default `l2`).
-    #[napi(ts_type = "Metric")]
-    pub metric: Option<String>,
-    /// A vector index's links per node (default 16, 2..=64).
-    pub m: Option<u32>,
-    /// A vector index's build-time candidate list (default 100, 8..=2000).
-    pub ef_construction: Option<u32>,
-}
-
-#[napi(object)]
 pub struct IndexInfo {
     pub name: String,
     pub index_id: BigInt,
@@ -759,51 +731,12 @@ impl Overlay {
         table: String,
         name: String,
         columns: Vec<Either<String, IndexColumn>>,
-        options: Option<CreateIndexOptions>,
+        #[napi(ts_arg_type = "CreateIndexOptions | undefined | null")] options: Option<Unknown<'_>>,
     ) -> Result<PromiseRaw<'env, IndexInfo>> {
-        let opts = options
-            .map(|o| -> skerry_core::Result<ov::IndexOptions> {
-                Ok(ov::IndexOptions {
-                    unique: o.unique.unwrap_or(false),
-                    kind: o
-                        .kind
-                        .as_deref()
-                        .map(skerry_core::index::IndexKind::parse)
-                        .transpose()?
-                        .unwrap_or_default(),
-                    max_cardinality: o.max_cardinality.map(u64::from),
-                    fpp: o.fpp,
-                    tokenizer: o
-                        .tokenizer
-                        .as_deref()
-                        .map(skerry_core::index::analyzer::Tokenizer::parse)
-                        .transpose()?,
-                    positions: o.positions,
-                    metric: o
-                        .metric
-                        .as_deref()
-                        .map(skerry_core::index::vector::MetricName::parse)
-                        .transpose()?,
-                    m: o.m
-                        .map(|m| {
-                            u16::try_from(m)
-                                .map_err(|_| CoreError::Invalid(format!("m {m} is outside 2..=64")))
-                        })
-                        .transpose()?,
-                    ef_construction: o
-                        .ef_construction
-                        .map(|e| {
-                            u16::try_from(e).map_err(|_| {
-                                CoreError::Invalid(format!(
-                                    "efConstruction {e} is outside 8..=2000"
-                                ))
-                            })
-                        })
-                        .transpose()?,
-                })
-            })
-            .transpose()
-            .map(Option::unwrap_or_default);
+        let opts = match options {
+            Some(o) => skerry_core::host::input::index_options(&from_js(env, o)?),
+            None => Ok(ov::IndexOptions::default()),
+        };
         let columns = columns
             .into_iter()
             .map(index_column)
@@ -1293,11 +1226,11 @@ impl Overlay {
                 .await?
                 .into_iter()
                 .map(|i| IndexInfo {
+                    kind: i.kind().to_string(),
                     name: i.name,
                     index_id: big(i.index_id),
                     fields: i.fields,
                     unique: i.unique,
-                    kind: i.kind.to_string(),
                     state: i.state.to_string(),
                     reason: i.reason,
                 })

@@ -15,7 +15,7 @@ mod api {
     use js_sys::{Array, Function, Object, Reflect, Uint8Array};
     use skerry_core::formats::manifest::{self, Manifest};
     use skerry_core::host::{HostValue, ReadCall, MAX_DEPTH, MAX_ITEMS, TOO_LONG};
-    use skerry_core::io::{BoxFut, IoError, Location, ObjectMeta, RangeReader};
+    use skerry_core::io::{BoxFut, IoError, Location, RangeReader};
     use skerry_core::read::cache::ReadCache;
     use skerry_core::Snapshot;
     use wasm_bindgen::prelude::*;
@@ -219,57 +219,16 @@ mod api {
     }
 
     impl RangeReader for ScopedReader {
-        fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
-            Box::pin(async move {
-                let (r, l) = self.route(loc)?;
-                let m = r.head(&l).await?;
-                self.counters.record_request(0);
-                Ok(m)
-            })
-        }
-        fn read_range<'a>(
+        fn fetch<'a>(
             &'a self,
             loc: &'a Location,
-            range: std::ops::Range<u64>,
-        ) -> BoxFut<'a, Result<bytes::Bytes, IoError>> {
+            req: skerry_core::io::Request,
+        ) -> BoxFut<'a, Result<skerry_core::io::Reply, IoError>> {
             Box::pin(async move {
                 let (r, l) = self.route(loc)?;
-                let b = r.read_range(&l, range).await?;
-                self.counters.record_request(b.len() as u64);
-                Ok(b)
-            })
-        }
-        fn read_suffix<'a>(
-            &'a self,
-            loc: &'a Location,
-            len: u64,
-        ) -> BoxFut<'a, Result<(bytes::Bytes, ObjectMeta), IoError>> {
-            Box::pin(async move {
-                let (r, l) = self.route(loc)?;
-                let x = r.read_suffix(&l, len).await?;
-                self.counters.record_request(x.0.len() as u64);
-                Ok(x)
-            })
-        }
-        fn read_tail<'a>(
-            &'a self,
-            loc: &'a Location,
-            expected_size: u64,
-            len: u64,
-        ) -> BoxFut<'a, Result<(bytes::Bytes, ObjectMeta), IoError>> {
-            Box::pin(async move {
-                let (r, l) = self.route(loc)?;
-                let x = r.read_tail(&l, expected_size, len).await?;
-                self.counters.record_request(x.0.len() as u64);
-                Ok(x)
-            })
-        }
-        fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<bytes::Bytes, IoError>> {
-            Box::pin(async move {
-                let (r, l) = self.route(loc)?;
-                let b = r.read_all(&l).await?;
-                self.counters.record_request(b.len() as u64);
-                Ok(b)
+                let reply = r.fetch(&l, req).await?;
+                self.counters.record_request(reply.bytes.len() as u64);
+                Ok(reply)
             })
         }
         fn counters(&self) -> &skerry_core::io::IoCounters {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use js_sys::{Function, Promise, Reflect, Uint8Array};
 use skerry_core::io::{
     check_range, path::check_relative, BoxFut, IoCounters, IoError, Location, ObjectMeta,
-    RangeReader,
+    RangeReader, Reply, Request as Req,
 };
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -322,24 +322,20 @@ impl FetchReader {
     }
 }
 
-impl RangeReader for FetchReader {
-    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
-        Box::pin(async move {
+impl FetchReader {
+    async fn head_of(&self, loc: &Location) -> Result<ObjectMeta, IoError> {
+        {
             let f = self.request(loc, "HEAD", None, None, false).await?;
             self.counters.record_request(0);
             Ok(ObjectMeta {
                 size: f.meta_size.unwrap_or(0),
                 version: f.etag,
             })
-        })
+        }
     }
 
-    fn read_range<'a>(
-        &'a self,
-        loc: &'a Location,
-        range: Range<u64>,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
+    async fn range_of(&self, loc: &Location, range: Range<u64>) -> Result<Bytes, IoError> {
+        {
             check_range(loc, &range)?;
             let len = range.end - range.start;
             // A server that ignores Range answers 200 with the whole object: keep only what
@@ -376,15 +372,11 @@ impl RangeReader for FetchReader {
                 });
             }
             Ok(bytes)
-        })
+        }
     }
 
-    fn read_suffix<'a>(
-        &'a self,
-        loc: &'a Location,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(async move {
+    async fn suffix_of(&self, loc: &Location, len: u64) -> Result<(Bytes, ObjectMeta), IoError> {
+        {
             let f = self
                 .request(
                     loc,
@@ -415,20 +407,20 @@ impl RangeReader for FetchReader {
                     version: f.etag,
                 },
             ))
-        })
+        }
     }
 
     /// Absolute ranges only: a suffix range (`bytes=-n`) behind a browser cache that holds
     /// part of the object becomes `bytes=<start>-n` and fails 416. The object's real size
     /// comes back in `Content-Range`; when it is not `expected_size` any more, the tail is
     /// read again at the real size (so the metadata describes the object as it is now).
-    fn read_tail<'a>(
-        &'a self,
-        loc: &'a Location,
+    async fn tail_of(
+        &self,
+        loc: &Location,
         expected_size: u64,
         len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(async move {
+    ) -> Result<(Bytes, ObjectMeta), IoError> {
+        {
             let mut size = expected_size;
             for _ in 0..2 {
                 if size == 0 {
@@ -492,25 +484,43 @@ impl RangeReader for FetchReader {
                 }
                 return Ok((f.body, meta));
             }
-            self.read_suffix(loc, len).await
-        })
+            self.suffix_of(loc, len).await
+        }
     }
 
-    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        self.read_all_max(loc, skerry_core::formats::manifest::MAX_MANIFEST_NUMBER)
-    }
-
-    fn read_all_max<'a>(
-        &'a self,
-        loc: &'a Location,
-        max: u64,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
+    async fn all_of(&self, loc: &Location, max: u64) -> Result<Bytes, IoError> {
+        {
             let f = self
                 .request(loc, "GET", None, Some((max, false)), false)
                 .await?;
             self.counters.record_request(f.body.len() as u64);
             Ok(f.body)
+        }
+    }
+}
+
+impl RangeReader for FetchReader {
+    fn fetch<'a>(&'a self, loc: &'a Location, req: Req) -> BoxFut<'a, Result<Reply, IoError>> {
+        Box::pin(async move {
+            Ok(match req {
+                Req::Head => Reply::meta(self.head_of(loc).await?),
+                Req::Range(r) => Reply::bytes(self.range_of(loc, r).await?),
+                Req::Suffix(len) => {
+                    let (b, m) = self.suffix_of(loc, len).await?;
+                    Reply::tail(b, m)
+                }
+                Req::Tail { expected_size, len } => {
+                    let (b, m) = self.tail_of(loc, expected_size, len).await?;
+                    Reply::tail(b, m)
+                }
+                Req::All(max) => Reply::bytes(
+                    self.all_of(
+                        loc,
+                        max.unwrap_or(skerry_core::formats::manifest::MAX_MANIFEST_NUMBER),
+                    )
+                    .await?,
+                ),
+            })
         })
     }
 
@@ -625,71 +635,44 @@ impl CallbackReader {
 }
 
 impl RangeReader for CallbackReader {
-    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
+    fn fetch<'a>(&'a self, loc: &'a Location, req: Req) -> BoxFut<'a, Result<Reply, IoError>> {
         Box::pin(async move {
-            Ok(ObjectMeta {
-                size: self.call_size(&loc.path).await?,
-                version: None,
-            })
-        })
-    }
-
-    fn read_range<'a>(
-        &'a self,
-        loc: &'a Location,
-        range: Range<u64>,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
-            check_range(loc, &range)?;
-            self.call_read(&loc.path, range.start, range.end - range.start)
-                .await
-        })
-    }
-
-    fn read_suffix<'a>(
-        &'a self,
-        loc: &'a Location,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(async move {
-            let size = self.call_size(&loc.path).await?;
-            let start = size.saturating_sub(len);
-            let b = if size == 0 {
-                Bytes::new()
-            } else {
-                self.call_read(&loc.path, start, size - start).await?
-            };
-            Ok((
-                b,
-                ObjectMeta {
-                    size,
+            let meta = || async {
+                Ok::<_, IoError>(ObjectMeta {
+                    size: self.call_size(&loc.path).await?,
                     version: None,
-                },
-            ))
-        })
-    }
-
-    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        self.read_all_max(loc, skerry_core::formats::manifest::MAX_MANIFEST_NUMBER)
-    }
-
-    fn read_all_max<'a>(
-        &'a self,
-        loc: &'a Location,
-        max: u64,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
-            let size = self.call_size(&loc.path).await?;
-            if size > max {
-                return Err(IoError::TooLarge {
-                    path: loc.path.to_string(),
-                    max,
-                });
-            }
-            if size == 0 {
-                return Ok(Bytes::new());
-            }
-            self.call_read(&loc.path, 0, size).await
+                })
+            };
+            // Bytes `start..size` (none when `start` is the end).
+            let from = |start: u64, size: u64| async move {
+                if start >= size {
+                    Ok(Bytes::new())
+                } else {
+                    self.call_read(&loc.path, start, size - start).await
+                }
+            };
+            Ok(match req {
+                Req::Range(range) => {
+                    check_range(loc, &range)?;
+                    Reply::bytes(from(range.start, range.end).await?)
+                }
+                Req::Head => Reply::meta(meta().await?),
+                Req::Suffix(len) | Req::Tail { len, .. } => {
+                    let m = meta().await?;
+                    Reply::tail(from(m.size.saturating_sub(len), m.size).await?, m)
+                }
+                Req::All(max) => {
+                    let m = meta().await?;
+                    let max = max.unwrap_or(skerry_core::formats::manifest::MAX_MANIFEST_NUMBER);
+                    if m.size > max {
+                        return Err(IoError::TooLarge {
+                            path: loc.path.to_string(),
+                            max,
+                        });
+                    }
+                    Reply::bytes(from(0, m.size).await?)
+                }
+            })
         })
     }
 

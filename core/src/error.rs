@@ -1,8 +1,9 @@
 //! The error every public Skerry operation returns, with a stable code per kind.
 
 use crate::formats::puffin::PuffinError;
-use crate::index::ordered::BlobError;
+use crate::index::blob::BlobError;
 use crate::io::{IoError, Source};
+use crate::values::names::NameError;
 use crate::values::KeyError;
 
 /// Skerry's typed error. [`Error::code`] is stable and is what the bindings expose as
@@ -179,6 +180,12 @@ impl From<arrow_schema::ArrowError> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<NameError> for Error {
+    fn from(e: NameError) -> Error {
+        Error::Invalid(e.0)
+    }
+}
 
 #[cfg(test)]
 mod tests {

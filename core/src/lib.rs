@@ -5,15 +5,19 @@
 //! follow the data flow (`docs/architecture.md` draws it):
 //!
 //! - [`values`]: key types, values, comparison and coercion (the bottom layer);
-//! - [`formats`]: key encoding, Puffin, lineage, manifest, row sets — versioned byte
-//!   contracts, each documented in `docs/`;
-//! - [`index`]: index kinds and their blob layouts (`ordered`);
-//! - [`io`] and [`datafile`]: range reads over object stores and HTTP, and Parquet data files
-//!   through them;
-//! - [`read`]: [`Snapshot`], lookups, predicates, planning, pruning;
+//! - [`io`]: range reads over object stores and HTTP, counted and cached;
+//! - [`index`]: index definitions ([`index::IndexSpec`]), the [`index::Kind`] trait and its
+//!   one registry, and one module per kind — ordered, bitmap, bloom, fulltext, vector — each
+//!   with its blob layout, writer and reader side by side;
+//! - [`formats`]: key encoding, Puffin, lineage, manifest, row sets, Iceberg metadata —
+//!   versioned byte contracts, each documented in `docs/`;
+//! - [`datafile`]: Parquet data files through range reads;
+//! - [`read`]: [`Snapshot`], lookups, predicates, planning, pruning, counts, full-text
+//!   `search` (BM25, hybrid), vector `nearest`, explain, the read cache;
 //! - [`host`]: the boundary both bindings share — JavaScript-shaped input parsed and answers
 //!   shaped once;
-//! - [`admin`] (feature `native`): catalog, register, build, publish, vacuum, verify, repair.
+//! - [`admin`] (feature `native`): catalog, register (Parquet, Iceberg mount and sync),
+//!   build (staged, table runs, fan-out), publish, vacuum, verify, repair.
 //!
 //! The crate compiles for `wasm32-unknown-unknown` with default features off.
 

@@ -419,7 +419,7 @@ async fn every_kind_through_the_lifecycle() {
         assert_eq!(bl["skerry.bits"], (blocks * 256).to_string());
         assert!(bl["skerry.ndv"].parse::<u64>().unwrap() > 150, "{bl:?}");
     }
-    let kinds: Vec<&str> = tm.indexes.iter().map(|i| i.kind.name()).collect();
+    let kinds: Vec<&str> = tm.indexes.iter().map(|i| i.kind().name()).collect();
     assert_eq!(kinds, ["bloom", "bitmap", "ordered"]);
     o.register_deletes(
         "t",

@@ -570,7 +570,7 @@ async fn lifecycle_and_errors() {
     assert!(json.contains("\"kind\":\"fulltext\""));
     let newer = json.replace("\"kind\":\"fulltext\"", "\"kind\":\"hologram\"");
     let parsed = skerry_core::formats::manifest::Manifest::from_json(newer.as_bytes()).unwrap();
-    let kinds: Vec<IndexKind> = parsed.tables[0].indexes.iter().map(|i| i.kind).collect();
+    let kinds: Vec<IndexKind> = parsed.tables[0].indexes.iter().map(|i| i.kind()).collect();
     assert!(kinds.iter().all(|k| *k == IndexKind::Unknown), "{kinds:?}");
     // Two fulltext indexes: an unnamed search is ambiguous.
     let e = o

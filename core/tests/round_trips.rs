@@ -6,7 +6,6 @@
 //! Round trips are counted as dependency depth: a request that starts after another one
 //! finished is one trip deeper than it; requests issued together (in parallel) share a trip.
 
-use std::ops::Range;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,14 +13,14 @@ use std::task::{Context, Poll};
 
 use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
 use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{
-    BoxFut, IoCounters, IoError, Location, ObjectMeta, ObjectStoreReader, RangeReader, UrlReader,
+    BoxFut, IoCounters, IoError, Location, ObjectStoreReader, RangeReader, Reply, Request,
+    UrlReader,
 };
 use skerry_core::read::cache::ReadCache;
 use skerry_core::read::plan::{Query, QueryResult};
@@ -84,40 +83,8 @@ impl<R: RangeReader> Recording<R> {
 }
 
 impl<R: RangeReader> RangeReader for Recording<R> {
-    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
-        Box::pin(self.track(self.inner.head(loc)))
-    }
-    fn read_range<'a>(
-        &'a self,
-        loc: &'a Location,
-        range: Range<u64>,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(self.track(self.inner.read_range(loc, range)))
-    }
-    fn read_suffix<'a>(
-        &'a self,
-        loc: &'a Location,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(self.track(self.inner.read_suffix(loc, len)))
-    }
-    fn read_tail<'a>(
-        &'a self,
-        loc: &'a Location,
-        expected_size: u64,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(self.track(self.inner.read_tail(loc, expected_size, len)))
-    }
-    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(self.track(self.inner.read_all(loc)))
-    }
-    fn read_all_max<'a>(
-        &'a self,
-        loc: &'a Location,
-        max: u64,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(self.track(self.inner.read_all_max(loc, max)))
+    fn fetch<'a>(&'a self, loc: &'a Location, req: Request) -> BoxFut<'a, Result<Reply, IoError>> {
+        Box::pin(self.track(self.inner.fetch(loc, req)))
     }
     fn counters(&self) -> &IoCounters {
         self.inner.counters()

@@ -10,6 +10,7 @@
 //! with another builder of the same index commits nothing (`E_CONFLICT`); the cursor only
 //! moves forward.
 
+use crate::index::kind::Input;
 use std::collections::{HashMap, HashSet};
 
 use object_store::path::Path;
@@ -139,6 +140,7 @@ impl Overlay {
         let changed = file_build::drift_of(f);
         let mut keys: Vec<(Vec<u8>, u64)> =
             Vec::with_capacity((range.end - range.start).min(1 << 20) as usize);
+        let input = ix.kind().kind().map_or(Input::Key, |k| k.input());
         let (mut bytes, mut end) = (0u64, range.start);
         datafile::scan_values_range(
             self.data.as_ref(),
@@ -150,15 +152,15 @@ impl Overlay {
                 if bytes >= max_bytes {
                     return Ok(()); // over budget: the rest is the next step's
                 }
-                match ix.kind {
-                    crate::index::IndexKind::Vector => {
+                match input {
+                    Input::Vector => {
                         let k = crate::index::vector::entry_of(&vals[0]);
                         bytes += k.len() as u64 + 8;
                         keys.push((k, position));
                     }
                     // Text, not a canonical key: documents of any length (a term is what
                     // the index keys, not the whole value).
-                    crate::index::IndexKind::Fulltext => {
+                    Input::Text => {
                         let text = match &vals[0] {
                             Value::String(s) => Some(s.as_str()),
                             _ => None,
@@ -168,7 +170,7 @@ impl Overlay {
                             keys.push((k, position));
                         });
                     }
-                    _ => {
+                    Input::Key => {
                         let k = ix.key.encode(vals)?;
                         bytes += k.len() as u64 + 8;
                         keys.push((k, position));
@@ -247,7 +249,7 @@ impl Overlay {
             indexes
                 .iter()
                 .find(|i| i.index_id == id)
-                .and_then(|i| i.fpp_ppm)
+                .and_then(|i| i.spec.fpp_ppm())
         };
         let pending = pending
             .into_iter()
@@ -659,7 +661,7 @@ impl Overlay {
         if finish && ix.unique {
             report.state = self.finish_unique(&tr.name, &ix.name).await?;
         }
-        if finish && ix.kind == crate::index::IndexKind::Vector {
+        if finish && ix.kind().kind().is_some_and(|k| k.input() == Input::Vector) {
             self.poison_mixed_dims(&tr.name).await?;
         }
         report.done = done;
@@ -737,7 +739,8 @@ impl Overlay {
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
         let mut mixed = Vec::new();
         for ix in indexes.iter().filter(|i| {
-            i.kind == crate::index::IndexKind::Vector && i.state != IndexState::Poisoned
+            i.kind().kind().is_some_and(|k| k.input() == Input::Vector)
+                && i.state != IndexState::Poisoned
         }) {
             let mut dims: std::collections::BTreeMap<u32, String> = Default::default();
             for a in self.catalog.artifacts(&t, ix.index_id).await? {

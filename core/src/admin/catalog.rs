@@ -164,21 +164,10 @@ pub struct IndexRecord {
     pub fields: Vec<i32>,
     pub key: KeySchema,
     pub unique: bool,
-    /// What the index builds per data file (absent in records written before kinds: ordered).
-    #[serde(default)]
-    pub kind: crate::index::IndexKind,
-    /// A bitmap index's limit on distinct keys per data file.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_cardinality: Option<u64>,
-    /// A bloom index's false-positive probability, in parts per million.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fpp_ppm: Option<u32>,
-    /// A full-text index's analyzer and positions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fulltext: Option<crate::index::fulltext::FulltextSpec>,
-    /// A vector index's metric and graph parameters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vector: Option<crate::index::vector::VectorSpec>,
+    /// What the index builds per data file, with the kind's parameters (flat: `kind`,
+    /// absent in records written before kinds, then the kind's fields).
+    #[serde(flatten)]
+    pub spec: crate::index::IndexSpec,
     pub state: IndexState,
     /// Moves with every change of the index's content or state (build steps, rebuilds); a
     /// `verify` whose definition moved meanwhile records nothing.
@@ -188,6 +177,13 @@ pub struct IndexRecord {
     /// that dropped or retyped its column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+impl IndexRecord {
+    /// The kind of the index's blobs.
+    pub fn kind(&self) -> crate::index::IndexKind {
+        self.spec.kind()
+    }
 }
 
 /// A row of a table: its file, its position in the file and its table-wide row id (what

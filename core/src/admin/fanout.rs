@@ -413,7 +413,7 @@ impl BundleBuilder {
                     .indexes
                     .iter()
                     .find(|i| i.index_id == e.lineage.index_id)
-                    .and_then(|i| i.fpp_ppm);
+                    .and_then(|i| i.spec.fpp_ppm());
                 (e, b, fpp)
             })
             .collect();
@@ -840,7 +840,7 @@ impl Overlay {
             if accepted(f, art, tr) {
                 carry.extend(art.map(|a| Carried {
                     artifact: a.clone(),
-                    fpp_ppm: ix.fpp_ppm,
+                    fpp_ppm: ix.spec.fpp_ppm(),
                 }));
                 continue;
             }
@@ -1124,7 +1124,7 @@ impl Overlay {
                 Some(rec) if rec.state == IndexState::Poisoned => {
                     return Ok(Some(format!("index {} is poisoned", ix.name)))
                 }
-                Some(rec) if rec.fields != ix.fields || rec.kind != ix.kind => {
+                Some(rec) if rec.fields != ix.fields || rec.kind() != ix.kind() => {
                     return Ok(Some("the receipt does not match its task".into()))
                 }
                 Some(_) => {}

@@ -17,8 +17,8 @@ use crate::error::{Error, Result};
 use crate::formats::codec::Codec;
 use crate::formats::lineage::{self, IndexFile, INDEX_FILE_FORMAT_VERSION};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, OrderedMeta};
-use crate::index::ordered::OrderedBlobWriter;
-use crate::index::{bitmap, bloom, fulltext, IndexKind};
+use crate::index::fulltext;
+use crate::index::kind::{BlobSource, Input};
 use crate::io::{Location, RangeReader, UrlReader};
 use crate::values::{KeyType, Value};
 use arrow_array::cast::AsArray;
@@ -416,11 +416,10 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
                         .map(|r| roots.binary_search(&r).expect("in the projection"))
                 })
                 .collect();
-            if ix.kind == IndexKind::Vector {
-                return Ok(Plan::Vector(cols[0]));
-            }
-            if ix.kind == IndexKind::Fulltext {
-                return Ok(Plan::Text(cols[0]));
+            match ix.kind().kind().map(|k| k.input()) {
+                Some(Input::Vector) => return Ok(Plan::Vector(cols[0])),
+                Some(Input::Text) => return Ok(Plan::Text(cols[0])),
+                Some(Input::Key) | None => {}
             }
             if cols.iter().any(Option::is_none) {
                 return Ok(Plan::Values(cols));
@@ -452,7 +451,7 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
         .zip(&plans)
         .map(|(ix, p)| {
             matches!(p, Plan::Text(_)).then(|| {
-                let spec = ix.fulltext.unwrap_or_default();
+                let spec = ix.spec.fulltext().unwrap_or_default();
                 fulltext::FulltextWriter::new(spec.tokenizer, spec.positions)
             })
         })
@@ -605,14 +604,18 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
     let mut out = Vec::with_capacity(job.indexes.len());
     // A file's vector graphs are built side by side (each blob is a function of its own
     // index's definition and the file's vectors, so the bytes do not depend on threads).
-    let mut vector_blobs: Vec<Option<Result<(OrderedMeta, Vec<u8>)>>> = std::thread::scope(|sc| {
+    let mut vector_blobs: Vec<Option<Result<(Vec<u8>, OrderedMeta)>>> = std::thread::scope(|sc| {
         let handles: Vec<_> = job
             .indexes
             .iter()
             .zip(&plans)
             .zip(&vectors)
             .map(|((ix, plan), vs)| {
-                matches!(plan, Plan::Vector(_)).then(|| sc.spawn(move || vector_meta(ix, f, vs)))
+                matches!(plan, Plan::Vector(_)).then(|| {
+                    sc.spawn(move || {
+                        crate::index::vector::write_blob(&ix.spec, &blob_source(ix, f, 0, 0), vs)
+                    })
+                })
             })
             .collect();
         handles
@@ -635,7 +638,7 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
         .zip(vector_blobs.iter_mut())
     {
         if let Plan::Vector(_) = plan {
-            let (meta, bytes) = vb.take().expect("a vector plan has a blob")?;
+            let (bytes, meta) = vb.take().expect("a vector plan has a blob")?;
             let artifact = artifact_of(job.snapshot, f, ix, &bytes, meta);
             out.push(FileBlob {
                 index_id: ix.index_id,
@@ -650,7 +653,7 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
         if let Some(w) = w {
             let blob = w.finish(f.record_count);
             let postings = blob.postings;
-            let (meta, bytes) = fulltext_meta(blob);
+            let (bytes, meta) = blob.into_parts();
             let artifact = artifact_of(job.snapshot, f, ix, &bytes, meta);
             out.push(FileBlob {
                 index_id: ix.index_id,
@@ -730,164 +733,32 @@ pub fn blob_artifact<'a>(
     block_bytes: usize,
     size_hint: usize,
 ) -> Result<(IndexFileEntry, Vec<u8>)> {
-    let (bytes, meta) = match ix.kind {
-        IndexKind::Unknown => {
-            return Err(Error::Unsupported(format!(
-                "index {} is of a kind this version of Skerry cannot build",
-                ix.name
-            )))
-        }
-        IndexKind::Ordered => {
-            let mut bw = OrderedBlobWriter::new(block_bytes);
-            bw.reserve(size_hint);
-            bw.push_all(entries)?;
-            let blob = bw.finish();
-            let meta = OrderedMeta {
-                text: None,
-                directory_offset: blob.directory.start,
-                directory_length: blob.directory.end - blob.directory.start,
-                directory_sha256: blob.directory_sha256.clone(),
-                entries: blob.entries,
-                values: None,
-                blocks: None,
-                min_key: blob.min_key.as_ref().map(hex::encode),
-                max_key: blob.max_key.as_ref().map(hex::encode),
-                dim: None,
-            };
-            (blob.bytes, meta)
-        }
-        IndexKind::Bloom => {
-            let mut keys: Vec<&[u8]> = Vec::new();
-            for (k, _) in entries {
-                if keys.last() != Some(&k) {
-                    keys.push(k);
-                }
-            }
-            let fpp = f64::from(ix.fpp_ppm.unwrap_or((bloom::DEFAULT_FPP * 1e6) as u32)) / 1e6;
-            let blob = bloom::write(keys.iter().copied(), fpp);
-            let meta = OrderedMeta {
-                text: None,
-                directory_offset: blob.pages.start,
-                directory_length: blob.pages.end - blob.pages.start,
-                directory_sha256: blob.pages_sha256.clone(),
-                entries: blob.ndv,
-                values: None,
-                blocks: Some(blob.blocks),
-                min_key: blob.min_key.as_ref().map(hex::encode),
-                max_key: blob.max_key.as_ref().map(hex::encode),
-                dim: None,
-            };
-            (blob.bytes, meta)
-        }
-        IndexKind::Vector => {
-            let mut vs: Vec<(u64, Option<Vec<f32>>)> = entries
-                .map(|(k, p)| (p, crate::index::vector::vector_of_entry(k)))
-                .collect();
-            vs.sort_unstable_by_key(|v| v.0);
-            let (meta, bytes) = vector_meta(ix, f, &vs)?;
-            (bytes, meta)
-        }
-        IndexKind::Fulltext => {
-            let spec = ix.fulltext.unwrap_or_default();
-            let _ = size_hint;
-            let docs = fulltext::docs_of_entries(entries)?;
-            let mut w = fulltext::FulltextWriter::new(spec.tokenizer, spec.positions);
-            for (p, text) in &docs {
-                w.add(*p, text.as_deref()).map_err(|_| Error::Limit {
-                    what: "rows of a data file under a fulltext index",
-                    count: f.record_count,
-                    limit: 1 << 32,
-                    remedy: "split the data file",
-                })?;
-            }
-            drop(docs);
-            let (meta, bytes) = fulltext_meta(w.finish(f.record_count));
-            (bytes, meta)
-        }
-        IndexKind::Bitmap => {
-            let limit = ix
-                .max_cardinality
-                .unwrap_or(bitmap::DEFAULT_MAX_CARDINALITY);
-            let blob = bitmap::write(entries, limit).map_err(|e| match e {
-                bitmap::WriteError::OverLimit { limit } => Error::Cardinality {
-                    index: ix.name.clone(),
-                    file: f.path.clone(),
-                    limit,
-                },
-                bitmap::WriteError::PositionTooLarge(_) => Error::Limit {
-                    what: "rows of a data file under a bitmap index",
-                    count: f.record_count,
-                    limit: 1 << 32,
-                    remedy: "use an ordered index for files of more than 2^32 rows",
-                },
-                bitmap::WriteError::Blob(b) => b.into(),
-            })?;
-            let meta = OrderedMeta {
-                text: None,
-                directory_offset: blob.directory.start,
-                directory_length: blob.directory.end - blob.directory.start,
-                directory_sha256: blob.directory_sha256.clone(),
-                entries: blob.positions,
-                values: Some(blob.cardinality),
-                blocks: None,
-                min_key: blob.min_key.as_ref().map(hex::encode),
-                max_key: blob.max_key.as_ref().map(hex::encode),
-                dim: None,
-            };
-            (blob.bytes, meta)
-        }
-    };
+    let kind = ix.kind().kind().ok_or_else(|| {
+        Error::Unsupported(format!(
+            "index {} is of a kind this version of Skerry cannot build",
+            ix.name
+        ))
+    })?;
+    let src = blob_source(ix, f, block_bytes, size_hint);
+    let mut entries = entries;
+    let (bytes, meta) = kind.write(&ix.spec, &src, &mut entries)?;
     Ok((artifact_of(snapshot, f, ix, &bytes, meta), bytes))
 }
 
-/// The vector blob of `f` from its rows' vectors (positions ascending), and its manifest
-/// facts. `E_INVALID` for vectors of differing lengths or too wide, naming the file.
-fn vector_meta(
-    ix: &IndexRecord,
-    f: &FileEntry,
-    vs: &[(u64, Option<Vec<f32>>)],
-) -> Result<(OrderedMeta, Vec<u8>)> {
-    use crate::index::vector;
-    let spec = ix.vector.unwrap_or_default();
-    let blob = vector::write(&spec, f.record_count, vs)
-        .map_err(|e| Error::Invalid(format!("vector index {} over {}: {e}", ix.name, f.path)))?;
-    let meta = OrderedMeta {
-        text: None,
-        directory_offset: blob.directory.start,
-        directory_length: blob.directory.end - blob.directory.start,
-        directory_sha256: blob.directory_sha256.clone(),
-        entries: blob.nodes,
-        values: None,
-        blocks: None,
-        min_key: None,
-        max_key: None,
-        dim: vs
-            .iter()
-            .find_map(|(_, v)| v.as_ref())
-            .and_then(|v| u32::try_from(v.len()).ok()),
-    };
-    Ok((meta, blob.bytes))
-}
-
-/// The manifest facts of a fulltext blob, and its bytes.
-fn fulltext_meta(blob: fulltext::FulltextBlob) -> (OrderedMeta, Vec<u8>) {
-    let meta = OrderedMeta {
-        directory_offset: blob.directory.start,
-        directory_length: blob.directory.end - blob.directory.start,
-        directory_sha256: blob.directory_sha256.clone(),
-        entries: blob.postings,
-        values: None,
-        blocks: None,
-        min_key: blob.min_term.as_ref().map(hex::encode),
-        max_key: blob.max_term.as_ref().map(hex::encode),
-        text: Some(crate::formats::manifest::TextStats {
-            docs: blob.docs,
-            tokens: blob.tokens,
-            terms: blob.terms,
-        }),
-        dim: None,
-    };
-    (meta, blob.bytes)
+/// What a kind's writer knows of `f` under `ix`.
+fn blob_source<'a>(
+    ix: &'a IndexRecord,
+    f: &'a FileEntry,
+    block_bytes: usize,
+    size_hint: usize,
+) -> BlobSource<'a> {
+    BlobSource {
+        index: &ix.name,
+        path: &f.path,
+        record_count: f.record_count,
+        block_bytes,
+        size_hint,
+    }
 }
 
 /// The manifest entry of `ix`'s blob `bytes` over `f`, with its lineage (bundle placement
@@ -902,8 +773,8 @@ fn artifact_of(
     let lineage = IndexFile {
         format_version: INDEX_FILE_FORMAT_VERSION,
         index_id: ix.index_id,
-        category: ix.kind.category(),
-        algorithm: ix.kind.algorithm().into(),
+        category: ix.kind(),
+        algorithm: ix.kind().algorithm().into(),
         fields: ix.fields.clone(),
         source_path: f.path.clone(),
         source_snapshot_id: snapshot,
@@ -912,7 +783,7 @@ fn artifact_of(
         source_record_count: f.record_count,
         blob_sha256: lineage::sha256_hex(bytes),
         bundle_path: String::new(),
-        blob_type: ix.kind.blob_type().into(),
+        blob_type: ix.kind().blob_type().into(),
         blob_offset: 0,
         blob_length: bytes.len() as u64,
         compression: Codec::None,

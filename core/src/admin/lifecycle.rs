@@ -419,10 +419,11 @@ impl Overlay {
         }
         // A vector index the new files hold other dimensions for is poisoned (the files are
         // registered: an upstream change cannot be refused), and the report says so.
-        if indexes
-            .iter()
-            .any(|i| i.kind == crate::index::IndexKind::Vector)
-        {
+        if indexes.iter().any(|i| {
+            i.kind()
+                .kind()
+                .is_some_and(|k| k.input() == crate::index::kind::Input::Vector)
+        }) {
             let before: Vec<String> = indexes.iter().map(|i| i.name.clone()).collect();
             if self.poison_mixed_dims(table).await.is_err() {
                 let t = self.catalog.begin()?;
@@ -970,11 +971,10 @@ impl Overlay {
             };
             // A full-text blob is a function of the file's values: verify rebuilds it and
             // compares bytes.
-            let rebuilt = match ix.kind {
-                crate::index::IndexKind::Fulltext | crate::index::IndexKind::Vector => {
-                    Some(self.blob_artifact(&tr, f, &ix, &expected)?.1)
-                }
-                _ => None,
+            let rebuilt = if ix.kind().kind().is_some_and(|k| k.verify_by_rebuild()) {
+                Some(self.blob_artifact(&tr, f, &ix, &expected)?.1)
+            } else {
+                None
             };
             let expected: HashMap<u64, Vec<u8>> = expected
                 .into_iter()
@@ -1017,21 +1017,20 @@ impl Overlay {
                         "verify",
                         format!(
                             "verify: the {} blob differs from one rebuilt from the file",
-                            ix.kind
+                            ix.kind()
                         ),
                     ));
                 }
                 continue;
             }
-            if ix.kind == crate::index::IndexKind::Bloom {
-                // A filter holds keys, not rows: every live row's key must pass it (a key
-                // it excludes would prune a file that holds it).
-                let bits = crate::index::bloom::bitset(&blob)?;
-                let filter = parquet::bloom_filter::Sbbf::new(bits);
-                let missing = expected
-                    .values()
-                    .filter(|k| !filter.check(k.as_slice()))
-                    .count() as u64;
+            // A filter holds keys, not rows: every live row's key must pass it (a key it
+            // excludes would prune a file that holds it).
+            let excluded = ix
+                .kind()
+                .kind()
+                .and_then(|k| k.excluded_keys(&blob, &mut expected.values().map(|k| k.as_slice())));
+            if let Some(missing) = excluded {
+                let missing = missing?;
                 r.stored += expected.len() as u64 - missing;
                 r.missing += missing;
                 if missing > 0 {
@@ -1045,7 +1044,7 @@ impl Overlay {
             }
             let mut seen = HashSet::new();
             let (mut stored, mut dead, mut mismatched) = (0u64, 0u64, 0u64);
-            ix.kind.read_entries(&blob, |k, p| {
+            ix.kind().read_entries(&blob, &mut |k, p| {
                 stored += 1;
                 if p >= f.record_count || !seen.insert(p) {
                     mismatched += 1;

@@ -20,6 +20,21 @@ use crate::read::snapshot::{RejectionSink, Snapshot};
 use crate::values::{Direction, KeyColumn, KeySchema, NullOrder, Value, ValueBound};
 
 /// `E_ALREADY_EXISTS` when a table is named `name` in `t`.
+/// Writes `rec` as a table named by its name, at the catalog version this transaction
+/// moves to (its snapshot), with its Iceberg state.
+async fn name_table(
+    t: &Txn<'_>,
+    mut rec: TableRecord,
+    state: &Option<crate::admin::catalog::IcebergState>,
+) -> Result<()> {
+    rec.snapshot = t.bump_version().await?;
+    if let Some(state) = state {
+        t.put_iceberg_state(rec.table_id, state).await?;
+    }
+    t.put(&table_key(rec.table_id), &rec)?;
+    t.put(&table_name_key(&rec.name), &rec.table_id)
+}
+
 async fn name_free(t: &Txn<'_>, name: &str) -> Result<()> {
     match t.get::<u64>(&table_name_key(name)).await? {
         Some(_) => Err(Error::AlreadyExists {
@@ -33,6 +48,11 @@ async fn name_free(t: &Txn<'_>, name: &str) -> Result<()> {
 /// File records one registration commit writes at most (a few MiB of catalog values): a
 /// table registered with more files is written in several commits and named by the last.
 pub const FILES_PER_COMMIT: usize = 8192;
+
+/// Times a registration's commit is tried when it conflicts with another writer's (each try
+/// reads the catalog afresh).
+const REGISTER_ATTEMPTS: usize = 16;
+
 /// Data files whose facts (head, footer, SHA-256) are read at once while registering.
 pub const FACT_CONCURRENCY: usize = 16;
 
@@ -42,8 +62,13 @@ pub const RUN_MIN_FILES: usize = 4;
 /// parts).
 pub const RUN_PART_BYTES: usize = 8 << 20;
 
+pub(crate) use crate::io::store::open_store;
 pub use crate::io::store::OpenOptions;
-pub(crate) use crate::io::store::{open_store, store_err};
+
+/// An object-store failure as Skerry's I/O error ([`crate::io::store::store_err`]).
+pub(crate) fn store_err(e: object_store::Error) -> Error {
+    crate::io::store::store_err(e).into()
+}
 
 /// What [`Overlay::register_table_with`] commits with a new table (a mounted Iceberg table).
 #[derive(Clone, Debug, Default)]
@@ -111,111 +136,8 @@ impl From<String> for IndexColumn {
     }
 }
 
-impl IndexOptions {
-    /// An ordered index refusing duplicate keys.
-    pub fn unique() -> IndexOptions {
-        IndexOptions {
-            unique: true,
-            ..Default::default()
-        }
-    }
-}
-
-/// The options' kind checked: a bitmap's cardinality limit (`None` for other kinds).
-/// `E_INVALID` for a unique bitmap, a limit on another kind, or a limit out of range.
-fn check_kind(opts: &IndexOptions) -> Result<Option<u64>> {
-    use crate::index::{bitmap, IndexKind};
-    if opts.fpp.is_some() && opts.kind != IndexKind::Bloom {
-        return Err(Error::Invalid(format!(
-            "fpp applies to bloom indexes, not {}",
-            opts.kind
-        )));
-    }
-    if opts.kind != IndexKind::Fulltext && (opts.tokenizer.is_some() || opts.positions.is_some()) {
-        return Err(Error::Invalid(format!(
-            "tokenizer and positions apply to fulltext indexes, not {}",
-            opts.kind
-        )));
-    }
-    if opts.kind != IndexKind::Vector
-        && (opts.metric.is_some() || opts.m.is_some() || opts.ef_construction.is_some())
-    {
-        return Err(Error::Invalid(format!(
-            "metric, m and efConstruction apply to vector indexes, not {}",
-            opts.kind
-        )));
-    }
-    if opts.kind == IndexKind::Vector {
-        if opts.unique {
-            return Err(Error::Invalid("a vector index cannot be unique".into()));
-        }
-        if let Some(m) = opts.m.filter(|m| !(2..=64).contains(m)) {
-            return Err(Error::Invalid(format!("m {m} is outside 2..=64")));
-        }
-        if let Some(e) = opts.ef_construction.filter(|e| !(8..=2000).contains(e)) {
-            return Err(Error::Invalid(format!(
-                "efConstruction {e} is outside 8..=2000"
-            )));
-        }
-    }
-    if opts.kind == IndexKind::Fulltext && opts.unique {
-        return Err(Error::Invalid("a fulltext index cannot be unique".into()));
-    }
-    if opts.kind == IndexKind::Bloom && opts.unique {
-        return Err(Error::Invalid(
-            "a bloom index cannot be unique (it cannot name the rows holding a key)".into(),
-        ));
-    }
-    match (opts.kind, opts.max_cardinality) {
-        (IndexKind::Bitmap, _) if opts.unique => Err(Error::Invalid(
-            "a bitmap index cannot be unique (a unique key has one row per value: use an ordered index)".into(),
-        )),
-        (IndexKind::Bitmap, None) => Ok(Some(bitmap::DEFAULT_MAX_CARDINALITY)),
-        (IndexKind::Bitmap, Some(n)) if (1..=bitmap::MAX_CARDINALITY).contains(&n) => Ok(Some(n)),
-        (IndexKind::Bitmap, Some(n)) => Err(Error::Invalid(format!(
-            "maxCardinality {n} is outside 1..={}; columns with more distinct values want an ordered index",
-            bitmap::MAX_CARDINALITY
-        ))),
-        (k, Some(_)) => Err(Error::Invalid(format!(
-            "maxCardinality applies to bitmap indexes, not {k}"
-        ))),
-        (_, None) => Ok(None),
-    }
-}
-
-/// Options of [`Overlay::create_index`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct IndexOptions {
-    #[serde(default)]
-    pub unique: bool,
-    /// What to build per data file (default ordered).
-    #[serde(default)]
-    pub kind: crate::index::IndexKind,
-    /// A bitmap index's limit on distinct keys per data file (default
-    /// [`crate::index::bitmap::DEFAULT_MAX_CARDINALITY`], at most
-    /// [`crate::index::bitmap::MAX_CARDINALITY`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_cardinality: Option<u64>,
-    /// A bloom index's false-positive probability (default
-    /// [`crate::index::bloom::DEFAULT_FPP`]; between 0.000001 and 0.5).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fpp: Option<f64>,
-    /// A full-text index's tokenizer (default `simple`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokenizer: Option<crate::index::analyzer::Tokenizer>,
-    /// Whether a full-text index keeps word positions for phrase queries (default true).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub positions: Option<bool>,
-    /// A vector index's metric (default `l2`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metric: Option<crate::index::vector::MetricName>,
-    /// A vector index's links per node (default 16, 2..=64).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub m: Option<u16>,
-    /// A vector index's build-time candidate list (default 100; 200 for `dot`; 8..=2000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ef_construction: Option<u16>,
-}
+/// Options of [`Overlay::create_index`] (defined with the kinds that check them).
+pub use crate::index::IndexOptions;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -533,62 +455,13 @@ impl Overlay {
             schema = Some(fields);
         }
         // Ids: the table's, then one per file, reserved in a commit of their own when the
-        // files take more than one commit.
+        // files take more than one commit. A commit that conflicts with another writer's
+        // (another registration reserving ids, any version bump) is retried from a fresh
+        // read, so of two registrations of one name one names the table and the other
+        // fails `E_EXISTS`.
         let staged = entries.len() > FILES_PER_COMMIT;
-        let t = self.catalog.begin()?;
-        name_free(&t, name).await?;
-        let table_id: u64 = t.get("m/next_id").await?.unwrap_or(1);
-        t.put("m/next_id", &(table_id + 1 + entries.len() as u64))?;
-        let mut next_row_id = 0u64;
-        let mut rows = 0;
-        for (i, e) in entries.iter_mut().enumerate() {
-            e.file_id = table_id + 1 + i as u64;
-            match setup.row_ids.get(&e.path) {
-                Some(r) => {
-                    r.apply(e);
-                }
-                None => {
-                    e.row_id_start = Some(next_row_id);
-                    next_row_id += e.record_count;
-                }
-            }
-            rows += e.record_count;
-        }
-        let t = if staged {
-            // Many files: their records go in bounded commits under a table id no name points
-            // at yet (no reader can reach them), then one small commit names the table. A
-            // registration that dies midway leaves a marker vacuum reclaims the records by.
-            t.put(
-                &staged_table_key(table_id),
-                &StagedTable {
-                    table_id,
-                    name: name.into(),
-                },
-            )?;
-            t.commit().await?;
-            for chunk in entries.chunks(FILES_PER_COMMIT) {
-                let t = self.catalog.begin()?;
-                for e in chunk {
-                    t.put(&file_key(table_id, e.file_id), e)?;
-                }
-                t.commit().await?;
-            }
-            let t = self.catalog.begin()?;
-            if let Err(e) = name_free(&t, name).await {
-                self.abandon_staged(table_id).await;
-                return Err(e);
-            }
-            t.delete(&staged_table_key(table_id))?;
-            t
-        } else {
-            for e in &entries {
-                t.put(&file_key(table_id, e.file_id), e)?;
-            }
-            t
-        };
-        let version = t.bump_version().await?;
         let fields = schema.unwrap_or_default();
-        let rec = TableRecord {
+        let rec_of = |table_id: u64, next_row_id: u64| TableRecord {
             table_id,
             name: name.into(),
             location: location.trim_end_matches('/').into(),
@@ -599,20 +472,86 @@ impl Overlay {
             }
             .into(),
             fields: fields.clone(),
-            snapshot: version,
+            snapshot: 0,
             next_row_id,
-            iceberg: setup.iceberg,
+            iceberg: setup.iceberg.clone(),
         };
-        if let Some(state) = &setup.iceberg_state {
-            t.put_iceberg_state(table_id, state).await?;
-        }
-        t.put(&table_key(table_id), &rec)?;
-        t.put(&table_name_key(name), &table_id)?;
-        if let Err(e) = t.commit().await {
-            if staged {
-                self.abandon_staged(table_id).await;
+        let mut attempt = 0;
+        let (table_id, next_row_id, rows) = loop {
+            attempt += 1;
+            let t = self.catalog.begin()?;
+            name_free(&t, name).await?;
+            let table_id: u64 = t.get("m/next_id").await?.unwrap_or(1);
+            t.put("m/next_id", &(table_id + 1 + entries.len() as u64))?;
+            let mut next_row_id = 0u64;
+            let mut rows = 0;
+            for (i, e) in entries.iter_mut().enumerate() {
+                e.file_id = table_id + 1 + i as u64;
+                match setup.row_ids.get(&e.path) {
+                    Some(r) => {
+                        r.apply(e);
+                    }
+                    None => {
+                        e.row_id_start = Some(next_row_id);
+                        next_row_id += e.record_count;
+                    }
+                }
+                rows += e.record_count;
             }
-            return Err(e);
+            if staged {
+                // Many files: their records go in bounded commits under a table id no name
+                // points at yet (no reader can reach them), then one small commit names the
+                // table. A registration that dies midway leaves a marker vacuum reclaims the
+                // records by.
+                t.put(
+                    &staged_table_key(table_id),
+                    &StagedTable {
+                        table_id,
+                        name: name.into(),
+                    },
+                )?;
+            } else {
+                for e in &entries {
+                    t.put(&file_key(table_id, e.file_id), e)?;
+                }
+                name_table(&t, rec_of(table_id, next_row_id), &setup.iceberg_state).await?;
+            }
+            match t.commit().await {
+                Ok(()) => break (table_id, next_row_id, rows),
+                Err(Error::Conflict(_)) if attempt < REGISTER_ATTEMPTS => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if staged {
+            for chunk in entries.chunks(FILES_PER_COMMIT) {
+                let t = self.catalog.begin()?;
+                for e in chunk {
+                    t.put(&file_key(table_id, e.file_id), e)?;
+                }
+                if let Err(e) = t.commit().await {
+                    self.abandon_staged(table_id).await;
+                    return Err(e);
+                }
+            }
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let named = async {
+                    let t = self.catalog.begin()?;
+                    name_free(&t, name).await?;
+                    t.delete(&staged_table_key(table_id))?;
+                    name_table(&t, rec_of(table_id, next_row_id), &setup.iceberg_state).await?;
+                    t.commit().await
+                };
+                match named.await {
+                    Ok(()) => break,
+                    Err(Error::Conflict(_)) if attempt < REGISTER_ATTEMPTS => continue,
+                    Err(e) => {
+                        self.abandon_staged(table_id).await;
+                        return Err(e);
+                    }
+                }
+            }
         }
         Ok(TableInfo {
             name: name.into(),
@@ -650,19 +589,8 @@ impl Overlay {
         if columns.is_empty() {
             return Err(Error::Invalid("an index needs at least one column".into()));
         }
-        let max_cardinality = check_kind(&opts)?;
-        let fpp_ppm = match (opts.kind, opts.fpp) {
-            (crate::index::IndexKind::Bloom, None) => {
-                Some((crate::index::bloom::DEFAULT_FPP * 1e6) as u32)
-            }
-            (crate::index::IndexKind::Bloom, Some(p)) if (0.000_001..=0.5).contains(&p) => {
-                Some((p * 1e6).round() as u32)
-            }
-            (crate::index::IndexKind::Bloom, Some(p)) => {
-                return Err(Error::Invalid(format!("fpp {p} is outside 0.000001..=0.5")))
-            }
-            _ => None,
-        };
+        let spec = crate::index::IndexSpec::from_options(&opts)?;
+        let input = opts.kind.kind().map(|k| k.input());
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
         if t.get::<u64>(&index_name_key(tr.table_id, name))
@@ -686,7 +614,7 @@ impl Overlay {
                     kind: "column",
                     name: format!("{}.{c}", tr.name),
                 })?;
-            let vector_column = opts.kind == crate::index::IndexKind::Vector;
+            let vector_column = input == Some(crate::index::kind::Input::Vector);
             if vector_column
                 && (columns.len() != 1 || !crate::datafile::is_vector_type(&f.data_type))
             {
@@ -711,7 +639,7 @@ impl Overlay {
                     "column {c} appears twice in the index"
                 )));
             }
-            if opts.kind == crate::index::IndexKind::Fulltext
+            if input == Some(crate::index::kind::Input::Text)
                 && (columns.len() != 1 || ty != crate::values::KeyType::String)
             {
                 return Err(Error::Invalid(format!(
@@ -736,26 +664,7 @@ impl Overlay {
             fields: fields.clone(),
             key: KeySchema::new(key)?,
             unique: opts.unique,
-            kind: opts.kind,
-            max_cardinality,
-            fpp_ppm,
-            fulltext: (opts.kind == crate::index::IndexKind::Fulltext).then(|| {
-                crate::index::fulltext::FulltextSpec {
-                    tokenizer: opts.tokenizer.unwrap_or_default(),
-                    positions: opts.positions.unwrap_or(true),
-                }
-            }),
-            vector: (opts.kind == crate::index::IndexKind::Vector).then(|| {
-                crate::index::vector::VectorSpec {
-                    metric: opts.metric.unwrap_or_default(),
-                    m: opts.m.unwrap_or(crate::index::vector::DEFAULT_M),
-                    ef_construction: opts.ef_construction.unwrap_or(
-                        crate::index::vector::default_ef_construction(
-                            opts.metric.unwrap_or_default(),
-                        ),
-                    ),
-                }
-            }),
+            spec,
             state: if has_rows {
                 IndexState::Building
             } else {
@@ -819,9 +728,7 @@ impl Overlay {
                     fields: ix.fields,
                     key: ix.key,
                     unique: ix.unique,
-                    kind: ix.kind,
-                    fulltext: ix.fulltext,
-                    vector: ix.vector,
+                    spec: ix.spec,
                     state: ix.state,
                     files: artifacts,
                     run: t.get(&run_key(ix.index_id)).await?,

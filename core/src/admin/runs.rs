@@ -27,8 +27,8 @@ use crate::error::{Error, Result};
 use crate::formats::codec::Codec;
 use crate::formats::manifest::*;
 use crate::formats::puffin::{BlobSpec, PuffinWriter};
+use crate::index::kind::RunLayout;
 use crate::index::ordered::{self, OrderedBlobWriter};
-use crate::index::IndexKind;
 use crate::io::{Location, RangeReader};
 use crate::values::KeySchema;
 use object_store::PutPayload;
@@ -51,8 +51,7 @@ impl Overlay {
             .into_iter()
             // Runs merge ordered blobs and stripe bloom filters; bitmaps answer per file.
             .filter(|ix| {
-                ix.state == IndexState::Ready
-                    && matches!(ix.kind, IndexKind::Ordered | IndexKind::Bloom)
+                ix.state == IndexState::Ready && ix.kind().kind().is_some_and(|k| k.run().is_some())
             })
         {
             let by_file: HashMap<u64, IndexFileEntry> =
@@ -95,10 +94,10 @@ impl Overlay {
         covered: &[(FileEntry, IndexFileEntry)],
         previous: Option<&TableRun>,
     ) -> Result<()> {
-        let run = if ix.kind == IndexKind::Bloom {
-            self.write_bloom_run(tr, ix, covered).await?
-        } else {
-            self.write_run(tr, ix, covered, previous, None).await?
+        let run = match ix.kind().kind().and_then(|k| k.run()) {
+            Some(RunLayout::Striped) => self.write_bloom_run(tr, ix, covered).await?,
+            Some(RunLayout::Merged) => self.write_run(tr, ix, covered, previous, None).await?,
+            None => None,
         };
         let Some(run) = run else {
             return Ok(());

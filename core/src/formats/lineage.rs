@@ -26,20 +26,9 @@ fn default_format_version() -> u32 {
     1
 }
 
-/// Index families (the ADR's "category").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IndexCategory {
-    /// Ordered (equality/range) index.
-    Ordered,
-    Bitmap,
-    Bloom,
-    Fulltext,
-    Vector,
-    /// A category written by a newer version; gated like any other.
-    #[serde(other)]
-    Unknown,
-}
+/// Index families (the ADR's "category"): the kind of the definition that wrote the blob
+/// (a kind written by a newer version reads as `Unknown` and is gated like any other).
+pub use crate::index::IndexKind as IndexCategory;
 
 /// Lineage record of one index blob: which data file (by content) it indexes and where its
 /// bytes are.

@@ -232,18 +232,12 @@ pub struct IndexManifest {
     pub fields: Vec<i32>,
     pub key: KeySchema,
     pub unique: bool,
-    /// The kind of blob each file's entry points to (absent: ordered). A reader that does not
-    /// know this field reads a bitmap blob as an ordered one, fails its directory checks and
-    /// scans: slower, never wrong.
-    #[serde(default, skip_serializing_if = "crate::index::IndexKind::is_ordered")]
-    pub kind: crate::index::IndexKind,
-    /// A full-text index's analyzer and positions (what a search analyzes its query and
-    /// scans unindexed files with).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fulltext: Option<crate::index::fulltext::FulltextSpec>,
-    /// A vector index's metric and graph parameters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vector: Option<crate::index::vector::VectorSpec>,
+    /// The kind of blob each file's entry points to, with the kind's parameters: flat, as
+    /// `kind` (absent: ordered) and the kind's fields ([`crate::index::IndexSpec`]). A
+    /// reader that does not know `kind` reads a bitmap blob as an ordered one, fails its
+    /// directory checks and scans: slower, never wrong.
+    #[serde(flatten)]
+    pub spec: crate::index::IndexSpec,
     pub state: IndexState,
     /// Per data file that has the index: where its blob is and what prunes it. Empty when
     /// the lists live in a [`IndexManifest::part`]; readers go through
@@ -298,6 +292,11 @@ pub fn part_path(version: u64, table_id: u64, index_id: u64) -> String {
 }
 
 impl IndexManifest {
+    /// The kind of the index's blobs.
+    pub fn kind(&self) -> crate::index::IndexKind {
+        self.spec.kind()
+    }
+
     /// Per data file that has the index. For a split index whose part is not loaded yet
     /// this is empty — every file is then answered by scanning (the same answer, slower):
     /// readers load parts ([`crate::read::lookup::Lookup::load_part`]) before planning.
@@ -411,47 +410,26 @@ pub struct IndexFileEntry {
     pub ordered: OrderedMeta,
 }
 
-/// What a reader needs to use an ordered blob without reading its trailer or the bundle's
-/// footer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OrderedMeta {
-    /// Directory range relative to the blob's start.
-    pub directory_offset: u64,
-    pub directory_length: u64,
-    pub directory_sha256: String,
-    /// Entries (ordered) or positions (bitmap) the blob holds.
-    pub entries: u64,
-    /// Distinct keys (bitmap blobs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub values: Option<u64>,
-    /// Filter blocks (bloom blobs and striped runs: the directory is then the page hashes,
-    /// or the stripes' trailer).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocks: Option<u64>,
-    /// Smallest and largest key (hex), absent for an empty blob.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_key: Option<String>,
-    /// A full-text blob's statistics (what a search sums into the table's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<TextStats>,
-    /// A vector blob's dimensions (absent when the file holds no vector): every file of a
-    /// vector index must agree, or the index is poisoned with the reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dim: Option<u32>,
+impl IndexFileEntry {
+    /// The read gate's decision on this blob for data file `f` as the manifest lists it now,
+    /// at the table's `snapshot` ([`crate::formats::lineage::ReadGate::check`]).
+    pub fn gate(
+        &self,
+        f: &FileEntry,
+        snapshot: crate::formats::lineage::ActiveSnapshot,
+    ) -> crate::formats::lineage::GateDecision {
+        crate::formats::lineage::ReadGate::check(
+            &f.path,
+            Some(&self.lineage),
+            Some(&f.facts()),
+            snapshot,
+        )
+    }
 }
 
-/// One data file's full-text statistics, as its blob's directory records them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TextStats {
-    /// Rows with a non-NULL value.
-    pub docs: u64,
-    /// Terms over every document.
-    pub tokens: u64,
-    /// Distinct terms.
-    pub terms: u64,
-}
+/// The facts a reader needs of a blob without reading it (defined beside the kinds that
+/// write them, [`crate::index::blob::BlobMeta`]).
+pub use crate::index::blob::{BlobMeta as OrderedMeta, TextStats};
 
 impl Manifest {
     pub fn table(&self, name: &str) -> Result<&TableManifest> {

@@ -127,6 +127,31 @@ export interface CountOptions {
 export interface CountResult { count: number; stats: QueryStats; warnings: IndexWarning[] }
 /** What an index builds per data file: `ordered` (sorted keys → positions), `bitmap` (distinct values → position bitmaps), `bloom` (a filter that prunes files), `fulltext` (terms → rows, for `search`) or `vector` (an HNSW graph over 8-bit codes, for `nearest`). */
 export type IndexKind = 'ordered' | 'bitmap' | 'bloom' | 'fulltext' | 'vector';
+/** Options of `createIndex` (each checked by the kind it belongs to: another kind's option is `E_INVALID`). */
+export interface CreateIndexOptions {
+  /** Refuse duplicate keys (ordered indexes only). */
+  unique?: boolean;
+  /**
+   * `ordered` (default: equality, IN, ranges, IS NULL on any key) | `bitmap` (equality, IN, IS NULL and counts on
+   * low-cardinality columns) | `bloom` (prunes files for equality and IN on high-cardinality columns) | `fulltext`
+   * (BM25 `search` over one string column) | `vector` (`nearest` over one vector column).
+   */
+  kind?: IndexKind;
+  /** A bitmap index's limit on distinct values per data file (default 1000, at most 65536); a file over it fails the build with `E_LIMIT` and poisons the index. */
+  maxCardinality?: number;
+  /** A bloom index's false-positive probability per file (default 0.01, 0.000001..=0.5). */
+  fpp?: number;
+  /** A fulltext index's analyzer (default `simple`). */
+  tokenizer?: Tokenizer;
+  /** Whether a fulltext index keeps word positions for phrase queries (default true). */
+  positions?: boolean;
+  /** A vector index's metric (default `l2`). */
+  metric?: Metric;
+  /** A vector index's links per node (default 16, 2..=64). */
+  m?: number;
+  /** A vector index's build-time candidate list (default 100, 200 for `dot`; 8..=2000). */
+  efConstruction?: number;
+}
 /** A vector index's distance: `l2` (squared Euclidean), `cosine` (1 − cos) or `dot` (−a·b); smaller is nearer. */
 export type Metric = 'l2' | 'cosine' | 'dot';
 /** Options of `nearest`. */

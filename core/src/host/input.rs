@@ -56,6 +56,58 @@ pub fn u64_value(v: &HostValue, method: &str, name: &str) -> Result<u64> {
     }
 }
 
+/// `createIndex`'s options (`undefined`/`null` for the defaults), every property checked
+/// by type here and by the kind it belongs to in [`crate::index::IndexSpec::from_options`].
+pub fn index_options(v: &HostValue) -> Result<crate::index::IndexOptions> {
+    use crate::index::{analyzer::Tokenizer, vector::MetricName, IndexKind};
+    const M: &str = "createIndex";
+    let o = options(v, M)?;
+    let word = |name: &str| -> Result<Option<String>> {
+        match o.get(name) {
+            HostValue::Undefined => Ok(None),
+            HostValue::String(s) => Ok(Some(s.clone())),
+            _ => Err(invalid(format!("{M}: options.{name} must be a string"))),
+        }
+    };
+    let count = |name: &str| -> Result<Option<u64>> {
+        match o.get(name) {
+            HostValue::Undefined => Ok(None),
+            v => u64_value(v, M, &format!("options.{name}")).map(Some),
+        }
+    };
+    // A count past what the kind allows is the kind's "outside" error, not a type error.
+    let small = |name: &str, range: &str| -> Result<Option<u16>> {
+        count(name)?
+            .map(|n| {
+                u16::try_from(n).map_err(|_| invalid(format!("{name} {n} is outside {range}")))
+            })
+            .transpose()
+    };
+    Ok(crate::index::IndexOptions {
+        unique: flag(o, M, "unique")?,
+        kind: word("kind")?
+            .map(|s| IndexKind::parse(&s))
+            .transpose()?
+            .unwrap_or_default(),
+        max_cardinality: count("maxCardinality")?,
+        fpp: match o.get("fpp") {
+            HostValue::Undefined => None,
+            HostValue::Number(n) => Some(*n),
+            _ => return Err(invalid(format!("{M}: options.fpp must be a number"))),
+        },
+        tokenizer: word("tokenizer")?
+            .map(|s| Tokenizer::parse(&s))
+            .transpose()?,
+        positions: match o.get("positions") {
+            HostValue::Undefined => None,
+            _ => Some(flag(o, M, "positions")?),
+        },
+        metric: word("metric")?.map(|s| MetricName::parse(&s)).transpose()?,
+        m: small("m", "2..=64")?,
+        ef_construction: small("efConstruction", "8..=2000")?,
+    })
+}
+
 /// The elements of an array argument, or `E_INVALID` naming it.
 pub fn array<'a>(v: &'a HostValue, method: &str, name: &str) -> Result<&'a [HostValue]> {
     match v {

@@ -219,11 +219,7 @@ impl BitmapDirectory {
         sha256_hex: Option<&str>,
         dir_offset: u64,
     ) -> Result<Self, BlobError> {
-        if let Some(h) = sha256_hex {
-            if !hex::encode(Sha256::digest(bytes)).eq_ignore_ascii_case(h) {
-                return Err(BlobError::Checksum("directory"));
-            }
-        }
+        super::blob::check_sha256(bytes, sha256_hex, "directory")?;
         let mut pos = 0usize;
         let n = get_varint(bytes, &mut pos)?;
         // Each value takes at least 20 bytes: bound the allocation by the input.
@@ -335,6 +331,75 @@ pub fn read_entries(blob: &[u8], mut f: impl FnMut(&[u8], u64)) -> Result<(), Bl
         }
     }
     Ok(())
+}
+
+/// The bitmap kind ([`super::kind::Kind`]): `=`, IN, IS NULL and counts on low-cardinality
+/// keys.
+pub struct Bitmap;
+
+static BITMAP: super::kind::About = super::kind::About {
+    answers: super::kind::Answers {
+        rows: true,
+        counts: true,
+        ..super::kind::Answers::NOTHING
+    },
+    options: &["maxCardinality"],
+    refuses_unique: Some(" (a unique key has one row per value: use an ordered index)"),
+    ..super::kind::About::new(super::IndexKind::Bitmap, "bitmap", BLOB_TYPE, "bitmap-v1")
+};
+
+impl super::kind::Kind for Bitmap {
+    fn about(&self) -> &'static super::kind::About {
+        &BITMAP
+    }
+    fn spec(&self, o: &super::IndexOptions) -> Result<super::IndexSpec, String> {
+        match o.max_cardinality {
+            None => Ok(super::IndexSpec::Bitmap {
+                max_cardinality: DEFAULT_MAX_CARDINALITY,
+            }),
+            Some(n) if (1..=MAX_CARDINALITY).contains(&n) => Ok(super::IndexSpec::Bitmap {
+                max_cardinality: n,
+            }),
+            Some(n) => Err(format!(
+                "maxCardinality {n} is outside 1..={MAX_CARDINALITY}; columns with more distinct values want an ordered index"
+            )),
+        }
+    }
+    fn write(
+        &self,
+        spec: &super::IndexSpec,
+        src: &super::kind::BlobSource<'_>,
+        entries: &mut dyn Iterator<Item = (&[u8], u64)>,
+    ) -> crate::error::Result<(Vec<u8>, super::blob::BlobMeta)> {
+        use crate::error::Error;
+        let limit = match spec {
+            super::IndexSpec::Bitmap { max_cardinality } => *max_cardinality,
+            _ => DEFAULT_MAX_CARDINALITY,
+        };
+        let blob = write(entries, limit).map_err(|e| match e {
+            WriteError::OverLimit { limit } => Error::Cardinality {
+                index: src.index.to_string(),
+                file: src.path.to_string(),
+                limit,
+            },
+            WriteError::PositionTooLarge(_) => Error::Limit {
+                what: "rows of a data file under a bitmap index",
+                count: src.record_count,
+                limit: 1 << 32,
+                remedy: "use an ordered index for files of more than 2^32 rows",
+            },
+            WriteError::Blob(b) => b.into(),
+        })?;
+        let meta = super::blob::BlobMeta {
+            values: Some(blob.cardinality),
+            ..super::blob::BlobMeta::new(blob.directory, &blob.directory_sha256, blob.positions)
+        }
+        .with_keys(&blob.min_key, &blob.max_key);
+        Ok((blob.bytes, meta))
+    }
+    fn read_entries(&self, blob: &[u8], f: &mut dyn FnMut(&[u8], u64)) -> Result<(), BlobError> {
+        read_entries(blob, f)
+    }
 }
 
 #[cfg(test)]

@@ -298,6 +298,71 @@ pub fn parse_stripes_trailer(t: &[u8], blob_len: u64) -> Result<(u64, u64), Blob
     Ok((files, blocks))
 }
 
+/// The default false-positive probability in parts per million (as definitions store it).
+pub const DEFAULT_FPP_PPM: u32 = 10_000;
+
+/// The bloom kind ([`super::kind::Kind`]): prunes files for `=`/IN on high-cardinality keys.
+pub struct Bloom;
+
+static BLOOM: super::kind::About = super::kind::About {
+    answers: super::kind::Answers {
+        prune: true,
+        ..super::kind::Answers::NOTHING
+    },
+    options: &["fpp"],
+    refuses_unique: Some(" (it cannot name the rows holding a key)"),
+    run: Some(super::kind::RunLayout::Striped),
+    ..super::kind::About::new(super::IndexKind::Bloom, "bloom", BLOB_TYPE, "bloom-v1")
+};
+
+impl super::kind::Kind for Bloom {
+    fn about(&self) -> &'static super::kind::About {
+        &BLOOM
+    }
+    fn spec(&self, o: &super::IndexOptions) -> Result<super::IndexSpec, String> {
+        match o.fpp {
+            None => Ok(super::IndexSpec::Bloom {
+                fpp_ppm: DEFAULT_FPP_PPM,
+            }),
+            Some(p) if (0.000_001..=0.5).contains(&p) => Ok(super::IndexSpec::Bloom {
+                fpp_ppm: (p * 1e6).round() as u32,
+            }),
+            Some(p) => Err(format!("fpp {p} is outside 0.000001..=0.5")),
+        }
+    }
+    fn write(
+        &self,
+        spec: &super::IndexSpec,
+        _: &super::kind::BlobSource<'_>,
+        entries: &mut dyn Iterator<Item = (&[u8], u64)>,
+    ) -> crate::error::Result<(Vec<u8>, super::blob::BlobMeta)> {
+        let mut keys: Vec<&[u8]> = Vec::new();
+        for (k, _) in entries {
+            if keys.last() != Some(&k) {
+                keys.push(k);
+            }
+        }
+        let fpp = f64::from(spec.fpp_ppm().unwrap_or(DEFAULT_FPP_PPM)) / 1e6;
+        let blob = write(keys.iter().copied(), fpp);
+        let meta = super::blob::BlobMeta {
+            blocks: Some(blob.blocks),
+            ..super::blob::BlobMeta::new(blob.pages.clone(), &blob.pages_sha256, blob.ndv)
+        }
+        .with_keys(&blob.min_key, &blob.max_key);
+        Ok((blob.bytes, meta))
+    }
+    fn excluded_keys(
+        &self,
+        blob: &[u8],
+        keys: &mut dyn Iterator<Item = &[u8]>,
+    ) -> Option<Result<u64, BlobError>> {
+        Some(bitset(blob).map(|bits| {
+            let filter = Sbbf::new(bits);
+            keys.filter(|k| !filter.check(*k)).count() as u64
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

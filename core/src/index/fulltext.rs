@@ -575,11 +575,7 @@ impl FulltextDirectory {
         sha256: Option<&str>,
         blob_length: u64,
     ) -> Result<FulltextDirectory, BlobError> {
-        if let Some(want) = sha256 {
-            if hex::encode(Sha256::digest(bytes)) != want {
-                return Err(BlobError::Checksum("full-text directory"));
-            }
-        }
+        super::blob::check_sha256(bytes, sha256, "full-text directory")?;
         if bytes.len() < DIRECTORY_HEADER || &bytes[..4] != DIRECTORY_MAGIC {
             return Err(BlobError::Corrupt("not a full-text directory"));
         }
@@ -1015,6 +1011,74 @@ pub fn read_all(blob: &[u8], directory: Range<u64>) -> Result<TermPostings, Blob
         }
     }
     Ok(out)
+}
+
+/// The full-text kind ([`super::kind::Kind`]): BM25 `search` over one string column.
+pub struct Fulltext;
+
+static FULLTEXT: super::kind::About = super::kind::About {
+    answers: super::kind::Answers {
+        search: true,
+        ..super::kind::Answers::NOTHING
+    },
+    input: super::kind::Input::Text,
+    options: &["tokenizer", "positions"],
+    verify_by_rebuild: true,
+    ..super::kind::About::new(
+        super::IndexKind::Fulltext,
+        "fulltext",
+        BLOB_TYPE,
+        "fulltext-v1",
+    )
+};
+
+impl super::kind::Kind for Fulltext {
+    fn about(&self) -> &'static super::kind::About {
+        &FULLTEXT
+    }
+    fn spec(&self, o: &super::IndexOptions) -> Result<super::IndexSpec, String> {
+        Ok(super::IndexSpec::Fulltext(FulltextSpec {
+            tokenizer: o.tokenizer.unwrap_or_default(),
+            positions: o.positions.unwrap_or(true),
+        }))
+    }
+    fn write(
+        &self,
+        spec: &super::IndexSpec,
+        src: &super::kind::BlobSource<'_>,
+        entries: &mut dyn Iterator<Item = (&[u8], u64)>,
+    ) -> crate::error::Result<(Vec<u8>, super::blob::BlobMeta)> {
+        let spec = spec.fulltext().unwrap_or_default();
+        let docs = docs_of_entries(entries)?;
+        let mut w = FulltextWriter::new(spec.tokenizer, spec.positions);
+        for (p, text) in &docs {
+            w.add(*p, text.as_deref())
+                .map_err(|_| crate::error::Error::Limit {
+                    what: "rows of a data file under a fulltext index",
+                    count: src.record_count,
+                    limit: 1 << 32,
+                    remedy: "split the data file",
+                })?;
+        }
+        drop(docs);
+        Ok(w.finish(src.record_count).into_parts())
+    }
+}
+
+impl FulltextBlob {
+    /// The blob's bytes and the facts the manifest records about it.
+    pub fn into_parts(self) -> (Vec<u8>, super::blob::BlobMeta) {
+        let meta = super::blob::BlobMeta {
+            text: Some(super::blob::TextStats {
+                docs: self.docs,
+                tokens: self.tokens,
+                terms: self.terms,
+            }),
+            ..super::blob::BlobMeta::new(self.directory, &self.directory_sha256, self.postings)
+        }
+        .with_keys(&self.min_term, &self.max_term);
+        (self.bytes, meta)
+    }
 }
 
 #[cfg(test)]

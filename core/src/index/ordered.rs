@@ -37,17 +37,7 @@ pub const DEFAULT_BLOCK_BYTES: usize = 16 * 1024;
 /// Largest key a blob may hold (matches the encoding's cap).
 pub const MAX_KEY_BYTES: usize = crate::values::MAX_KEY_BYTES;
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BlobError {
-    #[error("corrupt index blob: {0}")]
-    Corrupt(&'static str),
-    #[error("index blob checksum mismatch in {0}")]
-    Checksum(&'static str),
-    #[error("ordered index entries out of order at entry {0}")]
-    Unsorted(u64),
-    #[error("key of {0} bytes exceeds the ordered index's cap")]
-    KeyTooLarge(usize),
-}
+pub use super::blob::BlobError;
 
 /// A written blob and the facts the manifest records about it.
 #[derive(Clone, Debug)]
@@ -552,11 +542,7 @@ impl OrderedDirectory {
         sha256_hex: Option<&str>,
         dir_offset: u64,
     ) -> Result<Self, BlobError> {
-        if let Some(h) = sha256_hex {
-            if !hex::encode(Sha256::digest(bytes)).eq_ignore_ascii_case(h) {
-                return Err(BlobError::Checksum("directory"));
-            }
-        }
+        super::blob::check_sha256(bytes, sha256_hex, "directory")?;
         let mut pos = 0usize;
         let n = get_varint(bytes, &mut pos)?;
         // Each block ref takes at least 20 bytes: bound the allocation by the input.
@@ -734,6 +720,50 @@ pub fn in_bounds(key: &[u8], lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
         Bound::Unbounded => true,
     };
     lo && hi
+}
+
+/// The ordered kind ([`super::kind::Kind`]): `=`, IN, ranges and IS NULL on any key.
+pub struct Ordered;
+
+static ORDERED: super::kind::About = super::kind::About {
+    answers: super::kind::Answers {
+        rows: true,
+        ..super::kind::Answers::NOTHING
+    },
+    refuses_unique: None,
+    run: Some(super::kind::RunLayout::Merged),
+    ..super::kind::About::new(
+        super::IndexKind::Ordered,
+        "ordered",
+        BLOB_TYPE,
+        "ordered-v1",
+    )
+};
+
+impl super::kind::Kind for Ordered {
+    fn about(&self) -> &'static super::kind::About {
+        &ORDERED
+    }
+    fn spec(&self, _: &super::IndexOptions) -> Result<super::IndexSpec, String> {
+        Ok(super::IndexSpec::Ordered)
+    }
+    fn write(
+        &self,
+        _: &super::IndexSpec,
+        src: &super::kind::BlobSource<'_>,
+        entries: &mut dyn Iterator<Item = (&[u8], u64)>,
+    ) -> crate::error::Result<(Vec<u8>, super::blob::BlobMeta)> {
+        let mut bw = OrderedBlobWriter::new(src.block_bytes);
+        bw.reserve(src.size_hint);
+        bw.push_all(entries)?;
+        let blob = bw.finish();
+        let meta = super::blob::BlobMeta::new(blob.directory, &blob.directory_sha256, blob.entries)
+            .with_keys(&blob.min_key, &blob.max_key);
+        Ok((blob.bytes, meta))
+    }
+    fn read_entries(&self, blob: &[u8], f: &mut dyn FnMut(&[u8], u64)) -> Result<(), BlobError> {
+        read_entries(blob, f)
+    }
 }
 
 #[cfg(test)]

@@ -435,11 +435,7 @@ impl VectorDirectory {
         sha256: Option<&str>,
         blob_length: u64,
     ) -> Result<VectorDirectory, BlobError> {
-        if let Some(want) = sha256 {
-            if !hex::encode(Sha256::digest(bytes)).eq_ignore_ascii_case(want) {
-                return Err(BlobError::Checksum("vector directory"));
-            }
-        }
+        super::blob::check_sha256(bytes, sha256, "vector directory")?;
         let mut c = Cur { b: bytes, at: 0 };
         if c.take(4)? != DIRECTORY_MAGIC {
             return Err(BlobError::Corrupt("not a vector directory"));
@@ -763,6 +759,78 @@ pub fn directory_range(blob: &[u8]) -> Result<Range<usize>, BlobError> {
         return Err(BlobError::Corrupt("vector directory offset"));
     }
     Ok(d0 as usize..at)
+}
+
+/// The vector kind ([`super::kind::Kind`]): k-nearest-neighbour `nearest` over one vector
+/// column.
+pub struct Vector;
+
+static VECTOR: super::kind::About = super::kind::About {
+    answers: super::kind::Answers {
+        nearest: true,
+        ..super::kind::Answers::NOTHING
+    },
+    input: super::kind::Input::Vector,
+    options: &["metric", "m", "efConstruction"],
+    verify_by_rebuild: true,
+    ..super::kind::About::new(super::IndexKind::Vector, "vector", BLOB_TYPE, "hnsw-tq8-v1")
+};
+
+impl super::kind::Kind for Vector {
+    fn about(&self) -> &'static super::kind::About {
+        &VECTOR
+    }
+    fn spec(&self, o: &super::IndexOptions) -> Result<super::IndexSpec, String> {
+        if let Some(m) = o.m.filter(|m| !(2..=64).contains(m)) {
+            return Err(format!("m {m} is outside 2..=64"));
+        }
+        if let Some(e) = o.ef_construction.filter(|e| !(8..=2000).contains(e)) {
+            return Err(format!("efConstruction {e} is outside 8..=2000"));
+        }
+        let metric = o.metric.unwrap_or_default();
+        Ok(super::IndexSpec::Vector(VectorSpec {
+            metric,
+            m: o.m.unwrap_or(DEFAULT_M),
+            ef_construction: o.ef_construction.unwrap_or(default_ef_construction(metric)),
+        }))
+    }
+    fn write(
+        &self,
+        spec: &super::IndexSpec,
+        src: &super::kind::BlobSource<'_>,
+        entries: &mut dyn Iterator<Item = (&[u8], u64)>,
+    ) -> crate::error::Result<(Vec<u8>, super::blob::BlobMeta)> {
+        let mut vs: Vec<(u64, Option<Vec<f32>>)> =
+            entries.map(|(k, p)| (p, vector_of_entry(k))).collect();
+        vs.sort_unstable_by_key(|v| v.0);
+        write_blob(spec, src, &vs)
+    }
+}
+
+/// The blob of one data file's vectors (by position, in order), and the facts the manifest
+/// records about it.
+pub fn write_blob(
+    spec: &super::IndexSpec,
+    src: &super::kind::BlobSource<'_>,
+    vs: &[(u64, Option<Vec<f32>>)],
+) -> crate::error::Result<(Vec<u8>, super::blob::BlobMeta)> {
+    {
+        let spec = spec.vector().unwrap_or_default();
+        let blob = write(&spec, src.record_count, vs).map_err(|e| {
+            crate::error::Error::Invalid(format!(
+                "vector index {} over {}: {e}",
+                src.index, src.path
+            ))
+        })?;
+        let meta = super::blob::BlobMeta {
+            dim: vs
+                .iter()
+                .find_map(|(_, v)| v.as_ref())
+                .and_then(|v| u32::try_from(v.len()).ok()),
+            ..super::blob::BlobMeta::new(blob.directory.clone(), &blob.directory_sha256, blob.nodes)
+        };
+        Ok((blob.bytes, meta))
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use super::{check_range, BoxFut, IoCounters, IoError, Location, ObjectMeta, RangeReader};
+use super::{check_range, BoxFut, IoCounters, IoError, Location, RangeReader, Reply, Request};
 
 type ObjectKey = (Arc<str>, Option<Arc<str>>);
 
@@ -134,88 +134,41 @@ impl<R: RangeReader + ?Sized> CachedReader<R> {
     fn key(loc: &Location) -> ObjectKey {
         (loc.path.clone(), loc.version.clone())
     }
-
-    /// Counts a tail read (suffix or known-size) and keeps its bytes at their offset.
-    fn keep_tail(&self, loc: &Location, (bytes, meta): (Bytes, ObjectMeta)) -> (Bytes, ObjectMeta) {
-        self.counters.record_request(bytes.len() as u64);
-        let start = meta.size - bytes.len() as u64;
-        self.state.lock().expect("cache lock").insert(
-            Self::key(loc),
-            start,
-            bytes.clone(),
-            self.budget,
-        );
-        (bytes, meta)
-    }
 }
 
 impl<R: RangeReader + ?Sized> RangeReader for CachedReader<R> {
-    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
-        self.inner.head(loc)
-    }
-
-    fn read_range<'a>(
-        &'a self,
-        loc: &'a Location,
-        range: Range<u64>,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
+    fn fetch<'a>(&'a self, loc: &'a Location, req: Request) -> BoxFut<'a, Result<Reply, IoError>> {
         Box::pin(async move {
-            check_range(loc, &range)?;
             let key = Self::key(loc);
-            if let Some(b) = self.state.lock().expect("cache lock").lookup(&key, &range) {
-                self.counters.record_hit();
-                return Ok(b);
-            }
+            let start = match &req {
+                Request::Head => return self.inner.fetch(loc, req).await,
+                Request::Range(range) => {
+                    check_range(loc, range)?;
+                    if let Some(b) = self.state.lock().expect("cache lock").lookup(&key, range) {
+                        self.counters.record_hit();
+                        return Ok(Reply::bytes(b));
+                    }
+                    Some(range.start)
+                }
+                Request::All(_) => Some(0),
+                // Where a tail starts is known once it is read.
+                Request::Suffix(_) | Request::Tail { .. } => None,
+            };
             self.counters.record_miss();
-            let bytes = self.inner.read_range(loc, range.clone()).await?;
-            self.counters.record_request(bytes.len() as u64);
+            let reply = self.inner.fetch(loc, req).await?;
+            self.counters.record_request(reply.bytes.len() as u64);
+            let start = match (start, &reply.meta) {
+                (Some(s), _) => s,
+                (None, Some(m)) => m.size - reply.bytes.len() as u64,
+                (None, None) => return Ok(reply),
+            };
             self.state.lock().expect("cache lock").insert(
                 key,
-                range.start,
-                bytes.clone(),
+                start,
+                reply.bytes.clone(),
                 self.budget,
             );
-            Ok(bytes)
-        })
-    }
-
-    fn read_suffix<'a>(
-        &'a self,
-        loc: &'a Location,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(async move {
-            self.counters.record_miss();
-            let tail = self.inner.read_suffix(loc, len).await?;
-            Ok(self.keep_tail(loc, tail))
-        })
-    }
-
-    fn read_tail<'a>(
-        &'a self,
-        loc: &'a Location,
-        expected_size: u64,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(async move {
-            self.counters.record_miss();
-            let tail = self.inner.read_tail(loc, expected_size, len).await?;
-            Ok(self.keep_tail(loc, tail))
-        })
-    }
-
-    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
-            self.counters.record_miss();
-            let bytes = self.inner.read_all(loc).await?;
-            self.counters.record_request(bytes.len() as u64);
-            self.state.lock().expect("cache lock").insert(
-                Self::key(loc),
-                0,
-                bytes.clone(),
-                self.budget,
-            );
-            Ok(bytes)
+            Ok(reply)
         })
     }
 

@@ -1,12 +1,14 @@
 //! An in-memory [`RangeReader`]: objects held as `Bytes`, each `put` a new version.
 
 use std::collections::HashMap;
-use std::ops::Range;
 use std::sync::RwLock;
 
 use bytes::Bytes;
 
-use super::{check_range, BoxFut, IoCounters, IoError, Location, ObjectMeta, RangeReader};
+use super::{
+    at_most, check_range, BoxFut, IoCounters, IoError, Location, ObjectMeta, RangeReader, Reply,
+    Request,
+};
 
 /// Objects in memory. Versions are `"1"`, `"2"`, … per path, bumped by every [`put`].
 ///
@@ -57,59 +59,28 @@ impl MemoryReader {
 }
 
 impl RangeReader for MemoryReader {
-    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
+    fn fetch<'a>(&'a self, loc: &'a Location, req: Request) -> BoxFut<'a, Result<Reply, IoError>> {
         Box::pin(async move {
-            let (bytes, version) = self.get(loc)?;
-            self.counters.record_request(0);
-            Ok(ObjectMeta {
-                size: bytes.len() as u64,
-                version: Some(version),
-            })
-        })
-    }
-
-    fn read_range<'a>(
-        &'a self,
-        loc: &'a Location,
-        range: Range<u64>,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
-            check_range(loc, &range)?;
-            let (bytes, _) = self.get(loc)?;
-            let size = bytes.len() as u64;
-            if range.end > size {
-                return Err(super::past_end(loc, &range, size));
+            if let Request::Range(r) = &req {
+                check_range(loc, r)?;
             }
-            self.counters.record_request(range.end - range.start);
-            Ok(bytes.slice(range.start as usize..range.end as usize))
-        })
-    }
-
-    fn read_suffix<'a>(
-        &'a self,
-        loc: &'a Location,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(async move {
             let (bytes, version) = self.get(loc)?;
             let size = bytes.len() as u64;
-            let start = size.saturating_sub(len);
-            self.counters.record_request(size - start);
-            Ok((
-                bytes.slice(start as usize..),
-                ObjectMeta {
-                    size,
-                    version: Some(version),
-                },
-            ))
-        })
-    }
-
-    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
-            let (bytes, _) = self.get(loc)?;
-            self.counters.record_request(bytes.len() as u64);
-            Ok(bytes)
+            let meta = ObjectMeta {
+                size,
+                version: Some(version),
+            };
+            let reply = match req {
+                Request::Head => Reply::meta(meta),
+                Request::Range(r) if r.end > size => return Err(super::past_end(loc, &r, size)),
+                Request::Range(r) => Reply::bytes(bytes.slice(r.start as usize..r.end as usize)),
+                Request::Suffix(len) | Request::Tail { len, .. } => {
+                    Reply::tail(bytes.slice(size.saturating_sub(len) as usize..), meta)
+                }
+                Request::All(max) => Reply::bytes(at_most(loc, bytes, max)?),
+            };
+            self.counters.record_request(reply.bytes.len() as u64);
+            Ok(reply)
         })
     }
 

@@ -205,6 +205,14 @@ pub struct IoCounters {
     cache_misses: AtomicU64,
 }
 
+/// The counters of a reader that counts nothing.
+static UNCOUNTED: IoCounters = IoCounters {
+    requests: AtomicU64::new(0),
+    bytes: AtomicU64::new(0),
+    cache_hits: AtomicU64::new(0),
+    cache_misses: AtomicU64::new(0),
+};
+
 /// A snapshot of [`IoCounters`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IoStats {
@@ -247,65 +255,143 @@ impl IoCounters {
     }
 }
 
-/// Reads bytes of objects by range.
+/// One request a [`RangeReader`] answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// The object's metadata.
+    Head,
+    /// Exactly the bytes of the range.
+    Range(Range<u64>),
+    /// The last `min(n, size)` bytes, and the object's metadata.
+    Suffix(u64),
+    /// The last `min(len, size)` bytes of an object expected to be `expected_size` bytes
+    /// long, and its metadata as it is now (see [`RangeReader::read_tail`]); a reader without
+    /// a reason to differ answers it as [`Request::Suffix`].
+    Tail { expected_size: u64, len: u64 },
+    /// The whole object; with a bound, [`IoError::TooLarge`] past it, enforced while reading.
+    All(Option<u64>),
+}
+
+/// What a [`Request`] returns: the bytes (none for [`Request::Head`]) and, for `Head`,
+/// `Suffix` and `Tail`, the object's metadata.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub bytes: Bytes,
+    pub meta: Option<ObjectMeta>,
+}
+
+impl Reply {
+    pub fn bytes(bytes: Bytes) -> Reply {
+        Reply { bytes, meta: None }
+    }
+
+    pub fn meta(meta: ObjectMeta) -> Reply {
+        Reply {
+            bytes: Bytes::new(),
+            meta: Some(meta),
+        }
+    }
+
+    pub fn tail(bytes: Bytes, meta: ObjectMeta) -> Reply {
+        Reply {
+            bytes,
+            meta: Some(meta),
+        }
+    }
+
+    /// The metadata a `Head`, `Suffix` or `Tail` reply must carry.
+    fn need_meta(self, loc: &Location) -> Result<(Bytes, ObjectMeta), IoError> {
+        match self.meta {
+            Some(m) => Ok((self.bytes, m)),
+            None => Err(IoError::Other {
+                path: loc.path.to_string(),
+                message: "the reader answered without the object's metadata".into(),
+                source: None,
+            }),
+        }
+    }
+}
+
+/// [`IoError::TooLarge`] when `bytes` exceed `max` (for readers whose objects are already in
+/// memory; a reader that streams enforces the bound while reading).
+pub fn at_most(loc: &Location, bytes: Bytes, max: Option<u64>) -> Result<Bytes, IoError> {
+    match max {
+        Some(max) if bytes.len() as u64 > max => Err(IoError::TooLarge {
+            path: loc.path.to_string(),
+            max,
+        }),
+        _ => Ok(bytes),
+    }
+}
+
+/// Reads bytes of objects by range. A reader implements one method, [`RangeReader::fetch`];
+/// every other read is built on it.
 ///
 /// Contract:
-/// - `read_range` returns exactly `range.end - range.start` bytes or an error; an empty or
+/// - `Range` returns exactly `range.end - range.start` bytes or an error; an empty or
 ///   inverted range is [`IoError::InvalidRange`], a range past the end [`IoError::OutOfRange`].
-/// - `read_suffix(loc, n)` returns the last `min(n, size)` bytes and the object's metadata, in
-///   ONE request where the store supports suffix ranges (HTTP `Range: bytes=-n`).
+/// - `Suffix(n)` returns the last `min(n, size)` bytes and the object's metadata, in ONE
+///   request where the store supports suffix ranges (HTTP `Range: bytes=-n`).
+/// - `All(Some(max))` never buffers more than `max` bytes before failing
+///   [`IoError::TooLarge`].
 /// - A location with a version fails [`IoError::Changed`] when the object is at another
 ///   version (where the store can tell).
-/// - Every request made to the backing store is counted in [`RangeReader::counters`].
+/// - A reader that counts requests made to its backing store reports them in
+///   [`RangeReader::counters`] (routers count once, in `fetch`; [`CachedReader`] counts
+///   hits and misses).
 pub trait RangeReader: MaybeSend + MaybeSync {
-    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>>;
+    /// Answers one request.
+    fn fetch<'a>(&'a self, loc: &'a Location, req: Request) -> BoxFut<'a, Result<Reply, IoError>>;
+
+    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
+        Box::pin(async move { Ok(self.fetch(loc, Request::Head).await?.need_meta(loc)?.1) })
+    }
     fn read_range<'a>(
         &'a self,
         loc: &'a Location,
         range: Range<u64>,
-    ) -> BoxFut<'a, Result<Bytes, IoError>>;
+    ) -> BoxFut<'a, Result<Bytes, IoError>> {
+        Box::pin(async move { Ok(self.fetch(loc, Request::Range(range)).await?.bytes) })
+    }
     fn read_suffix<'a>(
         &'a self,
         loc: &'a Location,
         len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>>;
+    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
+        Box::pin(async move { self.fetch(loc, Request::Suffix(len)).await?.need_meta(loc) })
+    }
     /// The last `min(n, size)` bytes of an object expected to be `expected_size` bytes long,
     /// and its metadata as it is now. Readers whose suffix requests are fragile (HTTP behind a
     /// browser cache turns `bytes=-n` into an unsatisfiable `bytes=<start>-n` once part of
-    /// the object is cached) override this with an absolute range and re-read at the real
-    /// size when the object is no longer `expected_size` bytes; the default is
-    /// [`RangeReader::read_suffix`].
+    /// the object is cached) answer [`Request::Tail`] with an absolute range and re-read at
+    /// the real size when the object is no longer `expected_size` bytes.
     fn read_tail<'a>(
         &'a self,
         loc: &'a Location,
         expected_size: u64,
         len: u64,
     ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        let _ = expected_size;
-        self.read_suffix(loc, len)
+        Box::pin(async move {
+            self.fetch(loc, Request::Tail { expected_size, len })
+                .await?
+                .need_meta(loc)
+        })
     }
-    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>>;
+    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
+        Box::pin(async move { Ok(self.fetch(loc, Request::All(None)).await?.bytes) })
+    }
     /// Reads a whole object of at most `max` bytes, or fails [`IoError::TooLarge`].
-    /// Implementations enforce the bound while reading (declared size first, then a running
-    /// count), never after buffering more; this default is for readers whose objects are
-    /// already in memory.
     fn read_all_max<'a>(
         &'a self,
         loc: &'a Location,
         max: u64,
     ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
-            let b = self.read_all(loc).await?;
-            if b.len() as u64 > max {
-                return Err(IoError::TooLarge {
-                    path: loc.path.to_string(),
-                    max,
-                });
-            }
-            Ok(b)
-        })
+        Box::pin(async move { Ok(self.fetch(loc, Request::All(Some(max))).await?.bytes) })
     }
-    fn counters(&self) -> &IoCounters;
+    /// This reader's counters (a reader that counts nothing reports zeros).
+    fn counters(&self) -> &IoCounters {
+        &UNCOUNTED
+    }
 
     /// Largest gap between two ranges that [`RangeReader::read_ranges`] bridges.
     fn coalesce_gap(&self) -> u64 {

@@ -9,7 +9,9 @@ use ::object_store::path::Path;
 use ::object_store::{GetOptions, GetRange, ObjectStore};
 use bytes::Bytes;
 
-use super::{check_range, BoxFut, IoCounters, IoError, Location, ObjectMeta, RangeReader};
+use super::{
+    check_range, BoxFut, IoCounters, IoError, Location, ObjectMeta, RangeReader, Reply, Request,
+};
 
 /// Largest range of a local file read in place on the calling task (see
 /// [`ObjectStoreReader::from_url`]); larger ones go through the store's blocking pool.
@@ -227,9 +229,9 @@ fn meta(m: &::object_store::ObjectMeta) -> ObjectMeta {
     }
 }
 
-impl RangeReader for ObjectStoreReader {
-    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
-        Box::pin(self.timed(loc, async move {
+impl ObjectStoreReader {
+    async fn head_of(&self, loc: &Location) -> Result<ObjectMeta, IoError> {
+        self.timed(loc, async move {
             let path = self.resolve(&loc.path)?;
             let opts = GetOptions {
                 head: true,
@@ -242,15 +244,12 @@ impl RangeReader for ObjectStoreReader {
                 .map_err(|e| map_err(loc, e))?;
             self.counters.record_request(0);
             Ok(meta(&r.meta))
-        }))
+        })
+        .await
     }
 
-    fn read_range<'a>(
-        &'a self,
-        loc: &'a Location,
-        range: Range<u64>,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(self.timed(loc, async move {
+    async fn range_of(&self, loc: &Location, range: Range<u64>) -> Result<Bytes, IoError> {
+        self.timed(loc, async move {
             check_range(loc, &range)?;
             let path = self.resolve(&loc.path)?;
             #[cfg(unix)]
@@ -291,15 +290,12 @@ impl RangeReader for ObjectStoreReader {
                 return Err(super::past_end(loc, &range, size));
             }
             Ok(bytes)
-        }))
+        })
+        .await
     }
 
-    fn read_suffix<'a>(
-        &'a self,
-        loc: &'a Location,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(self.timed(loc, async move {
+    async fn suffix_of(&self, loc: &Location, len: u64) -> Result<Reply, IoError> {
+        self.timed(loc, async move {
             let path = self.resolve(&loc.path)?;
             let opts = Self::opts(loc, Some(GetRange::Suffix(len)));
             let r = self
@@ -310,20 +306,13 @@ impl RangeReader for ObjectStoreReader {
             let m = meta(&r.meta);
             let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
             self.counters.record_request(bytes.len() as u64);
-            Ok((bytes, m))
-        }))
+            Ok(Reply::tail(bytes, m))
+        })
+        .await
     }
 
-    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        self.read_all_max(loc, u64::MAX)
-    }
-
-    fn read_all_max<'a>(
-        &'a self,
-        loc: &'a Location,
-        max: u64,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(self.timed(loc, async move {
+    async fn all_of(&self, loc: &Location, max: u64) -> Result<Bytes, IoError> {
+        self.timed(loc, async move {
             let path = self.resolve(&loc.path)?;
             let r = self
                 .store
@@ -346,7 +335,23 @@ impl RangeReader for ObjectStoreReader {
                 });
             }
             Ok(bytes)
-        }))
+        })
+        .await
+    }
+}
+
+impl RangeReader for ObjectStoreReader {
+    fn fetch<'a>(&'a self, loc: &'a Location, req: Request) -> BoxFut<'a, Result<Reply, IoError>> {
+        Box::pin(async move {
+            match req {
+                Request::Head => Ok(Reply::meta(self.head_of(loc).await?)),
+                Request::Range(r) => Ok(Reply::bytes(self.range_of(loc, r).await?)),
+                Request::Suffix(len) | Request::Tail { len, .. } => self.suffix_of(loc, len).await,
+                Request::All(max) => Ok(Reply::bytes(
+                    self.all_of(loc, max.unwrap_or(u64::MAX)).await?,
+                )),
+            }
+        })
     }
 
     fn counters(&self) -> &IoCounters {

@@ -6,7 +6,6 @@ use object_store::prefix::PrefixStore;
 use object_store::ObjectStore;
 
 use super::{IoError, ObjectStoreReader, Source};
-use crate::error::{Error, Result};
 
 /// Options for opening an overlay (`Overlay::open`, `OverlayReader::open`).
 #[derive(Clone, Debug, Default)]
@@ -22,10 +21,10 @@ pub struct OpenOptions {
 
 /// An object-store failure as an I/O error, keeping the path it names (when it names one)
 /// and the store's own message.
-pub(crate) fn store_err(e: object_store::Error) -> Error {
+pub(crate) fn store_err(e: object_store::Error) -> IoError {
     use object_store::Error as E;
     if let E::NotFound { path, .. } = &e {
-        return Error::Io(IoError::NotFound { path: path.clone() });
+        return IoError::NotFound { path: path.clone() };
     }
     let path = match &e {
         E::AlreadyExists { path, .. }
@@ -35,11 +34,11 @@ pub(crate) fn store_err(e: object_store::Error) -> Error {
         | E::Unauthenticated { path, .. } => path.clone(),
         _ => String::new(),
     };
-    Error::Io(IoError::Other {
+    IoError::Other {
         path,
         message: e.to_string(),
         source: Source::new(e),
-    })
+    }
 }
 
 /// The overlay's object store rooted at its prefix.
@@ -47,7 +46,7 @@ pub(crate) fn open_store(
     url: &str,
     options: &[(String, String)],
     create: bool,
-) -> Result<Arc<dyn ObjectStore>> {
+) -> Result<Arc<dyn ObjectStore>, IoError> {
     let parsed = url::Url::parse(url).map_err(|e| IoError::InvalidUrl {
         url: url.into(),
         reason: e.to_string(),
@@ -66,8 +65,7 @@ pub(crate) fn open_store(
         } else if !dir.is_dir() {
             return Err(IoError::NotFound {
                 path: dir.display().to_string(),
-            }
-            .into());
+            });
         }
         let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
             .map_err(store_err)?
@@ -88,21 +86,22 @@ pub(crate) fn open_store(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn store_errors_keep_their_path_and_source() {
         assert_eq!(
-            store_err(object_store::Error::NotFound {
+            Error::from(store_err(object_store::Error::NotFound {
                 path: "manifests/HEAD".into(),
                 source: "gone".into(),
-            })
+            }))
             .code(),
             "E_NOT_FOUND"
         );
-        let e = store_err(object_store::Error::PermissionDenied {
+        let e = Error::from(store_err(object_store::Error::PermissionDenied {
             path: "manifests/HEAD".into(),
             source: "no".into(),
-        });
+        }));
         match &e {
             Error::Io(IoError::Other { path, source, .. }) => {
                 assert_eq!(path, "manifests/HEAD");

@@ -2,12 +2,11 @@
 //! overlay reads data files that live wherever their table lives.
 
 use std::collections::HashMap;
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-
-use super::{BoxFut, IoCounters, IoError, Location, ObjectMeta, ObjectStoreReader, RangeReader};
+use super::{
+    BoxFut, IoCounters, IoError, Location, ObjectStoreReader, RangeReader, Reply, Request,
+};
 
 /// Reads objects by full URL, one [`ObjectStoreReader`] per scheme + authority.
 pub struct UrlReader {
@@ -69,69 +68,12 @@ fn percent_decode(s: &str) -> String {
 }
 
 impl RangeReader for UrlReader {
-    fn head<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<ObjectMeta, IoError>> {
+    fn fetch<'a>(&'a self, loc: &'a Location, req: Request) -> BoxFut<'a, Result<Reply, IoError>> {
         Box::pin(async move {
             let (s, l) = self.resolve(loc)?;
-            let m = s.head(&l).await?;
-            self.counters.record_request(0);
-            Ok(m)
-        })
-    }
-    fn read_range<'a>(
-        &'a self,
-        loc: &'a Location,
-        range: Range<u64>,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
-            let (s, l) = self.resolve(loc)?;
-            let b = s.read_range(&l, range).await?;
-            self.counters.record_request(b.len() as u64);
-            Ok(b)
-        })
-    }
-    fn read_suffix<'a>(
-        &'a self,
-        loc: &'a Location,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(async move {
-            let (s, l) = self.resolve(loc)?;
-            let r = s.read_suffix(&l, len).await?;
-            self.counters.record_request(r.0.len() as u64);
-            Ok(r)
-        })
-    }
-    fn read_tail<'a>(
-        &'a self,
-        loc: &'a Location,
-        expected_size: u64,
-        len: u64,
-    ) -> BoxFut<'a, Result<(Bytes, ObjectMeta), IoError>> {
-        Box::pin(async move {
-            let (s, l) = self.resolve(loc)?;
-            let r = s.read_tail(&l, expected_size, len).await?;
-            self.counters.record_request(r.0.len() as u64);
-            Ok(r)
-        })
-    }
-    fn read_all<'a>(&'a self, loc: &'a Location) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
-            let (s, l) = self.resolve(loc)?;
-            let b = s.read_all(&l).await?;
-            self.counters.record_request(b.len() as u64);
-            Ok(b)
-        })
-    }
-    fn read_all_max<'a>(
-        &'a self,
-        loc: &'a Location,
-        max: u64,
-    ) -> BoxFut<'a, Result<Bytes, IoError>> {
-        Box::pin(async move {
-            let (s, l) = self.resolve(loc)?;
-            let b = s.read_all_max(&l, max).await?;
-            self.counters.record_request(b.len() as u64);
-            Ok(b)
+            let reply = s.fetch(&l, req).await?;
+            self.counters.record_request(reply.bytes.len() as u64);
+            Ok(reply)
         })
     }
     fn counters(&self) -> &IoCounters {

@@ -13,13 +13,13 @@ use crate::formats::lineage::RejectReason;
 use crate::formats::manifest::IndexManifest;
 use crate::index::bitmap::{decode_bitmap, BitmapDirectory};
 use crate::io::Location;
-use crate::read::lookup::{index_io, BlobRef, Lookup, Probe};
+use crate::read::blob::{index_io, BlobRef, Blobs, Probe};
 
 /// Most positions a probe of one bitmap blob expands into entries (a bound on what a query
 /// allocates; larger answers are counted, or refused by the query's row limit first).
 pub const MAX_EXPANDED_POSITIONS: u64 = 1 << 26;
 
-impl Lookup<'_> {
+impl Blobs<'_> {
     /// The blob's directory: cached, or read (one range request), verified against the
     /// manifest's SHA-256 and cached.
     pub(crate) async fn bitmap_directory(
@@ -79,7 +79,7 @@ impl Lookup<'_> {
         if b.ordered.min_key.is_none() && b.ordered.max_key.is_none() {
             return Ok(None); // an empty blob
         }
-        if !crate::read::lookup::reaches(b.ordered, &probe.ranges) {
+        if !crate::read::blob::reaches(b.ordered, &probe.ranges) {
             return Ok(None);
         }
         let dir = self.bitmap_directory(b).await?;

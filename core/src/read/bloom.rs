@@ -8,10 +8,9 @@
 
 use std::collections::HashMap;
 
-use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
+use crate::formats::lineage::{GateDecision, RejectReason, Rejection};
 use crate::formats::manifest::{IndexFileEntry, IndexManifest, TableManifest};
 use crate::index::bloom::{self, BloomPages};
-use crate::index::IndexKind;
 use crate::io::Location;
 use crate::read::lookup::{index_io, reaches, run_coverage, Lookup, FILE_WINDOW};
 use crate::read::predicate::Predicate;
@@ -93,11 +92,7 @@ impl Lookup<'_> {
             .filter(|(i, _)| !covered[*i])
             .filter_map(|(i, f)| {
                 let e = by_file.get(&f.file_id)?;
-                matches!(
-                    ReadGate::check(&f.path, Some(&e.lineage), Some(&f.facts()), t.snapshot),
-                    GateDecision::Accept
-                )
-                .then_some((i, *e))
+                matches!(e.gate(f, t.snapshot), GateDecision::Accept).then_some((i, *e))
             })
             .collect();
         for window in todo.chunks(FILE_WINDOW) {
@@ -282,7 +277,7 @@ pub(crate) fn bloom_candidate<'m>(
             continue;
         }
         for ix in t.indexes.iter().filter(|ix| {
-            ix.state.serves() && ix.kind == IndexKind::Bloom && ix.fields.as_slice() == [c.field_id]
+            ix.state.serves() && ix.kind().answers().prune && ix.fields.as_slice() == [c.field_id]
         }) {
             let mut keys = Vec::with_capacity(values.len());
             for v in &values {

@@ -17,9 +17,8 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
+use crate::formats::lineage::{GateDecision, RejectReason, Rejection};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, TableManifest};
-use crate::index::IndexKind;
 use crate::io::Location;
 use crate::read::lookup::{reads_at, BlobRef, Lookup, Probe, FILE_WINDOW};
 use crate::read::plan::{plan_index, IndexPlan, Query, QueryStats};
@@ -62,7 +61,7 @@ impl Lookup<'_> {
         if let Some(cols) = columns.as_ref().filter(|c| !c.is_empty()) {
             let first = &cols[0].plan;
             stats.index = Some(first.index.name.clone());
-            stats.index_kind = Some(first.index.kind.to_string());
+            stats.index_kind = Some(first.index.kind().to_string());
             stats.index_columns = cols
                 .iter()
                 .map(|c| pred.columns[c.column].name.clone())
@@ -78,7 +77,7 @@ impl Lookup<'_> {
         if let Some(b) = bloom {
             if let Some(ix) = b.index {
                 stats.index = Some(ix.name.clone());
-                stats.index_kind = Some(ix.kind.to_string());
+                stats.index_kind = Some(ix.kind().to_string());
             }
             stats.rejections.extend(b.rejections);
             pruned = b.pruned;
@@ -113,13 +112,14 @@ impl Lookup<'_> {
             };
             let mut best: Option<IndexPlan<'m>> = None;
             for ix in t.indexes.iter().filter(|ix| {
-                ix.state.serves() && ix.kind.has_positions() && ix.fields.as_slice() == [c.field_id]
+                ix.state.serves()
+                    && ix.kind().has_positions()
+                    && ix.fields.as_slice() == [c.field_id]
             }) {
                 let Some(p) = plan_index(ix, &one)? else {
                     continue;
                 };
-                let rank =
-                    |p: &IndexPlan| (p.index.kind != IndexKind::Bitmap, p.index.name.clone());
+                let rank = |p: &IndexPlan| (!p.index.kind().answers().counts, p.index.name.clone());
                 if best.as_ref().is_none_or(|b| rank(&p) < rank(b)) {
                     best = Some(p);
                 }
@@ -248,9 +248,7 @@ impl Lookup<'_> {
             let Some(e) = c.by_file.get(&f.file_id) else {
                 return Ok(Err(reject(RejectReason::Missing)));
             };
-            if let GateDecision::Reject(r) =
-                ReadGate::check(&f.path, Some(&e.lineage), Some(&f.facts()), t.snapshot)
-            {
+            if let GateDecision::Reject(r) = e.gate(f, t.snapshot) {
                 return Ok(Err(r));
             }
             let cp = &pred.columns[c.column];
@@ -258,69 +256,62 @@ impl Lookup<'_> {
                 ranges: c.plan.ranges.clone(),
                 filter: None,
             };
-            let set = match ix.kind {
-                IndexKind::Bitmap => {
-                    let b = BlobRef::of(e);
-                    let selected = match self.bitmap_values(ix, &b, &probe).await {
-                        Ok(s) => s,
-                        Err(r) => return Ok(Err(reject(r))),
-                    };
-                    let Some((dir, values)) = selected else {
-                        return Ok(Ok(0));
-                    };
-                    // The probe's ranges are a superset (exclusive bounds widen): each value
-                    // is checked against the column's conditions.
-                    let mut kept = Vec::with_capacity(values.len());
-                    for i in values {
-                        match ix.key.decode(&dir.values[i].key) {
-                            Ok(v) if cp.matches(&v[0]) => kept.push(i),
-                            Ok(_) => {}
-                            Err(err) => {
-                                return Ok(Err(reject(RejectReason::Corrupt {
-                                    message: format!("undecodable key: {err}"),
-                                })))
-                            }
+            let set = if ix.kind().answers().counts {
+                let b = BlobRef::of(e);
+                let selected = match self.blobs().bitmap_values(ix, &b, &probe).await {
+                    Ok(s) => s,
+                    Err(r) => return Ok(Err(reject(r))),
+                };
+                let Some((dir, values)) = selected else {
+                    return Ok(Ok(0));
+                };
+                // The probe's ranges are a superset (exclusive bounds widen): each value
+                // is checked against the column's conditions.
+                let mut kept = Vec::with_capacity(values.len());
+                for i in values {
+                    match ix.key.decode(&dir.values[i].key) {
+                        Ok(v) if cp.matches(&v[0]) => kept.push(i),
+                        Ok(_) => {}
+                        Err(err) => {
+                            return Ok(Err(reject(RejectReason::Corrupt {
+                                message: format!("undecodable key: {err}"),
+                            })))
                         }
                     }
-                    if cols.len() == 1 && deleted.is_none() {
-                        return Ok(Ok(kept.iter().map(|&i| dir.values[i].cardinality).sum()));
-                    }
-                    let maps = match self.bitmaps(&b, &dir, &kept).await {
-                        Ok(m) => m,
-                        Err(r) => return Ok(Err(reject(r))),
-                    };
-                    let mut all = RoaringBitmap::new();
-                    for m in maps {
-                        all |= m;
-                    }
-                    RoaringTreemap::from_bitmaps([(0u32, all)])
                 }
-                IndexKind::Ordered
-                | IndexKind::Bloom
-                | IndexKind::Fulltext
-                | IndexKind::Vector
-                | IndexKind::Unknown => {
-                    let entries = match self.probe(ix, e, &probe).await {
-                        Ok(Some(v)) => v,
-                        Ok(None) => return Ok(Ok(0)),
-                        Err(r) => return Ok(Err(r)),
-                    };
-                    let mut set = RoaringTreemap::new();
-                    for (k, p) in entries {
-                        match ix.key.decode(&k) {
-                            Ok(v) if cp.matches(&v[0]) => {
-                                set.insert(p);
-                            }
-                            Ok(_) => {}
-                            Err(err) => {
-                                return Ok(Err(reject(RejectReason::Corrupt {
-                                    message: format!("undecodable key: {err}"),
-                                })))
-                            }
+                if cols.len() == 1 && deleted.is_none() {
+                    return Ok(Ok(kept.iter().map(|&i| dir.values[i].cardinality).sum()));
+                }
+                let maps = match self.blobs().bitmaps(&b, &dir, &kept).await {
+                    Ok(m) => m,
+                    Err(r) => return Ok(Err(reject(r))),
+                };
+                let mut all = RoaringBitmap::new();
+                for m in maps {
+                    all |= m;
+                }
+                RoaringTreemap::from_bitmaps([(0u32, all)])
+            } else {
+                let entries = match self.probe(ix, e, &probe).await {
+                    Ok(Some(v)) => v,
+                    Ok(None) => return Ok(Ok(0)),
+                    Err(r) => return Ok(Err(r)),
+                };
+                let mut set = RoaringTreemap::new();
+                for (k, p) in entries {
+                    match ix.key.decode(&k) {
+                        Ok(v) if cp.matches(&v[0]) => {
+                            set.insert(p);
+                        }
+                        Ok(_) => {}
+                        Err(err) => {
+                            return Ok(Err(reject(RejectReason::Corrupt {
+                                message: format!("undecodable key: {err}"),
+                            })))
                         }
                     }
-                    set
                 }
+                set
             };
             if set.is_empty() {
                 return Ok(Ok(0));

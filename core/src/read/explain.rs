@@ -260,8 +260,8 @@ impl Lookup<'_> {
                 .or(bloom.map(|ix| ix.name.clone())),
             index_kind: plan
                 .as_ref()
-                .map(|p| p.index.kind.to_string())
-                .or(bloom.map(|ix| ix.kind.to_string())),
+                .map(|p| p.index.kind().to_string())
+                .or(bloom.map(|ix| ix.kind().to_string())),
             reason,
             index_columns,
             keys,

@@ -34,6 +34,19 @@ pub fn rrf(ranks: &[Option<u32>]) -> f64 {
 }
 
 impl Lookup<'_> {
+    /// Searches `table`'s full-text index (see [`crate::read::search`]). Errors: unknown table,
+    /// index or column (`E_NOT_FOUND`), no full-text index or several without `index`
+    /// (`E_INVALID`), `k` out of range or too many terms (`E_LIMIT`), data files that cannot
+    /// be read (`E_IO`, `E_PARQUET`). A missing, rejected or drifted blob never fails a
+    /// search: its file is scanned. With `s.vector`, a hybrid search
+    /// ([`crate::read::hybrid`]), which also fails as [`Lookup::nearest`] does.
+    pub async fn search(&self, table: &str, s: &Search) -> Result<SearchResult> {
+        if s.vector.is_some() {
+            return self.hybrid(table, s).await;
+        }
+        self.search_text(table, s).await
+    }
+
     /// A hybrid search (see the module docs): `s.vector` is `Some`. Errors: those of
     /// [`Lookup::search`] and [`Lookup::nearest`].
     pub(crate) async fn hybrid(&self, table: &str, s: &Search) -> Result<SearchResult> {

@@ -15,15 +15,15 @@ use crate::datafile;
 use crate::error::{Error, Result};
 use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
 use crate::formats::manifest::{
-    FileEntry, IndexFileEntry, IndexManifest, Manifest, OrderedMeta, TableManifest, TableRun,
-    RUN_POSITION_BITS,
+    FileEntry, IndexFileEntry, IndexManifest, Manifest, TableManifest, TableRun, RUN_POSITION_BITS,
 };
 use crate::formats::rowset::{locate, Located, PositionOf};
 use crate::index::ordered::{scan_block, BlobError, OrderedDirectory};
 use crate::index::IndexKind;
 use crate::io::{IoStats, Location, ObjectMeta, RangeReader};
+pub(crate) use crate::read::blob::{index_io, reaches, BlobRef, Blobs, Probe};
 use crate::read::cache::ReadCache;
-use crate::read::range::{ByteRange, RangeError, RangeFilter};
+use crate::read::range::{ByteRange, RangeError};
 use crate::values::{KeyError, KeySchema, Value, ValueBound};
 use parquet::file::metadata::ParquetMetaData;
 use roaring::RoaringTreemap;
@@ -101,13 +101,6 @@ pub struct Lookup<'a> {
     pub scan_only: bool,
 }
 
-/// What one accessor asks of every file: byte ranges of the index (sorted, disjoint or not)
-/// and, for ranges, the exact predicate on decoded keys.
-pub(crate) struct Probe {
-    pub(crate) ranges: Vec<ByteRange>,
-    pub(crate) filter: Option<RangeFilter>,
-}
-
 /// How many files an accessor works on at once (each costs at most a directory read and one
 /// coalesced block read).
 pub const FILE_WINDOW: usize = 16;
@@ -125,6 +118,16 @@ pub(crate) fn reads_at(loc: Location, meta: &ObjectMeta, pin: bool) -> Location 
 struct FileAnswer {
     entries: Vec<(Vec<u8>, u64)>,
     stats: LookupStats,
+}
+
+impl<'a> Lookup<'a> {
+    /// The blob readers of this engine's overlay and cache.
+    pub(crate) fn blobs(&self) -> Blobs<'a> {
+        Blobs {
+            overlay: self.overlay,
+            cache: self.cache,
+        }
+    }
 }
 
 impl Lookup<'_> {
@@ -311,16 +314,13 @@ impl Lookup<'_> {
     ) -> Result<(&'m TableManifest, &'m IndexManifest)> {
         let t = self.manifest.table(table)?;
         let ix = t.index(index)?;
-        if !ix.kind.has_positions() {
-            let what = match ix.kind {
-                IndexKind::Fulltext => "it answers search, not key lookups",
-                IndexKind::Vector => "it answers nearest, not key lookups",
-                IndexKind::Unknown => "this version of Skerry does not know its kind",
-                _ => "it prunes files for query and count, it names no rows",
-            };
+        if !ix.kind().has_positions() {
+            let what = ix.kind().answers().why_not_rows();
             return Err(Error::Unsupported(format!(
                 "index {}.{} is a {} index: {what}",
-                t.name, ix.name, ix.kind
+                t.name,
+                ix.name,
+                ix.kind()
             )));
         }
         if !ix.state.serves() {
@@ -627,13 +627,13 @@ impl Lookup<'_> {
     ) -> Result<Option<Vec<(Vec<u8>, u64)>>, Rejection> {
         let l = &e.lineage;
         let blob = BlobRef::of(e);
-        let answer = match ix.kind {
+        let answer = match ix.kind() {
             IndexKind::Ordered => self.probe_blob(ix, blob, probe).await,
-            IndexKind::Bitmap => self.probe_bitmap(ix, blob, probe).await,
+            IndexKind::Bitmap => self.blobs().probe_bitmap(ix, blob, probe).await,
             // Never planned as a source of rows (`IndexKind::has_positions`).
             IndexKind::Bloom | IndexKind::Fulltext | IndexKind::Vector | IndexKind::Unknown => {
                 Err(RejectReason::Corrupt {
-                    message: format!("a {} index names no key's rows", ix.kind),
+                    message: format!("a {} index names no key's rows", ix.kind()),
                 })
             }
         };
@@ -884,9 +884,9 @@ impl Lookup<'_> {
         for window in ix.file_entries().chunks(FILE_WINDOW) {
             let est = futures::future::join_all(window.iter().map(|e| async move {
                 let blob = BlobRef::of(e);
-                match ix.kind {
+                match ix.kind() {
                     IndexKind::Ordered => self.estimate_blob(&blob, probe).await,
-                    IndexKind::Bitmap => self.estimate_bitmap(ix, &blob, probe).await,
+                    IndexKind::Bitmap => self.blobs().estimate_bitmap(ix, &blob, probe).await,
                     IndexKind::Bloom
                     | IndexKind::Fulltext
                     | IndexKind::Vector
@@ -973,20 +973,6 @@ impl Lookup<'_> {
     }
 }
 
-/// Whether a blob's key bounds let any of `ranges` in (an empty blob holds nothing; bounds
-/// that do not decode are not trusted to exclude anything).
-pub(crate) fn reaches(o: &OrderedMeta, ranges: &[ByteRange]) -> bool {
-    let unhex = |h: &Option<String>| h.as_deref().map(hex::decode);
-    match (unhex(&o.min_key), unhex(&o.max_key)) {
-        (Some(Ok(min)), Some(Ok(max))) => ranges.iter().any(|r| {
-            r.start.as_slice() <= max.as_slice()
-                && r.end.as_deref().is_none_or(|end| end > min.as_slice())
-        }),
-        (None, None) => false,
-        _ => true,
-    }
-}
-
 /// For each run ordinal, the index in `t.files` of the file it still covers: the file's
 /// current facts (path, SHA-256, record count) equal the run's and its snapshot is not in the
 /// future; `None` for an ordinal whose file drifted or left the table.
@@ -1011,42 +997,6 @@ pub(crate) fn run_coverage(t: &TableManifest, run: &TableRun) -> Vec<Option<usiz
         .collect()
 }
 
-/// A blob to probe: where it is and its directory facts.
-pub(crate) struct BlobRef<'a> {
-    pub(crate) bundle_path: &'a str,
-    pub(crate) offset: u64,
-    pub(crate) length: u64,
-    pub(crate) ordered: &'a OrderedMeta,
-    /// Rows of the data file: every position must be below it (`None` for a table run,
-    /// whose positions are checked per covered file).
-    pub(crate) rows: Option<u64>,
-}
-
-impl<'a> BlobRef<'a> {
-    /// The blob of one file's entry.
-    pub(crate) fn of(e: &'a IndexFileEntry) -> BlobRef<'a> {
-        BlobRef {
-            bundle_path: &e.lineage.bundle_path,
-            offset: e.lineage.blob_offset,
-            length: e.lineage.blob_length,
-            ordered: &e.ordered,
-            rows: Some(e.lineage.source_record_count),
-        }
-    }
-
-    pub(crate) fn corrupt(&self, err: BlobError) -> RejectReason {
-        match err {
-            BlobError::Checksum(what) => RejectReason::BlobChecksum {
-                expected: self.ordered.directory_sha256.clone(),
-                found: format!("{what} bytes differ"),
-            },
-            other => RejectReason::Corrupt {
-                message: other.to_string(),
-            },
-        }
-    }
-}
-
 fn range_err(e: RangeError) -> Error {
     match e {
         RangeError::Key(k) => Error::Key(k),
@@ -1061,17 +1011,6 @@ fn merge_stats(into: &mut LookupStats, s: LookupStats) {
     into.files_pruned += s.files_pruned;
     into.rejections.extend(s.rejections);
     into.drifted.extend(s.drifted);
-}
-
-/// A bundle that cannot be read (deleted by a vacuum, unreachable) is a rejection, not a
-/// failed query: the file is scanned instead.
-pub(crate) fn index_io(err: crate::io::IoError) -> RejectReason {
-    match err {
-        crate::io::IoError::NotFound { .. } => RejectReason::Missing,
-        other => RejectReason::Corrupt {
-            message: other.to_string(),
-        },
-    }
 }
 
 /// Scans `fields` of one data file and returns the (key, position) pairs the probe selects —

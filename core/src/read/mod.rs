@@ -20,10 +20,12 @@
 //! Native only: [`reader`], the read-only open of a published overlay.
 
 pub mod bitmap;
+pub(crate) mod blob;
 pub mod bloom;
 pub mod cache;
 pub mod count;
 pub mod explain;
+pub(crate) mod files;
 pub mod hybrid;
 pub mod lookup;
 pub mod metrics;

@@ -26,11 +26,11 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 use skerry_vector::{Beam, Metric, Nodes};
 
 use crate::error::{Error, Result};
-use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
+use crate::formats::lineage::{RejectReason, Rejection};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, TableManifest};
 use crate::index::vector::{self, Level0Block, VectorDirectory};
-use crate::index::IndexKind;
 use crate::io::Location;
+use crate::read::files::{FileOptions, Files, Source};
 use crate::read::lookup::{index_io, reads_at, BlobRef, Lookup, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
@@ -180,16 +180,17 @@ impl Lookup<'_> {
         let vectors: Vec<_> = t
             .indexes
             .iter()
-            .filter(|i| i.kind == IndexKind::Vector)
+            .filter(|i| i.kind().answers().nearest)
             .collect();
         let ix =
             match (&n.index, &n.column) {
                 (Some(name), _) => {
                     let ix = t.index(name)?;
-                    if ix.kind != IndexKind::Vector {
+                    if !ix.kind().answers().nearest {
                         return Err(Error::Invalid(format!(
                             "index {}.{name} is a {} index, not vector",
-                            t.name, ix.kind
+                            t.name,
+                            ix.kind()
                         )));
                     }
                     ix
@@ -229,7 +230,8 @@ impl Lookup<'_> {
                 )?,
             };
         let spec = ix
-            .vector
+            .spec
+            .vector()
             .ok_or_else(|| Error::Manifest(format!("vector index {} has no metric", ix.name)))?;
         let metric = spec.metric.metric();
         let field = *ix
@@ -283,54 +285,29 @@ impl Lookup<'_> {
         }
         let mut stats = QueryStats {
             index: Some(ix.name.clone()),
-            index_kind: Some(ix.kind.to_string()),
+            index_kind: Some(ix.kind().to_string()),
             index_columns: vec![vfield.name.clone()],
             keys: 1,
             ..Default::default()
         };
-        // The pre-filter, by file.
-        let allowed: Option<HashMap<usize, RoaringTreemap>> = if n.conditions.is_empty() {
-            None
-        } else {
-            let r = self
-                .query(
-                    table,
-                    &Query {
-                        conditions: n.conditions.clone(),
-                        columns: Some(vec![]),
-                        limit: None,
-                        verify_files: n.verify_files,
-                        pin_versions: n.pin_versions,
-                        snapshot: None,
-                    },
-                )
-                .await?;
-            let by_path: HashMap<&str, usize> = t
-                .files
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.path.as_str(), i))
-                .collect();
-            let mut m: HashMap<usize, RoaringTreemap> = HashMap::new();
-            for row in &r.rows {
-                if let Some(&i) = by_path.get(row.file.as_str()) {
-                    m.entry(i).or_default().insert(row.position);
-                }
-            }
-            Some(m)
-        };
         let use_blobs = !self.scan_only && ix.state != IndexState::Poisoned;
-        let entries: HashMap<u64, &IndexFileEntry> = if use_blobs {
-            self.load_part(t, ix).await?;
-            ix.file_entries().iter().map(|e| (e.file_id, e)).collect()
-        } else {
-            HashMap::new()
-        };
+        let mut files = Files::open(
+            self,
+            table,
+            t,
+            ix,
+            FileOptions {
+                conditions: &n.conditions,
+                verify_files: n.verify_files,
+                pin_versions: n.pin_versions,
+                use_blobs,
+            },
+        )
+        .await?;
         let fields: Vec<&crate::values::FieldInfo> = out_columns
             .iter()
             .filter_map(|c| t.fields.iter().find(|f| f.name == *c))
             .collect();
-        let mut forced: HashSet<usize> = HashSet::new();
         loop {
             let mut fstats = QueryStats {
                 files: t.files.len() as u64,
@@ -342,64 +319,37 @@ impl Lookup<'_> {
                 .iter()
                 .enumerate()
                 .map(|(i, f)| {
-                    let allow = allowed.as_ref().map(|m| m.get(&i));
-                    let entry = if forced.contains(&i) {
-                        None
-                    } else {
-                        entries.get(&f.file_id).copied()
-                    };
+                    let allow = files.allow(i);
+                    let source = files.source(i);
                     async move {
                         if let Some(None) = allow {
                             return Ok((i, None, None)); // `where` keeps no row of the file
                         }
                         let allow = allow.flatten();
                         let deleted = f.deleted()?;
-                        if let Some(e) = entry {
-                            match ReadGate::check(
-                                &f.path,
-                                Some(&e.lineage),
-                                Some(&f.facts()),
-                                t.snapshot,
-                            ) {
-                                GateDecision::Reject(r) => {
-                                    let a = self
-                                        .scan_vectors(t, i, f, field, metric, n, allow, &deleted)
-                                        .await?;
-                                    return Ok((i, Some(a), Some(r)));
-                                }
-                                GateDecision::Accept => {
-                                    match self
-                                        .graph_file(t, i, f, e, metric, ef, n, allow, &deleted)
-                                        .await?
-                                    {
-                                        Ok(a) => return Ok((i, Some(a), None)),
-                                        Err(reason) => {
-                                            let a = self
-                                                .scan_vectors(
-                                                    t, i, f, field, metric, n, allow, &deleted,
-                                                )
-                                                .await?;
-                                            return Ok((
-                                                i,
-                                                Some(a),
-                                                Some(Rejection {
-                                                    data_file: f.path.clone(),
-                                                    index_id: Some(ix.index_id),
-                                                    bundle_path: Some(
-                                                        e.lineage.bundle_path.clone(),
-                                                    ),
-                                                    reason,
-                                                }),
-                                            ));
-                                        }
-                                    }
-                                }
+                        let scan = || self.scan_vectors(t, i, f, field, metric, n, allow, &deleted);
+                        let e = match source {
+                            Source::Scan(rejection) => {
+                                return Ok((i, Some(scan().await?), rejection))
                             }
+                            Source::Index(e) => e,
+                        };
+                        match self
+                            .graph_file(t, i, f, e, metric, ef, n, allow, &deleted)
+                            .await?
+                        {
+                            Ok(a) => Ok::<_, Error>((i, Some(a), None)),
+                            Err(reason) => Ok((
+                                i,
+                                Some(scan().await?),
+                                Some(Rejection {
+                                    data_file: f.path.clone(),
+                                    index_id: Some(ix.index_id),
+                                    bundle_path: Some(e.lineage.bundle_path.clone()),
+                                    reason,
+                                }),
+                            )),
                         }
-                        let a = self
-                            .scan_vectors(t, i, f, field, metric, n, allow, &deleted)
-                            .await?;
-                        Ok::<_, Error>((i, Some(a), None))
                     }
                 })
                 .collect();
@@ -537,12 +487,10 @@ impl Lookup<'_> {
                     f,
                     !indexed.contains(&fi),
                     ix.index_id,
-                    entries
-                        .get(&f.file_id)
-                        .map(|e| e.lineage.bundle_path.clone()),
+                    files.bundle_path(fi),
                     "a result's vector differs from the row read",
                 )?;
-                forced.insert(fi);
+                files.force_scan(fi);
                 continue;
             }
             let mut batch = if recheck {

@@ -187,7 +187,7 @@ pub fn choose<'m>(t: &'m TableManifest, pred: &Predicate) -> Result<Option<Index
     for ix in t
         .indexes
         .iter()
-        .filter(|i| i.state.serves() && i.kind.has_positions())
+        .filter(|i| i.state.serves() && i.kind().has_positions())
     {
         let Some(plan) = plan_index(ix, pred)? else {
             continue;
@@ -202,7 +202,7 @@ pub fn choose<'m>(t: &'m TableManifest, pred: &Predicate) -> Result<Option<Index
                         p.usable(),
                         p.eq_columns,
                         std::cmp::Reverse(p.ranges.len()),
-                        p.index.kind == crate::index::IndexKind::Bitmap,
+                        p.index.kind().answers().counts,
                     )
                 };
                 k(&plan) > k(b) || (k(&plan) == k(b) && plan.index.name < b.index.name)
@@ -408,7 +408,7 @@ impl Lookup<'_> {
         }
         if let Some(p) = &plan {
             stats.index = Some(p.index.name.clone());
-            stats.index_kind = Some(p.index.kind.to_string());
+            stats.index_kind = Some(p.index.kind().to_string());
             stats.index_columns = p
                 .key_columns
                 .iter()
@@ -432,7 +432,7 @@ impl Lookup<'_> {
             Some(b) => {
                 if let Some(ix) = b.index {
                     stats.index = Some(ix.name.clone());
-                    stats.index_kind = Some(ix.kind.to_string());
+                    stats.index_kind = Some(ix.kind().to_string());
                     stats.index_columns = ix
                         .fields
                         .iter()
@@ -804,16 +804,14 @@ impl Lookup<'_> {
         if let (Some(plan), Some(probe)) = (plan, probe) {
             match answer {
                 Answer::Run(e, _) => entries = Some((e, false)),
-                Answer::Entry(e) => {
-                    match ReadGate::check(&f.path, Some(&e.lineage), Some(&f.facts()), t.snapshot) {
-                        GateDecision::Accept => match self.probe(plan.index, e, probe).await {
-                            Ok(Some(v)) => entries = Some((v, false)),
-                            Ok(None) => entries = Some((vec![], true)),
-                            Err(r) => reject(&mut st, r),
-                        },
-                        GateDecision::Reject(r) => reject(&mut st, r),
-                    }
-                }
+                Answer::Entry(e) => match e.gate(f, t.snapshot) {
+                    GateDecision::Accept => match self.probe(plan.index, e, probe).await {
+                        Ok(Some(v)) => entries = Some((v, false)),
+                        Ok(None) => entries = Some((vec![], true)),
+                        Err(r) => reject(&mut st, r),
+                    },
+                    GateDecision::Reject(r) => reject(&mut st, r),
+                },
                 Answer::Scan => {}
             }
         }

@@ -25,22 +25,21 @@
 //!    blob is scanned and the search starts over) and their rows read by page.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
-use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
+use crate::formats::lineage::{RejectReason, Rejection};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, TableManifest};
 use crate::index::analyzer::Analyzer;
 use crate::index::fulltext::{
     block_positions, check_positions, parse_term_block, FulltextDirectory, FulltextSpec, Postings,
     TermEntry, BLOCK_DOCS,
 };
-use crate::index::IndexKind;
 use crate::io::Location;
+use crate::read::files::{FileOptions, Files, Source};
 use crate::read::lookup::{index_io, reads_at, BlobRef, Lookup, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
@@ -337,19 +336,6 @@ fn canonical_score(parts: &mut [(usize, f64)]) -> f64 {
 }
 
 impl Lookup<'_> {
-    /// Searches `table`'s full-text index (see the module docs). Errors: unknown table,
-    /// index or column (`E_NOT_FOUND`), no full-text index or several without `index`
-    /// (`E_INVALID`), `k` out of range or too many terms (`E_LIMIT`), data files that cannot
-    /// be read (`E_IO`, `E_PARQUET`). A missing, rejected or drifted blob never fails a
-    /// search: its file is scanned. With `s.vector`, a hybrid search
-    /// ([`crate::read::hybrid`]), which also fails as [`Lookup::nearest`] does.
-    pub async fn search(&self, table: &str, s: &Search) -> Result<SearchResult> {
-        if s.vector.is_some() {
-            return self.hybrid(table, s).await;
-        }
-        self.search_text(table, s).await
-    }
-
     /// The BM25 ranking of [`Lookup::search`].
     pub(crate) async fn search_text(&self, table: &str, s: &Search) -> Result<SearchResult> {
         let (o0, d0, h0) = (self.overlay.stats(), self.data.stats(), self.cache.hits());
@@ -365,10 +351,11 @@ impl Lookup<'_> {
         let ix = match &s.index {
             Some(name) => {
                 let ix = t.index(name)?;
-                if ix.kind != IndexKind::Fulltext {
+                if !ix.kind().answers().search {
                     return Err(Error::Invalid(format!(
                         "index {}.{name} is a {} index, not fulltext",
-                        t.name, ix.kind
+                        t.name,
+                        ix.kind()
                     )));
                 }
                 ix
@@ -377,12 +364,12 @@ impl Lookup<'_> {
                 let all: Vec<_> = t
                     .indexes
                     .iter()
-                    .filter(|i| i.kind == IndexKind::Fulltext)
+                    .filter(|i| i.kind().answers().search)
                     .collect();
                 crate::read::ranked::the_one(&t.name, &all, "fulltext", "name one in `index`")?
             }
         };
-        let spec = ix.fulltext.ok_or_else(|| {
+        let spec = ix.spec.fulltext().ok_or_else(|| {
             Error::Manifest(format!("fulltext index {} has no analyzer", ix.name))
         })?;
         let field = *ix
@@ -409,7 +396,7 @@ impl Lookup<'_> {
         let q = analyze_query(&spec, &s.query)?;
         let mut stats = QueryStats {
             index: Some(ix.name.clone()),
-            index_kind: Some(ix.kind.to_string()),
+            index_kind: Some(ix.kind().to_string()),
             index_columns: t
                 .fields
                 .iter()
@@ -419,61 +406,30 @@ impl Lookup<'_> {
             keys: q.terms.len() as u64,
             ..Default::default()
         };
-        // The pre-filter.
-        let allowed: Option<HashMap<&str, RoaringTreemap>> = if s.conditions.is_empty() {
-            None
-        } else {
-            let r = self
-                .query(
-                    table,
-                    &Query {
-                        conditions: s.conditions.clone(),
-                        columns: Some(vec![]),
-                        limit: None,
-                        verify_files: s.verify_files,
-                        pin_versions: s.pin_versions,
-                        snapshot: None,
-                    },
-                )
-                .await?;
-            let mut m: HashMap<&str, RoaringTreemap> = HashMap::new();
-            for row in &r.rows {
-                if let Some(f) = t.files.iter().find(|f| f.path == row.file) {
-                    m.entry(f.path.as_str()).or_default().insert(row.position);
-                }
-            }
-            Some(m)
-        };
         let use_blobs = !self.scan_only
             && ix.state != IndexState::Poisoned
             && (!s.phrase || spec.positions || q.phrase.len() < 2);
         if !use_blobs && !self.scan_only && ix.state != IndexState::Poisoned {
             stats.index_declined = Some("the index keeps no positions: phrases are scanned".into());
         }
-        let entries: HashMap<u64, &IndexFileEntry> = if use_blobs {
-            self.load_part(t, ix).await?;
-            ix.file_entries().iter().map(|e| (e.file_id, e)).collect()
-        } else {
-            HashMap::new()
-        };
-        let mut forced: HashSet<usize> = HashSet::new();
+        let mut files = Files::open(
+            self,
+            table,
+            t,
+            ix,
+            FileOptions {
+                conditions: &s.conditions,
+                verify_files: s.verify_files,
+                pin_versions: s.pin_versions,
+                use_blobs,
+            },
+        )
+        .await?;
         loop {
             // Load every file's statistics and postings.
             let mut fstats = QueryStats::default();
-            let file_entries: Vec<Option<&IndexFileEntry>> = t
-                .files
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    if forced.contains(&i) {
-                        None
-                    } else {
-                        entries.get(&f.file_id).copied()
-                    }
-                })
-                .collect();
             let (loaded, rounds) = self
-                .load_all(t, &file_entries, &spec, field, &q, s, &mut fstats)
+                .load_all(t, &files, &spec, field, &q, s, &mut fstats)
                 .await?;
             // Table statistics.
             let mut docs = 0u64;
@@ -523,14 +479,10 @@ impl Lookup<'_> {
             if !q.terms.is_empty() && docs > 0 {
                 for (i, (f, l)) in t.files.iter().zip(&loaded).enumerate() {
                     let deleted = f.deleted()?;
-                    let allow = allowed.as_ref().map(|m| m.get(f.path.as_str()));
-                    if let Some(None) = allow {
+                    if let Some(None) = files.allow(i) {
                         continue; // `where` keeps no row of the file
                     }
-                    let keep = |row: u64| {
-                        !deleted.as_ref().is_some_and(|d| d.contains(row))
-                            && allow.is_none_or(|a| a.is_some_and(|a| a.contains(row)))
-                    };
+                    let keep = |row: u64| files.keeps(i, deleted.as_ref(), row);
                     let sc = Scorer {
                         q: &q,
                         idfs: &idfs,
@@ -559,14 +511,12 @@ impl Lookup<'_> {
                 stats.rejections.push(Rejection {
                     data_file: f.path.clone(),
                     index_id: Some(ix.index_id),
-                    bundle_path: entries
-                        .get(&f.file_id)
-                        .map(|e| e.lineage.bundle_path.clone()),
+                    bundle_path: files.bundle_path(i),
                     reason: RejectReason::Corrupt {
                         message: e.to_string(),
                     },
                 });
-                forced.insert(i);
+                files.force_scan(i);
                 continue;
             }
             let mut hits = top.heap.into_vec();
@@ -649,14 +599,12 @@ impl Lookup<'_> {
                 reject_drifted(
                     &mut stats,
                     f,
-                    forced.contains(&fi),
+                    files.forced(fi),
                     ix.index_id,
-                    entries
-                        .get(&f.file_id)
-                        .map(|e| e.lineage.bundle_path.clone()),
+                    files.bundle_path(fi),
                     "size or record count differs from the manifest",
                 )?;
-                forced.insert(fi);
+                files.force_scan(fi);
                 continue;
             }
             let batch = assemble(parts, &place, &fields)?;
@@ -708,7 +656,7 @@ impl Lookup<'_> {
     async fn load_all(
         &self,
         t: &TableManifest,
-        entries: &[Option<&IndexFileEntry>],
+        files: &Files<'_>,
         spec: &FulltextSpec,
         field: i32,
         q: &Analyzed,
@@ -721,26 +669,26 @@ impl Lookup<'_> {
         st.files = n as u64;
         let reject = |i: usize, reason| Rejection {
             data_file: t.files[i].path.clone(),
-            index_id: entries[i].map(|e| e.lineage.index_id),
-            bundle_path: entries[i].map(|e| e.lineage.bundle_path.clone()),
+            index_id: files.entry(i).map(|e| e.lineage.index_id),
+            bundle_path: files.entry(i).map(|e| e.lineage.bundle_path.clone()),
             reason,
         };
         let mut to_scan: Vec<usize> = Vec::new();
         let mut blobs: Vec<usize> = Vec::new();
-        for (i, f) in t.files.iter().enumerate() {
-            match entries[i] {
-                None => to_scan.push(i),
-                Some(e) => {
-                    match ReadGate::check(&f.path, Some(&e.lineage), Some(&f.facts()), t.snapshot) {
-                        GateDecision::Reject(r) => {
-                            st.rejections.push(r);
-                            to_scan.push(i);
-                        }
-                        GateDecision::Accept => blobs.push(i),
-                    }
+        let mut entries: Vec<Option<&IndexFileEntry>> = vec![None; n];
+        for (i, entry) in entries.iter_mut().enumerate() {
+            match files.source(i) {
+                Source::Scan(rejection) => {
+                    st.rejections.extend(rejection);
+                    to_scan.push(i);
+                }
+                Source::Index(e) => {
+                    *entry = Some(e);
+                    blobs.push(i);
                 }
             }
         }
+        let entries = &entries;
         let scan = |i: usize| self.scan_text(t, &t.files[i], spec, field, q, s);
         let pipeline = async {
             let mut rounds = 0u64;

@@ -320,34 +320,7 @@ impl Snapshot {
 
     /// Counts the rows of `table` matching `q` (see [`crate::read::count`]).
     pub async fn count(&self, table: &str, q: &Query) -> Result<crate::read::count::CountResult> {
-        if let Some(pinned) = self.at_upstream(table, q.snapshot).await? {
-            let q = Query {
-                snapshot: None,
-                ..q.clone()
-            };
-            return Box::pin(pinned.count(table, &q)).await;
-        }
-        let q = Query {
-            pin_versions: q.pin_versions || self.pin_versions,
-            ..q.clone()
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        let t0 = std::time::Instant::now();
-        let r = self.lookup_view().count(table, &q).await;
-        #[allow(unused_mut)]
-        let mut r = match self.changed(r) {
-            Some(r) => r?,
-            None => self.lookup_view().count(table, &q).await?,
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
-        }
-        self.tell(table, &r.stats.rejections).await;
-        if let Some(m) = &self.metrics {
-            m.record_count(&r.stats);
-        }
-        Ok(r)
+        self.answer::<CountVerb>(table, q).await
     }
 
     /// Searches `table`'s full-text index (see [`crate::read::search`]).
@@ -356,37 +329,7 @@ impl Snapshot {
         table: &str,
         s: &crate::read::search::Search,
     ) -> Result<crate::read::search::SearchResult> {
-        if let Some(pinned) = self.at_upstream(table, s.snapshot).await? {
-            let s = crate::read::search::Search {
-                snapshot: None,
-                ..s.clone()
-            };
-            return Box::pin(pinned.search(table, &s)).await;
-        }
-        let s = crate::read::search::Search {
-            pin_versions: s.pin_versions || self.pin_versions,
-            ..s.clone()
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        let t0 = std::time::Instant::now();
-        let r = self.lookup_view().search(table, &s).await;
-        #[allow(unused_mut)]
-        let mut r = match self.changed(r) {
-            Some(r) => r?,
-            None => self.lookup_view().search(table, &s).await?,
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
-        }
-        self.tell(table, &r.stats.rejections).await;
-        if let Some(h) = &r.hybrid {
-            self.tell(table, &h.vector_stats.rejections).await;
-        }
-        if let Some(m) = &self.metrics {
-            m.record_search(&r.stats);
-        }
-        Ok(r)
+        self.answer::<SearchVerb>(table, s).await
     }
 
     /// The rows of `table` nearest to a vector (see [`crate::read::nearest`]).
@@ -395,66 +338,158 @@ impl Snapshot {
         table: &str,
         n: &crate::read::nearest::Nearest,
     ) -> Result<crate::read::nearest::NearestResult> {
-        if let Some(pinned) = self.at_upstream(table, n.snapshot).await? {
-            let n = crate::read::nearest::Nearest {
-                snapshot: None,
-                ..n.clone()
-            };
-            return Box::pin(pinned.nearest(table, &n)).await;
-        }
-        let n = crate::read::nearest::Nearest {
-            pin_versions: n.pin_versions || self.pin_versions,
-            ..n.clone()
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        let t0 = std::time::Instant::now();
-        let r = self.lookup_view().nearest(table, &n).await;
-        #[allow(unused_mut)]
-        let mut r = match self.changed(r) {
-            Some(r) => r?,
-            None => self.lookup_view().nearest(table, &n).await?,
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
-        }
-        self.tell(table, &r.stats.rejections).await;
-        if let Some(m) = &self.metrics {
-            m.record_nearest(&r.stats);
-        }
-        Ok(r)
+        self.answer::<NearestVerb>(table, n).await
     }
 
     /// Answers `q` over `table` (see [`crate::read::plan`]). Natively the wall time is in the
     /// stats; the wasm reader measures it with the host's clock.
     pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {
-        if let Some(pinned) = self.at_upstream(table, q.snapshot).await? {
-            let q = Query {
-                snapshot: None,
-                ..q.clone()
+        self.answer::<QueryVerb>(table, q).await
+    }
+
+    /// The one path every table verb takes ([`Verb`]): a call pinned to an upstream snapshot
+    /// runs against the manifest version that held it; data versions are pinned when the
+    /// handle pins them; a read that met a data file rewritten under a cached version runs
+    /// once more ([`Snapshot::changed`]); the wall time (natively), the rejections (told to
+    /// the sink) and the metrics are recorded once, here.
+    fn answer<'s, V: Verb>(
+        &'s self,
+        table: &'s str,
+        call: &'s V::Call,
+    ) -> BoxFut<'s, Result<V::Answer>> {
+        Box::pin(async move {
+            if let Some(pinned) = self.at_upstream(table, call.upstream()).await? {
+                let call = call.at_upstream(None);
+                return pinned.answer::<V>(table, &call).await;
+            }
+            let call = call.pinning(self.pin_versions);
+            #[cfg(not(target_arch = "wasm32"))]
+            let t0 = std::time::Instant::now();
+            let r = V::run(&self.lookup_view(), table, &call).await;
+            let mut r = match self.changed(r) {
+                Some(r) => r?,
+                None => V::run(&self.lookup_view(), table, &call).await?,
             };
-            return Box::pin(pinned.query(table, &q)).await;
-        }
-        let q = Query {
-            pin_versions: q.pin_versions || self.pin_versions,
-            ..q.clone()
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        let t0 = std::time::Instant::now();
-        let r = self.lookup_view().query(table, &q).await;
-        #[allow(unused_mut)]
-        let mut r = match self.changed(r) {
-            Some(r) => r?,
-            None => self.lookup_view().query(table, &q).await?,
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            r.stats.elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
-        }
-        self.tell(table, &r.stats.rejections).await;
-        if let Some(m) = &self.metrics {
-            m.record_query(&r.stats);
-        }
-        Ok(r)
+            #[cfg(not(target_arch = "wasm32"))]
+            {
+                V::stats(&mut r).elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
+            }
+            self.tell(table, &V::stats(&mut r).rejections).await;
+            let more = V::more_rejections(&r);
+            self.tell(table, &more).await;
+            if let Some(m) = &self.metrics {
+                V::record(m, V::stats(&mut r));
+            }
+            Ok(r)
+        })
     }
 }
+
+/// What the verb path ([`Snapshot::answer`]) needs of a call: its upstream pin and its data
+/// version pin.
+pub(crate) trait Call: Clone + MaybeSend + MaybeSync {
+    fn upstream(&self) -> Option<i64>;
+    fn at_upstream(&self, snapshot: Option<i64>) -> Self;
+    /// The call with data versions pinned when it asks or `pin` is set.
+    fn pinning(&self, pin: bool) -> Self;
+}
+
+macro_rules! call {
+    ($t:ty) => {
+        impl Call for $t {
+            fn upstream(&self) -> Option<i64> {
+                self.snapshot
+            }
+            fn at_upstream(&self, snapshot: Option<i64>) -> Self {
+                Self {
+                    snapshot,
+                    ..self.clone()
+                }
+            }
+            fn pinning(&self, pin: bool) -> Self {
+                Self {
+                    pin_versions: self.pin_versions || pin,
+                    ..self.clone()
+                }
+            }
+        }
+    };
+}
+call!(Query);
+call!(crate::read::search::Search);
+call!(crate::read::nearest::Nearest);
+
+/// A table verb as the verb path runs it: the engine call, and where its answer keeps its
+/// stats and how the metrics count it.
+pub(crate) trait Verb {
+    type Call: Call;
+    type Answer: MaybeSend;
+    fn run<'a>(
+        l: &'a Lookup<'a>,
+        table: &'a str,
+        call: &'a Self::Call,
+    ) -> BoxFut<'a, Result<Self::Answer>>;
+    fn stats(a: &mut Self::Answer) -> &mut crate::read::plan::QueryStats;
+    fn record(m: &Metrics, s: &crate::read::plan::QueryStats);
+    /// Rejections the answer holds besides its stats' (a hybrid search's vector half).
+    fn more_rejections(a: &Self::Answer) -> Vec<Rejection> {
+        let _ = a;
+        Vec::new()
+    }
+}
+
+/// A [`Verb`]: its marker, call and answer types, the engine method and the metrics
+/// counter.
+macro_rules! verb {
+    ($verb:ident, $call:ty, $answer:ty, $method:ident, $record:ident $(, $more:item)?) => {
+        struct $verb;
+
+        impl Verb for $verb {
+            type Call = $call;
+            type Answer = $answer;
+            fn run<'a>(
+                l: &'a Lookup<'a>,
+                table: &'a str,
+                call: &'a Self::Call,
+            ) -> BoxFut<'a, Result<Self::Answer>> {
+                Box::pin(l.$method(table, call))
+            }
+            fn stats(a: &mut Self::Answer) -> &mut crate::read::plan::QueryStats {
+                &mut a.stats
+            }
+            fn record(m: &Metrics, s: &crate::read::plan::QueryStats) {
+                m.$record(s)
+            }
+            $($more)?
+        }
+    };
+}
+
+verb!(
+    CountVerb,
+    Query,
+    crate::read::count::CountResult,
+    count,
+    record_count
+);
+verb!(QueryVerb, Query, QueryResult, query, record_query);
+verb!(
+    NearestVerb,
+    crate::read::nearest::Nearest,
+    crate::read::nearest::NearestResult,
+    nearest,
+    record_nearest
+);
+verb!(
+    SearchVerb,
+    crate::read::search::Search,
+    crate::read::search::SearchResult,
+    search,
+    record_search,
+    fn more_rejections(a: &Self::Answer) -> Vec<Rejection> {
+        a.hybrid
+            .as_ref()
+            .map(|h| h.vector_stats.rejections.clone())
+            .unwrap_or_default()
+    }
+);

@@ -1,8 +1,6 @@
 //! Names of tables and indexes: one validation rule and one case-folding rule, shared by the
 //! catalog (which keys names by their folded form) and the manifest (which readers search).
 
-use crate::error::{Error, Result};
-
 /// Longest table or index name (bytes).
 pub const MAX_NAME_BYTES: usize = 255;
 
@@ -19,7 +17,7 @@ pub fn same(a: &str, b: &str) -> bool {
 /// A table or index name is 1 to [`MAX_NAME_BYTES`] bytes, has no control characters, no
 /// `/` or `\`, and is not `.` or `..` (names appear in paths and keys). Errors: `E_INVALID`
 /// naming `kind`.
-pub fn check(kind: &str, name: &str) -> Result<()> {
+pub fn check(kind: &str, name: &str) -> Result<(), NameError> {
     let why = if name.is_empty() || name.len() > MAX_NAME_BYTES {
         Some(format!("1 to {MAX_NAME_BYTES} bytes"))
     } else if name.chars().any(|c| c.is_control()) {
@@ -33,9 +31,14 @@ pub fn check(kind: &str, name: &str) -> Result<()> {
     };
     match why {
         None => Ok(()),
-        Some(w) => Err(Error::Invalid(format!("{kind} names are {w}"))),
+        Some(w) => Err(NameError(format!("{kind} names are {w}"))),
     }
 }
+
+/// A name [`check`] refuses, with why (`E_INVALID`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NameError(pub String);
 
 #[cfg(test)]
 mod tests {
@@ -48,7 +51,7 @@ mod tests {
         }
         for bad in ["", "../x", "a/b", "a\\b", ".", "..", " ", "a\0b", "a\nb"] {
             assert_eq!(
-                check("index", bad).unwrap_err().code(),
+                crate::error::Error::from(check("index", bad).unwrap_err()).code(),
                 "E_INVALID",
                 "{bad:?}"
             );

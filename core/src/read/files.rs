@@ -1,0 +1,155 @@
+//! The per-file part that `search` and `nearest` share: which rows of each data file the
+//! `where` pre-filter keeps, and whether a file is answered from its index blob or scanned —
+//! no blob for the file, the read gate rejects it ([`IndexFileEntry::gate`]), or a read of
+//! it failed a check and the verb forced a scan ([`Files::force_scan`]). Delete masks stay
+//! with the file ([`crate::formats::manifest::FileEntry::deleted`]); [`Files::keeps`] applies
+//! both.
+//!
+//! A verb opens [`Files`] once, asks it per file, and on a failed blob read forces the file
+//! to a scan and runs again: every path through it ends in the index's answer or the
+//! scan's, never in neither.
+
+use std::collections::{HashMap, HashSet};
+
+use roaring::RoaringTreemap;
+
+use crate::error::Result;
+use crate::formats::lineage::{GateDecision, Rejection};
+use crate::formats::manifest::{IndexFileEntry, IndexManifest, TableManifest};
+use crate::read::lookup::Lookup;
+use crate::read::plan::Query;
+use crate::read::predicate::Condition;
+
+/// How a verb answers one file.
+pub(crate) enum Source<'m> {
+    /// From the index blob (the gate accepted it).
+    Index(&'m IndexFileEntry),
+    /// By scanning the file; with why, when the file had a blob the gate rejected.
+    Scan(Option<Rejection>),
+}
+
+/// What a verb reads of each file of a table (see the module docs).
+pub(crate) struct Files<'m> {
+    t: &'m TableManifest,
+    /// Rows the pre-filter keeps, by file index (`None`: no `where`).
+    allowed: Option<HashMap<usize, RoaringTreemap>>,
+    /// Blob entries by file id (empty when the verb scans).
+    entries: HashMap<u64, &'m IndexFileEntry>,
+    /// Files a failed blob read sent to a scan.
+    forced: HashSet<usize>,
+}
+
+/// What the pre-filter and the index choice need to know of a verb's call.
+pub(crate) struct FileOptions<'a> {
+    /// The `where` conditions (empty: every row).
+    pub conditions: &'a [Condition],
+    pub verify_files: bool,
+    pub pin_versions: bool,
+    /// Whether blobs may be used at all (not scan-only, not poisoned, …).
+    pub use_blobs: bool,
+}
+
+impl<'m> Files<'m> {
+    /// Runs the pre-filter (a `query` of the conditions that returns positions only) and
+    /// loads the index's file entries when `o.use_blobs`.
+    pub(crate) async fn open(
+        l: &Lookup<'_>,
+        table: &str,
+        t: &'m TableManifest,
+        ix: &'m IndexManifest,
+        o: FileOptions<'_>,
+    ) -> Result<Files<'m>> {
+        let allowed = if o.conditions.is_empty() {
+            None
+        } else {
+            let r = l
+                .query(
+                    table,
+                    &Query {
+                        conditions: o.conditions.to_vec(),
+                        columns: Some(vec![]),
+                        limit: None,
+                        verify_files: o.verify_files,
+                        pin_versions: o.pin_versions,
+                        snapshot: None,
+                    },
+                )
+                .await?;
+            let by_path: HashMap<&str, usize> = t
+                .files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.path.as_str(), i))
+                .collect();
+            let mut m: HashMap<usize, RoaringTreemap> = HashMap::new();
+            for row in &r.rows {
+                if let Some(&i) = by_path.get(row.file.as_str()) {
+                    m.entry(i).or_default().insert(row.position);
+                }
+            }
+            Some(m)
+        };
+        let entries = if o.use_blobs {
+            l.load_part(t, ix).await?;
+            ix.file_entries().iter().map(|e| (e.file_id, e)).collect()
+        } else {
+            HashMap::new()
+        };
+        Ok(Files {
+            t,
+            allowed,
+            entries,
+            forced: HashSet::new(),
+        })
+    }
+
+    /// The pre-filter's rows of file `i`: `None` without a `where`, `Some(None)` when it
+    /// keeps no row of the file, `Some(Some(rows))` otherwise.
+    pub(crate) fn allow(&self, i: usize) -> Option<Option<&RoaringTreemap>> {
+        self.allowed.as_ref().map(|m| m.get(&i))
+    }
+
+    /// Whether `row` of file `i` is answerable: not deleted, and kept by the pre-filter.
+    pub(crate) fn keeps(&self, i: usize, deleted: Option<&RoaringTreemap>, row: u64) -> bool {
+        !deleted.is_some_and(|d| d.contains(row))
+            && self
+                .allow(i)
+                .is_none_or(|a| a.is_some_and(|a| a.contains(row)))
+    }
+
+    /// File `i`'s blob entry, unless it has none or was forced to a scan.
+    pub(crate) fn entry(&self, i: usize) -> Option<&'m IndexFileEntry> {
+        if self.forced.contains(&i) {
+            return None;
+        }
+        self.entries.get(&self.t.files[i].file_id).copied()
+    }
+
+    /// How file `i` is answered: from its blob when it has one the read gate accepts.
+    pub(crate) fn source(&self, i: usize) -> Source<'m> {
+        match self.entry(i) {
+            None => Source::Scan(None),
+            Some(e) => match e.gate(&self.t.files[i], self.t.snapshot) {
+                GateDecision::Accept => Source::Index(e),
+                GateDecision::Reject(r) => Source::Scan(Some(r)),
+            },
+        }
+    }
+
+    /// The bundle of file `i`'s blob entry, forced or not (what a rejection names).
+    pub(crate) fn bundle_path(&self, i: usize) -> Option<String> {
+        self.entries
+            .get(&self.t.files[i].file_id)
+            .map(|e| e.lineage.bundle_path.clone())
+    }
+
+    /// Sends file `i` to a scan from now on (a read of its blob failed a check).
+    pub(crate) fn force_scan(&mut self, i: usize) {
+        self.forced.insert(i);
+    }
+
+    /// Whether file `i` was sent to a scan.
+    pub(crate) fn forced(&self, i: usize) -> bool {
+        self.forced.contains(&i)
+    }
+}
