@@ -258,5 +258,17 @@ test('wrong options are typed errors on both targets, naming nearest', async () 
   ]) {
     await assert.rejects(addon.createIndex('t', 'bad', ['emb'], { kind: 'vector', ...opts }), (e) => e.code === 'E_INVALID' && re.test(e.message), JSON.stringify(opts));
   }
+  // Every option is typed once, in core (host::input::index_options), and named when wrong.
+  for (const [opts, re] of [
+    [{ kind: 5 }, /createIndex: options\.kind must be a string/],
+    [{ kind: 'sparse' }, /unknown index kind "sparse" \(kinds: ordered, bitmap, bloom, fulltext, vector\)/],
+    [{ kind: 'fulltext', positions: 'yes' }, /createIndex: options\.positions must be a boolean/],
+    [{ kind: 'bloom', fpp: '0.1' }, /createIndex: options\.fpp must be a number/],
+    [{ kind: 'bitmap', maxCardinality: -1 }, /createIndex: options\.maxCardinality must be an integer/],
+    [{ kind: 'bitmap', fpp: 0.1 }, /fpp applies to bloom indexes, not bitmap/],
+  ]) {
+    await assert.rejects(addon.createIndex('t', 'bad', ['id'], opts), (e) => e.code === 'E_INVALID' && re.test(e.message), JSON.stringify(opts));
+  }
+  await assert.rejects(addon.createIndex('t', 'bad', ['id'], 5), (e) => e.code === 'E_INVALID' && /options must be an object/.test(e.message));
   assert.ok(!(await addon.listIndexes('t')).some((i) => i.name === 'bad'));
 });

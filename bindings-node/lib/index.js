@@ -58,7 +58,7 @@ const is = {
     && typeof d.file === 'string' && Array.isArray(d.positions) && d.positions.every(isPosition)),
 };
 const WHAT = {
-  'string[]': 'an array of strings', 'bigint[]': 'an array of bigints', bound: '{ key, inclusive?: boolean } or null',
+  object: 'an object', 'string[]': 'an array of strings', 'bigint[]': 'an array of bigints', bound: '{ key, inclusive?: boolean } or null',
   rows: 'an array of { file: string, position: bigint, rowId?: bigint }', count: 'a non-negative integer',
   deletes: 'an array of { file: string, positions: (bigint | integer)[] } with positions from 0', 'string|column': 'a name or { name, direction, nulls }',
 };
@@ -162,60 +162,21 @@ native.Overlay.prototype.on = function (event, listener) { checkListener('on', e
 native.Overlay.prototype.once = function (event, listener) { checkListener('once', event, listener); emitter(this).once(event, listener); return this; };
 native.Overlay.prototype.off = function (event, listener) { checkListener('off', event, listener); emitter(this).off(event, listener); return this; };
 
-const nativeQuery = native.Overlay.prototype.query;
-
-/**
- * Answers `where` over `table`: `{ ipc, rows, refs, stats, warnings }` — the Arrow IPC stream
- * of the requested `columns`, the same rows as plain objects, where each row is, how the query
- * was answered, and one warning per rejected index. Every rejected index emits a `warning` event `{ table, index, file, reason,
- * message }` (the file was scanned instead; natively it is queued for repair).
- */
-native.Overlay.prototype.query = async function (table, options) {
-  const r = await nativeQuery.call(this, table, options);
-  const e = emitters.get(this);
-  if (e) for (const w of r.warnings) e.emit('warning', w);
-  return r;
-};
-
-const nativeCount = native.Overlay.prototype.count;
-
-/**
- * How many live rows of `table` match `where`: `{ count, stats, warnings }`. From indexes
- * alone when every `where` column has a ready one-column index, else by scanning; rejected
- * indexes emit `warning` events as `query` does.
- */
-native.Overlay.prototype.count = async function (table, options) {
-  const r = await nativeCount.call(this, table, options);
-  const e = emitters.get(this);
-  if (e) for (const w of r.warnings) e.emit('warning', w);
-  return r;
-};
-
-const nativeSearch = native.Overlay.prototype.search;
-
-/**
- * BM25 top-k of `table`'s fulltext index: `{ ipc, rows, refs, scores, bm25, stats, warnings }`,
- * best first; rejected blobs emit `warning` events as `query` does (their files were scanned).
- */
-native.Overlay.prototype.search = async function (table, options) {
-  const r = await nativeSearch.call(this, table, options);
-  const e = emitters.get(this);
-  if (e) for (const w of r.warnings) e.emit('warning', w);
-  return r;
-};
-
-const nativeNearest = native.Overlay.prototype.nearest;
-
-/**
- * The k rows nearest to a vector: `{ ipc, rows, refs, distances, metric, stats, warnings }`,
- * nearest first; rejected blobs emit `warning` events as `query` does (their files were scanned).
- */
-native.Overlay.prototype.nearest = async function (table, options) {
-  const r = await nativeNearest.call(this, table, options);
-  const e = emitters.get(this);
-  if (e) for (const w of r.warnings) e.emit('warning', w);
-  return r;
-};
+// The table verbs answer with `warnings`, one per rejected index (its file was scanned
+// instead; natively it is queued for repair); each also emits a `warning` event `{ table,
+// index, file, reason, message }`. `query`: `{ ipc, rows, refs, stats, warnings }`; `count`:
+// `{ count, stats, warnings }`; `search` (BM25 top-k): `{ ipc, rows, refs, scores, bm25,
+// stats, warnings }`; `nearest` (k nearest vectors): `{ ipc, rows, refs, distances, metric,
+// stats, warnings }`.
+for (const verb of ['query', 'count', 'search', 'nearest']) {
+  const nativeVerb = native.Overlay.prototype[verb];
+  native.Overlay.prototype[verb] = async function (table, options) {
+    const r = await nativeVerb.call(this, table, options);
+    const e = emitters.get(this);
+    if (e) for (const w of r.warnings) e.emit('warning', w);
+    return r;
+  };
+}
 
 const nativeBuild = native.Overlay.prototype.build;
 const nativeDrop = native.Overlay.prototype.dropIndex;

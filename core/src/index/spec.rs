@@ -352,6 +352,36 @@ mod tests {
     }
 
     #[test]
+    fn the_previous_reader_reads_the_new_form() {
+        // The fields a reader of the previous version knew (`IndexManifest` before the spec);
+        // like it, this struct ignores what it does not know.
+        #[derive(serde::Deserialize)]
+        struct Previous {
+            #[serde(default)]
+            kind: IndexKind,
+            fulltext: Option<FulltextSpec>,
+            vector: Option<VectorSpec>,
+        }
+        for spec in [
+            IndexSpec::Ordered,
+            IndexSpec::Bitmap { max_cardinality: 50 },
+            IndexSpec::Bloom { fpp_ppm: 1_000 },
+            IndexSpec::Fulltext(FulltextSpec {
+                tokenizer: Tokenizer::English,
+                positions: false,
+            }),
+            IndexSpec::Vector(VectorSpec::default()),
+        ] {
+            let json = serde_json::to_string(&spec).unwrap();
+            let old: Previous = serde_json::from_str(&json).unwrap();
+            assert_eq!(old.kind, spec.kind(), "{json}");
+            assert_eq!(old.fulltext, spec.fulltext(), "{json}");
+            assert_eq!(old.vector, spec.vector(), "{json}");
+            assert_eq!(serde_json::from_str::<IndexSpec>(&json).unwrap(), spec);
+        }
+    }
+
+    #[test]
     fn options_of_another_kind_are_refused_by_name() {
         let e = IndexSpec::from_options(&IndexOptions {
             m: Some(8),
