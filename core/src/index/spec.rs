@@ -364,7 +364,9 @@ mod tests {
         }
         for spec in [
             IndexSpec::Ordered,
-            IndexSpec::Bitmap { max_cardinality: 50 },
+            IndexSpec::Bitmap {
+                max_cardinality: 50,
+            },
             IndexSpec::Bloom { fpp_ppm: 1_000 },
             IndexSpec::Fulltext(FulltextSpec {
                 tokenizer: Tokenizer::English,
