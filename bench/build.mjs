@@ -12,6 +12,9 @@
 //   peak RSS of any build (goal ≤ 512 MiB at 10M rows),
 //   generations per file after one build() of five indexes (goal 1).
 //
+// With SKERRY_BENCH_BASELINE (bench/baseline.mjs), each case is also built by the baseline's
+// addon right after this build's, in the same run, and the now/baseline ratios are printed.
+//
 //   node bench/build.mjs [--scale]        (npm run bench builds the release addon first)
 import fs from 'node:fs';
 import os from 'node:os';
@@ -21,7 +24,8 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const require = createRequire(import.meta.url);
-const { Overlay, writeParquet } = require('skerry');
+// A `--child` run with SKERRY_BENCH_ADDON builds with that checkout's addon (the baseline).
+const { Overlay, writeParquet } = require(process.env.SKERRY_BENCH_ADDON || 'skerry');
 
 const PER_FILE = 100_000;
 const REGIONS = Array.from({ length: 50 }, (_, i) => `region-${String(i).padStart(2, '0')}`);
@@ -146,6 +150,7 @@ const cases = [
 ];
 const self = fileURLToPath(import.meta.url);
 const results = {};
+const baseResults = {};
 const mib = (b) => (b / 2 ** 20).toFixed(1);
 console.log('| case | build | peak RSS | bundle generations | runs | bundle + run bytes | catalog bytes | catalog B/key |');
 console.log('|---|---|---|---|---|---|---|---|');
@@ -156,6 +161,22 @@ for (const [name, indexes] of cases) {
   results[name] = r;
   console.log(`| ${name} | ${(r.ms / 1000).toFixed(2)} s | ${mib(r.peak)} MiB | ${r.bundleFiles} (${(r.bundleFiles / nfiles).toFixed(2)}/file) | ${r.runs} | ${mib(r.bundleBytes)} MiB | ${(r.catalogBytes / 1024).toFixed(0)} KiB | ${(r.catalogBytes / r.entries).toFixed(2)} |`);
   fs.rmSync(dir, { recursive: true, force: true });
+  if (process.env.SKERRY_BENCH_BASELINE) {
+    const bdir = fs.mkdtempSync(path.join(root, 'case-'));
+    const env = { ...process.env, SKERRY_BENCH_ADDON: path.join(process.env.SKERRY_BENCH_BASELINE, 'bindings-node') };
+    const out = execFileSync(process.execPath, [self, '--child', JSON.stringify({ dir: bdir, data, indexes })], { maxBuffer: 1 << 20, env });
+    baseResults[name] = JSON.parse(out.toString());
+    fs.rmSync(bdir, { recursive: true, force: true });
+  }
+}
+if (process.env.SKERRY_BENCH_BASELINE) {
+  console.log(`\nthis build vs the baseline (${process.env.SKERRY_BENCH_BASELINE}), each case right after the other:`);
+  console.log('| case | build now | build base | time now/base | peak RSS now/base | bundle bytes now/base |');
+  console.log('|---|---|---|---|---|---|');
+  for (const [name, r] of Object.entries(results)) {
+    const b = baseResults[name];
+    console.log(`| ${name} | ${(r.ms / 1000).toFixed(2)} s | ${(b.ms / 1000).toFixed(2)} s | ${(r.ms / b.ms).toFixed(2)}× | ${(r.peak / b.peak).toFixed(2)}× | ${(r.bundleBytes / b.bundleBytes).toFixed(2)}× |`);
+  }
 }
 // The peer in this run: LanceDB's BTREE per column (and BITMAP on region).
 let lance = null;

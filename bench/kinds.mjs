@@ -1,4 +1,4 @@
-// Index kinds benchmark: a 2M-row table (20 Parquet files; SKERRY_BENCH_ROWS to change it)
+// Index kinds benchmark: a 2M-row table (20 Parquet files; SKERRY_BENCH_ROWS and SKERRY_BENCH_FILES to change them)
 // with a 50-value `region` column and a unique `email` string, indexed in the same run as
 //  - a bitmap index on region, an ordered index on region (each in its own overlay over the
 //    same files) and none (forced scans, statistics and page-index pruning still on):
@@ -7,7 +7,8 @@
 //  - a bloom filter on email vs no index: `=` on a present and an absent email — requests,
 //    bytes and time with the filters pruning files vs every file scanned.
 // From the Node addon and the wasm reader (HTTP range reads). Checks every way answers the
-// same.
+// same. With SKERRY_BENCH_BASELINE (bench/baseline.mjs) the verbs also run through a baseline
+// build, interleaved, with now/baseline ratios.
 //
 //   node bench/kinds.mjs            (scripts/bench.sh runs it after building)
 import fs from 'node:fs';
@@ -15,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { startRangeServer } from '../scripts/range-server.mjs';
+import { baseline, sideBySide } from './baseline.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay, writeParquet } = require('skerry');
@@ -22,7 +24,7 @@ const { OverlayReader } = require('skerry-wasm');
 
 const ROWS = Number(process.env.SKERRY_BENCH_ROWS || 2_000_000);
 const RUNS = Number(process.env.SKERRY_BENCH_RUNS || 7);
-const FILES = 20;
+const FILES = Number(process.env.SKERRY_BENCH_FILES || 20);
 const VALUES = 50;
 const perFile = Math.floor(ROWS / FILES);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-bmbench-'));
@@ -39,7 +41,7 @@ for (let f = 0; f < FILES; f++) {
     const id = f * perFile + i;
     rows.push([BigInt(id), region(id), (id % 1000) * 1.25, email(id)]);
   }
-  fs.writeFileSync(path.join(data, `p${String(f).padStart(2, '0')}.parquet`), writeParquet(COLUMNS, rows, 100_000, 'snappy'));
+  fs.writeFileSync(path.join(data, `p${String(f).padStart(3, '0')}.parquet`), writeParquet(COLUMNS, rows, 100_000, 'snappy'));
 }
 
 const kinds = {};
@@ -140,6 +142,32 @@ for (const [name, f] of Object.entries(verbs)) {
 console.table(out);
 console.log(`bloom filter on email (${kinds.bloom.bytes} bundle bytes, built in ${Math.round(kinds.bloom.buildMs)} ms) vs scanning every file:`);
 console.table(bloomOut);
+// With SKERRY_BENCH_BASELINE: each kind's verbs through this build and the baseline's,
+// read-only handles on the same published overlays.
+const base = baseline();
+if (base) {
+  const cases = [];
+  const pairs = {};
+  for (const kind of Object.keys(kinds)) {
+    const url = `file://${dir}/${kind}`;
+    const tables = { t: `${server.url}/data` };
+    pairs[kind] = [
+      ['addon', await Overlay.open(url, { readOnly: true }), await base.Overlay.open(url, { readOnly: true })],
+      ['wasm', kinds[kind].reader, await base.OverlayReader.open(`${server.url}/${kind}`, { tables })],
+    ];
+  }
+  const rows = [];
+  for (const kind of ['bitmap', 'ordered']) {
+    rows.push(...await sideBySide(pairs[kind], Object.entries(verbs).map(([n, f]) => [`${kind} ${n}`, f])));
+  }
+  rows.push(...await sideBySide(pairs.bloom, [
+    ['bloom email = absent', (x) => x.query('t', { where: { email: email(ROWS + 12_345) }, columns: ['id'] })],
+    ['bloom email IN 5', (x) => x.query('t', { where: { email: { in: [1, 2, 3, 4, 5].map((i) => email(i * 377_777 % ROWS)) } }, columns: ['id'] })],
+  ]));
+  console.log(`this build vs the baseline (${base.dir}), same run:`);
+  console.table(rows);
+  for (const p of Object.values(pairs)) for (const [via, now, b] of p) if (via === 'addon') { await now.close(); await b.close(); }
+}
 for (const k of Object.values(kinds)) await k.overlay.close();
 await server.close();
 fs.rmSync(dir, { recursive: true, force: true });

@@ -1,9 +1,11 @@
 // End-to-end `query` benchmark: a sample `orders` table (2M rows in 20 Parquet files by
-// default; SKERRY_BENCH_ROWS to change it) with indexes on order_id, customer and
+// default; SKERRY_BENCH_ROWS and SKERRY_BENCH_FILES to change them) with indexes on order_id, customer and
 // (customer, day), queried per shape with indexes and with forced scans (statistics and page
 // index pruning still on) in the same run, from the Node addon and from the wasm reader over
 // HTTP range reads. Reports requests, bytes and the median wall time of SKERRY_BENCH_RUNS
 // (5) timed runs per shape and the scan/index ratios; checks both ways return the same rows.
+// With SKERRY_BENCH_BASELINE (bench/baseline.mjs) every shape also runs through a baseline
+// build, interleaved, with now/baseline ratios.
 //
 //   node bench/query.mjs            (npm run bench runs it after building)
 import fs from 'node:fs';
@@ -11,13 +13,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { startRangeServer } from '../scripts/range-server.mjs';
+import { baseline, sideBySide } from './baseline.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay, sampleOrdersParquet } = require('skerry');
 const { OverlayReader } = require('skerry-wasm');
 
 const ROWS = Number(process.env.SKERRY_BENCH_ROWS || 2_000_000);
-const FILES = 20;
+const FILES = Number(process.env.SKERRY_BENCH_FILES || 20);
 const perFile = Math.floor(ROWS / FILES);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-qbench-'));
 const data = path.join(dir, 'data');
@@ -25,7 +28,7 @@ fs.mkdirSync(data, { recursive: true });
 
 let t0 = performance.now();
 for (let i = 0; i < FILES; i++) {
-  fs.writeFileSync(path.join(data, `p${String(i).padStart(2, '0')}.parquet`), sampleOrdersParquet(i * perFile, perFile, 100_000, 'snappy'));
+  fs.writeFileSync(path.join(data, `p${String(i).padStart(3, '0')}.parquet`), sampleOrdersParquet(i * perFile, perFile, 100_000, 'snappy'));
 }
 const overlay = await Overlay.open(`file://${dir}/overlay`);
 await overlay.registerParquetTable('orders', `file://${data}`);
@@ -89,6 +92,20 @@ for (const [name, options] of Object.entries(shapes)) {
   }
 }
 console.table(out);
+// With SKERRY_BENCH_BASELINE: every shape through this build and the baseline's, read-only
+// handles on the same published overlay.
+const base = baseline();
+if (base) {
+  const url = `file://${dir}/overlay`;
+  const nowRo = await Overlay.open(url, { readOnly: true });
+  const baseRo = await base.Overlay.open(url, { readOnly: true });
+  const baseWasm = await base.OverlayReader.open(`${server.url}/overlay`, { tables: { orders: `${server.url}/data` } });
+  console.log(`this build vs the baseline (${base.dir}), same run:`);
+  console.table(await sideBySide([['addon', nowRo, baseRo], ['wasm', reader, baseWasm]],
+    Object.entries(shapes).map(([name, options]) => [name, (x) => x.query('orders', options)])));
+  await nowRo.close();
+  await baseRo.close();
+}
 await overlay.close();
 await server.close();
 fs.rmSync(dir, { recursive: true, force: true });

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Node addon and the wasm reader (debug profile; `--release` for packaging).
 #   scripts/build.sh [node|wasm|all] [--release]
+#   scripts/build.sh test-kinds   # both with the test-only toy kind, into target/test-kinds/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -49,4 +50,15 @@ if [ "$what" = all ] || [ "$what" = wasm ]; then
     cp "$w" bindings-wasm/pkg/node/skerry_wasm_bg.wasm
     node -e 'const fs=require("fs"),z=require("zlib");const b=fs.readFileSync(process.argv[1]);console.log(`wasm: ${b.length} bytes, ${z.gzipSync(b,{level:9}).length} gzipped`)' "$w"
   fi
+fi
+if [ "$what" = test-kinds ]; then
+  # The kind conformance test (tests/kinds/) runs the toy kind `valueset` through both
+  # surfaces: an addon and a (dev) wasm built with the `test-kinds` feature, kept apart from
+  # what ships.
+  echo "== build: addon + wasm with the test-only kinds (target/test-kinds)"
+  out="$PWD/target/test-kinds"
+  mkdir -p "$out"
+  (cd bindings-node && npx napi build --platform --features test-kinds --output-dir "$out" --no-js --dts index.d.ts)
+  (cd bindings-wasm && env -u CARGO_BUILD_TARGET wasm-pack --quiet build --dev --no-opt --target nodejs --out-dir "$out/wasm" --no-pack -- --features test-kinds)
+  rm -f "$out/wasm/.gitignore"
 fi

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 echo "== test: cargo test (native, ${CARGO_BUILD_TARGET})"
-cargo test --workspace --exclude skerry-wasm --exclude skerry-bench-fulltext --exclude skerry-bench-vector --features skerry-core/s3
+cargo test --workspace --exclude skerry-wasm --exclude skerry-bench-fulltext --exclude skerry-bench-vector --features skerry-core/s3,skerry-core/test-kinds
 
 echo "== test: skerry-core builds for wasm32-unknown-unknown (default features off)"
 cargo build -p skerry-core --target wasm32-unknown-unknown --no-default-features
@@ -18,3 +18,9 @@ bash scripts/build.sh wasm --release
 
 echo "== test: node --test (addon + wasm)"
 node --test --test-concurrency=1 tests/
+
+# A kind lives in one folder: the test-only toy kind, in an addon and a wasm built with it,
+# through its own lifecycle test and the conformance suite (docs/architecture.md).
+bash scripts/build.sh test-kinds
+echo "== test: the toy kind through the addon and the wasm reader"
+SKERRY_TEST_KINDS="$PWD/target/test-kinds" node --test --test-concurrency=1 tests/kinds/toy-kind.mjs tests/conformance.test.mjs

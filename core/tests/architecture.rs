@@ -373,3 +373,67 @@ fn no_method_call_cycles() {
         .collect();
     assert!(found.is_empty(), "call cycles (module groups): {found:#?}");
 }
+
+/// A kind lives in its folder: the test-only toy kind `valueset` is named, outside
+/// `index/valueset/`, in exactly the places `docs/architecture.md` lists under "Adding an index
+/// kind" — at most three — and nowhere in the bindings (they stay kind-agnostic).
+#[test]
+fn a_kind_lives_in_its_folder() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![];
+    for dir in [
+        "src",
+        "../bindings-node/src",
+        "../bindings-node/lib",
+        "../bindings-wasm/src",
+    ] {
+        let mut rs = vec![];
+        walk(&root.join(dir), &mut rs);
+        files.extend(rs);
+    }
+    let folder = root.join("src/index/valueset");
+    let mut found = BTreeSet::new();
+    for f in files.iter().filter(|f| !f.starts_with(&folder)) {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        if text.to_lowercase().contains("valueset") {
+            let rel = f.strip_prefix(root.join("src")).unwrap_or(f);
+            found.insert(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    let doc = std::fs::read_to_string(root.join("../docs/architecture.md")).unwrap();
+    let section = doc
+        .split("### Adding an index kind")
+        .nth(1)
+        .expect("the section")
+        .split("\n#")
+        .next()
+        .unwrap();
+    let listed: BTreeSet<String> = section
+        .lines()
+        .filter_map(|l| {
+            let (n, rest) = l.split_once(". `")?;
+            n.parse::<u32>().ok()?;
+            Some(rest.split('`').next()?.to_string())
+        })
+        .collect();
+    assert!(listed.len() <= 3, "the doc lists {listed:?}");
+    assert_eq!(
+        found, listed,
+        "where the toy kind is named vs the doc's list"
+    );
+}
+
+/// Every file under `dir` (sources, scripts, type definitions).
+fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}

@@ -383,19 +383,7 @@ fn parse_date(s: &str) -> Option<i32> {
     i32::try_from(era * 146_097 + doe - 719_468).ok()
 }
 
-/// The smallest byte string greater than every string that starts with `prefix`, or `None`
-/// when no such string exists (empty prefix or all `0xFF`). `[prefix, prefix_end(prefix))`
-/// is the byte range of a prefix scan.
-pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last != 0xFF {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
+pub use crate::index::blob::prefix_end;
 
 fn encode_component(
     out: &mut Vec<u8>,

@@ -1,5 +1,6 @@
 //! What every kind's blob shares: the facts the manifest records about a blob
-//! ([`BlobMeta`]), and the check every directory read starts with ([`check_sha256`]).
+//! ([`BlobMeta`]), the check every directory read starts with ([`check_sha256`]), and the
+//! key ranges a probe asks of it ([`ByteRange`]).
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -14,6 +15,13 @@ pub enum BlobError {
     Unsorted(u64),
     #[error("key of {0} bytes exceeds the ordered index's cap")]
     KeyTooLarge(usize),
+    /// A blob whose bytes check out but whose content a probe cannot use (a key that does
+    /// not decode, more positions than one blob expands).
+    #[error("unusable index blob: {0}")]
+    Unusable(String),
+    /// The blob's bytes could not be read (a vacuumed bundle is `NotFound`).
+    #[error("index blob unreadable: {0}")]
+    Io(crate::io::IoError),
 }
 
 /// Checks `bytes` against a lowercase or uppercase hex SHA-256 (the manifest's), when one is
@@ -30,6 +38,44 @@ pub fn check_sha256(
         }
         _ => Ok(()),
     }
+}
+
+/// A half-open byte range `[start, end)` of canonical keys (`end: None` runs to the end).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ByteRange {
+    pub start: Vec<u8>,
+    pub end: Option<Vec<u8>>,
+}
+
+impl ByteRange {
+    /// Exactly the keys that start with `prefix`.
+    pub fn prefix(prefix: Vec<u8>) -> ByteRange {
+        ByteRange {
+            end: prefix_end(&prefix),
+            start: prefix,
+        }
+    }
+    pub fn contains(&self, key: &[u8]) -> bool {
+        key >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| key < e)
+    }
+    /// Whether any key of `[min, max]` is in the range.
+    pub fn meets(&self, min: &[u8], max: &[u8]) -> bool {
+        self.start.as_slice() <= max && self.end.as_deref().is_none_or(|end| end > min)
+    }
+}
+
+/// The smallest byte string greater than every string that starts with `prefix`, or `None`
+/// when no such string exists (empty prefix or all `0xFF`). `[prefix, prefix_end(prefix))`
+/// is the byte range of a prefix scan.
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last != 0xFF {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }
 
 /// What a reader needs to use an ordered blob without reading its trailer or the bundle's
@@ -89,6 +135,27 @@ impl BlobMeta {
             max_key: None,
             text: None,
             dim: None,
+        }
+    }
+
+    /// The blob's smallest and largest key, decoded: `Ok(None)` for an empty blob, `Err`
+    /// when the bounds are not hex or only one is present.
+    pub fn key_bounds(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>, BlobError> {
+        let unhex = |h: &Option<String>| h.as_deref().map(hex::decode).transpose();
+        match (unhex(&self.min_key), unhex(&self.max_key)) {
+            (Ok(Some(a)), Ok(Some(m))) => Ok(Some((a, m))),
+            (Ok(None), Ok(None)) => Ok(None),
+            _ => Err(BlobError::Corrupt("key bounds are not hex")),
+        }
+    }
+
+    /// Whether the blob's key bounds let any of `ranges` in (an empty blob holds nothing;
+    /// bounds that do not decode are not trusted to exclude anything).
+    pub fn reaches(&self, ranges: &[ByteRange]) -> bool {
+        match self.key_bounds() {
+            Ok(Some((min, max))) => ranges.iter().any(|r| r.meets(&min, &max)),
+            Ok(None) => false,
+            Err(_) => true,
         }
     }
 

@@ -3,9 +3,11 @@
 //! a row, how it checks its options and how it writes its blob — they do not match on kinds
 //! (`docs/architecture.md`, "Adding an index kind").
 
+use super::access::{positions_of, BlobAccess, KeyProbe, Positions};
 use super::blob::BlobMeta;
 use super::ordered::BlobError;
 use super::spec::{IndexKind, IndexOptions, IndexSpec};
+use crate::io::BoxFut;
 
 /// What a read may ask of a kind's blobs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -168,6 +170,63 @@ pub trait Kind: Sync {
         None
     }
 
+    /// For a kind that names rows ([`Answers::rows`]): the `(key, position)` entries of the
+    /// blob that `probe` selects, in key then position order; `None` when the blob's key
+    /// bounds exclude every range (nothing read). A table run of the kind ([`RunLayout::Merged`])
+    /// is read the same way.
+    fn rows<'a>(
+        &'a self,
+        blob: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+    ) -> BoxFut<'a, Result<Option<Vec<(Vec<u8>, u64)>>, BlobError>> {
+        let _ = (blob, probe);
+        Box::pin(async { Err(BlobError::Corrupt("this kind names no key's rows")) })
+    }
+    /// About how many entries [`Kind::rows`] would decode, from what is cheap to read (a
+    /// directory); `None` when that cannot be had (the probe will reject the blob and say
+    /// why). The planner compares indexes by it.
+    fn estimate<'a>(
+        &'a self,
+        blob: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+    ) -> BoxFut<'a, Option<u64>> {
+        let _ = (blob, probe);
+        Box::pin(async { None })
+    }
+    /// For a count: the rows `probe` selects — only how many when `only_count` and the kind
+    /// can tell without the positions ([`Answers::counts`]). By default the positions of
+    /// [`Kind::rows`].
+    fn positions<'a>(
+        &'a self,
+        blob: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+        only_count: bool,
+    ) -> BoxFut<'a, Result<Option<Positions>, BlobError>> {
+        let _ = only_count;
+        Box::pin(async move { Ok(self.rows(blob, probe).await?.map(positions_of)) })
+    }
+    /// For a kind that prunes ([`Answers::prune`]): whether any of `keys` (canonical keys)
+    /// may be in the blob's file — `false` only when none is.
+    fn may_hold<'a>(
+        &'a self,
+        blob: &'a dyn BlobAccess,
+        keys: &'a [Vec<u8>],
+    ) -> BoxFut<'a, Result<bool, BlobError>> {
+        let _ = (blob, keys);
+        Box::pin(async { Ok(true) })
+    }
+    /// For a kind that prunes with a table run ([`RunLayout::Striped`]): per file of the
+    /// run's `files`, whether any of `keys` may be in it.
+    fn run_may_hold<'a>(
+        &'a self,
+        run: &'a dyn BlobAccess,
+        files: u64,
+        keys: &'a [Vec<u8>],
+    ) -> BoxFut<'a, Result<Vec<bool>, BlobError>> {
+        let _ = (run, keys);
+        Box::pin(async move { Ok(vec![true; files as usize]) })
+    }
+
     fn tag(&self) -> IndexKind {
         self.about().tag
     }
@@ -207,6 +266,8 @@ pub static KINDS: &[&dyn Kind] = &[
     &super::bloom::Bloom,
     &super::fulltext::Fulltext,
     &super::vector::Vector,
+    #[cfg(feature = "test-kinds")]
+    &super::valueset::Valueset,
 ];
 
 /// The kind of `tag` (`None` for [`IndexKind::Unknown`]).

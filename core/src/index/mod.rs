@@ -10,6 +10,7 @@
 //! `fulltext` (`docs/fulltext-index.md`) answers BM25 searches over a text column;
 //! `vector` (`docs/vector-index.md`) answers k-nearest-neighbour searches over a vector column.
 
+pub mod access;
 pub mod analyzer;
 pub mod bitmap;
 pub mod blob;
@@ -18,6 +19,8 @@ pub mod fulltext;
 pub mod kind;
 pub mod ordered;
 pub mod spec;
+#[cfg(feature = "test-kinds")]
+pub mod valueset;
 pub mod vector;
 
 pub use kind::{Kind, KINDS};

@@ -34,6 +34,9 @@ pub enum IndexKind {
     /// An HNSW graph over 8-bit codes of a vector column ([`super::vector`]): answers
     /// `nearest`.
     Vector,
+    /// The test-only toy kind, an exact set of a file's keys ([`super::valueset`]).
+    #[cfg(feature = "test-kinds")]
+    Valueset,
     /// A kind written by a newer version: read past (never planned, never built), so a
     /// manifest naming it still serves every other index.
     #[serde(other)]
@@ -130,8 +133,9 @@ pub enum IndexSpec {
     },
     Fulltext(FulltextSpec),
     Vector(VectorSpec),
-    /// A kind written by a newer version (its parameters are not kept).
-    Unknown,
+    /// A kind without parameters — or, as [`IndexKind::Unknown`], one written by a newer
+    /// version (its parameters are not kept).
+    Plain(IndexKind),
 }
 
 impl IndexSpec {
@@ -142,7 +146,7 @@ impl IndexSpec {
             IndexSpec::Bloom { .. } => IndexKind::Bloom,
             IndexSpec::Fulltext(_) => IndexKind::Fulltext,
             IndexSpec::Vector(_) => IndexKind::Vector,
-            IndexSpec::Unknown => IndexKind::Unknown,
+            IndexSpec::Plain(k) => *k,
         }
     }
 
@@ -254,7 +258,7 @@ impl From<SpecFields> for IndexSpec {
             },
             IndexKind::Fulltext => IndexSpec::Fulltext(f.fulltext.unwrap_or_default()),
             IndexKind::Vector => IndexSpec::Vector(f.vector.unwrap_or_default()),
-            IndexKind::Unknown => IndexSpec::Unknown,
+            other => IndexSpec::Plain(other),
         }
     }
 }
@@ -345,7 +349,7 @@ mod tests {
         .unwrap();
         assert_eq!(s.fulltext().unwrap().tokenizer, Tokenizer::English);
         let s: IndexSpec = serde_json::from_str(r#"{"kind":"sparse","sparse":{"x":1}}"#).unwrap();
-        assert_eq!(s, IndexSpec::Unknown);
+        assert_eq!(s, IndexSpec::Plain(IndexKind::Unknown));
         // A manifest of before the spec carried no bloom fpp: the default is assumed.
         let s: IndexSpec = serde_json::from_str(r#"{"kind":"bloom"}"#).unwrap();
         assert_eq!(s.fpp_ppm(), Some(bloom::DEFAULT_FPP_PPM));

@@ -1,18 +1,16 @@
-//! Pruning files with bloom indexes (`docs/bloom-index.md`): for a predicate fixing a column
-//! to a few values (`=`, IN, IS NULL), the files whose filter excludes every one of them hold
-//! no match and are skipped. Files the index's striped run covers are tested with one range
-//! read per key (one stripe holds that key's block of every file; neighbouring stripes
-//! coalesce); other files through their own filter (its page hashes, read once
-//! and cached, then one page per key). A filter that cannot be read or fails its checks prunes
-//! nothing: its file is scanned, the rejection reported.
+//! Pruning files with indexes that answer `prune` (bloom, `docs/bloom-index.md`): for a
+//! predicate fixing a column to a few values (`=`, IN, IS NULL), the files whose filter
+//! excludes every one of them hold no match and are skipped. Files the index's table run
+//! covers are tested through the run ([`crate::index::Kind::run_may_hold`]: for bloom, one
+//! range read per key), other files through their own blob ([`crate::index::Kind::may_hold`]).
+//! A filter that cannot be read or fails its checks prunes nothing: its file is scanned, the
+//! rejection reported.
 
 use std::collections::HashMap;
 
 use crate::formats::lineage::{GateDecision, RejectReason, Rejection};
 use crate::formats::manifest::{IndexFileEntry, IndexManifest, TableManifest};
-use crate::index::bloom::{self, BloomPages};
-use crate::io::Location;
-use crate::read::lookup::{index_io, reaches, run_coverage, Lookup, FILE_WINDOW};
+use crate::read::lookup::{reaches, run_coverage, BlobRef, Lookup, FILE_WINDOW};
 use crate::read::predicate::Predicate;
 use crate::read::range::ByteRange;
 use crate::values::KeyError;
@@ -65,7 +63,7 @@ impl Lookup<'_> {
         let mut covered = vec![false; t.files.len()];
         if let Some(run) = ix.table_run() {
             let coverage = run_coverage(t, run);
-            match self.probe_stripes(run, &keys).await {
+            match self.probe_stripes(ix, run, &keys).await {
                 Ok(may) => {
                     for (ordinal, file) in coverage.iter().enumerate() {
                         if let Some(i) = *file {
@@ -102,7 +100,7 @@ impl Lookup<'_> {
                     if !reaches(&e.ordered, ranges) {
                         return (*i, *e, Ok(false));
                     }
-                    (*i, *e, self.probe_filter(e, keys).await)
+                    (*i, *e, self.probe_filter(ix, e, keys).await)
                 }
             }))
             .await;
@@ -121,145 +119,43 @@ impl Lookup<'_> {
         Ok(out)
     }
 
-    /// Per run ordinal: may any key be in that file? One coalesced read of the keys' stripes.
+    /// Per run ordinal: may any key be in that file? The kind reads its run.
     async fn probe_stripes(
         &self,
+        ix: &IndexManifest,
         run: &crate::formats::manifest::TableRun,
         keys: &[Vec<u8>],
     ) -> Result<Vec<bool>, RejectReason> {
         let files = run.files.len() as u64;
-        let corrupt = |m: &str| RejectReason::Corrupt {
-            message: m.to_string(),
+        let Some(kind) = crate::index::kind::of(ix.kind()) else {
+            return Ok(vec![true; files as usize]);
         };
-        let blocks = run
-            .ordered
-            .blocks
-            .ok_or_else(|| corrupt("a bloom run without blocks"))?;
-        if blocks == 0
-            || !blocks.is_power_of_two()
-            || blocks > bloom::MAX_BLOCKS
-            || bloom::stripe_range(blocks - 1, files)
-                .end
-                .checked_add(bloom::STRIPES_TRAILER_LEN)
-                != Some(run.blob_length)
-        {
-            return Err(corrupt("bloom run size"));
-        }
-        let mut stripes: Vec<u64> = keys.iter().map(|k| bloom::block_of(k, blocks)).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        let spans: Vec<_> = stripes
-            .iter()
-            .map(|&b| {
-                let r = bloom::stripe_range(b, files);
-                run.blob_offset + r.start..run.blob_offset + r.end
-            })
-            .collect();
-        let cached: Vec<Option<bytes::Bytes>> = spans
-            .iter()
-            .map(|r| self.cache.block(&run.bundle_path, r.start, r.end))
-            .collect();
-        let bundle = Location::new(&run.bundle_path);
-        // One stripe per key (neighbouring stripes coalesce into one request).
-        let gap = self.overlay.coalesce_gap();
-        let fetched =
-            crate::io::read_missing(self.overlay, &bundle, &spans, cached, gap, |r, b| {
-                self.cache
-                    .put_block(&run.bundle_path, r.start, r.end, b.clone())
-            })
+        let blob = self.blobs().at(BlobRef {
+            bundle_path: &run.bundle_path,
+            offset: run.blob_offset,
+            length: run.blob_length,
+            ordered: &run.ordered,
+            rows: None,
+        });
+        kind.run_may_hold(&blob, files, keys)
             .await
-            .map_err(index_io)?;
-        let mut may = vec![false; files as usize];
-        for (b, bytes) in stripes.iter().zip(&fetched) {
-            let blocks_of =
-                bloom::stripe_blocks(bytes, *b, files).map_err(|e| RejectReason::Corrupt {
-                    message: e.to_string(),
-                })?;
-            for k in keys.iter().filter(|k| bloom::block_of(k, blocks) == *b) {
-                for (ordinal, block) in blocks_of.iter().enumerate() {
-                    if !may[ordinal] && bloom::block_may_hold(block, k) {
-                        may[ordinal] = true;
-                    }
-                }
-            }
-        }
-        Ok(may)
+            .map_err(|err| blob.reject(err))
     }
 
-    /// May any key be in the file of `e`? Its page hashes (cached), then the keys' pages.
+    /// May any key be in the file of `e`? Its kind's filter says.
     async fn probe_filter(
         &self,
+        ix: &IndexManifest,
         e: &IndexFileEntry,
         keys: &[Vec<u8>],
     ) -> Result<bool, RejectReason> {
-        let l = &e.lineage;
-        let m = &e.ordered;
-        let corrupt = |m: String| RejectReason::Corrupt { message: m };
-        let blocks = m
-            .blocks
-            .ok_or_else(|| corrupt("a bloom filter without blocks".into()))?;
-        if m.directory_offset
-            .checked_add(m.directory_length)
-            .is_none_or(|end| end > l.blob_length)
-            || blocks.checked_mul(bloom::BLOCK as u64) != Some(m.directory_offset)
-        {
-            return Err(corrupt("bloom page directory outside the blob".into()));
-        }
-        let start = l.blob_offset + m.directory_offset;
-        let span = start..start + m.directory_length;
-        let bytes = match self.cache.block(&l.bundle_path, span.start, span.end) {
-            Some(b) => b,
-            None => {
-                let b = self
-                    .overlay
-                    .read_range(&Location::new(&l.bundle_path), span.clone())
-                    .await
-                    .map_err(index_io)?;
-                self.cache
-                    .put_block(&l.bundle_path, span.start, span.end, b.clone());
-                b
-            }
+        let Some(kind) = crate::index::kind::of(ix.kind()) else {
+            return Ok(true);
         };
-        let pages = BloomPages::parse(&bytes, &m.directory_sha256, blocks)
-            .map_err(|e| corrupt(e.to_string()))?;
-        let mut wanted: Vec<u64> = keys.iter().map(|k| bloom::block_of(k, blocks)).collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let spans: Vec<_> = wanted
-            .iter()
-            .map(|&b| {
-                let r = pages.page_range(b);
-                l.blob_offset + r.start..l.blob_offset + r.end
-            })
-            .collect();
-        let cached: Vec<Option<bytes::Bytes>> = spans
-            .iter()
-            .map(|r| self.cache.block(&l.bundle_path, r.start, r.end))
-            .collect();
-        let gap = self.overlay.coalesce_gap();
-        let fetched = crate::io::read_missing(
-            self.overlay,
-            &Location::new(&l.bundle_path),
-            &spans,
-            cached,
-            gap,
-            |r, b| {
-                self.cache
-                    .put_block(&l.bundle_path, r.start, r.end, b.clone())
-            },
-        )
-        .await
-        .map_err(index_io)?;
-        for (b, page) in wanted.iter().zip(&fetched) {
-            let block = pages.block(page, *b).map_err(|e| corrupt(e.to_string()))?;
-            if keys
-                .iter()
-                .any(|k| bloom::block_of(k, blocks) == *b && bloom::block_may_hold(block, k))
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        let blob = self.blobs().at(BlobRef::of(e));
+        kind.may_hold(&blob, keys)
+            .await
+            .map_err(|err| blob.reject(err))
     }
 }
 

@@ -31,8 +31,7 @@ use serde::Serialize;
 
 use crate::datafile::{DictionaryPage, DictionaryPages};
 use crate::formats::manifest::FileEntry;
-use crate::index::bitmap::BitmapDirectory;
-use crate::index::ordered::OrderedDirectory;
+use crate::index::access::Part;
 use crate::io::ObjectMeta;
 
 /// The default byte budget of the wasm reader's cache (browsers and Workers have little
@@ -113,8 +112,8 @@ impl Key {
 
 #[derive(Clone)]
 enum Entry {
-    Directory(Arc<OrderedDirectory>),
-    BitmapDirectory(Arc<BitmapDirectory>),
+    /// A blob's decoded directory, of the type its kind's reader parsed it into.
+    Directory(Part),
     Metadata(Arc<ParquetMetaData>, ObjectMeta),
     Block(Bytes),
     TextDirectory(Arc<crate::index::fulltext::FulltextDirectory>),
@@ -339,13 +338,9 @@ impl ReadCache {
         self.lock().insert(k, e, bytes, budget);
     }
 
-    /// The parsed directory of the blob at `offset` in `bundle` whose bytes hash to `sha256`.
-    pub fn directory(
-        &self,
-        bundle: &str,
-        offset: u64,
-        sha256: &str,
-    ) -> Option<Arc<OrderedDirectory>> {
+    /// The decoded directory of the blob at `offset` in `bundle` whose bytes hash to
+    /// `sha256` (of whatever type its kind's reader parsed it into).
+    pub fn directory(&self, bundle: &str, offset: u64, sha256: &str) -> Option<Part> {
         match self.get(&dir_key(bundle, offset, sha256)) {
             Some(Entry::Directory(d)) => Some(d),
             _ => None,
@@ -359,47 +354,9 @@ impl ReadCache {
             .contains_key(&dir_key(bundle, offset, sha256))
     }
 
-    pub fn put_directory(&self, bundle: &str, offset: u64, sha256: &str, d: Arc<OrderedDirectory>) {
-        let bytes = 64
-            + d.max_key.len() as u64
-            + d.blocks
-                .iter()
-                .map(|b| 64 + b.first_key.len() as u64)
-                .sum::<u64>();
+    /// Keeps a decoded directory of about `bytes` in memory.
+    pub fn put_directory(&self, bundle: &str, offset: u64, sha256: &str, d: Part, bytes: u64) {
         self.put(dir_key(bundle, offset, sha256), Entry::Directory(d), bytes);
-    }
-
-    /// The parsed directory of the bitmap blob at `offset` in `bundle` (keyed like
-    /// [`ReadCache::directory`]: `has_directory` answers for both kinds).
-    pub fn bitmap_directory(
-        &self,
-        bundle: &str,
-        offset: u64,
-        sha256: &str,
-    ) -> Option<Arc<BitmapDirectory>> {
-        match self.get(&dir_key(bundle, offset, sha256)) {
-            Some(Entry::BitmapDirectory(d)) => Some(d),
-            _ => None,
-        }
-    }
-
-    pub fn put_bitmap_directory(
-        &self,
-        bundle: &str,
-        offset: u64,
-        sha256: &str,
-        d: Arc<BitmapDirectory>,
-    ) {
-        let bytes = 64
-            + d.values
-                .iter()
-                .map(|v| 64 + v.key.len() as u64)
-                .sum::<u64>();
-        self.put(
-            dir_key(bundle, offset, sha256),
-            Entry::BitmapDirectory(d),
-            bytes,
-        );
     }
 
     /// A data file's metadata (with its page index) and the size and version the store
@@ -707,11 +664,11 @@ mod tests {
     #[test]
     fn directories_are_keyed_by_their_hash() {
         let c = ReadCache::default();
-        let d = Arc::new(OrderedDirectory {
+        let d = Arc::new(crate::index::ordered::OrderedDirectory {
             blocks: vec![],
             max_key: vec![1],
         });
-        c.put_directory("x.puffin", 4, "AB", d);
+        c.put_directory("x.puffin", 4, "AB", d, 80);
         assert!(c.directory("x.puffin", 4, "ab").is_some());
         assert!(c.directory("x.puffin", 4, "cd").is_none());
         assert!(c.directory("x.puffin", 5, "ab").is_none());

@@ -13,14 +13,15 @@
 
 use std::collections::HashMap;
 
-use roaring::{RoaringBitmap, RoaringTreemap};
+use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::formats::lineage::{GateDecision, RejectReason, Rejection};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, TableManifest};
+use crate::index::access::{KeyProbe, Positions};
 use crate::io::Location;
-use crate::read::lookup::{reads_at, BlobRef, Lookup, Probe, FILE_WINDOW};
+use crate::read::lookup::{reads_at, BlobRef, Lookup, FILE_WINDOW};
 use crate::read::plan::{plan_index, IndexPlan, Query, QueryStats};
 use crate::read::predicate::Predicate;
 
@@ -252,66 +253,30 @@ impl Lookup<'_> {
                 return Ok(Err(r));
             }
             let cp = &pred.columns[c.column];
-            let probe = Probe {
-                ranges: c.plan.ranges.clone(),
-                filter: None,
+            let Some(kind) = crate::index::kind::of(ix.kind()) else {
+                return Ok(Err(reject(RejectReason::Corrupt {
+                    message: format!("a {} index names no key's rows", ix.kind()),
+                })));
             };
-            let set = if ix.kind().answers().counts {
-                let b = BlobRef::of(e);
-                let selected = match self.blobs().bitmap_values(ix, &b, &probe).await {
-                    Ok(s) => s,
-                    Err(r) => return Ok(Err(reject(r))),
-                };
-                let Some((dir, values)) = selected else {
-                    return Ok(Ok(0));
-                };
-                // The probe's ranges are a superset (exclusive bounds widen): each value
-                // is checked against the column's conditions.
-                let mut kept = Vec::with_capacity(values.len());
-                for i in values {
-                    match ix.key.decode(&dir.values[i].key) {
-                        Ok(v) if cp.matches(&v[0]) => kept.push(i),
-                        Ok(_) => {}
-                        Err(err) => {
-                            return Ok(Err(reject(RejectReason::Corrupt {
-                                message: format!("undecodable key: {err}"),
-                            })))
-                        }
-                    }
-                }
-                if cols.len() == 1 && deleted.is_none() {
-                    return Ok(Ok(kept.iter().map(|&i| dir.values[i].cardinality).sum()));
-                }
-                let maps = match self.blobs().bitmaps(&b, &dir, &kept).await {
-                    Ok(m) => m,
-                    Err(r) => return Ok(Err(reject(r))),
-                };
-                let mut all = RoaringBitmap::new();
-                for m in maps {
-                    all |= m;
-                }
-                RoaringTreemap::from_bitmaps([(0u32, all)])
-            } else {
-                let entries = match self.probe(ix, e, &probe).await {
-                    Ok(Some(v)) => v,
-                    Ok(None) => return Ok(Ok(0)),
-                    Err(r) => return Ok(Err(r)),
-                };
-                let mut set = RoaringTreemap::new();
-                for (k, p) in entries {
-                    match ix.key.decode(&k) {
-                        Ok(v) if cp.matches(&v[0]) => {
-                            set.insert(p);
-                        }
-                        Ok(_) => {}
-                        Err(err) => {
-                            return Ok(Err(reject(RejectReason::Corrupt {
-                                message: format!("undecodable key: {err}"),
-                            })))
-                        }
-                    }
-                }
-                set
+            // The plan's ranges are a superset (exclusive bounds widen): each key is checked
+            // against the column's conditions.
+            let keep = |k: &[u8]| {
+                ix.key
+                    .decode(k)
+                    .map(|v| cp.matches(&v[0]))
+                    .map_err(|e| e.to_string())
+            };
+            let probe = KeyProbe {
+                ranges: &c.plan.ranges,
+                keep: Some(&keep),
+            };
+            let blob = self.blobs().at(BlobRef::of(e));
+            let only_count = cols.len() == 1 && deleted.is_none();
+            let set = match kind.positions(&blob, probe, only_count).await {
+                Ok(None) => return Ok(Ok(0)),
+                Ok(Some(Positions::Count(n))) => return Ok(Ok(n)),
+                Ok(Some(Positions::Set(set))) => set,
+                Err(err) => return Ok(Err(reject(blob.reject(err)))),
             };
             if set.is_empty() {
                 return Ok(Ok(0));

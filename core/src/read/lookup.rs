@@ -6,7 +6,6 @@
 //! answer is the same either way; [`LookupStats`] says how it was obtained.
 
 use std::collections::HashMap;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -18,8 +17,7 @@ use crate::formats::manifest::{
     FileEntry, IndexFileEntry, IndexManifest, Manifest, TableManifest, TableRun, RUN_POSITION_BITS,
 };
 use crate::formats::rowset::{locate, Located, PositionOf};
-use crate::index::ordered::{scan_block, BlobError, OrderedDirectory};
-use crate::index::IndexKind;
+use crate::index::ordered::OrderedDirectory;
 use crate::io::{IoStats, Location, ObjectMeta, RangeReader};
 pub(crate) use crate::read::blob::{index_io, reaches, BlobRef, Blobs, Probe};
 use crate::read::cache::ReadCache;
@@ -626,16 +624,14 @@ impl Lookup<'_> {
         probe: &Probe,
     ) -> Result<Option<Vec<(Vec<u8>, u64)>>, Rejection> {
         let l = &e.lineage;
-        let blob = BlobRef::of(e);
-        let answer = match ix.kind() {
-            IndexKind::Ordered => self.probe_blob(ix, blob, probe).await,
-            IndexKind::Bitmap => self.blobs().probe_bitmap(ix, blob, probe).await,
-            // Never planned as a source of rows (`IndexKind::has_positions`).
-            IndexKind::Bloom | IndexKind::Fulltext | IndexKind::Vector | IndexKind::Unknown => {
-                Err(RejectReason::Corrupt {
-                    message: format!("a {} index names no key's rows", ix.kind()),
-                })
+        let answer = match crate::index::kind::of(ix.kind()) {
+            Some(kind) => {
+                let blob = self.blobs().at(BlobRef::of(e));
+                blob.rows(kind, &ix.key, probe).await
             }
+            None => Err(RejectReason::Corrupt {
+                message: format!("a {} index names no key's rows", ix.kind()),
+            }),
         };
         answer.map_err(|reason| Rejection {
             data_file: l.source_path.clone(),
@@ -643,190 +639,6 @@ impl Lookup<'_> {
             bundle_path: Some(l.bundle_path.clone()),
             reason,
         })
-    }
-
-    /// The blob's directory (read and cached unless cached or inline) and the blocks the
-    /// probe's ranges can touch, in order, with the ranges that reach the blob at all; `None`
-    /// when the blob's key bounds exclude every range (nothing read).
-    #[allow(clippy::type_complexity)]
-    async fn wanted_blocks<'p>(
-        &self,
-        b: &BlobRef<'_>,
-        probe: &'p Probe,
-    ) -> Result<Option<(Arc<OrderedDirectory>, Vec<usize>, Vec<&'p ByteRange>)>, RejectReason> {
-        let unhex = |h: &Option<String>| h.as_deref().map(hex::decode).transpose();
-        let (min, max) = match (unhex(&b.ordered.min_key), unhex(&b.ordered.max_key)) {
-            (Ok(Some(a)), Ok(Some(m))) => (a, m),
-            (Ok(None), Ok(None)) => return Ok(None), // empty blob
-            _ => {
-                return Err(RejectReason::Corrupt {
-                    message: "key bounds are not hex".into(),
-                })
-            }
-        };
-        let live: Vec<&ByteRange> = probe
-            .ranges
-            .iter()
-            .filter(|r| {
-                r.start.as_slice() <= max.as_slice()
-                    && r.end.as_deref().is_none_or(|end| end > min.as_slice())
-            })
-            .collect();
-        if live.is_empty() {
-            return Ok(None);
-        }
-        if b.ordered
-            .directory_offset
-            .checked_add(b.ordered.directory_length)
-            .is_none_or(|end| end > b.length)
-        {
-            return Err(RejectReason::Corrupt {
-                message: "directory outside the blob".into(),
-            });
-        }
-        let out_of_range = || RejectReason::Corrupt {
-            message: "blob range overflows".into(),
-        };
-        let sha = &b.ordered.directory_sha256;
-        let dir = match self.cache.directory(b.bundle_path, b.offset, sha) {
-            Some(d) => d,
-            None => {
-                let start = b
-                    .offset
-                    .checked_add(b.ordered.directory_offset)
-                    .ok_or_else(out_of_range)?;
-                let end = start
-                    .checked_add(b.ordered.directory_length)
-                    .ok_or_else(out_of_range)?;
-                let bytes = self
-                    .overlay
-                    .read_range(&Location::new(b.bundle_path), start..end)
-                    .await
-                    .map_err(index_io)?;
-                let d = OrderedDirectory::parse(&bytes, Some(sha), b.ordered.directory_offset)
-                    .map_err(|e| b.corrupt(e))?;
-                let d = Arc::new(d);
-                self.cache
-                    .put_directory(b.bundle_path, b.offset, sha, d.clone());
-                d
-            }
-        };
-        let mut wanted: Vec<usize> = live
-            .iter()
-            .flat_map(|r| {
-                let hi = match &r.end {
-                    Some(e) => Bound::Excluded(e.as_slice()),
-                    None => Bound::Unbounded,
-                };
-                dir.blocks_for(Bound::Included(r.start.as_slice()), hi)
-            })
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        Ok(Some((dir, wanted, live)))
-    }
-
-    /// About how many entries a probe of the blob matches, from the directory alone: the
-    /// entries of every block that lies wholly inside a probed range, and one for each block
-    /// a range only enters (a point key is one entry, not its block's). `None` when the
-    /// directory cannot be had.
-    async fn estimate_blob(&self, b: &BlobRef<'_>, probe: &Probe) -> Option<u64> {
-        let (dir, wanted, live) = match self.wanted_blocks(b, probe).await {
-            Ok(None) => return Some(0),
-            Ok(Some(w)) => w,
-            Err(_) => return None,
-        };
-        let inside = |i: usize| {
-            let first = dir.blocks[i].first_key.as_slice();
-            let last_bound = dir.blocks.get(i + 1).map(|n| n.first_key.as_slice());
-            live.iter().any(|r| {
-                first >= r.start.as_slice()
-                    && match (&r.end, last_bound) {
-                        (None, _) => true,
-                        (Some(end), Some(next)) => next <= end.as_slice(),
-                        (Some(end), None) => dir.max_key.as_slice() < end.as_slice(),
-                    }
-            })
-        };
-        Some(
-            wanted
-                .iter()
-                .map(|&i| if inside(i) { dir.blocks[i].entries } else { 1 })
-                .fold(0u64, u64::saturating_add),
-        )
-    }
-
-    async fn probe_blob(
-        &self,
-        ix: &IndexManifest,
-        b: BlobRef<'_>,
-        probe: &Probe,
-    ) -> Result<Option<Vec<(Vec<u8>, u64)>>, RejectReason> {
-        let corrupt = |err: BlobError| b.corrupt(err);
-        let Some((dir, wanted, live)) = self.wanted_blocks(&b, probe).await? else {
-            return Ok(None);
-        };
-        let bundle = Location::new(b.bundle_path);
-        let out_of_range = || RejectReason::Corrupt {
-            message: "blob range overflows".into(),
-        };
-        let spans: Vec<_> = wanted
-            .iter()
-            .map(|&i| &dir.blocks[i])
-            .map(|k| {
-                let start = b.offset.checked_add(k.offset)?;
-                Some(start..start.checked_add(k.length)?)
-            })
-            .collect::<Option<_>>()
-            .ok_or_else(out_of_range)?;
-        // Cached blocks are served as they are (each is verified against the directory's
-        // hash when scanned); the rest in one coalesced read, then cached.
-        let cached: Vec<Option<bytes::Bytes>> = spans
-            .iter()
-            .map(|r| self.cache.block(b.bundle_path, r.start, r.end))
-            .collect();
-        let gap = self.overlay.coalesce_gap();
-        let fetched =
-            crate::io::read_missing(self.overlay, &bundle, &spans, cached, gap, |r, bytes| {
-                self.cache
-                    .put_block(b.bundle_path, r.start, r.end, bytes.clone())
-            })
-            .await
-            .map_err(index_io)?;
-        let mut entries = Vec::new();
-        let mut bad_key = None;
-        let mut bad_position = false;
-        for (&i, bytes) in wanted.iter().zip(&fetched) {
-            scan_block(bytes, &dir.blocks[i], |k, p| {
-                if b.rows.is_some_and(|n| p >= n) {
-                    bad_position = true;
-                    return false;
-                }
-                if live.iter().any(|r| r.contains(k)) {
-                    match &probe.filter {
-                        None => entries.push((k.to_vec(), p)),
-                        Some(f) => match ix.key.decode(k) {
-                            Ok(vals) if f.matches(&vals) => entries.push((k.to_vec(), p)),
-                            Ok(_) => {}
-                            Err(e) => bad_key = Some(e),
-                        },
-                    }
-                }
-                true
-            })
-            .map_err(corrupt)?;
-        }
-        if let Some(e) = bad_key {
-            return Err(RejectReason::Corrupt {
-                message: format!("undecodable key: {e}"),
-            });
-        }
-        if bad_position {
-            return Err(RejectReason::Corrupt {
-                message: "an entry names a position past the file's rows".into(),
-            });
-        }
-        Ok(Some(entries))
     }
 
     /// The run's blob, its inline directory (when the manifest carries one) parsed, verified
@@ -843,8 +655,14 @@ impl Lookup<'_> {
                 });
                 // An inline directory that does not verify is ignored: the bundle's is read.
                 if let Some(d) = parsed {
-                    self.cache
-                        .put_directory(&run.bundle_path, run.blob_offset, sha, Arc::new(d));
+                    let bytes = crate::index::ordered::read::directory_bytes(&d);
+                    self.cache.put_directory(
+                        &run.bundle_path,
+                        run.blob_offset,
+                        sha,
+                        Arc::new(d),
+                        bytes,
+                    );
                 }
             }
         }
@@ -876,22 +694,17 @@ impl Lookup<'_> {
             ids.filter_map(|id| by_id.get(&id))
                 .fold(0u64, |a, n| a.saturating_add(*n))
         };
+        let kind = crate::index::kind::of(ix.kind())?;
         if let Some(run) = ix.table_run() {
-            let entries = self.estimate_blob(&self.run_blob(run), probe).await?;
+            let blob = self.blobs().at(self.run_blob(run));
+            let entries = blob.estimate(kind, &ix.key, probe).await?;
             return Some((entries, rows(&mut run.files.iter().map(|f| f.file_id))));
         }
         let mut total = 0u64;
         for window in ix.file_entries().chunks(FILE_WINDOW) {
             let est = futures::future::join_all(window.iter().map(|e| async move {
-                let blob = BlobRef::of(e);
-                match ix.kind() {
-                    IndexKind::Ordered => self.estimate_blob(&blob, probe).await,
-                    IndexKind::Bitmap => self.blobs().estimate_bitmap(ix, &blob, probe).await,
-                    IndexKind::Bloom
-                    | IndexKind::Fulltext
-                    | IndexKind::Vector
-                    | IndexKind::Unknown => None,
-                }
+                let blob = self.blobs().at(BlobRef::of(e));
+                blob.estimate(kind, &ix.key, probe).await
             }))
             .await;
             for e in est {
@@ -922,8 +735,11 @@ impl Lookup<'_> {
         if ordinal_to_file.iter().all(Option::is_none) {
             return (covered, vec![]);
         }
-        let blob = self.run_blob(run);
-        let entries = match self.probe_blob(ix, blob, probe).await {
+        let Some(kind) = crate::index::kind::of(ix.kind()) else {
+            return (covered, vec![]);
+        };
+        let blob = self.blobs().at(self.run_blob(run));
+        let entries = match blob.rows(kind, &ix.key, probe).await {
             Ok(e) => e.unwrap_or_default(),
             Err(reason) => {
                 let r = Rejection {

@@ -8,8 +8,9 @@
 //!   index/scan per file, re-checks of index answers (`docs/query.md`);
 //! - [`range`]: bounds and IS NULL prefixes as byte ranges of an ordered index;
 //! - [`prune`]: statistics and page-index pruning of data files;
-//! - [`bitmap`]: reading bitmap blobs (directories, selected values, bitmaps, counts);
-//! - [`bloom`]: pruning files with bloom filters (striped runs, per-file filters);
+//! - [`blob`]: a blob of the overlay through the read cache, as kinds' read hooks see it
+//!   (each kind's reader lives in its folder, `index::<kind>::read`);
+//! - [`bloom`]: pruning files by indexes that answer `prune` (table runs, per-file blobs);
 //! - [`cache`]: the read handle's cache (directories, data-file metadata, index blocks);
 //! - [`search`], [`nearest`] and [`hybrid`]: BM25 search, vector k-NN and their fusion;
 //!   [`ranked`]: what the two share once their winners are known;
@@ -19,7 +20,6 @@
 //!
 //! Native only: [`reader`], the read-only open of a published overlay.
 
-pub mod bitmap;
 pub(crate) mod blob;
 pub mod bloom;
 pub mod cache;

@@ -3,7 +3,6 @@
 
 use std::cmp::Ordering;
 
-use crate::formats::key_encoding::prefix_end;
 use crate::values::*;
 
 /// Why a range or IS NULL request cannot be served from an ordered index.
@@ -25,25 +24,8 @@ pub enum RangeError {
     Key(#[from] KeyError),
 }
 
-/// A half-open byte range `[start, end)` of an index (`end: None` runs to the end).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ByteRange {
-    pub start: Vec<u8>,
-    pub end: Option<Vec<u8>>,
-}
-
-impl ByteRange {
-    /// Exactly the keys that start with `prefix`.
-    pub fn prefix(prefix: Vec<u8>) -> ByteRange {
-        ByteRange {
-            end: prefix_end(&prefix),
-            start: prefix,
-        }
-    }
-    pub fn contains(&self, key: &[u8]) -> bool {
-        key >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| key < e)
-    }
-}
+use crate::index::blob::prefix_end;
+pub use crate::index::blob::ByteRange;
 
 /// The exact predicate of a range, evaluated on decoded key values.
 #[derive(Clone, Debug, PartialEq)]

@@ -28,7 +28,11 @@ use std::ops::{Bound, Range};
 use roaring::RoaringBitmap;
 use sha2::{Digest, Sha256};
 
+use crate::index::access::{BlobAccess, KeyProbe, Positions};
 use crate::index::ordered::{get_bytes, get_varint, put_varint, BlobError, MAX_KEY_BYTES};
+use crate::io::BoxFut;
+
+pub mod read;
 
 /// Puffin blob type of this format.
 pub const BLOB_TYPE: &str = "skerry-bitmap-v1";
@@ -399,6 +403,28 @@ impl super::kind::Kind for Bitmap {
     }
     fn read_entries(&self, blob: &[u8], f: &mut dyn FnMut(&[u8], u64)) -> Result<(), BlobError> {
         read_entries(blob, f)
+    }
+    fn rows<'a>(
+        &'a self,
+        blob: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+    ) -> BoxFut<'a, Result<Option<Vec<(Vec<u8>, u64)>>, BlobError>> {
+        Box::pin(async move { read::rows(blob, &probe).await })
+    }
+    fn estimate<'a>(
+        &'a self,
+        blob: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+    ) -> BoxFut<'a, Option<u64>> {
+        Box::pin(async move { read::estimate(blob, &probe).await })
+    }
+    fn positions<'a>(
+        &'a self,
+        blob: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+        only_count: bool,
+    ) -> BoxFut<'a, Result<Option<Positions>, BlobError>> {
+        Box::pin(async move { read::positions(blob, &probe, only_count).await })
     }
 }
 

@@ -41,6 +41,8 @@ use sha2::{Digest, Sha256};
 
 use crate::index::ordered::BlobError;
 
+pub mod read;
+
 /// Puffin blob type of the per-file filter.
 pub const BLOB_TYPE: &str = "skerry-bloom-v1";
 /// Puffin blob type of the striped table-wide filter.
@@ -360,6 +362,21 @@ impl super::kind::Kind for Bloom {
             let filter = Sbbf::new(bits);
             keys.filter(|k| !filter.check(*k)).count() as u64
         }))
+    }
+    fn may_hold<'a>(
+        &'a self,
+        blob: &'a dyn crate::index::access::BlobAccess,
+        keys: &'a [Vec<u8>],
+    ) -> crate::io::BoxFut<'a, Result<bool, BlobError>> {
+        Box::pin(async move { read::may_hold(blob, keys).await })
+    }
+    fn run_may_hold<'a>(
+        &'a self,
+        run: &'a dyn crate::index::access::BlobAccess,
+        files: u64,
+        keys: &'a [Vec<u8>],
+    ) -> crate::io::BoxFut<'a, Result<Vec<bool>, BlobError>> {
+        Box::pin(async move { read::run_may_hold(run, files, keys).await })
     }
 }
 

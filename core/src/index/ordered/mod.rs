@@ -37,7 +37,11 @@ pub const DEFAULT_BLOCK_BYTES: usize = 16 * 1024;
 /// Largest key a blob may hold (matches the encoding's cap).
 pub const MAX_KEY_BYTES: usize = crate::values::MAX_KEY_BYTES;
 
+use super::access::{BlobAccess, KeyProbe};
 pub use super::blob::BlobError;
+use crate::io::BoxFut;
+
+pub mod read;
 
 /// A written blob and the facts the manifest records about it.
 #[derive(Clone, Debug)]
@@ -763,6 +767,20 @@ impl super::kind::Kind for Ordered {
     }
     fn read_entries(&self, blob: &[u8], f: &mut dyn FnMut(&[u8], u64)) -> Result<(), BlobError> {
         read_entries(blob, f)
+    }
+    fn rows<'a>(
+        &'a self,
+        blob: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+    ) -> BoxFut<'a, Result<Option<Vec<(Vec<u8>, u64)>>, BlobError>> {
+        Box::pin(async move { read::rows(blob, &probe).await })
+    }
+    fn estimate<'a>(
+        &'a self,
+        blob: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+    ) -> BoxFut<'a, Option<u64>> {
+        Box::pin(async move { read::estimate(blob, &probe).await })
     }
 }
 
