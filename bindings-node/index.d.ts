@@ -76,70 +76,6 @@ export declare class Overlay {
    */
   refresh(table?: string | undefined | null, options?: RefreshOptions | undefined | null): Promise<RefreshReport>
   /**
-   * Rows whose indexed columns equal `key` (one value per index column, or a single value
-   * for a one-column index), in the index's order.
-   */
-  lookup(table: string, index: string, key: KeyValue | KeyValue[]): Promise<LookupResult>
-  /**
-   * `index IN (keys)`: complete keys, deduplicated, in key order; keys with NULL match
-   * nothing.
-   */
-  lookupMany(table: string, index: string, keys: Array<KeyValue | KeyValue[]>): Promise<LookupResult>
-  /**
-   * Rows between `lower` and `upper`, each `{ key, inclusive = true }` compared as a SQL
-   * row (`(a, b) >= (5, 10)`) or `null` for unbounded, in the index's order (or reversed).
-   * Shared leading values are an equality prefix; ranging over columns of mixed directions
-   * is refused (`E_REFUSED`).
-   */
-  range(table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: RangeOptions): Promise<LookupResult>
-  /**
-   * IS NULL over a leading run of columns: `null` = IS NULL, a value = equality,
-   * `undefined` = unconstrained (only after the last constrained column).
-   */
-  nulls(table: string, index: string, prefix: Array<KeyValue | undefined>, options?: { reverse?: boolean }): Promise<LookupResult>
-  /**
-   * Where rows with stable ids `rowIds` are; files without a usable row-id summary list
-   * the ids that may be in them as candidates.
-   */
-  locate(table: string, rowIds: Array<bigint | number>): Promise<LocateResult>
-  /**
-   * Fetches `columns` of `rows` (as lookups return them) in the order given, reading only
-   * the pages that hold them, at the data files' recorded versions: `{ ipc, rows }`, the
-   * Arrow IPC stream and the same rows as plain objects.
-   */
-  fetchRows(table: string, rows: RowRef[], columns: string[]): Promise<FetchedRows>
-  /**
-   * Answers `where` over `table` — indexes where the read gate accepts them, Parquet scans
-   * (statistics, page index) where not, delete masks applied — and fetches `columns` of
-   * the matching rows (first `limit` in file order, then position). The facade emits
-   * `warning` events for rejected indexes.
-   */
-  query(table: string, options?: QueryOptions): Promise<QueryResult>
-  /**
-   * How many live rows of `table` match `where`: from indexes alone when every `where`
-   * column has a ready one-column index (bitmaps intersect), by scanning otherwise — the
-   * same count either way.
-   */
-  count(table: string, options?: CountOptions): Promise<CountResult>
-  /**
-   * BM25 top-k of `table`'s fulltext index: `{ ipc, rows, refs, scores, bm25, stats,
-   * warnings }`, best first. Files without an accepted blob are scanned with the same
-   * analyzer and statistics; `where` is a pre-filter; deleted rows never score.
-   */
-  search(table: string, options: SearchOptions): Promise<SearchResult>
-  /**
-   * The `k` rows nearest to a vector through `table`'s vector index: `{ ipc, rows, refs,
-   * distances, metric, stats, warnings }`, nearest first. Files without an accepted blob
-   * are scanned exactly; `where` is a pre-filter; deleted rows are never results.
-   */
-  nearest(table: string, options: NearestOptions): Promise<NearestResult>
-  /**
-   * The plan `query(table, options)` would follow, file by file, without reading data or
-   * index blocks: the index and why (or why none), files answered by the index, pruned
-   * or scanned (and why), and the requests and round trips to expect.
-   */
-  explain(table: string, options?: QueryOptions): Promise<Explain>
-  /**
    * This handle's counters in the Prometheus text format: reads by verb, requests and
    * bytes (index, data), read cache hits, misses and bytes per tier, files answered by
    * index / scanned / pruned / rejected (by reason), repairs queued and drained, builds and
@@ -779,3 +715,72 @@ export type ErrorCode = 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_TIMEO
   | 'E_NOT_INITIALISED';
 /** A Skerry error: `code` is stable; `retryable` says whether the same call may succeed when retried unchanged. */
 export interface SkerryError extends Error { code: ErrorCode; retryable: boolean }
+
+/**
+ * The read verbs, as both surfaces expose them: the addon's `Overlay` and the wasm reader's
+ * `OverlayReader` (each binding's methods come from `skerry_core::with_read_verbs!`, the one
+ * list of their names and arguments).
+ */
+export interface ReadVerbs {
+  /**
+   * Rows whose indexed columns equal `key` (one value per index column, or a single value
+   * for a one-column index), in the index's order.
+   */
+  lookup(table: string, index: string, key: KeyValue | KeyValue[]): Promise<LookupResult>;
+  /** `index IN (keys)`: complete keys, deduplicated, in key order; keys with NULL match nothing. */
+  lookupMany(table: string, index: string, keys: Array<KeyValue | KeyValue[]>): Promise<LookupResult>;
+  /**
+   * Rows between `lower` and `upper`, each `{ key, inclusive = true }` compared as a SQL row
+   * (`(a, b) >= (5, 10)`) or `null` for unbounded, in the index's order (or reversed). Shared
+   * leading values are an equality prefix; ranging over columns of mixed directions is refused
+   * (`E_REFUSED`).
+   */
+  range(table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: RangeOptions): Promise<LookupResult>;
+  /**
+   * IS NULL over a leading run of columns: `null` = IS NULL, a value = equality, `undefined` =
+   * unconstrained (only after the last constrained column).
+   */
+  nulls(table: string, index: string, prefix: Array<KeyValue | undefined>, options?: { reverse?: boolean }): Promise<LookupResult>;
+  /**
+   * Where rows with stable ids `rowIds` are; files without a usable row-id summary list the
+   * ids that may be in them as candidates.
+   */
+  locate(table: string, rowIds: Array<bigint | number>): Promise<LocateResult>;
+  /**
+   * Fetches `columns` of `rows` (as lookups return them) in the order given, reading only the
+   * pages that hold them, at the data files' recorded versions: `{ ipc, rows }`, the Arrow IPC
+   * stream and the same rows as plain objects.
+   */
+  fetchRows(table: string, rows: RowRef[], columns: string[]): Promise<FetchedRows>;
+  /**
+   * Answers `where` over `table` — indexes where the read gate accepts them, Parquet scans
+   * (statistics, page index) where not, delete masks applied — and fetches `columns` of the
+   * matching rows (first `limit` in file order, then position). Every rejected index is a
+   * `warning` event.
+   */
+  query(table: string, options?: QueryOptions): Promise<QueryResult>;
+  /**
+   * How many live rows of `table` match `where`: from indexes alone when every `where` column
+   * has a ready one-column index (bitmaps intersect), by scanning otherwise — the same count
+   * either way.
+   */
+  count(table: string, options?: CountOptions): Promise<CountResult>;
+  /**
+   * BM25 top-k of `table`'s fulltext index: `{ ipc, rows, refs, scores, bm25, stats, warnings }`,
+   * best first. Files without an accepted blob are scanned with the same analyzer and
+   * statistics; `where` is a pre-filter; deleted rows never score.
+   */
+  search(table: string, options: SearchOptions): Promise<SearchResult>;
+  /**
+   * The `k` rows nearest to a vector through `table`'s vector index: `{ ipc, rows, refs,
+   * distances, metric, stats, warnings }`, nearest first. Files without an accepted blob are
+   * scanned exactly; `where` is a pre-filter; deleted rows are never results.
+   */
+  nearest(table: string, options: NearestOptions): Promise<NearestResult>;
+  /**
+   * The plan `query(table, options)` would follow, file by file, without reading data or index
+   * blocks: the index and why (or why none), files answered by the index, pruned or scanned
+   * (and why), and the requests and round trips to expect.
+   */
+  explain(table: string, options?: QueryOptions): Promise<Explain>;
+}

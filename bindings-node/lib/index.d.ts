@@ -1,6 +1,6 @@
 // Public types of the `skerry` package. The shapes come from the addon's generated
 // `index.d.ts` (napi-rs); this file adds the entry points of the facade.
-import type { Overlay as NativeOverlay, OpenOptions, RowRef, QueryOptions, QueryResult, IndexWarning, FetchedRows, BuildProgress, CountOptions, CountResult, SearchOptions, SearchResult, NearestOptions, NearestResult } from '../index';
+import type { Overlay as NativeOverlay, OpenOptions, IndexWarning, BuildProgress, ReadVerbs } from '../index';
 
 export type {
   BuildReport, BuildProgress, CreateIndexOptions, Field, IndexColumn, IndexInfo, LookupResult, LookupStats,
@@ -10,28 +10,15 @@ export type {
   Repair, RefreshOptions, KeyValue, Decimal, Cell, Row, FetchedRows, ColumnCondition, QueryOptions,
   QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError, Explain, FilePlan,
   Metrics, CacheTier, CountOptions, CountResult, IndexKind, SearchOptions, SearchResult, Bm25Stats, Tokenizer,
-  Metric, NearestOptions, NearestResult, PlanOptions, CommitReport, RefusedFile,
+  Metric, NearestOptions, NearestResult, PlanOptions, CommitReport, RefusedFile, ReadVerbs,
 } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
 
 /** @deprecated use `ErrorCode`. */
 export type SkerryErrorCode = import('../index').ErrorCode;
 
-export type Overlay = NativeOverlay & {
-  /**
-   * Answers `where` over `table` with indexes where the read gate accepts them and Parquet
-   * scans where not; delete masks applied; rows fetched by page.
-   */
-  query(table: string, options?: QueryOptions): Promise<QueryResult>;
-  /**
-   * How many live rows of `table` match `where`: from indexes alone when every `where` column
-   * has a ready one-column index (bitmaps intersect), by scanning otherwise.
-   */
-  count(table: string, options?: CountOptions): Promise<CountResult>;
-  /** BM25 top-k of `table`'s fulltext index, best first (ties: the smaller row id). */
-  search(table: string, options: SearchOptions): Promise<SearchResult>;
-  /** The k rows nearest to a vector through `table`'s vector index, nearest first (ties: the smaller row id). */
-  nearest(table: string, options: NearestOptions): Promise<NearestResult>;
+/** The addon's overlay: its native methods, the read verbs (`ReadVerbs`), and the facade's. */
+export type Overlay = NativeOverlay & ReadVerbs & {
   on(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
   once(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
   off(event: 'warning', listener: (w: IndexWarning | SyncWarning) => void): Overlay;
@@ -51,8 +38,6 @@ export type Overlay = NativeOverlay & {
   startSync(name: string, options?: { intervalMs?: number; publish?: boolean; catchUpSteps?: number; maxEntries?: number; maxBytes?: number }): void;
   /** Stops `name`'s loop; resolves after a run in flight ends (false when none ran). */
   stopSync(name: string): Promise<boolean>;
-  /** Fetches `columns` of `rows` (as lookups return them), in order, reading only their pages. */
-  fetchRows(table: string, rows: RowRef[], columns: string[]): Promise<FetchedRows>;
   /**
    * Builds `table`'s indexes: by default each data file is read once and gets one new bundle
    * generation for all its indexes (`onProgress` sees a `BuildProgress` after every commit).

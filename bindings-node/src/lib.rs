@@ -439,6 +439,27 @@ impl Overlay {
     }
 }
 
+/// The read verbs (`skerry_core::with_read_verbs!`, the one list of them): each hands its
+/// arguments to the host boundary. Their TypeScript and docs are `ReadVerbs` in `host.d.ts`.
+macro_rules! read_verbs {
+    ($($name:ident $js:tt ($($arg:ident),*);)*) => {
+        #[napi]
+        impl Overlay {
+            $(
+                #[napi(js_name = $js, skip_typescript)]
+                pub fn $name<'env>(
+                    &self,
+                    env: &'env Env,
+                    $($arg: Unknown<'_>),*
+                ) -> Result<PromiseRaw<'env, Js>> {
+                    self.read(env, $js, vec![$($arg),*])
+                }
+            )*
+        }
+    };
+}
+skerry_core::with_read_verbs!(read_verbs);
+
 /// A JavaScript bigint as a u64, losslessly: negative or wider values are `E_INVALID`
 /// naming `what`.
 fn u64_arg(b: &BigInt, what: &str) -> skerry_core::Result<u64> {
@@ -881,188 +902,6 @@ impl Overlay {
                 version: None,
             })
         })
-    }
-
-    /// Rows whose indexed columns equal `key` (one value per index column, or a single value
-    /// for a one-column index), in the index's order.
-    #[napi(
-        ts_args_type = "table: string, index: string, key: KeyValue | KeyValue[]",
-        ts_return_type = "Promise<LookupResult>"
-    )]
-    pub fn lookup<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        index: Unknown<'_>,
-        key: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "lookup", vec![table, index, key])
-    }
-
-    /// `index IN (keys)`: complete keys, deduplicated, in key order; keys with NULL match
-    /// nothing.
-    #[napi(
-        ts_args_type = "table: string, index: string, keys: Array<KeyValue | KeyValue[]>",
-        ts_return_type = "Promise<LookupResult>"
-    )]
-    pub fn lookup_many<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        index: Unknown<'_>,
-        keys: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "lookupMany", vec![table, index, keys])
-    }
-
-    /// Rows between `lower` and `upper`, each `{ key, inclusive = true }` compared as a SQL
-    /// row (`(a, b) >= (5, 10)`) or `null` for unbounded, in the index's order (or reversed).
-    /// Shared leading values are an equality prefix; ranging over columns of mixed directions
-    /// is refused (`E_REFUSED`).
-    #[napi(
-        ts_args_type = "table: string, index: string, lower: RangeBound | null | undefined, upper: RangeBound | null | undefined, options?: RangeOptions",
-        ts_return_type = "Promise<LookupResult>"
-    )]
-    pub fn range<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        index: Unknown<'_>,
-        lower: Unknown<'_>,
-        upper: Unknown<'_>,
-        options: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "range", vec![table, index, lower, upper, options])
-    }
-
-    /// IS NULL over a leading run of columns: `null` = IS NULL, a value = equality,
-    /// `undefined` = unconstrained (only after the last constrained column).
-    #[napi(
-        ts_args_type = "table: string, index: string, prefix: Array<KeyValue | undefined>, options?: { reverse?: boolean }",
-        ts_return_type = "Promise<LookupResult>"
-    )]
-    pub fn nulls<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        index: Unknown<'_>,
-        prefix: Unknown<'_>,
-        options: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "nulls", vec![table, index, prefix, options])
-    }
-
-    /// Where rows with stable ids `rowIds` are; files without a usable row-id summary list
-    /// the ids that may be in them as candidates.
-    #[napi(
-        ts_args_type = "table: string, rowIds: Array<bigint | number>",
-        ts_return_type = "Promise<LocateResult>"
-    )]
-    pub fn locate<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        row_ids: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "locate", vec![table, row_ids])
-    }
-
-    /// Fetches `columns` of `rows` (as lookups return them) in the order given, reading only
-    /// the pages that hold them, at the data files' recorded versions: `{ ipc, rows }`, the
-    /// Arrow IPC stream and the same rows as plain objects.
-    #[napi(
-        ts_args_type = "table: string, rows: RowRef[], columns: string[]",
-        ts_return_type = "Promise<FetchedRows>"
-    )]
-    pub fn fetch_rows<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        rows: Unknown<'_>,
-        columns: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "fetchRows", vec![table, rows, columns])
-    }
-
-    /// Answers `where` over `table` — indexes where the read gate accepts them, Parquet scans
-    /// (statistics, page index) where not, delete masks applied — and fetches `columns` of
-    /// the matching rows (first `limit` in file order, then position). The facade emits
-    /// `warning` events for rejected indexes.
-    #[napi(
-        ts_args_type = "table: string, options?: QueryOptions",
-        ts_return_type = "Promise<QueryResult>"
-    )]
-    pub fn query<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        options: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "query", vec![table, options])
-    }
-
-    /// How many live rows of `table` match `where`: from indexes alone when every `where`
-    /// column has a ready one-column index (bitmaps intersect), by scanning otherwise — the
-    /// same count either way.
-    #[napi(
-        ts_args_type = "table: string, options?: CountOptions",
-        ts_return_type = "Promise<CountResult>"
-    )]
-    pub fn count<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        options: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "count", vec![table, options])
-    }
-
-    /// BM25 top-k of `table`'s fulltext index: `{ ipc, rows, refs, scores, bm25, stats,
-    /// warnings }`, best first. Files without an accepted blob are scanned with the same
-    /// analyzer and statistics; `where` is a pre-filter; deleted rows never score.
-    #[napi(
-        ts_args_type = "table: string, options: SearchOptions",
-        ts_return_type = "Promise<SearchResult>"
-    )]
-    pub fn search<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        options: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "search", vec![table, options])
-    }
-
-    /// The `k` rows nearest to a vector through `table`'s vector index: `{ ipc, rows, refs,
-    /// distances, metric, stats, warnings }`, nearest first. Files without an accepted blob
-    /// are scanned exactly; `where` is a pre-filter; deleted rows are never results.
-    #[napi(
-        ts_args_type = "table: string, options: NearestOptions",
-        ts_return_type = "Promise<NearestResult>"
-    )]
-    pub fn nearest<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        options: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "nearest", vec![table, options])
-    }
-
-    /// The plan `query(table, options)` would follow, file by file, without reading data or
-    /// index blocks: the index and why (or why none), files answered by the index, pruned
-    /// or scanned (and why), and the requests and round trips to expect.
-    #[napi(
-        ts_args_type = "table: string, options?: QueryOptions",
-        ts_return_type = "Promise<Explain>"
-    )]
-    pub fn explain<'env>(
-        &self,
-        env: &'env Env,
-        table: Unknown<'_>,
-        options: Unknown<'_>,
-    ) -> Result<PromiseRaw<'env, Js>> {
-        self.read(env, "explain", vec![table, options])
     }
 
     /// This handle's counters in the Prometheus text format: reads by verb, requests and

@@ -313,6 +313,8 @@ mod api {
 
     #[wasm_bindgen(typescript_custom_section)]
     const READER_TYPES: &'static str = r#"
+/** The read verbs (`ReadVerbs`) are the reader's methods. */
+export interface OverlayReader extends ReadVerbs {}
 /** A source of overlay bytes other than a URL: an R2 binding, signed URLs, custom auth. */
 export interface ReadSource {
   /** `length` bytes from `offset`; `null`/`undefined` = no such object (`E_NOT_FOUND`). */
@@ -602,147 +604,6 @@ export interface ReaderOptions {
             })
         }
 
-        /// Rows whose indexed columns equal `key` (a value, or an array for composite keys).
-        #[wasm_bindgen(unchecked_return_type = "Promise<LookupResult>")]
-        pub fn lookup(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "KeyValue | KeyValue[]")] key: JsValue,
-        ) -> js_sys::Promise {
-            self.read("lookup", &[&table, &index, &key])
-        }
-
-        /// `index IN (keys)`: complete keys, deduplicated, in key order.
-        #[wasm_bindgen(js_name = lookupMany, unchecked_return_type = "Promise<LookupResult>")]
-        pub fn lookup_many(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "Array<KeyValue | KeyValue[]>")] keys: JsValue,
-        ) -> js_sys::Promise {
-            self.read("lookupMany", &[&table, &index, &keys])
-        }
-
-        /// Rows between `lower` and `upper` (`{ key, inclusive = true }` or null), in the
-        /// index's order (or reversed).
-        #[wasm_bindgen(unchecked_return_type = "Promise<LookupResult>")]
-        pub fn range(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "RangeBound | null | undefined")] lower: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "RangeBound | null | undefined")] upper: JsValue,
-            #[wasm_bindgen(unchecked_optional_param_type = "RangeOptions")] options: Option<
-                JsValue,
-            >,
-        ) -> js_sys::Promise {
-            let options = options.unwrap_or(JsValue::UNDEFINED);
-            self.read("range", &[&table, &index, &lower, &upper, &options])
-        }
-
-        /// IS NULL over a leading run: `null` = IS NULL, a value = equality, `undefined` =
-        /// unconstrained.
-        #[wasm_bindgen(unchecked_return_type = "Promise<LookupResult>")]
-        pub fn nulls(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string")] index: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "Array<KeyValue | undefined>")] prefix: JsValue,
-            #[wasm_bindgen(unchecked_optional_param_type = "{ reverse?: boolean }")]
-            options: Option<JsValue>,
-        ) -> js_sys::Promise {
-            let options = options.unwrap_or(JsValue::UNDEFINED);
-            self.read("nulls", &[&table, &index, &prefix, &options])
-        }
-
-        /// Where rows with stable ids `rowIds` (bigints or numbers) are.
-        #[wasm_bindgen(unchecked_return_type = "Promise<LocateResult>")]
-        pub fn locate(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "Array<bigint | number>")] row_ids: JsValue,
-        ) -> js_sys::Promise {
-            self.read("locate", &[&table, &row_ids])
-        }
-
-        /// Fetches `columns` of `rows` (as lookups return them) in order, reading only the
-        /// pages holding them. Data files are checked by size and record count (`E_DRIFT`).
-        #[wasm_bindgen(js_name = fetchRows, unchecked_return_type = "Promise<FetchedRows>")]
-        pub fn fetch_rows(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "RowRef[]")] rows: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "string[]")] columns: JsValue,
-        ) -> js_sys::Promise {
-            self.read("fetchRows", &[&table, &rows, &columns])
-        }
-
-        /// Answers `where` over `table` as the addon's `query`: indexes where the read gate
-        /// accepts them, Parquet scans where not, delete masks applied, rows fetched by page.
-        /// Data files are checked by size and record count (their ETags come from another
-        /// server). Every rejected index calls the `warning` listeners.
-        #[wasm_bindgen(unchecked_return_type = "Promise<QueryResult>")]
-        pub fn query(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_optional_param_type = "QueryOptions")] options: Option<
-                JsValue,
-            >,
-        ) -> js_sys::Promise {
-            let options = options.unwrap_or(JsValue::UNDEFINED);
-            self.read("query", &[&table, &options])
-        }
-
-        /// How many live rows of `table` match `where` (see the addon's `count`): from
-        /// indexes alone when every `where` column has a ready one-column index.
-        #[wasm_bindgen(unchecked_return_type = "Promise<CountResult>")]
-        pub fn count(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_optional_param_type = "CountOptions")] options: Option<
-                JsValue,
-            >,
-        ) -> js_sys::Promise {
-            let options = options.unwrap_or(JsValue::UNDEFINED);
-            self.read("count", &[&table, &options])
-        }
-
-        /// BM25 top-k of `table`'s fulltext index (see the addon's `search`).
-        #[wasm_bindgen(unchecked_return_type = "Promise<SearchResult>")]
-        pub fn search(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "SearchOptions")] options: JsValue,
-        ) -> js_sys::Promise {
-            self.read("search", &[&table, &options])
-        }
-
-        /// The `k` rows nearest to a vector through `table`'s vector index (see the addon's
-        /// `nearest`).
-        #[wasm_bindgen(unchecked_return_type = "Promise<NearestResult>")]
-        pub fn nearest(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_param_type = "NearestOptions")] options: JsValue,
-        ) -> js_sys::Promise {
-            self.read("nearest", &[&table, &options])
-        }
-
-        /// The plan `query(table, options)` would follow, file by file, without reading data
-        /// or index blocks (see the addon's `explain`).
-        #[wasm_bindgen(unchecked_return_type = "Promise<Explain>")]
-        pub fn explain(
-            &self,
-            #[wasm_bindgen(unchecked_param_type = "string")] table: JsValue,
-            #[wasm_bindgen(unchecked_optional_param_type = "QueryOptions")] options: Option<
-                JsValue,
-            >,
-        ) -> js_sys::Promise {
-            let options = options.unwrap_or(JsValue::UNDEFINED);
-            self.read("explain", &[&table, &options])
-        }
-
         /// Adds a listener: `warning` (an index was rejected during a query; the file was
         /// scanned instead).
         pub fn on(
@@ -806,4 +667,22 @@ export interface ReaderOptions {
             out.into()
         }
     }
+
+    /// The read verbs (`skerry_core::with_read_verbs!`, the one list of them): each hands
+    /// its arguments to the host boundary. Their TypeScript and docs are `ReadVerbs` in
+    /// `host.d.ts` (the class declaration merges with it).
+    macro_rules! read_verbs {
+        ($($name:ident $js:tt ($($arg:ident),*);)*) => {
+            #[wasm_bindgen]
+            impl OverlayReader {
+                $(
+                    #[wasm_bindgen(js_name = $js, skip_typescript)]
+                    pub fn $name(&self, $($arg: JsValue),*) -> js_sys::Promise {
+                        self.read($js, &[$(&$arg),*])
+                    }
+                )*
+            }
+        };
+    }
+    skerry_core::with_read_verbs!(read_verbs);
 }

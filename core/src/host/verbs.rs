@@ -73,6 +73,30 @@ pub struct Answer {
     pub warnings: Vec<HostValue>,
 }
 
+/// The read verbs as the bindings expose them, listed once: each entry is the Rust method
+/// name, the host's name (what [`ReadCall::parse`] takes) and the argument names. A binding
+/// passes its own stub-writing macro, `skerry_core::with_read_verbs!(its_macro)`, which gets
+/// `name "hostName" (arg, …);` per verb; their TypeScript signatures and docs are
+/// `ReadVerbs` in `host/host.d.ts`.
+#[macro_export]
+macro_rules! with_read_verbs {
+    ($m:ident) => {
+        $m! {
+            lookup "lookup" (table, index, key);
+            lookup_many "lookupMany" (table, index, keys);
+            range "range" (table, index, lower, upper, options);
+            nulls "nulls" (table, index, prefix, options);
+            locate "locate" (table, row_ids);
+            fetch_rows "fetchRows" (table, rows, columns);
+            query "query" (table, options);
+            count "count" (table, options);
+            search "search" (table, options);
+            nearest "nearest" (table, options);
+            explain "explain" (table, options);
+        }
+    };
+}
+
 /// The names of the read verbs, as hosts spell them.
 pub const READ_VERBS: [&str; 11] = [
     "lookup",
@@ -248,5 +272,48 @@ impl ReadCall {
                 Answer { value, warnings }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The bindings' verb list (`with_read_verbs!`) is the host's: every name parses, none is
+    /// missing, and the TypeScript interface declares each.
+    #[test]
+    fn the_verb_list_is_the_hosts() {
+        macro_rules! names {
+            ($($name:ident $js:tt ($($arg:ident),*);)*) => {
+                vec![$(($js, [$(stringify!($arg)),*].len())),*]
+            };
+        }
+        let listed: Vec<(&str, usize)> = with_read_verbs!(names);
+        let mut names: Vec<&str> = listed.iter().map(|(n, _)| *n).collect();
+        names.sort();
+        let mut host = super::READ_VERBS.to_vec();
+        host.sort();
+        assert_eq!(names, host);
+        let dts = include_str!("host.d.ts");
+        let verbs = dts
+            .split("export interface ReadVerbs")
+            .nth(1)
+            .expect("ReadVerbs");
+        for (n, args) in listed {
+            let at = verbs
+                .find(&format!("\n  {n}("))
+                .unwrap_or_else(|| panic!("{n} in ReadVerbs"));
+            let sig = &verbs[at + n.len() + 4..at + verbs[at..].find("): Promise<").unwrap()];
+            // One TypeScript parameter per argument the binding passes (top-level commas).
+            let mut depth = 0i32;
+            let mut params = 1;
+            for c in sig.chars() {
+                match c {
+                    '<' | '{' | '(' | '[' => depth += 1,
+                    '>' | '}' | ')' | ']' => depth -= 1,
+                    ',' if depth == 0 => params += 1,
+                    _ => {}
+                }
+            }
+            assert_eq!(params, args, "{n}: {sig}");
+        }
     }
 }
