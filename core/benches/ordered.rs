@@ -11,7 +11,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{ObjectStoreReader, UrlReader};
 use skerry_core::read::cache::ReadCache;
-use skerry_core::read::lookup::{Lookup, LookupResult};
+use skerry_core::read::lookup::{LookupResult, Pinned};
 use skerry_core::values::{Value, ValueBound};
 
 #[path = "support/mod.rs"]
@@ -52,7 +52,7 @@ enum Shape {
     IsNull,
 }
 
-async fn run(l: &Lookup<'_>, s: &Shape) -> LookupResult {
+async fn run(l: &Pinned<'_>, s: &Shape) -> LookupResult {
     match s {
         Shape::Point(id) => l
             .lookup("orders", "by_id", &[Value::Int(*id)])
@@ -95,7 +95,7 @@ fn bench(c: &mut Criterion) {
         ("is_null", Shape::IsNull),
     ];
     let dirs = ReadCache::default();
-    let indexed = Lookup {
+    let indexed = Pinned {
         overlay: &s.reader,
         data: &s.data,
         manifest: &s.indexed,
@@ -104,7 +104,7 @@ fn bench(c: &mut Criterion) {
     };
     let no_dirs = ReadCache::default();
     // The baseline: the same queries answered by scanning every file's column.
-    let scanned = Lookup {
+    let scanned = Pinned {
         overlay: &s.reader,
         data: &s.data,
         manifest: &s.indexed,

@@ -11,7 +11,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{ObjectStoreReader, UrlReader};
 use skerry_core::read::cache::ReadCache;
-use skerry_core::read::lookup::Lookup;
+use skerry_core::read::lookup::Pinned;
 use skerry_core::read::plan::{Query, QueryResult};
 use skerry_core::read::predicate::{Condition, Op};
 use skerry_core::values::Value;
@@ -109,14 +109,14 @@ fn bench(c: &mut Criterion) {
         ),
     ];
     let (dirs, no_dirs) = (ReadCache::default(), ReadCache::default());
-    let indexed = Lookup {
+    let indexed = Pinned {
         overlay: &reader,
         data: &data,
         manifest: &m,
         cache: &dirs,
         scan_only: false,
     };
-    let scanned = Lookup {
+    let scanned = Pinned {
         overlay: &reader,
         data: &data,
         manifest: &m,
@@ -124,7 +124,7 @@ fn bench(c: &mut Criterion) {
         scan_only: true,
     };
     let run =
-        |l: &Lookup<'_>, s: &Query| -> QueryResult { rt.block_on(l.query("orders", s)).unwrap() };
+        |l: &Pinned<'_>, s: &Query| -> QueryResult { rt.block_on(l.query("orders", s)).unwrap() };
     let mut summary = vec![];
     for (name, shape) in &shapes {
         run(&indexed, shape); // warm the directories

@@ -13,7 +13,7 @@ use skerry_core::admin::overlay::{
 use skerry_core::admin::sample::{parquet_from_rows, SampleCodec};
 use skerry_core::formats::manifest::IndexState;
 #[allow(unused_imports)]
-use skerry_core::read::lookup::Lookup;
+use skerry_core::read::lookup::Pinned;
 use skerry_core::values::{KeyType, Value};
 
 mod support;
@@ -1880,7 +1880,7 @@ mod vacuum_property {
                     }
                 }
             }
-            let lk = Lookup {
+            let lk = Pinned {
                 overlay: reader.as_ref(),
                 data: o.data_reader().as_ref(),
                 manifest: &m,

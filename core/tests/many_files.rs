@@ -9,7 +9,7 @@ use skerry_core::admin::sample::{customer_of, orders_parquet, SampleCodec};
 use skerry_core::formats::manifest;
 use skerry_core::io::{ObjectStoreReader, RangeReader, UrlReader};
 use skerry_core::read::cache::ReadCache;
-use skerry_core::read::lookup::Lookup;
+use skerry_core::read::lookup::Pinned;
 use skerry_core::values::{Value, ValueBound};
 
 const FILES: i64 = 100;
@@ -47,7 +47,7 @@ async fn point_lookups_over_100_files_read_one_block() {
     let key = |id: i64| vec![Value::String(customer_of(id).unwrap())];
     let data_reader = UrlReader::new(vec![]);
     let dirs = ReadCache::default();
-    let l = Lookup {
+    let l = Pinned {
         overlay: &reader,
         data: &data_reader,
         manifest: &m,
@@ -89,7 +89,7 @@ async fn point_lookups_over_100_files_read_one_block() {
             }
         }
         let plain_dirs = ReadCache::default();
-        let plain = Lookup {
+        let plain = Pinned {
             overlay: &reader,
             data: &data_reader,
             manifest: &without_run,
@@ -197,7 +197,7 @@ async fn a_100k_file_manifest_is_walked_once() {
     let reader = ObjectStoreReader::from_url(&overlay_url, &[]).unwrap();
     let data_reader = UrlReader::new(vec![]);
     let cache = ReadCache::default();
-    let l = Lookup {
+    let l = Pinned {
         overlay: &reader,
         data: &data_reader,
         manifest: &m,

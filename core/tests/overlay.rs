@@ -11,7 +11,7 @@ use skerry_core::admin::sample::{customer_of, orders_parquet, SampleCodec};
 use skerry_core::formats::manifest;
 use skerry_core::io::{Location, ObjectStoreReader, RangeReader};
 use skerry_core::read::cache::ReadCache;
-use skerry_core::read::lookup::{Lookup, RowRef};
+use skerry_core::read::lookup::{Pinned, RowRef};
 use skerry_core::values::Value;
 use skerry_core::Error;
 
@@ -220,7 +220,7 @@ async fn index_publish_and_lookup() {
     assert_eq!(t.index("by_customer").unwrap().files.len(), 3);
     let dirs = ReadCache::default();
     let data = skerry_core::io::UrlReader::new(vec![]);
-    let l = Lookup {
+    let l = Pinned {
         overlay: &reader,
         data: &data,
         manifest: &m,

@@ -13,7 +13,7 @@ use skerry_core::admin::sample::{orders_parquet, SampleCodec};
 use skerry_core::formats::manifest::{self, Manifest};
 use skerry_core::io::{Location, ObjectStoreReader, RangeReader};
 use skerry_core::read::cache::ReadCache;
-use skerry_core::read::lookup::Lookup;
+use skerry_core::read::lookup::Pinned;
 use skerry_core::read::plan::Query;
 use skerry_core::read::predicate::{Condition, Op};
 use skerry_core::read::reader::OverlayReader;
@@ -501,7 +501,7 @@ async fn extreme_manifest_numbers_never_panic() {
                 continue;
             };
             let dirs = ReadCache::default();
-            let l = Lookup {
+            let l = Pinned {
                 overlay: &reader,
                 data: o.data_reader().as_ref(),
                 manifest: &raw,

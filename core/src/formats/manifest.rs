@@ -299,7 +299,7 @@ impl IndexManifest {
 
     /// Per data file that has the index. For a split index whose part is not loaded yet
     /// this is empty — every file is then answered by scanning (the same answer, slower):
-    /// readers load parts ([`crate::read::lookup::Lookup::load_part`]) before planning.
+    /// readers load parts ([`crate::read::lookup::Pinned::load_part`]) before planning.
     pub fn file_entries(&self) -> &[IndexFileEntry] {
         match (&self.part, self.loaded.get()) {
             (None, _) => &self.files,

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use crate::formats::lineage::{GateDecision, RejectReason, Rejection};
 use crate::formats::manifest::{IndexFileEntry, IndexManifest, TableManifest};
-use crate::read::lookup::{reaches, run_coverage, BlobRef, Lookup, FILE_WINDOW};
+use crate::read::lookup::{reaches, run_coverage, BlobRef, Pinned, FILE_WINDOW};
 use crate::read::predicate::Predicate;
 use crate::read::range::ByteRange;
 use crate::values::KeyError;
@@ -28,7 +28,7 @@ pub struct BloomPrune<'m> {
     pub rejections: Vec<Rejection>,
 }
 
-impl Lookup<'_> {
+impl Pinned<'_> {
     /// The files of `t` a ready one-column bloom index excludes for `pred`, or `None` when
     /// no bloom index applies (no predicate column fixed to at most [`MAX_BLOOM_KEYS`] values
     /// has one).

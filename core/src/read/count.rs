@@ -21,11 +21,11 @@ use crate::formats::lineage::{GateDecision, RejectReason, Rejection};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, TableManifest};
 use crate::index::access::{KeyProbe, Positions};
 use crate::io::Location;
-use crate::read::lookup::{reads_at, BlobRef, Lookup, FILE_WINDOW};
+use crate::read::lookup::{reads_at, BlobRef, Pinned, FILE_WINDOW};
 use crate::read::plan::{plan_index, IndexPlan, Query, QueryStats};
 use crate::read::predicate::Predicate;
 
-/// The answer of [`Lookup::count`].
+/// The answer of [`Pinned::count`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CountResult {
     pub count: u64,
@@ -42,10 +42,10 @@ struct ColumnIndex<'m> {
     by_file: HashMap<u64, &'m IndexFileEntry>,
 }
 
-impl Lookup<'_> {
+impl Pinned<'_> {
     /// Counts the live rows of `table` matching `q.conditions` (`q.columns` and `q.limit` do
     /// not apply; `q.verify_files` also confirms files counted as zero). Errors as
-    /// [`Lookup::query`]; a missing, rejected or drifted index never fails a count.
+    /// [`Pinned::query`]; a missing, rejected or drifted index never fails a count.
     pub async fn count(&self, table: &str, q: &Query) -> Result<CountResult> {
         let (o0, d0, h0) = (self.overlay.stats(), self.data.stats(), self.cache.hits());
         let t = self.manifest.table(table)?;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::formats::lineage::{GateDecision, ReadGate};
 use crate::formats::manifest::IndexFileEntry;
-use crate::read::lookup::{reaches, run_coverage, Lookup};
+use crate::read::lookup::{reaches, run_coverage, Pinned};
 use crate::read::plan::{choose, Query};
 use crate::read::predicate::Predicate;
 
@@ -70,8 +70,8 @@ pub struct Explain {
     pub round_trips: u64,
 }
 
-impl Lookup<'_> {
-    /// The plan of `q` over `table` (see the module docs). Errors as [`Lookup::query`] for
+impl Pinned<'_> {
+    /// The plan of `q` over `table` (see the module docs). Errors as [`Pinned::query`] for
     /// the table, columns and values.
     pub async fn explain(&self, table: &str, q: &Query) -> Result<Explain> {
         let t = self.manifest.table(table)?;

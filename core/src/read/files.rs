@@ -16,7 +16,7 @@ use roaring::RoaringTreemap;
 use crate::error::Result;
 use crate::formats::lineage::{GateDecision, Rejection};
 use crate::formats::manifest::{IndexFileEntry, IndexManifest, TableManifest};
-use crate::read::lookup::Lookup;
+use crate::read::lookup::Pinned;
 use crate::read::plan::Query;
 use crate::read::predicate::Condition;
 
@@ -53,7 +53,7 @@ impl<'m> Files<'m> {
     /// Runs the pre-filter (a `query` of the conditions that returns positions only) and
     /// loads the index's file entries when `o.use_blobs`.
     pub(crate) async fn open(
-        l: &Lookup<'_>,
+        l: &Pinned<'_>,
         table: &str,
         t: &'m TableManifest,
         ix: &'m IndexManifest,

@@ -1,8 +1,8 @@
 //! Hybrid search: `search(table, { query, vector, k })` fuses a BM25 ranking and a
 //! nearest-neighbour ranking by reciprocal rank fusion (`docs/query.md`).
 //!
-//! Both rankings are computed in full by their own paths ([`Lookup::search`] without the
-//! vector, [`Lookup::nearest`]), each to depth `k`, with the same `where`, `columns`,
+//! Both rankings are computed in full by their own paths ([`Pinned::search`] without the
+//! vector, [`Pinned::nearest`]), each to depth `k`, with the same `where`, `columns`,
 //! `verify` and snapshot, concurrently. A row's fused score is
 //!
 //! ```text
@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::read::lookup::{Lookup, RowRef};
+use crate::read::lookup::{Pinned, RowRef};
 use crate::read::nearest::{Nearest, NearestResult};
 use crate::read::search::{Hybrid, Search, SearchResult};
 
@@ -33,13 +33,13 @@ pub fn rrf(ranks: &[Option<u32>]) -> f64 {
         .sum()
 }
 
-impl Lookup<'_> {
+impl Pinned<'_> {
     /// Searches `table`'s full-text index (see [`crate::read::search`]). Errors: unknown table,
     /// index or column (`E_NOT_FOUND`), no full-text index or several without `index`
     /// (`E_INVALID`), `k` out of range or too many terms (`E_LIMIT`), data files that cannot
     /// be read (`E_IO`, `E_PARQUET`). A missing, rejected or drifted blob never fails a
     /// search: its file is scanned. With `s.vector`, a hybrid search
-    /// ([`crate::read::hybrid`]), which also fails as [`Lookup::nearest`] does.
+    /// ([`crate::read::hybrid`]), which also fails as [`Pinned::nearest`] does.
     pub async fn search(&self, table: &str, s: &Search) -> Result<SearchResult> {
         if s.vector.is_some() {
             return self.hybrid(table, s).await;
@@ -48,7 +48,7 @@ impl Lookup<'_> {
     }
 
     /// A hybrid search (see the module docs): `s.vector` is `Some`. Errors: those of
-    /// [`Lookup::search`] and [`Lookup::nearest`].
+    /// [`Pinned::search`] and [`Pinned::nearest`].
     pub(crate) async fn hybrid(&self, table: &str, s: &Search) -> Result<SearchResult> {
         let start = (self.overlay.stats(), self.data.stats(), self.cache.hits());
         let vector = s

@@ -69,7 +69,7 @@ pub struct LookupResult {
     pub stats: LookupStats,
 }
 
-/// The answer of [`Lookup::locate`].
+/// The answer of [`Pinned::locate`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocateResult {
     /// Rows found exactly (file, position, row id).
@@ -85,8 +85,9 @@ pub struct Candidates {
     pub row_ids: Vec<u64>,
 }
 
-/// Answers lookups from one pinned manifest.
-pub struct Lookup<'a> {
+/// One pinned manifest with the readers and the cache that answer from it: the read engine
+/// every verb of a `Snapshot` runs on (lookups, queries, counts, searches, nearest).
+pub struct Pinned<'a> {
     /// Reads the overlay (paths relative to its root).
     pub overlay: &'a dyn RangeReader,
     /// Reads data files (paths are full locations as [`TableManifest::data_location`] gives).
@@ -118,7 +119,7 @@ struct FileAnswer {
     stats: LookupStats,
 }
 
-impl<'a> Lookup<'a> {
+impl<'a> Pinned<'a> {
     /// The blob readers of this engine's overlay and cache.
     pub(crate) fn blobs(&self) -> Blobs<'a> {
         Blobs {
@@ -128,7 +129,7 @@ impl<'a> Lookup<'a> {
     }
 }
 
-impl Lookup<'_> {
+impl Pinned<'_> {
     /// Where rows `ids` (stable row ids) are: intersects them with every file's row-id
     /// summary, leaving out deleted rows. Files without a usable summary keep every id as a
     /// candidate (never a guessed position). Rows come in file order, then position.

@@ -1,7 +1,7 @@
 //! `nearest(table, { vector, k, ef, column, index, where, columns })`: the `k` rows whose
 //! vectors are nearest to a query vector (`docs/vector-index.md`, `docs/query.md`).
 //!
-//! 1. `where`, when given, is answered first ([`Lookup::query`]) into the rows a result may
+//! 1. `where`, when given, is answered first ([`Pinned::query`]) into the rows a result may
 //!    come from — a pre-filter: the graph is traversed through every node, only allowed
 //!    ones become results, and a filter that leaves few rows (or a graph search that finds
 //!    fewer than `k` of them) is answered exactly over the allowed rows instead.
@@ -31,7 +31,7 @@ use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, TableManif
 use crate::index::vector::{self, Level0Block, VectorDirectory};
 use crate::io::Location;
 use crate::read::files::{FileOptions, Files, Source};
-use crate::read::lookup::{index_io, reads_at, BlobRef, Lookup, RowRef, FILE_WINDOW};
+use crate::read::lookup::{index_io, reads_at, BlobRef, Pinned, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
 use crate::read::ranked::{abs, assemble, reject_drifted};
@@ -90,7 +90,7 @@ impl Default for Nearest {
     }
 }
 
-/// The answer of [`Lookup::nearest`]: rows nearest first.
+/// The answer of [`Pinned::nearest`]: rows nearest first.
 #[derive(Clone, Debug)]
 pub struct NearestResult {
     pub rows: Vec<RowRef>,
@@ -151,7 +151,7 @@ struct FileAnswer {
     stats: QueryStats,
 }
 
-impl Lookup<'_> {
+impl Pinned<'_> {
     /// The `k` rows of `table` nearest to `n.vector` (see the module docs). Errors: unknown
     /// table, index or column (`E_NOT_FOUND`); no vector index, several without `index`, a
     /// query vector that is empty, not finite or of another dimension (`E_INVALID`); `k` or

@@ -36,7 +36,7 @@ use crate::formats::key_encoding::prefix_end;
 use crate::formats::lineage::{GateDecision, ReadGate, RejectReason, Rejection};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexManifest, TableManifest};
 use crate::io::{IoStats, Location, ObjectMeta};
-use crate::read::lookup::{reaches, reads_at, Lookup, LookupStats, Probe, RowRef, FILE_WINDOW};
+use crate::read::lookup::{reaches, reads_at, LookupStats, Pinned, Probe, RowRef, FILE_WINDOW};
 use crate::read::predicate::{Condition, Predicate};
 use crate::read::range::ByteRange;
 use crate::values::{Direction, KeyError, Value};
@@ -55,7 +55,7 @@ pub const MAX_QUERY_ROWS: u64 = 1_000_000;
 pub const SCAN_SHARE: u64 = 8;
 
 /// A query reads the metadata of at most this many candidate files while it probes the
-/// index ([`Lookup::prefetch_candidates`])…
+/// index ([`Pinned::prefetch_candidates`])…
 pub const PREFETCH_FILES: usize = 4;
 /// …or of any number whose metadata regions total at most this.
 pub const PREFETCH_BYTES: u64 = 1 << 20;
@@ -336,7 +336,7 @@ pub(crate) struct FileHits {
     /// The requested columns of `positions`, when the re-check already read them.
     rows: Option<RecordBatch>,
     pub(crate) stats: QueryStats,
-    /// `positions` came from the index and are not re-checked yet ([`Lookup::confirm`]);
+    /// `positions` came from the index and are not re-checked yet ([`Pinned::confirm`]);
     /// `read` holds the file's metadata and pinned location.
     pending: bool,
 }
@@ -358,7 +358,7 @@ impl FileHits {
     }
 }
 
-impl Lookup<'_> {
+impl Pinned<'_> {
     /// Answers `q` over `table` (see the module docs). Errors: unknown table or column
     /// (`E_NOT_FOUND`), values of the wrong type (`E_KEY`), uncomparable columns
     /// (`E_UNSUPPORTED`), data files that cannot be read (`E_IO`, `E_PARQUET`). A rejected or
@@ -929,7 +929,7 @@ impl Lookup<'_> {
         self.scan_file(pred, f, md, loc, st).await
     }
 
-    /// Re-checks a pending index answer ([`Lookup::recheck`]); a file whose rows no longer
+    /// Re-checks a pending index answer ([`Pinned::recheck`]); a file whose rows no longer
     /// hold their indexed values is rejected as drifted and scanned. Without residual
     /// conditions every named row must match, so only the first `need` are read.
     #[allow(clippy::too_many_arguments)]

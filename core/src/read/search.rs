@@ -3,7 +3,7 @@
 //!
 //! 1. The query is analyzed with the index's analyzer into distinct terms (a phrase keeps
 //!    each word's offset from the first).
-//! 2. `where`, when given, is answered first ([`Lookup::query`]: indexes or scans) into the
+//! 2. `where`, when given, is answered first ([`Pinned::query`]: indexes or scans) into the
 //!    set of rows a result may come from — a pre-filter, never a post-filter.
 //! 3. Every data file contributes its statistics: a file whose blob passes the read gate
 //!    through its directory (documents, terms) and the term blocks of the query's terms
@@ -40,7 +40,7 @@ use crate::index::fulltext::{
 };
 use crate::io::Location;
 use crate::read::files::{FileOptions, Files, Source};
-use crate::read::lookup::{index_io, reads_at, BlobRef, Lookup, RowRef, FILE_WINDOW};
+use crate::read::lookup::{index_io, reads_at, BlobRef, Pinned, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
 use crate::read::ranked::{abs, assemble, reject_drifted};
@@ -95,7 +95,7 @@ pub struct Search {
 }
 
 impl Search {
-    /// What [`Lookup::drift`] needs to know of the search: whether versions are pinned.
+    /// What [`Pinned::drift`] needs to know of the search: whether versions are pinned.
     fn drift_query(&self) -> Query {
         Query {
             pin_versions: self.pin_versions,
@@ -144,7 +144,7 @@ pub struct TermStat {
     pub df: u64,
 }
 
-/// The answer of [`Lookup::search`]: rows best first.
+/// The answer of [`Pinned::search`]: rows best first.
 #[derive(Clone, Debug)]
 pub struct SearchResult {
     pub rows: Vec<RowRef>,
@@ -335,8 +335,8 @@ fn canonical_score(parts: &mut [(usize, f64)]) -> f64 {
     parts.iter().map(|p| p.1).sum()
 }
 
-impl Lookup<'_> {
-    /// The BM25 ranking of [`Lookup::search`].
+impl Pinned<'_> {
+    /// The BM25 ranking of [`Pinned::search`].
     pub(crate) async fn search_text(&self, table: &str, s: &Search) -> Result<SearchResult> {
         let (o0, d0, h0) = (self.overlay.stats(), self.data.stats(), self.cache.hits());
         let t = self.manifest.table(table)?;

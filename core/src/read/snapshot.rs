@@ -16,7 +16,7 @@ use crate::formats::lineage::Rejection;
 use crate::formats::manifest::Manifest;
 use crate::io::{BoxFut, MaybeSend, MaybeSync, RangeReader};
 use crate::read::cache::ReadCache;
-use crate::read::lookup::{LocateResult, Lookup, LookupResult, RowRef};
+use crate::read::lookup::{LocateResult, LookupResult, Pinned, RowRef};
 use crate::read::metrics::{Metrics, MetricsReport};
 use crate::read::plan::{Query, QueryResult};
 use crate::values::{Value, ValueBound};
@@ -109,8 +109,8 @@ impl Snapshot {
         self.manifest.version
     }
 
-    fn lookup_view(&self) -> Lookup<'_> {
-        Lookup {
+    fn pinned(&self) -> Pinned<'_> {
+        Pinned {
             overlay: self.overlay.as_ref(),
             data: self.data.as_ref(),
             manifest: &self.manifest,
@@ -134,24 +134,24 @@ impl Snapshot {
         Ok(r)
     }
 
-    /// Rows whose indexed columns equal `key` (see [`Lookup::lookup`]).
+    /// Rows whose indexed columns equal `key` (see [`Pinned::lookup`]).
     pub async fn lookup(&self, table: &str, index: &str, key: &[Value]) -> Result<LookupResult> {
-        let r = self.lookup_view().lookup(table, index, key).await;
+        let r = self.pinned().lookup(table, index, key).await;
         self.told("lookup", table, r).await
     }
 
-    /// `index IN (keys)` (see [`Lookup::lookup_many`]).
+    /// `index IN (keys)` (see [`Pinned::lookup_many`]).
     pub async fn lookup_many(
         &self,
         table: &str,
         index: &str,
         keys: &[Vec<Value>],
     ) -> Result<LookupResult> {
-        let r = self.lookup_view().lookup_many(table, index, keys).await;
+        let r = self.pinned().lookup_many(table, index, keys).await;
         self.told("lookupMany", table, r).await
     }
 
-    /// `lower ≤ index ≤ upper` (see [`Lookup::range`]); with `column`, refused
+    /// `lower ≤ index ≤ upper` (see [`Pinned::range`]); with `column`, refused
     /// (`E_REFUSED`) unless the bounds range over that column.
     pub async fn range(
         &self,
@@ -162,7 +162,7 @@ impl Snapshot {
         reverse: bool,
         column: Option<&str>,
     ) -> Result<LookupResult> {
-        let view = self.lookup_view();
+        let view = self.pinned();
         if let Some(c) = column {
             view.check_range_column(table, index, &lower, &upper, c)?;
         }
@@ -171,7 +171,7 @@ impl Snapshot {
     }
 
     /// `E_REFUSED` unless `lower`/`upper` range over `column` of `index` (see
-    /// [`Lookup::check_range_column`]).
+    /// [`Pinned::check_range_column`]).
     pub fn check_range_column(
         &self,
         table: &str,
@@ -180,11 +180,11 @@ impl Snapshot {
         upper: &ValueBound,
         column: &str,
     ) -> Result<()> {
-        self.lookup_view()
+        self.pinned()
             .check_range_column(table, index, lower, upper, column)
     }
 
-    /// `IS NULL` over a leading run of columns (see [`Lookup::nulls`]).
+    /// `IS NULL` over a leading run of columns (see [`Pinned::nulls`]).
     pub async fn nulls(
         &self,
         table: &str,
@@ -192,19 +192,16 @@ impl Snapshot {
         prefix: &[Option<Value>],
         reverse: bool,
     ) -> Result<LookupResult> {
-        let r = self
-            .lookup_view()
-            .nulls(table, index, prefix, reverse)
-            .await;
+        let r = self.pinned().nulls(table, index, prefix, reverse).await;
         self.told("nulls", table, r).await
     }
 
-    /// Where rows with stable ids `ids` are (see [`Lookup::locate`]).
+    /// Where rows with stable ids `ids` are (see [`Pinned::locate`]).
     pub fn locate(&self, table: &str, ids: &[u64]) -> Result<LocateResult> {
-        self.lookup_view().locate(table, ids)
+        self.pinned().locate(table, ids)
     }
 
-    /// `columns` of `rows`, in order (see [`Lookup::fetch`]).
+    /// `columns` of `rows`, in order (see [`Pinned::fetch`]).
     pub async fn fetch(
         &self,
         table: &str,
@@ -212,13 +209,13 @@ impl Snapshot {
         columns: &[String],
     ) -> Result<RecordBatch> {
         let r = self
-            .lookup_view()
+            .pinned()
             .fetch(table, rows, columns, self.pin_versions)
             .await;
         let r = match self.changed(r) {
             Some(r) => r,
             None => {
-                self.lookup_view()
+                self.pinned()
                     .fetch(table, rows, columns, self.pin_versions)
                     .await
             }
@@ -315,7 +312,7 @@ impl Snapshot {
 
     /// The plan `q` over `table` would follow (see [`crate::read::explain`]).
     pub async fn explain(&self, table: &str, q: &Query) -> Result<crate::read::explain::Explain> {
-        self.lookup_view().explain(table, q).await
+        self.pinned().explain(table, q).await
     }
 
     /// Counts the rows of `table` matching `q` (see [`crate::read::count`]).
@@ -365,10 +362,10 @@ impl Snapshot {
             let call = call.pinning(self.pin_versions);
             #[cfg(not(target_arch = "wasm32"))]
             let t0 = std::time::Instant::now();
-            let r = V::run(&self.lookup_view(), table, &call).await;
+            let r = V::run(&self.pinned(), table, &call).await;
             let mut r = match self.changed(r) {
                 Some(r) => r?,
-                None => V::run(&self.lookup_view(), table, &call).await?,
+                None => V::run(&self.pinned(), table, &call).await?,
             };
             #[cfg(not(target_arch = "wasm32"))]
             {
@@ -425,7 +422,7 @@ pub(crate) trait Verb {
     type Call: Call;
     type Answer: MaybeSend;
     fn run<'a>(
-        l: &'a Lookup<'a>,
+        l: &'a Pinned<'a>,
         table: &'a str,
         call: &'a Self::Call,
     ) -> BoxFut<'a, Result<Self::Answer>>;
@@ -448,7 +445,7 @@ macro_rules! verb {
             type Call = $call;
             type Answer = $answer;
             fn run<'a>(
-                l: &'a Lookup<'a>,
+                l: &'a Pinned<'a>,
                 table: &'a str,
                 call: &'a Self::Call,
             ) -> BoxFut<'a, Result<Self::Answer>> {
