@@ -272,3 +272,39 @@ test('wrong options are typed errors on both targets, naming nearest', async () 
   await assert.rejects(addon.createIndex('t', 'bad', ['id'], 5), (e) => e.code === 'E_INVALID' && /options must be an object/.test(e.message));
   assert.ok(!(await addon.listIndexes('t')).some((i) => i.name === 'bad'));
 });
+
+test('count, search and nearest emit one warning event per rejected index, as their answers list them, on both targets', async () => {
+  // A bitmap index on cat, so a count answers from an index.
+  await addon.createIndex('t', 'by_cat', ['cat'], { kind: 'bitmap' });
+  await addon.build('t');
+  await addon.publish();
+  // f1 rewritten in place behind the catalog's back, with fewer rows: no blob of it describes
+  // it any more, so each verb rejects them (drift) and scans the file.
+  const third = path.join(root, 'third');
+  execFileSync('python3', [path.join(import.meta.dirname, 'vector/make_vectors.py'), third, '2', '650', String(DIM), '9']);
+  fs.copyFileSync(path.join(third, 'f1.parquet'), path.join(root, 'data/t/f1.parquet'));
+  const fresh = await OverlayReader.open(`${server.url}/overlay`, { tables: { t: `${server.url}/data/t` } });
+  const events = { addon: [], wasm: [] };
+  const onAddon = (w) => events.addon.push(w);
+  addon.on('warning', onAddon);
+  fresh.on('warning', (w) => events.wasm.push(w));
+  const vector = queryVector();
+  const verbs = {
+    count: (x) => x.count('t', { where: { cat: 3n }, verify: true }),
+    search: (x) => x.search('t', { query: 'harbor light', k: 5, verify: true }),
+    nearest: (x) => x.nearest('t', { vector, column: 'emb', k: 5, verify: true }),
+  };
+  try {
+    for (const [who, side] of [['addon', addon], ['wasm', fresh]]) {
+      for (const [verb, call] of Object.entries(verbs)) {
+        const before = events[who].length;
+        const r = await call(side);
+        assert.ok(r.warnings.some((w) => w.file === 'f1.parquet' && w.table === 't'), `${who} ${verb}: ${j(r.warnings)}`);
+        assert.deepEqual(events[who].slice(before), r.warnings, `${who} ${verb}: one event per warning`);
+      }
+    }
+  } finally {
+    addon.off('warning', onAddon);
+    fresh.free();
+  }
+});
