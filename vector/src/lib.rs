@@ -13,7 +13,9 @@
 //! - [`build`]: HNSW (Malkov & Yashunin), deterministic: levels from a seeded hash of the
 //!   node number, nodes inserted in order, ties broken by node number;
 //! - [`Beam`]: the level-0 search as a resumable state machine that stops when it needs
-//!   nodes whose data is not loaded, so a reader over byte ranges fetches them in batches.
+//!   nodes whose data is not loaded, so a reader over byte ranges fetches them in batches;
+//! - [`ivf`]: the coarse level of table-level runs (RFC 0001): a k-means [`ivf::Codebook`]
+//!   that assigns vectors to partitions and picks the partitions a query probes.
 //!
 //! The public functions are deliberately not `#[inline]`: an inline function is compiled in
 //! the crate that calls it, at that crate's optimization level, so callers in unoptimized
@@ -24,6 +26,8 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+
+pub mod ivf;
 
 /// How two vectors' distance is measured. Smaller is nearer for every metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -313,7 +317,7 @@ pub struct Graph {
     pub upper: Vec<Vec<Vec<u32>>>,
 }
 
-fn splitmix(mut x: u64) -> u64 {
+pub(crate) fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
