@@ -32,6 +32,8 @@ use skerry_vector::{Metric, Params, Quantizer, Space};
 
 use crate::index::ordered::BlobError;
 
+pub mod ivf;
+
 pub const BLOB_TYPE: &str = "skerry-vector-v1";
 pub const MAGIC: &[u8; 4] = b"SKV1";
 pub const DIRECTORY_MAGIC: &[u8; 4] = b"SKVD";
