@@ -32,6 +32,7 @@ use skerry_vector::{Metric, Params, Quantizer, Space};
 
 use crate::index::ordered::BlobError;
 
+pub mod codebook;
 pub mod ivf;
 
 pub const BLOB_TYPE: &str = "skerry-vector-v1";
