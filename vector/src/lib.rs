@@ -256,6 +256,131 @@ impl Quantizer {
     }
 }
 
+/// Standard deviations either side of a dimension's mean that 4-bit codes cover (decision
+/// 54: residuals to a centroid cluster near 0, so 16 levels over ±2.5σ lose less than 16
+/// over the full range an outlier stretches).
+pub const NIBBLE_CLIP: f64 = 2.5;
+
+impl Quantizer {
+    /// A 4-bit quantizer of `vectors`: per dimension 16 levels over mean ± [`NIBBLE_CLIP`] σ,
+    /// sums in f64 in order (the same bits on every target). Values outside clamp.
+    pub fn fit4(dim: usize, vectors: &[f32]) -> Quantizer {
+        let n = vectors.len().checked_div(dim).unwrap_or(0);
+        let mut mean = vec![0f64; dim];
+        let mut sq = vec![0f64; dim];
+        for v in vectors.chunks_exact(dim.max(1)) {
+            for d in 0..dim {
+                let x = f64::from(v[d]);
+                mean[d] += x;
+                sq[d] += x * x;
+            }
+        }
+        let mut min = vec![0f32; dim];
+        let mut scale = vec![0f32; dim];
+        if n > 0 {
+            for d in 0..dim {
+                let m = mean[d] / n as f64;
+                let sd = (sq[d] / n as f64 - m * m).max(0.0).sqrt();
+                let (lo, s) = (
+                    (m - NIBBLE_CLIP * sd) as f32,
+                    (2.0 * NIBBLE_CLIP * sd / 15.0) as f32,
+                );
+                if lo.is_finite() && s.is_finite() {
+                    min[d] = lo;
+                    scale[d] = s;
+                }
+            }
+        }
+        Quantizer { min, scale }
+    }
+
+    /// The 4-bit codes of `v`, two dimensions a byte (dimension `2j` in the low nibble),
+    /// `⌈dim/2⌉` bytes appended to `out`.
+    pub fn encode4(&self, v: &[f32], out: &mut Vec<u8>) {
+        let level = |d: usize| -> u8 {
+            let (s, x) = (self.scale[d], v.get(d).copied().unwrap_or(0.0));
+            if s > 0.0 {
+                ((x - self.min[d]) / s).round().clamp(0.0, 15.0) as u8
+            } else {
+                0
+            }
+        };
+        let dim = self.min.len();
+        for j in 0..dim.div_ceil(2) {
+            let hi = if 2 * j + 1 < dim { level(2 * j + 1) } else { 0 };
+            out.push(level(2 * j) | hi << 4);
+        }
+    }
+
+    /// What a query's distances to 4-bit codes are computed with: a table of each byte's 256
+    /// values per byte position.
+    pub fn query4(&self, q: &[f32]) -> NibbleQuery {
+        let dim = self.min.len();
+        let mut c = 0f32;
+        let part = |d: usize, level: u8| -> f32 {
+            let x = q.get(d).copied().unwrap_or(0.0) - self.min[d];
+            let s = self.scale[d];
+            if s > 0.0 {
+                let e = x - s * f32::from(level);
+                e * e
+            } else {
+                0.0
+            }
+        };
+        for d in 0..dim {
+            if self.scale[d] <= 0.0 {
+                let x = q.get(d).copied().unwrap_or(0.0) - self.min[d];
+                c += x * x;
+            }
+        }
+        let bytes = dim.div_ceil(2);
+        let mut table = vec![0f32; bytes * 256];
+        for j in 0..bytes {
+            let mut lo = [0f32; 16];
+            let mut hi = [0f32; 16];
+            for l in 0..16u8 {
+                lo[l as usize] = part(2 * j, l);
+                hi[l as usize] = if 2 * j + 1 < dim {
+                    part(2 * j + 1, l)
+                } else {
+                    0.0
+                };
+            }
+            for b in 0..256usize {
+                table[j * 256 + b] = lo[b & 15] + hi[b >> 4];
+            }
+        }
+        NibbleQuery { table, c }
+    }
+}
+
+/// A query against 4-bit codes: `c + Σ table[j][code[j]]` approximates the L2 distance.
+#[derive(Clone, Debug)]
+pub struct NibbleQuery {
+    table: Vec<f32>,
+    c: f32,
+}
+
+impl NibbleQuery {
+    pub fn distance(&self, code: &[u8]) -> f32 {
+        let mut acc = [0f32; LANES];
+        let n = code.len().min(self.table.len() / 256);
+        let mut chunks = code[..n].chunks_exact(LANES);
+        let mut j = 0;
+        for c in &mut chunks {
+            for l in 0..LANES {
+                acc[l] += self.table[(j + l) * 256 + c[l] as usize];
+            }
+            j += LANES;
+        }
+        let mut tail = 0f32;
+        for (k, b) in chunks.remainder().iter().enumerate() {
+            tail += self.table[(j + k) * 256 + *b as usize];
+        }
+        self.c + reduce(acc) + tail
+    }
+}
+
 /// A query against 8-bit codes: `c + Σ w[d]·(t[d] − code[d])²` approximates the L2
 /// distance in the graph's space.
 #[derive(Clone, Debug)]
@@ -853,6 +978,36 @@ mod tests {
                 "{a} vs {e} (bound {bound})"
             );
         }
+    }
+
+    #[test]
+    fn four_bit_codes_track_exact_distances() {
+        let dim = 13;
+        let v = clustered(2_000, dim, 1);
+        let q4 = Quantizer::fit4(dim, &v);
+        let mut codes = Vec::new();
+        for x in v.chunks_exact(dim) {
+            q4.encode4(x, &mut codes);
+        }
+        assert_eq!(codes.len(), 2_000 * 7);
+        // Decoded values sit within half a level of the clipped input.
+        let q = &v[..dim];
+        let nq = q4.query4(q);
+        let mut err = 0f64;
+        let mut total = 0f64;
+        for (x, c) in v.chunks_exact(dim).zip(codes.chunks_exact(7)) {
+            let approx = nq.distance(c);
+            let exact = l2(q, x);
+            err += f64::from((approx - exact).abs());
+            total += f64::from(exact);
+            // By construction the table is the distance to the decoded vector.
+            let decoded: Vec<f32> = (0..dim)
+                .map(|d| q4.min[d] + q4.scale[d] * f32::from((c[d / 2] >> (4 * (d % 2))) & 15))
+                .collect();
+            assert!((approx - l2(q, &decoded)).abs() <= 1e-3 * (1.0 + approx));
+        }
+        assert!(err / total < 0.25, "mean relative error {}", err / total);
+        assert_eq!(Quantizer::fit4(3, &[]).scale, vec![0.0; 3]);
     }
 
     #[test]

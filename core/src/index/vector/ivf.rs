@@ -5,21 +5,24 @@
 //!
 //! ```text
 //! blob      = codes ‖ raw ‖ directory ‖ u64 directory_offset ‖ "SKI1"
-//! codes     = per partition (ascending id), per entry (ascending position):
-//!             code[code_dim] u64 position u32 raw_crc32
-//! raw       = per entry, in the same order: dim × f32 (the vector as the file holds it)
-//! directory = "SKID" u8 version u8 metric u16 0 u32 dim u32 code_dim u64 entries
+//! codes     = per partition (ascending id):
+//!               runs × (u32 ordinal u32 count)       the files its entries come from, ascending
+//!               per entry (ascending (ordinal, position)): code[code_bytes] u32 position
+//! raw       = per entry, in the same order: dim × f32 (the vector as the file holds it) u32 crc32
+//! directory = "SKID" u8 version u8 metric u8 bits u8 0 u32 dim u32 code_bytes u64 entries
 //!             32 bytes: the codebook's SHA-256
-//!             u32 partitions, per partition (ascending id): u32 id u32 entries u32 codes_crc32
+//!             u32 partitions, per partition (ascending id): u32 id u32 entries u32 runs
+//!                                                            u32 crc32 (of its codes bytes)
 //!             u64 raw_offset
 //! ```
 //!
-//! Entry `i` (counting over the partitions in order) has its code at `i · (code_dim + 12)` and
-//! its raw vector at `raw_offset + i · dim · 4`. In a table run a position is
-//! `ordinal << 40 | position`, as in the ordered runs. All integers little-endian. A reader
-//! checks the directory against the manifest's SHA-256, a partition's codes against its
-//! CRC-32 and each raw vector against the CRC-32 beside its code; counts are bounded by the
-//! blob's length before anything is allocated.
+//! A per-file blob names ordinal 0 only; a table run names the ordinals of its file table.
+//! Entry `i` (counting over the partitions in order) has its raw vector at
+//! `raw_offset + i · (dim · 4 + 4)`, followed by the CRC-32 of its floats. `bits` is the
+//! codes' width (4: two dimensions a byte, decision 54; 8: one). All integers little-endian.
+//! A reader checks the directory against the manifest's SHA-256, a partition's bytes against
+//! its CRC-32 and each raw vector against its own; counts are bounded by the blob's length
+//! before anything is allocated.
 
 use std::ops::Range;
 
@@ -32,13 +35,17 @@ pub const BLOB_TYPE: &str = "skerry-vector-ivf-v1";
 pub const MAGIC: &[u8; 4] = b"SKI1";
 pub const DIRECTORY_MAGIC: &[u8; 4] = b"SKID";
 pub const VERSION: u8 = 1;
-/// Bytes of an entry beside its code: the position and the raw vector's CRC-32.
-const ENTRY_TAIL: usize = 12;
+/// Bytes of an entry beside its code: the position.
+const ENTRY_TAIL: usize = 4;
+/// Bytes of a partition's file run: ordinal and count.
+const RUN_LEN: usize = 8;
 
 /// One vector as the writer takes it.
 pub struct Entry<'a> {
     pub partition: u32,
-    pub position: u64,
+    /// The file's ordinal in a run's file table (0 in a per-file blob).
+    pub ordinal: u32,
+    pub position: u32,
     pub code: &'a [u8],
     pub raw: &'a [f32],
 }
@@ -51,50 +58,71 @@ pub struct IvfBlob {
     pub entries: u64,
 }
 
-/// Writes `entries` (sorted by partition, then position; codes of `code_dim` bytes, vectors of
-/// `dim` floats) against the codebook with SHA-256 `codebook`.
-pub fn write(
-    metric: u8,
-    dim: usize,
-    code_dim: usize,
-    codebook: [u8; 32],
-    entries: &[Entry<'_>],
-) -> Result<IvfBlob, BlobError> {
-    let mut codes = Vec::with_capacity(entries.len() * (code_dim + ENTRY_TAIL));
-    let mut raw = Vec::with_capacity(entries.len() * dim * 4);
-    let mut parts: Vec<(u32, u32, u32)> = Vec::new();
-    let mut part_start = 0usize;
-    for (i, e) in entries.iter().enumerate() {
-        if e.code.len() != code_dim || e.raw.len() != dim {
-            return Err(BlobError::Corrupt("an entry of the wrong width"));
-        }
-        if let Some(prev) = i.checked_sub(1).map(|p| &entries[p]) {
-            if (prev.partition, prev.position) >= (e.partition, e.position) {
-                return Err(BlobError::Unsorted(i as u64));
-            }
-        }
-        if parts.last().is_none_or(|p| p.0 != e.partition) {
-            if let Some(last) = parts.last_mut() {
-                last.2 = crc32fast::hash(&codes[part_start..]);
-            }
-            part_start = codes.len();
-            parts.push((e.partition, 0, 0));
-        }
-        let last = parts.last_mut().expect("pushed");
-        last.1 = last
-            .1
-            .checked_add(1)
-            .ok_or(BlobError::Corrupt("partition size"))?;
-        let r0 = raw.len();
-        for x in e.raw {
-            raw.extend_from_slice(&x.to_le_bytes());
-        }
-        codes.extend_from_slice(e.code);
-        codes.extend_from_slice(&e.position.to_le_bytes());
-        codes.extend_from_slice(&crc32fast::hash(&raw[r0..]).to_le_bytes());
+/// What a blob's codes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Codes {
+    pub metric: u8,
+    /// 4 or 8.
+    pub bits: u8,
+    /// Floats of a raw vector.
+    pub dim: usize,
+    /// Bytes of a code.
+    pub code_bytes: usize,
+    /// The codebook's SHA-256.
+    pub codebook: [u8; 32],
+}
+
+/// Writes `entries` (sorted by partition, ordinal, position; codes of `c.code_bytes` bytes,
+/// vectors of `c.dim` floats).
+pub fn write(c: &Codes, entries: &[Entry<'_>]) -> Result<IvfBlob, BlobError> {
+    if !matches!(c.bits, 4 | 8) {
+        return Err(BlobError::Corrupt("vector code width"));
     }
-    if let Some(last) = parts.last_mut() {
-        last.2 = crc32fast::hash(&codes[part_start..]);
+    let mut codes = Vec::with_capacity(entries.len() * (c.code_bytes + ENTRY_TAIL));
+    let mut raw = Vec::with_capacity(entries.len() * (c.dim * 4 + 4));
+    // (id, entries, runs, crc)
+    let mut parts: Vec<(u32, u32, u32, u32)> = Vec::new();
+    let mut i = 0;
+    while i < entries.len() {
+        let id = entries[i].partition;
+        let end = i + entries[i..]
+            .iter()
+            .take_while(|e| e.partition == id)
+            .count();
+        let part = &entries[i..end];
+        if parts.last().is_some_and(|p| p.0 >= id) {
+            return Err(BlobError::Unsorted(i as u64));
+        }
+        let start = codes.len();
+        let mut runs = 0u32;
+        let mut k = 0;
+        while k < part.len() {
+            let o = part[k].ordinal;
+            let n = part[k..].iter().take_while(|e| e.ordinal == o).count();
+            codes.extend_from_slice(&o.to_le_bytes());
+            codes.extend_from_slice(&(n as u32).to_le_bytes());
+            runs += 1;
+            k += n;
+        }
+        for (j, e) in part.iter().enumerate() {
+            if e.code.len() != c.code_bytes || e.raw.len() != c.dim {
+                return Err(BlobError::Corrupt("an entry of the wrong width"));
+            }
+            if j > 0 && (part[j - 1].ordinal, part[j - 1].position) >= (e.ordinal, e.position) {
+                return Err(BlobError::Unsorted((i + j) as u64));
+            }
+            codes.extend_from_slice(e.code);
+            codes.extend_from_slice(&e.position.to_le_bytes());
+            let r0 = raw.len();
+            for x in e.raw {
+                raw.extend_from_slice(&x.to_le_bytes());
+            }
+            let crc = crc32fast::hash(&raw[r0..]);
+            raw.extend_from_slice(&crc.to_le_bytes());
+        }
+        let n = u32::try_from(part.len()).map_err(|_| BlobError::Corrupt("partition size"))?;
+        parts.push((id, n, runs, crc32fast::hash(&codes[start..])));
+        i = end;
     }
     let raw_offset = codes.len() as u64;
     let mut out = codes;
@@ -102,14 +130,14 @@ pub fn write(
     let dir_offset = out.len() as u64;
     let mut d = Vec::new();
     d.extend_from_slice(DIRECTORY_MAGIC);
-    d.extend_from_slice(&[VERSION, metric, 0, 0]);
-    d.extend_from_slice(&(dim as u32).to_le_bytes());
-    d.extend_from_slice(&(code_dim as u32).to_le_bytes());
+    d.extend_from_slice(&[VERSION, c.metric, c.bits, 0]);
+    d.extend_from_slice(&(c.dim as u32).to_le_bytes());
+    d.extend_from_slice(&(c.code_bytes as u32).to_le_bytes());
     d.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    d.extend_from_slice(&codebook);
+    d.extend_from_slice(&c.codebook);
     d.extend_from_slice(&(parts.len() as u32).to_le_bytes());
-    for (id, n, crc) in &parts {
-        for v in [id, n, crc] {
+    for (id, n, runs, crc) in &parts {
+        for v in [id, n, runs, crc] {
             d.extend_from_slice(&v.to_le_bytes());
         }
     }
@@ -133,19 +161,30 @@ pub struct Partition {
     pub id: u32,
     /// Entries in it.
     pub entries: u32,
+    /// File runs heading its codes.
+    pub runs: u32,
     /// Index of its first entry in the blob.
     pub first: u64,
+    /// Where its bytes start.
+    pub offset: u64,
     pub codes_crc32: u32,
+}
+
+/// One entry of a partition as [`IvfDirectory::entries`] gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found<'b> {
+    /// Its index in the blob (what [`IvfDirectory::raw_range`] takes).
+    pub index: u64,
+    pub code: &'b [u8],
+    pub ordinal: u32,
+    pub position: u32,
 }
 
 /// A blob's parsed directory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IvfDirectory {
-    pub metric: u8,
-    pub dim: usize,
-    pub code_dim: usize,
+    pub codes: Codes,
     pub entries: u64,
-    pub codebook: [u8; 32],
     /// Ascending by id.
     pub partitions: Vec<Partition>,
     pub raw_offset: u64,
@@ -168,47 +207,58 @@ impl IvfDirectory {
         if head[0] != VERSION {
             return Err(BlobError::Corrupt("vector partition directory version"));
         }
-        let metric = head[1];
+        let (metric, bits) = (head[1], head[2]);
+        if !matches!(bits, 4 | 8) {
+            return Err(BlobError::Corrupt("vector code width"));
+        }
         let dim = c.u32()? as usize;
-        let code_dim = c.u32()? as usize;
+        let code_bytes = c.u32()? as usize;
         let entries = c.u64()?;
         let codebook: [u8; 32] = c.take(32)?.try_into().expect("32 bytes");
         let n = c.u32()? as usize;
-        if n > bytes.len() / 12 {
+        if n > bytes.len() / 16 {
             return Err(BlobError::Corrupt("partition count"));
         }
+        let entry_len = (code_bytes + ENTRY_TAIL) as u64;
         let mut partitions = Vec::with_capacity(n);
-        let mut first = 0u64;
+        let (mut first, mut offset) = (0u64, 0u64);
         for _ in 0..n {
-            let (id, count, crc) = (c.u32()?, c.u32()?, c.u32()?);
-            if partitions.last().is_some_and(|p: &Partition| p.id >= id) || count == 0 {
+            let (id, count, runs, crc) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+            if partitions.last().is_some_and(|p: &Partition| p.id >= id)
+                || count == 0
+                || runs == 0
+                || runs > count
+            {
                 return Err(BlobError::Corrupt("partitions out of order"));
             }
             partitions.push(Partition {
                 id,
                 entries: count,
+                runs,
                 first,
+                offset,
                 codes_crc32: crc,
             });
             first += u64::from(count);
+            offset += u64::from(runs) * RUN_LEN as u64 + u64::from(count) * entry_len;
         }
         let raw_offset = c.u64()?;
         let d = IvfDirectory {
-            metric,
-            dim,
-            code_dim,
+            codes: Codes {
+                metric,
+                bits,
+                dim,
+                code_bytes,
+                codebook,
+            },
             entries,
-            codebook,
             partitions,
             raw_offset,
         };
         // The sections must be exactly what the counts say, ending where the directory starts.
-        let codes = entries.checked_mul(d.entry_len() as u64);
-        let raw = entries
-            .checked_mul(dim as u64)
-            .and_then(|x| x.checked_mul(4));
+        let raw = entries.checked_mul(d.raw_len());
         if first != entries
-            || codes != Some(raw_offset)
+            || offset != raw_offset
             || raw.and_then(|r| r.checked_add(raw_offset)) != Some(dir_offset)
         {
             return Err(BlobError::Corrupt("vector partition sections"));
@@ -216,8 +266,8 @@ impl IvfDirectory {
         Ok(d)
     }
 
-    fn entry_len(&self) -> usize {
-        self.code_dim + ENTRY_TAIL
+    fn raw_len(&self) -> u64 {
+        self.codes.dim as u64 * 4 + 4
     }
 
     /// The partition `id`, when the blob holds any of its vectors.
@@ -228,50 +278,74 @@ impl IvfDirectory {
             .map(|i| &self.partitions[i])
     }
 
-    /// The byte range (relative to the blob) of a partition's codes.
+    /// The byte range (relative to the blob) of a partition: its file runs and entries.
     pub fn codes_range(&self, p: &Partition) -> Range<u64> {
-        let len = self.entry_len() as u64;
-        p.first * len..(p.first + u64::from(p.entries)) * len
+        let len = (self.codes.code_bytes + ENTRY_TAIL) as u64;
+        p.offset..p.offset + u64::from(p.runs) * RUN_LEN as u64 + u64::from(p.entries) * len
     }
 
-    /// The byte range of entry `i`'s raw vector.
+    /// The byte range of entry `i`'s raw vector and its CRC-32.
     pub fn raw_range(&self, i: u64) -> Range<u64> {
-        let len = self.dim as u64 * 4;
+        let len = self.raw_len();
         self.raw_offset + i * len..self.raw_offset + (i + 1) * len
     }
 
-    /// The entries of partition `p` from its codes' bytes, checked against its CRC-32:
-    /// `(entry index, code, position, raw_crc32)` in order.
+    /// The entries of partition `p` from its bytes, checked against its CRC-32 and its file
+    /// runs against its entry count, in order.
     pub fn entries<'b>(
         &self,
         p: &Partition,
         bytes: &'b [u8],
-    ) -> Result<impl Iterator<Item = (u64, &'b [u8], u64, u32)> + 'b, BlobError> {
-        let len = self.entry_len();
-        if bytes.len() as u64 != u64::from(p.entries) * len as u64 {
+    ) -> Result<impl Iterator<Item = Found<'b>> + 'b, BlobError> {
+        let r = self.codes_range(p);
+        if bytes.len() as u64 != r.end - r.start {
             return Err(BlobError::Corrupt("partition length"));
         }
         if crc32fast::hash(bytes) != p.codes_crc32 {
             return Err(BlobError::Checksum("vector partition"));
         }
-        let (first, code_dim) = (p.first, self.code_dim);
-        Ok(bytes.chunks_exact(len).enumerate().map(move |(k, e)| {
-            let position =
-                u64::from_le_bytes(e[code_dim..code_dim + 8].try_into().expect("8 bytes"));
-            let crc = u32::from_le_bytes(e[code_dim + 8..].try_into().expect("4 bytes"));
-            (first + k as u64, &e[..code_dim], position, crc)
-        }))
+        let (head, body) = bytes.split_at(p.runs as usize * RUN_LEN);
+        let mut ordinals = Vec::with_capacity(p.runs as usize);
+        let mut total = 0u64;
+        for run in head.chunks_exact(RUN_LEN) {
+            let o = u32::from_le_bytes(run[..4].try_into().expect("4 bytes"));
+            let n = u32::from_le_bytes(run[4..].try_into().expect("4 bytes"));
+            if ordinals.last().is_some_and(|(l, _)| *l >= o) || n == 0 {
+                return Err(BlobError::Corrupt("partition file runs"));
+            }
+            total += u64::from(n);
+            ordinals.push((o, n));
+        }
+        if total != u64::from(p.entries) {
+            return Err(BlobError::Corrupt("partition file runs"));
+        }
+        let (first, code_bytes) = (p.first, self.codes.code_bytes);
+        let owners = ordinals
+            .into_iter()
+            .flat_map(|(o, n)| std::iter::repeat_n(o, n as usize));
+        Ok(body
+            .chunks_exact(code_bytes + ENTRY_TAIL)
+            .zip(owners)
+            .enumerate()
+            .map(move |(k, (e, ordinal))| Found {
+                index: first + k as u64,
+                code: &e[..code_bytes],
+                ordinal,
+                position: u32::from_le_bytes(e[code_bytes..].try_into().expect("4 bytes")),
+            }))
     }
 
-    /// A raw vector from its bytes, checked against the CRC-32 its entry carries.
-    pub fn raw(&self, bytes: &[u8], crc32: u32) -> Result<Vec<f32>, BlobError> {
-        if bytes.len() != self.dim * 4 {
+    /// A raw vector from the bytes of its [`raw_range`](Self::raw_range), checked against
+    /// the CRC-32 they end with.
+    pub fn raw(&self, bytes: &[u8]) -> Result<Vec<f32>, BlobError> {
+        if bytes.len() as u64 != self.raw_len() {
             return Err(BlobError::Corrupt("raw vector length"));
         }
-        if crc32fast::hash(bytes) != crc32 {
+        let (floats, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32fast::hash(floats) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
             return Err(BlobError::Checksum("raw vector"));
         }
-        Ok(bytes
+        Ok(floats
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
             .collect())
@@ -296,60 +370,67 @@ pub fn directory_of(blob: &[u8], sha256: Option<&str>) -> Result<IvfDirectory, B
 mod tests {
     use super::*;
 
-    fn sample() -> (Vec<(u32, u64, Vec<u8>, Vec<f32>)>, usize, usize) {
-        let (dim, code_dim) = (5, 6);
+    type Row = (u32, u32, u32, Vec<u8>, Vec<f32>);
+
+    fn sample() -> (Vec<Row>, Codes) {
+        let c = Codes {
+            metric: 0,
+            bits: 4,
+            dim: 5,
+            code_bytes: 3,
+            codebook: [7; 32],
+        };
         let mut v = vec![];
-        for (i, p) in [0u32, 0, 3, 3, 3, 9].into_iter().enumerate() {
-            let code: Vec<u8> = (0..code_dim).map(|d| (i * 7 + d) as u8).collect();
-            let raw: Vec<f32> = (0..dim).map(|d| i as f32 + d as f32 / 10.0).collect();
-            v.push((p, 10 * i as u64, code, raw));
+        for (i, (p, o)) in [(0u32, 0u32), (0, 2), (3, 1), (3, 1), (3, 4), (9, 0)]
+            .into_iter()
+            .enumerate()
+        {
+            let code: Vec<u8> = (0..c.code_bytes).map(|d| (i * 7 + d) as u8).collect();
+            let raw: Vec<f32> = (0..c.dim).map(|d| i as f32 + d as f32 / 10.0).collect();
+            v.push((p, o, 10 * i as u32, code, raw));
         }
-        (v, dim, code_dim)
+        (v, c)
     }
 
-    fn blob() -> (IvfBlob, Vec<(u32, u64, Vec<u8>, Vec<f32>)>) {
-        let (v, dim, code_dim) = sample();
+    fn blob() -> (IvfBlob, Vec<Row>) {
+        let (v, c) = sample();
         let entries: Vec<Entry> = v
             .iter()
-            .map(|(p, pos, c, r)| Entry {
+            .map(|(p, o, pos, code, r)| Entry {
                 partition: *p,
+                ordinal: *o,
                 position: *pos,
-                code: c,
+                code,
                 raw: r,
             })
             .collect();
-        (write(0, dim, code_dim, [7; 32], &entries).unwrap(), v)
+        (write(&c, &entries).unwrap(), v)
     }
 
     #[test]
     fn round_trips_partition_by_partition() {
         let (b, v) = blob();
         let d = directory_of(&b.bytes, Some(&b.directory_sha256)).unwrap();
-        assert_eq!(
-            (d.entries, d.dim, d.code_dim, d.codebook),
-            (6, 5, 6, [7; 32])
-        );
+        assert_eq!((d.entries, d.codes), (6, sample().1));
         assert_eq!(
             d.partitions
                 .iter()
-                .map(|p| (p.id, p.entries))
+                .map(|p| (p.id, p.entries, p.runs))
                 .collect::<Vec<_>>(),
-            vec![(0, 2), (3, 3), (9, 1)]
+            vec![(0, 2, 2), (3, 3, 2), (9, 1, 1)]
         );
         assert!(d.partition(4).is_none());
         let mut seen = vec![];
         for id in [0u32, 3, 9] {
             let p = *d.partition(id).unwrap();
             let r = d.codes_range(&p);
-            for (i, code, position, crc) in d
+            for f in d
                 .entries(&p, &b.bytes[r.start as usize..r.end as usize])
                 .unwrap()
             {
-                let rr = d.raw_range(i);
-                let raw = d
-                    .raw(&b.bytes[rr.start as usize..rr.end as usize], crc)
-                    .unwrap();
-                seen.push((id, position, code.to_vec(), raw));
+                let rr = d.raw_range(f.index);
+                let raw = d.raw(&b.bytes[rr.start as usize..rr.end as usize]).unwrap();
+                seen.push((id, f.ordinal, f.position, f.code.to_vec(), raw));
             }
         }
         assert_eq!(seen, v);
@@ -375,10 +456,9 @@ mod tests {
                     let r = dd.codes_range(p);
                     match dd.entries(p, &bad[r.start as usize..r.end as usize]) {
                         Err(_) => true,
-                        Ok(es) => es.collect::<Vec<_>>().iter().any(|(i, _, _, crc)| {
-                            let rr = dd.raw_range(*i);
-                            dd.raw(&bad[rr.start as usize..rr.end as usize], *crc)
-                                .is_err()
+                        Ok(es) => es.collect::<Vec<_>>().iter().any(|f| {
+                            let rr = dd.raw_range(f.index);
+                            dd.raw(&bad[rr.start as usize..rr.end as usize]).is_err()
                         }),
                     }
                 }),
@@ -387,20 +467,40 @@ mod tests {
         }
         let p = d.partitions[1];
         assert!(d.entries(&p, &[0u8; 3]).is_err());
-        assert!(d.raw(&[0u8; 20], 0).is_err());
+        assert!(d.raw(&[0u8; 24]).is_err());
         assert!(directory_of(&b.bytes[..10], None).is_err());
         assert!(IvfDirectory::parse(&[0u8; 8], None, 0).is_err());
-        // Unsorted or mis-sized entries are refused by the writer.
+        // File runs that do not add up, with a matching CRC-32: refused.
+        let r = d.codes_range(&p);
+        let mut part = b.bytes[r.start as usize..r.end as usize].to_vec();
+        part[4..8].copy_from_slice(&9u32.to_le_bytes());
+        let forged = Partition {
+            codes_crc32: crc32fast::hash(&part),
+            ..p
+        };
+        assert!(d.entries(&forged, &part).is_err());
+        // Unsorted or mis-sized entries, or an unknown width, are refused by the writer.
         let raw = [0f32; 2];
-        let e = |partition, position| Entry {
+        let e = |partition, ordinal, position| Entry {
             partition,
+            ordinal,
             position,
             code: &[1, 2],
             raw: &raw,
         };
-        assert!(write(0, 2, 2, [0; 32], &[e(1, 0), e(0, 5)]).is_err());
-        assert!(write(0, 2, 2, [0; 32], &[e(1, 4), e(1, 4)]).is_err());
-        assert!(write(0, 3, 2, [0; 32], &[e(1, 4)]).is_err());
-        assert_eq!(write(0, 2, 2, [0; 32], &[]).unwrap().entries, 0);
+        let c = Codes {
+            metric: 0,
+            bits: 8,
+            dim: 2,
+            code_bytes: 2,
+            codebook: [0; 32],
+        };
+        assert!(write(&c, &[e(1, 0, 0), e(0, 0, 5)]).is_err());
+        assert!(write(&c, &[e(1, 0, 4), e(1, 0, 4)]).is_err());
+        assert!(write(&c, &[e(1, 1, 4), e(1, 0, 5)]).is_err());
+        assert!(write(&Codes { dim: 3, ..c }, &[e(1, 0, 4)]).is_err());
+        assert!(write(&Codes { bits: 5, ..c }, &[e(1, 0, 4)]).is_err());
+        assert_eq!(write(&c, &[]).unwrap().entries, 0);
+        assert_eq!(write(&c, &[e(1, 0, 4), e(1, 3, 0)]).unwrap().entries, 2);
     }
 }

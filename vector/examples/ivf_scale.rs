@@ -1,0 +1,207 @@
+//! The partition-major vector index's arithmetic at scale, without I/O (RFC 0001): training
+//! and assignment time, and recall@10 and bytes per query at several `nprobe`, on the
+//! vector benchmark's data shape (64-d vectors around 64 Gaussian centres, `bench/vector`).
+//!
+//! Each query probes its `nprobe` nearest partitions, scores their 8-bit residual codes
+//! asymmetrically, re-ranks the best `R` by exact distance, and is compared with the exact
+//! top-10 by brute force. Bytes are what a reader fetches: each probed partition's entries
+//! (`dim` code bytes + 12) and `R` raw vectors.
+//!
+//!     cargo run --release -p skerry-vector --example ivf_scale -- [N] [QUERIES] [SAMPLE_PER_CENTROID] [NLIST]
+
+use std::time::Instant;
+
+use skerry_vector::ivf::{default_nlist, Codebook};
+use skerry_vector::{l2, Quantizer};
+
+const DIM: usize = 64;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn gauss(&mut self) -> f32 {
+        (self.unit() + self.unit() + self.unit() + self.unit() - 2.0) * 1.7
+    }
+    fn vector(&mut self, centres: &[Vec<f32>], out: &mut Vec<f32>) {
+        let c = &centres[(self.next() % centres.len() as u64) as usize];
+        for x in c {
+            let g = self.gauss();
+            out.push(x + g * 0.4);
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("a number"))
+        .collect();
+    let n = args.first().copied().unwrap_or(2_000_000);
+    let nq = args.get(1).copied().unwrap_or(100);
+    let per = args.get(2).copied().unwrap_or(16);
+    let mut r = Rng(0x5EED_0019_BE4C);
+    let centres: Vec<Vec<f32>> = (0..64)
+        .map(|_| (0..DIM).map(|_| r.unit() * 8.0 - 4.0).collect())
+        .collect();
+    let mut data = Vec::with_capacity(n * DIM);
+    for _ in 0..n {
+        r.vector(&centres, &mut data);
+    }
+    let mut queries = Vec::with_capacity(nq * DIM);
+    for _ in 0..nq {
+        r.vector(&centres, &mut queries);
+    }
+    let nlist = match args.get(3) {
+        Some(x) => *x,
+        None => default_nlist(n as u64),
+    };
+    let sample_n = (per * nlist).max(65_536).min(n);
+    let stride = n / sample_n;
+    let sample: Vec<f32> = (0..sample_n)
+        .flat_map(|i| {
+            data[i * stride * DIM..(i * stride + 1) * DIM]
+                .iter()
+                .copied()
+        })
+        .collect();
+    let t = Instant::now();
+    let book = Codebook::train(&sample, DIM, nlist, 7);
+    let train_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let assigned: Vec<u32> = std::thread::scope(|sc| {
+        let half = n / 2;
+        let (a, b) = data.split_at(half * DIM);
+        let ha = sc.spawn(|| {
+            a.chunks_exact(DIM)
+                .map(|v| book.assign(v))
+                .collect::<Vec<_>>()
+        });
+        let hb = sc.spawn(|| {
+            b.chunks_exact(DIM)
+                .map(|v| book.assign(v))
+                .collect::<Vec<_>>()
+        });
+        let mut x = ha.join().unwrap();
+        x.extend(hb.join().unwrap());
+        x
+    });
+    let assign_s = t.elapsed().as_secs_f64();
+    let nl = book.nlist();
+    let mut members: Vec<Vec<u32>> = vec![vec![]; nl];
+    for (i, p) in assigned.iter().enumerate() {
+        members[*p as usize].push(i as u32);
+    }
+    let mut residuals = Vec::with_capacity(n * DIM);
+    for (i, v) in data.chunks_exact(DIM).enumerate() {
+        let c = &book.centroids[assigned[i] as usize * DIM..][..DIM];
+        residuals.extend(v.iter().zip(c).map(|(x, m)| x - m));
+    }
+    let bits: u32 = std::env::var("BITS")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(4);
+    let quant = if bits == 4 {
+        Quantizer::fit4(DIM, &residuals)
+    } else {
+        Quantizer::fit(DIM, &residuals)
+    };
+    let mut codes = Vec::with_capacity(n * DIM);
+    for v in residuals.chunks_exact(DIM) {
+        if bits == 4 {
+            quant.encode4(v, &mut codes);
+        } else {
+            quant.encode(v, &mut codes);
+        }
+    }
+    let code_bytes = if bits == 4 { DIM / 2 } else { DIM };
+    drop(residuals);
+    let sizes: Vec<usize> = members.iter().map(Vec::len).collect();
+    println!(
+        "n {n} nlist {nl} (asked {nlist}, {} groups) sample {sample_n}: train {train_s:.1} s, assign {assign_s:.1} s; partition sizes max {} median {}",
+        book.groups.len().saturating_sub(1),
+        sizes.iter().max().unwrap(),
+        { let mut s = sizes.clone(); s.sort(); s[s.len() / 2] }
+    );
+    // Exact top-10.
+    let truth: Vec<Vec<u32>> = queries
+        .chunks_exact(DIM)
+        .map(|q| {
+            let mut d: Vec<(f32, u32)> = data
+                .chunks_exact(DIM)
+                .enumerate()
+                .map(|(i, x)| (l2(q, x), i as u32))
+                .collect();
+            d.select_nth_unstable_by(9, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            d[..10].iter().map(|x| x.1).collect()
+        })
+        .collect();
+    for rerank in [64usize] {
+        for nprobe in [16usize, 24, 32, 48, 64] {
+            let (mut hit, mut coarse, mut bytes, mut us) = (0, 0, 0u64, 0f64);
+            for (qv, want) in queries.chunks_exact(DIM).zip(&truth) {
+                let t = Instant::now();
+                let q = qv;
+                let probed = book.probe(q, nprobe);
+                let mut cands: Vec<(f32, u32)> = Vec::new();
+                for p in &probed {
+                    let c = &book.centroids[*p as usize * DIM..][..DIM];
+                    let rq: Vec<f32> = q.iter().zip(c).map(|(x, m)| x - m).collect();
+                    if bits == 4 {
+                        let qc = quant.query4(&rq);
+                        for i in &members[*p as usize] {
+                            cands.push((
+                                qc.distance(&codes[*i as usize * code_bytes..][..code_bytes]),
+                                *i,
+                            ));
+                        }
+                    } else {
+                        let qc = quant.query(&rq);
+                        for i in &members[*p as usize] {
+                            cands.push((
+                                qc.distance(&codes[*i as usize * code_bytes..][..code_bytes]),
+                                *i,
+                            ));
+                        }
+                    }
+                    bytes += members[*p as usize].len() as u64 * (code_bytes as u64 + 4);
+                }
+                let r = rerank.min(cands.len());
+                if r > 0 {
+                    cands.select_nth_unstable_by(r - 1, |a, b| {
+                        a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+                    });
+                }
+                let mut exact: Vec<(f32, u32)> = cands[..r]
+                    .iter()
+                    .map(|(_, i)| (l2(q, &data[*i as usize * DIM..][..DIM]), *i))
+                    .collect();
+                exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                us += t.elapsed().as_secs_f64() * 1e6;
+                bytes += r as u64 * (DIM as u64 * 4 + 4);
+                hit += exact[..10.min(exact.len())]
+                    .iter()
+                    .filter(|x| want.contains(&x.1))
+                    .count();
+                coarse += want
+                    .iter()
+                    .filter(|w| probed.contains(&assigned[**w as usize]))
+                    .count();
+            }
+            println!(
+                "R {rerank:>3} nprobe {nprobe:>3}: recall@10 {:.3} (coarse {:.3}), {:.0} KB/query, {:.0} µs/query (arithmetic only)",
+                hit as f64 / (10 * nq) as f64,
+                coarse as f64 / (10 * nq) as f64,
+                bytes as f64 / nq as f64 / 1e3,
+                us / nq as f64
+            );
+        }
+    }
+}
