@@ -100,8 +100,8 @@ const COMMANDS = {
           unique: { type: 'boolean', desc: '        refuse duplicate keys (E_CONSTRAINT)' },
           kind: { type: 'string', desc: '<kind>  ordered (default) | bitmap (few distinct values; counts) | bloom (prunes files) | fulltext (search) | vector (nearest)' },
           metric: { type: 'string', desc: '<name>  a vector index\'s distance: l2 (default) | cosine | dot' },
-          m: { type: 'string', desc: '<n>     a vector index\'s links per node (default 16)' },
-          'ef-construction': { type: 'string', desc: '<n>     a vector index\'s build candidates (default 100)' },
+          m: { type: 'string', desc: '<n>     kept for older vector definitions (no effect)' },
+          'ef-construction': { type: 'string', desc: '<n>     kept for older vector definitions (no effect)' },
           tokenizer: { type: 'string', desc: '<name>  a fulltext index\'s analyzer: simple (default) | english (stop words, stemming)' },
           'no-positions': { type: 'boolean', desc: '        a fulltext index without word positions (smaller; phrases are scanned)' },
           fpp: { type: 'string', desc: '<p>     a bloom filter\'s false-positive probability (default 0.01)' },
@@ -325,12 +325,13 @@ const COMMANDS = {
     },
   },
   nearest: {
-    usage: 'skerry nearest <table> <vector JSON> [--k n] [--ef n] [--column c] [--index name] [--where JSON] [--columns a,b] [--format table|json] [--stats]',
+    usage: 'skerry nearest <table> <vector JSON> [--k n] [--nprobe n] [--ef n] [--column c] [--index name] [--where JSON] [--columns a,b] [--format table|json] [--stats]',
     about: 'The k rows nearest to a vector through a vector index of the published overlay, nearest first (a _distance column leads each row).',
     args: ['table', 'vector'],
     options: {
       k: { type: 'string', desc: '<n>     results (default 10)' },
-      ef: { type: 'string', desc: '<n>     candidates per file before exact re-ranking (default 100)' },
+      nprobe: { type: 'string', desc: '<n>     partitions probed, nearest first (default 48)' },
+      ef: { type: 'string', desc: '<n>     candidates re-ranked exactly (default 100)' },
       column: { type: 'string', desc: '<name>  the vector column (default: the only vector index\'s)' },
       index: { type: 'string', desc: '<name>  the vector index' },
       where: { type: 'string', desc: '<json>  a pre-filter, e.g. \'{"lang":"en"}\'' },
@@ -349,6 +350,7 @@ const COMMANDS = {
       if (!Array.isArray(vector)) throw usage(`the vector must be a JSON array of numbers, not ${text}`);
       const options = { ...whereOption(flags), vector };
       if (flags.k !== undefined) options.k = count(flags.k, '--k');
+      if (flags.nprobe !== undefined) options.nprobe = count(flags.nprobe, '--nprobe');
       if (flags.ef !== undefined) options.ef = count(flags.ef, '--ef');
       if (flags.column !== undefined) options.column = flags.column;
       if (flags.index !== undefined) options.index = flags.index;

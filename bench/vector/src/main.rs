@@ -1,18 +1,20 @@
-//! Vector benchmark (issue 19): Skerry's `vector` index beside `hnsw_rs` (a pure-Rust HNSW)
-//! and an exact brute force, on one generated data set, in one process run — build time,
-//! index bytes, recall@10 and latency (p50/p95) at several `ef`, reported side by side and as
-//! ratios.
+//! Vector benchmark (issues 19 and 40): Skerry's `vector` index with the defaults users get —
+//! the same rows in 20 files and in 200 — beside an exact brute force (and, with `--peer`,
+//! `hnsw_rs`, a pure-Rust in-memory HNSW), in one process run: build time, index bytes,
+//! recall@10, latency (p50/p95) and the index requests and bytes per query at several
+//! `nprobe`, side by side and as ratios.
 //!
-//! Data: `--n N` vectors (default 200,000) of 64 dimensions around 64 Gaussian cluster
-//! centres (the issue's data shape), one pyarrow-like Parquet file (snappy, row groups of
-//! 65,536 rows); `--queries Q` (default 200) fresh vectors from the same clusters. The exact
-//! top-10 of every query is computed here by brute force and is what recall is measured
-//! against. Both engines build with m = 16 and Skerry's default `efConstruction` (100; 200 for
-//! `dot`) on both cores; both are searched warm, one query at a time, for positions only
-//! (Skerry's answers also re-check each result's distance from the row it reads by page).
-//! Skerry is searched through the read path users get (`OverlayReader`).
+//! Data: `--n N` vectors (default 2,000,000) of 64 dimensions around 64 Gaussian cluster
+//! centres (the issue's data shape), pyarrow-like Parquet files (snappy, row groups of
+//! 65,536 rows), `--files A,B` layouts of the same rows (default `20,200`); `--queries Q`
+//! (default 100) fresh vectors from the same clusters. The exact top-10 of every query is
+//! computed here by brute force and is what recall is measured against. Skerry is searched
+//! warm (codebook and directories cached by 20 other queries; each measured query's
+//! partitions and raw vectors read for it, once), one query at a time, for positions only,
+//! through the read path users get (`OverlayReader`, default cache), metric `--metric`
+//! (default `l2`).
 //!
-//!     cargo run --release -p skerry-bench-vector -- [--n N] [--queries Q]
+//!     cargo run --release -p skerry-bench-vector -- [--n N] [--files 20,200] [--queries Q] [--metric l2] [--peer]
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,7 +24,7 @@ use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, Record
 use arrow_schema::{DataType, Field, Schema};
 use hnsw_rs::hnsw::Hnsw;
 use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
-use skerry_core::index::vector::{default_ef_construction, MetricName};
+use skerry_core::index::vector::{default_ef_construction, MetricName, DEFAULT_NPROBE};
 use skerry_core::index::IndexKind;
 use skerry_core::read::nearest::Nearest;
 use skerry_vector::{exact, Metric};
@@ -159,34 +161,23 @@ impl Peer {
     }
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let n = arg(&args, "--n", 200_000);
-    let nq = arg(&args, "--queries", 200);
-    let mut r = Rng(0x5EED_0019_BE4C);
-    let centres: Vec<Vec<f32>> = (0..CLUSTERS)
-        .map(|_| (0..DIM).map(|_| r.unit() * 8.0 - 4.0).collect())
-        .collect();
-    let data: Vec<Vec<f32>> = (0..n).map(|_| r.vector(&centres)).collect();
-    let queries: Vec<Vec<f32>> = (0..nq).map(|_| r.vector(&centres)).collect();
-
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("data");
-    std::fs::create_dir_all(&dir).unwrap();
-    {
-        let item = Arc::new(Field::new("item", DataType::Float32, true));
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int64, false),
-            Field::new(
-                "emb",
-                DataType::FixedSizeList(item.clone(), DIM as i32),
-                true,
-            ),
-        ]));
-        let ids: Int64Array = (0..n as i64).map(Some).collect();
-        let flat: Float32Array = data.iter().flatten().map(|x| Some(*x)).collect();
-        let emb = FixedSizeListArray::new(item, DIM as i32, Arc::new(flat), None);
+fn write_files(dir: &std::path::Path, data: &[Vec<f32>], files: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new(
+            "emb",
+            DataType::FixedSizeList(item.clone(), DIM as i32),
+            true,
+        ),
+    ]));
+    let per = data.len().div_ceil(files);
+    for (fi, chunk) in data.chunks(per).enumerate() {
+        let first = (fi * per) as i64;
+        let ids: Int64Array = (0..chunk.len() as i64).map(|i| Some(first + i)).collect();
+        let flat: Float32Array = chunk.iter().flatten().map(|x| Some(*x)).collect();
+        let emb = FixedSizeListArray::new(item.clone(), DIM as i32, Arc::new(flat), None);
         let batch = RecordBatch::try_new(
             schema.clone(),
             vec![Arc::new(ids) as ArrayRef, Arc::new(emb)],
@@ -196,51 +187,97 @@ async fn main() {
             .set_compression(parquet::basic::Compression::SNAPPY)
             .set_max_row_group_row_count(Some(65_536))
             .build();
-        let file = std::fs::File::create(dir.join("vectors.parquet")).unwrap();
-        let mut w = parquet::arrow::ArrowWriter::try_new(file, schema, Some(props)).unwrap();
+        let file = std::fs::File::create(dir.join(format!("v{fi:05}.parquet"))).unwrap();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
         w.write(&batch).unwrap();
         w.close().unwrap();
     }
+}
+
+/// One layout's searches at one `nprobe`.
+struct Row {
+    files: usize,
+    nprobe: usize,
+    run: Run,
+    requests: f64,
+    bytes: f64,
+    rounds: u64,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n = arg(&args, "--n", 2_000_000);
+    let nq = arg(&args, "--queries", 100);
+    let layouts: Vec<usize> = args
+        .iter()
+        .position(|a| a == "--files")
+        .and_then(|i| args.get(i + 1))
+        .map_or(vec![20, 200], |s| {
+            s.split(',')
+                .map(|x| x.parse().expect("--files A,B"))
+                .collect()
+        });
+    let metric = args
+        .iter()
+        .position(|a| a == "--metric")
+        .and_then(|i| args.get(i + 1))
+        .map_or(MetricName::L2, |s| {
+            MetricName::parse(s).expect("--metric l2|cosine|dot")
+        });
+    let with_peer = args.iter().any(|a| a == "--peer");
+    let mut r = Rng(0x5EED_0019_BE4C);
+    let centres: Vec<Vec<f32>> = (0..CLUSTERS)
+        .map(|_| (0..DIM).map(|_| r.unit() * 8.0 - 4.0).collect())
+        .collect();
+    let data: Vec<Vec<f32>> = (0..n).map(|_| r.vector(&centres)).collect();
+    let queries: Vec<Vec<f32>> = (0..nq).map(|_| r.vector(&centres)).collect();
+    let warmups: Vec<Vec<f32>> = (0..20).map(|_| r.vector(&centres)).collect();
+    let tmp = tempfile::tempdir().unwrap();
     println!(
-        "data: {n} × {DIM}-d float32 vectors in {CLUSTERS} clusters, {nq} queries, k = {K}, m = {M}; 2 cores"
+        "data: {n} × {DIM}-d float32 vectors in {CLUSTERS} clusters, {nq} queries, k = {K}, metric {}; 2 cores; default options",
+        metric.name()
     );
 
-    let metrics = [MetricName::L2, MetricName::Cosine, MetricName::Dot];
+    // The exact answers (and the brute force's own latency).
+    let m = metric;
+    let mut truth: Vec<Vec<u32>> = Vec::new();
+    let mut exact_ms: Vec<f64> = Vec::new();
+    for q in &queries {
+        let t0 = Instant::now();
+        let mut all: Vec<(f32, u32)> = data
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (exact(m.metric(), q, v), i as u32))
+            .collect();
+        all.select_nth_unstable_by(K, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        exact_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        truth.push(all[..K].iter().map(|x| x.1).collect());
+    }
+    let exact_p50 = percentile(&mut exact_ms, 0.5);
+
     let overlay_dir = tmp.path().join("overlay");
     let url = format!("file://{}", overlay_dir.display());
     let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
-
-    // The exact answers (and the brute force's own latency), per metric.
-    let mut truth: Vec<Vec<Vec<u32>>> = Vec::new();
-    let mut exact_ms: Vec<Vec<f64>> = Vec::new();
-    for m in metrics {
-        let (mut t, mut ms) = (Vec::new(), Vec::new());
-        for q in &queries {
-            let t0 = Instant::now();
-            let mut all: Vec<(f32, u32)> = data
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (exact(m.metric(), q, v), i as u32))
-                .collect();
-            all.select_nth_unstable_by(K, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            ms.push(t0.elapsed().as_secs_f64() * 1e3);
-            t.push(all[..K].iter().map(|x| x.1).collect());
-        }
-        truth.push(t);
-        exact_ms.push(ms);
-    }
-
     let mut builds = Vec::new();
-    let mut peers = Vec::new();
+    let mut written = Vec::new();
     let mut bundles_before = 0u64;
-    for m in metrics {
-        let efc = default_ef_construction(m);
-        let table = format!("t_{}", m.name());
+    for &files in &layouts {
+        let dir = tmp.path().join(format!("data{files}"));
+        write_files(&dir, &data, files);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        written.push(names.len());
+        let table = format!("t{files}");
         let t0 = Instant::now();
         o.register_parquet_table(
             &table,
             &format!("file://{}", dir.display()),
-            FileSelection::List(vec!["vectors.parquet".into()]),
+            FileSelection::List(names),
         )
         .await
         .unwrap();
@@ -257,94 +294,151 @@ async fn main() {
         .await
         .unwrap();
         o.build(&table, |_| {}).await.unwrap();
-        let skerry_s = t0.elapsed().as_secs_f64();
-        // Each table's build writes only its own bundles.
-        let total = dir_bytes(&overlay_dir.join("bundles"));
-        let skerry_bytes = total - bundles_before;
+        let secs = t0.elapsed().as_secs_f64();
+        let total =
+            dir_bytes(&overlay_dir.join("bundles")) + dir_bytes(&overlay_dir.join("codebooks"));
+        builds.push((files, secs, total - bundles_before));
         bundles_before = total;
-        let t0 = Instant::now();
-        let peer = Peer::build(m.metric(), &data, efc as usize);
-        let peer_s = t0.elapsed().as_secs_f64();
-        builds.push((m, efc, skerry_s, skerry_bytes, peer_s));
-        peers.push(peer);
     }
     o.publish().await.unwrap();
     o.close().await.unwrap();
+    let peer = with_peer.then(|| {
+        let t0 = Instant::now();
+        let p = Peer::build(m.metric(), &data, default_ef_construction(m) as usize);
+        (p, t0.elapsed().as_secs_f64())
+    });
 
-    let reader = skerry_core::read::reader::OverlayReader::open(
-        &url,
-        skerry_core::io::store::OpenOptions::default(),
-    )
-    .await
-    .unwrap();
-    // Room for the whole index, as the peer holds its graph in memory.
-    reader.snapshot().cache().set_budget(1 << 30);
-
+    let raw = (n * DIM * 4) as f64;
     println!();
-    println!("| build | Skerry | hnsw_rs 0.3 | ratio |");
+    println!("| build | time | index bytes | × raw vectors |");
     println!("|---|---|---|---|");
-    for (m, efc, s, bytes, p) in &builds {
+    for (files, s, bytes) in &builds {
         println!(
-            "| {} (efConstruction {efc}) | {s:.1} s, {:.1} MB | {p:.1} s | {:.2}× |",
-            m.name(),
+            "| {n} vectors in {files} files | {s:.1} s | {:.1} MB | {:.2}× |",
             *bytes as f64 / 1e6,
-            s / p
+            *bytes as f64 / raw
         );
     }
-    println!(
-        "(raw vectors: {:.1} MB; Skerry's bundle holds them, 8-bit codes and the graph)",
-        (n * DIM * 4) as f64 / 1e6
-    );
+    if let Some((_, s)) = &peer {
+        println!("| hnsw_rs 0.3 (m {M}, in memory) | {s:.1} s | | |");
+    }
     println!();
-    println!("| metric, ef | Skerry recall@10 | p50 | p95 | hnsw_rs recall@10 | p50 | p95 | p50 ratio | exact p50 |");
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for (mi, m) in metrics.iter().enumerate() {
-        let table = format!("t_{}", m.name());
-        let search = |q: &[f32], ef: usize| Nearest {
-            vector: q.to_vec(),
-            k: K,
-            ef: Some(ef),
-            columns: Some(vec![]),
-            ..Default::default()
-        };
-        let exact_p50 = percentile(&mut exact_ms[mi].clone(), 0.5);
-        for ef in [32usize, 64, 100, 200] {
-            // Warm both.
-            for q in &queries {
-                let a = reader
-                    .snapshot()
-                    .nearest(&table, &search(q, ef))
-                    .await
-                    .unwrap();
+    let mut rows: Vec<Row> = Vec::new();
+    for (li, &files) in layouts.iter().enumerate() {
+        let table = format!("t{files}");
+        for nprobe in [16usize, 32, DEFAULT_NPROBE, 64, 96] {
+            let reader = skerry_core::read::reader::OverlayReader::open(
+                &url,
+                skerry_core::io::store::OpenOptions::default(),
+            )
+            .await
+            .unwrap();
+            let search = |q: &[f32]| Nearest {
+                vector: q.to_vec(),
+                k: K,
+                nprobe: Some(nprobe),
+                columns: Some(vec![]),
+                ..Default::default()
+            };
+            // A fresh reader per row (its cache is the default one), warm: codebook and
+            // directories cached by other queries from the same clusters
+            // (each measured query's partitions and raw vectors are its own).
+            for q in &warmups {
+                let a = reader.snapshot().nearest(&table, &search(q)).await.unwrap();
                 assert_eq!(a.rows.len(), K);
-                assert_eq!(a.stats.files_by_index, 1, "{:?}", a.stats);
-                std::hint::black_box(peers[mi].search(q, ef));
+                assert_eq!(
+                    a.stats.files_by_index as usize, written[li],
+                    "{:?}",
+                    a.stats
+                );
             }
-            let (mut ts, mut tp) = (Vec::new(), Vec::new());
-            let (mut hs, mut hp) = (0, 0);
+            let (mut ts, mut hit, mut req, mut bytes, mut rounds) =
+                (Vec::new(), 0, 0u64, 0u64, 0u64);
             for (qi, q) in queries.iter().enumerate() {
-                let s = search(q, ef);
+                let s = search(q);
                 let t0 = Instant::now();
                 let a = reader.snapshot().nearest(&table, &s).await.unwrap();
                 ts.push(t0.elapsed().as_secs_f64() * 1e3);
-                hs += hits(&truth[mi][qi], a.rows.iter().map(|r| r.position));
-                let t0 = Instant::now();
-                let b = peers[mi].search(q, ef);
-                tp.push(t0.elapsed().as_secs_f64() * 1e3);
-                hp += hits(&truth[mi][qi], b.into_iter());
+                hit += hits(
+                    &truth[qi],
+                    a.rows.iter().map(|r| {
+                        let f: usize = r.file[1..6].parse().unwrap();
+                        (f * n.div_ceil(files)) as u64 + r.position
+                    }),
+                );
+                req += a.stats.index_requests;
+                bytes += a.stats.index_bytes;
+                rounds = rounds.max(a.rounds);
             }
-            let (s, p) = (run(ts, hs, nq), run(tp, hp, nq));
+            rows.push(Row {
+                files,
+                nprobe,
+                run: run(ts, hit, nq),
+                requests: req as f64 / nq as f64,
+                bytes: bytes as f64 / nq as f64,
+                rounds,
+            });
+        }
+    }
+    println!("| files, nprobe | recall@10 | p50 | p95 | index requests/query | index bytes/query | max rounds | p50 / exact |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {}, {}{} | {:.3} | {:.3} ms | {:.3} ms | {:.1} | {:.0} KB | {} | {:.3}× |",
+            r.files,
+            r.nprobe,
+            if r.nprobe == DEFAULT_NPROBE {
+                " (default)"
+            } else {
+                ""
+            },
+            r.run.recall,
+            r.run.p50,
+            r.run.p95,
+            r.requests,
+            r.bytes / 1e3,
+            r.rounds,
+            r.run.p50 / exact_p50
+        );
+    }
+    println!("exact brute force p50: {exact_p50:.1} ms");
+    if layouts.len() == 2 {
+        println!();
+        println!(
+            "| nprobe | requests {}→{} files | bytes {}→{} files |",
+            layouts[0], layouts[1], layouts[0], layouts[1]
+        );
+        println!("|---|---|---|");
+        for a in rows.iter().filter(|r| r.files == layouts[0]) {
+            if let Some(b) = rows
+                .iter()
+                .find(|r| r.files == layouts[1] && r.nprobe == a.nprobe)
+            {
+                println!(
+                    "| {} | {:.2}× | {:.2}× |",
+                    a.nprobe,
+                    b.requests / a.requests,
+                    b.bytes / a.bytes
+                );
+            }
+        }
+    }
+    if let Some((p, _)) = &peer {
+        println!();
+        println!("| hnsw_rs ef | recall@10 | p50 | p95 |");
+        println!("|---|---|---|---|");
+        for ef in [32usize, 64, 100, 200] {
+            let (mut ts, mut hit) = (Vec::new(), 0);
+            for (qi, q) in queries.iter().enumerate() {
+                let t0 = Instant::now();
+                let b = p.search(q, ef);
+                ts.push(t0.elapsed().as_secs_f64() * 1e3);
+                hit += hits(&truth[qi], b.into_iter());
+            }
+            let r = run(ts, hit, nq);
             println!(
-                "| {}, ef {ef}{} | {:.3} | {:.3} ms | {:.3} ms | {:.3} | {:.3} ms | {:.3} ms | {:.2}× | {exact_p50:.1} ms |",
-                m.name(),
-                if ef == skerry_core::index::vector::DEFAULT_EF { " (default)" } else { "" },
-                s.recall,
-                s.p50,
-                s.p95,
-                p.recall,
-                p.p50,
-                p.p95,
-                s.p50 / p.p50
+                "| {ef} | {:.3} | {:.3} ms | {:.3} ms |",
+                r.recall, r.p50, r.p95
             );
         }
     }

@@ -188,13 +188,17 @@ impl Overlay {
 
     /// The blob of `ix` over `f` from its sorted entries, with its lineage (bundle placement
     /// filled in by [`Overlay::write_bundle`]).
-    pub(crate) fn blob_artifact(
+    pub(crate) async fn blob_artifact(
         &self,
         tr: &TableRecord,
         f: &FileEntry,
         ix: &IndexRecord,
         entries: &[(Vec<u8>, u64)],
     ) -> Result<(IndexFileEntry, Vec<u8>)> {
+        let book = match &ix.codebook {
+            Some(c) => Some(self.codebooks.load(&self.reader, c).await?),
+            None => None,
+        };
         file_build::blob_artifact(
             tr.snapshot as i64,
             f,
@@ -202,6 +206,7 @@ impl Overlay {
             entries.iter().map(|(k, p)| (k.as_slice(), *p)),
             self.block_bytes,
             entries.iter().map(|(k, _)| k.len() + 8).sum(),
+            book.as_deref(),
         )
     }
 
@@ -404,6 +409,8 @@ impl Overlay {
         }
         // Files queries found wanting go first (`crate::admin::repair`).
         let repaired = self.drain_repairs(table, index).await?;
+        // A vector index's codebook before any of its blobs.
+        self.ensure_codebooks(table, &[]).await?;
         let _writing = self.writing.read().await;
         let t = self.catalog.begin()?;
         let tr = self.catalog.table(&t, table).await?;
@@ -613,7 +620,7 @@ impl Overlay {
         let mut artifacts = Vec::new();
         let mut bundles = Vec::new();
         for (f, entries) in &completed {
-            let fresh = self.blob_artifact(&tr, f, &ix, entries)?;
+            let fresh = self.blob_artifact(&tr, f, &ix, entries).await?;
             let (arts, bundle, size) = self.write_bundle(&tr, f, &indexes, vec![fresh]).await?;
             report.bundles_written += 1;
             report.bytes_written += size;
@@ -977,4 +984,110 @@ pub(crate) fn attempt_token() -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+impl Overlay {
+    /// Trains and records the codebook of every live vector index of `table` that has none
+    /// yet ([`crate::admin::codebook`]), from the table's files and `adding` (files a
+    /// registration is about to add). An index whose files hold no vector yet stays without
+    /// one. Idempotent: a codebook recorded meanwhile by another writer wins (this one's
+    /// object stays unreferenced).
+    pub(crate) async fn ensure_codebooks(&self, table: &str, adding: &[FileEntry]) -> Result<()> {
+        use crate::admin::codebook as cb;
+        let t = self.catalog.begin()?;
+        let tr = self.catalog.table(&t, table).await?;
+        let untrained: Vec<IndexRecord> = self
+            .catalog
+            .indexes(&t, tr.table_id)
+            .await?
+            .into_iter()
+            .filter(|ix| {
+                cb::is_vector(ix) && ix.codebook.is_none() && ix.state != IndexState::Poisoned
+            })
+            .collect();
+        if untrained.is_empty() {
+            return Ok(());
+        }
+        let mut files = self.catalog.files(&t, tr.table_id).await?;
+        drop(t);
+        for f in adding {
+            if !files.iter().any(|x| x.path == f.path) {
+                files.push(f.clone());
+            }
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let rows: u64 = files.iter().map(|f| f.record_count).sum();
+        if rows == 0 {
+            return Ok(());
+        }
+        let (nlist, per_file) = cb::sample_plan(rows, files.len());
+        for ix in untrained {
+            let (mut sample, mut dim) = (Vec::new(), None::<usize>);
+            for f in &files {
+                let n = per_file.min(f.record_count);
+                if n == 0 {
+                    continue;
+                }
+                match self.index_slice(&tr, f, &ix, 0..n, u64::MAX).await {
+                    Ok((keys, _, _)) => cb::sample_entries(&keys, &mut dim, &mut sample),
+                    Err(e) if is_data_error(&e) => continue, // the build reports the file
+                    Err(e) => return Err(e),
+                }
+            }
+            let Some(dim) = dim.filter(|d| *d > 0) else {
+                continue; // no vector yet
+            };
+            let metric = ix.spec.vector().unwrap_or_default().metric.metric();
+            let trained = cb::train(metric, dim, sample, nlist).await?;
+            let c = cb::object_path(tr.table_id, ix.index_id, &trained);
+            // Never swept by vacuum (it reclaims `bundles/` and `staging/` only), so it needs
+            // no writer's lock between this write and the commit naming it.
+            match self.put_new(&c.path, trained.bytes.clone()).await {
+                // The same name holds the same bytes (named by their hash).
+                Ok(()) | Err(Error::Conflict(_)) => {}
+                Err(e) => return Err(e),
+            }
+            let t = self.catalog.begin()?;
+            let Some(mut rec) = t
+                .get::<IndexRecord>(&index_key(tr.table_id, ix.index_id))
+                .await?
+            else {
+                continue; // dropped meanwhile
+            };
+            if rec.codebook.is_some() {
+                continue; // another writer trained one first: theirs is the index's
+            }
+            rec.codebook = Some(c);
+            rec.generation += 1;
+            t.put(&index_key(tr.table_id, ix.index_id), &rec)?;
+            t.bump_version().await?;
+            t.commit().await?;
+            self.invalidate();
+            tracing::debug!(target: "skerry::build", index = %ix.name, nlist, "codebook trained");
+        }
+        Ok(())
+    }
+
+    /// The vector indexes of `indexes` given the codebook their catalog records hold now
+    /// (after [`Overlay::ensure_codebooks`] trained them).
+    pub(crate) async fn with_codebooks(
+        &self,
+        table_id: u64,
+        indexes: &mut [IndexRecord],
+    ) -> Result<()> {
+        let t = self.catalog.begin()?;
+        for ix in indexes
+            .iter_mut()
+            .filter(|ix| crate::admin::codebook::is_vector(ix) && ix.codebook.is_none())
+        {
+            if let Some(r) = t
+                .get::<IndexRecord>(&index_key(table_id, ix.index_id))
+                .await?
+            {
+                ix.codebook = r.codebook;
+                ix.generation = r.generation;
+            }
+        }
+        Ok(())
+    }
 }

@@ -168,6 +168,10 @@ pub struct IndexRecord {
     /// absent in records written before kinds, then the kind's fields).
     #[serde(flatten)]
     pub spec: crate::index::IndexSpec,
+    /// A vector index's codebook, once trained (set once, by the first build that sees a
+    /// vector: `admin::codebook`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codebook: Option<crate::formats::manifest::CodebookRef>,
     pub state: IndexState,
     /// Moves with every change of the index's content or state (build steps, rebuilds); a
     /// `verify` whose definition moved meanwhile records nothing.
@@ -555,13 +559,15 @@ pub(crate) fn active(tr: &TableRecord) -> crate::formats::lineage::ActiveSnapsho
 /// Does the read gate accept artifact `a` for file `f` at the table's snapshot?
 pub(crate) fn accepted(f: &FileEntry, a: Option<&IndexFileEntry>, tr: &TableRecord) -> bool {
     a.is_some_and(|a| {
-        crate::formats::lineage::ReadGate::check(
-            &f.path,
-            Some(&a.lineage),
-            Some(&f.facts()),
-            active(tr),
-        )
-        .is_accept()
+        // A vector blob of the graph layout is never read: built again.
+        a.lineage.blob_type != crate::index::vector::OLD_BLOB_TYPE
+            && crate::formats::lineage::ReadGate::check(
+                &f.path,
+                Some(&a.lineage),
+                Some(&f.facts()),
+                active(tr),
+            )
+            .is_accept()
     })
 }
 

@@ -247,6 +247,8 @@ pub struct BundleBuilder {
     pub(crate) trusted: bool,
     /// The overlay's task key, read on first use.
     pub(crate) key: tokio::sync::OnceCell<Vec<u8>>,
+    /// Vector codebooks loaded so far (a worker builds many files against one).
+    pub(crate) codebooks: Arc<crate::admin::codebook::Codebooks>,
 }
 
 impl BundleBuilder {
@@ -263,6 +265,7 @@ impl BundleBuilder {
             data: Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout)),
             trusted: false,
             key: tokio::sync::OnceCell::new(),
+            codebooks: Default::default(),
         })
     }
 
@@ -325,6 +328,7 @@ impl BundleBuilder {
             .ok()
             .filter(|b| (256..=1 << 24).contains(b))
             .ok_or_else(|| Error::Invalid("build task: blockBytes out of range".into()))?;
+        let codebooks = self.codebooks.of(&self.reader, &task.indexes).await?;
         let job = |indexes: Vec<IndexRecord>, max_bytes: u64| FileJob {
             location: task.table.location.clone(),
             file: task.file.clone(),
@@ -332,6 +336,7 @@ impl BundleBuilder {
             snapshot: task.table.snapshot as i64,
             block_bytes,
             max_bytes,
+            codebooks: codebooks.clone(),
         };
         let receipt = |outcome| BuildReceipt {
             format: TASK_FORMAT,
@@ -687,6 +692,7 @@ impl Overlay {
             data: self.data.clone(),
             trusted: true,
             key: tokio::sync::OnceCell::new(),
+            codebooks: self.codebooks.clone(),
         }
     }
 
@@ -767,6 +773,8 @@ impl Overlay {
 
     /// The catalog facts a plan is made from (one read transaction).
     pub(crate) async fn plan_state(&self, table: &str) -> Result<PlanState> {
+        // Vector indexes without a codebook get one first: every task carries it.
+        self.ensure_codebooks(table, &[]).await?;
         let t = self.catalog.begin()?;
         let (tr, files, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
         let mut arts = HashMap::new();
@@ -1126,6 +1134,10 @@ impl Overlay {
                 }
                 Some(rec) if rec.fields != ix.fields || rec.kind() != ix.kind() => {
                     return Ok(Some("the receipt does not match its task".into()))
+                }
+                // A vector blob is written against the index's codebook: the one planned.
+                Some(rec) if rec.codebook != ix.codebook => {
+                    return Ok(Some(format!("the codebook of index {} changed", ix.name)))
                 }
                 Some(_) => {}
             }

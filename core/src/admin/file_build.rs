@@ -362,6 +362,8 @@ pub struct FileJob {
     /// Most encoded entry bytes (all indexes together) the file may produce; past it the job
     /// stops reading and reports [`FileOutcome::TooLarge`] (the build slices the file instead).
     pub max_bytes: u64,
+    /// The codebooks of the job's vector indexes, by index id.
+    pub codebooks: HashMap<u64, Arc<crate::index::vector::codebook::Trained>>,
 }
 
 /// One index's blob over the file.
@@ -612,8 +614,13 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
             .zip(&vectors)
             .map(|((ix, plan), vs)| {
                 matches!(plan, Plan::Vector(_)).then(|| {
+                    let book = job.codebooks.get(&ix.index_id).map(|b| b.as_ref());
                     sc.spawn(move || {
-                        crate::index::vector::write_blob(&ix.spec, &blob_source(ix, f, 0, 0), vs)
+                        crate::index::vector::write_blob(
+                            &ix.spec,
+                            &blob_source(ix, f, 0, 0, book),
+                            vs,
+                        )
                     })
                 })
             })
@@ -669,7 +676,7 @@ pub async fn index_file(data: Arc<UrlReader>, job: FileJob) -> Result<FileOutcom
         // About the blob's size: keys (compression makes them smaller) and positions.
         let hint = e.entry_bytes() as usize;
         let (artifact, bytes) =
-            blob_artifact(job.snapshot, f, ix, e.iter(), job.block_bytes, hint)?;
+            blob_artifact(job.snapshot, f, ix, e.iter(), job.block_bytes, hint, None)?;
         let (entry_count, entry_bytes) = (e.len() as u64, e.entry_bytes());
         let duplicate = if ix.unique {
             crate::admin::unique::first_duplicate(&ix.key, e.iter(), deleted.as_ref())?
@@ -732,6 +739,7 @@ pub fn blob_artifact<'a>(
     entries: impl Iterator<Item = (&'a [u8], u64)>,
     block_bytes: usize,
     size_hint: usize,
+    codebook: Option<&crate::index::vector::codebook::Trained>,
 ) -> Result<(IndexFileEntry, Vec<u8>)> {
     let kind = ix.kind().kind().ok_or_else(|| {
         Error::Unsupported(format!(
@@ -739,7 +747,7 @@ pub fn blob_artifact<'a>(
             ix.name
         ))
     })?;
-    let src = blob_source(ix, f, block_bytes, size_hint);
+    let src = blob_source(ix, f, block_bytes, size_hint, codebook);
     let mut entries = entries;
     let (bytes, meta) = kind.write(&ix.spec, &src, &mut entries)?;
     Ok((artifact_of(snapshot, f, ix, &bytes, meta), bytes))
@@ -751,6 +759,7 @@ fn blob_source<'a>(
     f: &'a FileEntry,
     block_bytes: usize,
     size_hint: usize,
+    codebook: Option<&'a crate::index::vector::codebook::Trained>,
 ) -> BlobSource<'a> {
     BlobSource {
         index: &ix.name,
@@ -758,6 +767,7 @@ fn blob_source<'a>(
         record_count: f.record_count,
         block_bytes,
         size_hint,
+        codebook,
     }
 }
 

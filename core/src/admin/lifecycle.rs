@@ -335,6 +335,20 @@ impl Overlay {
         for (i, f) in new_files.iter_mut().enumerate() {
             f.file_id = first_id + i as u64;
         }
+        // A vector index's codebook first (trained on the table and these files, when the
+        // index has none yet).
+        if !defer
+            && indexes.iter().any(|ix| {
+                ix.codebook.is_none()
+                    && ix
+                        .kind()
+                        .kind()
+                        .is_some_and(|k| k.input() == crate::index::kind::Input::Vector)
+            })
+        {
+            self.ensure_codebooks(table, &new_files).await?;
+            self.with_codebooks(tr.table_id, &mut indexes).await?;
+        }
         // Entries (scoped reads of the indexed columns), then one bundle per new file.
         let mut keys: HashMap<(u64, u64), Vec<(Vec<u8>, u64)>> = HashMap::new();
         let mut bytes = 0u64;
@@ -368,10 +382,13 @@ impl Overlay {
         let mut artifacts = Vec::new();
         let mut bundles = Vec::new();
         for f in &new_files {
-            let fresh = built
-                .iter()
-                .map(|ix| self.blob_artifact(&tr, f, ix, &keys[&(ix.index_id, f.file_id)]))
-                .collect::<Result<Vec<_>>>()?;
+            let mut fresh = Vec::with_capacity(built.len());
+            for ix in &built {
+                fresh.push(
+                    self.blob_artifact(&tr, f, ix, &keys[&(ix.index_id, f.file_id)])
+                        .await?,
+                );
+            }
             if fresh.is_empty() {
                 continue;
             }
@@ -972,7 +989,7 @@ impl Overlay {
             // A full-text blob is a function of the file's values: verify rebuilds it and
             // compares bytes.
             let rebuilt = if ix.kind().kind().is_some_and(|k| k.verify_by_rebuild()) {
-                Some(self.blob_artifact(&tr, f, &ix, &expected)?.1)
+                Some(self.blob_artifact(&tr, f, &ix, &expected).await?.1)
             } else {
                 None
             };

@@ -5,6 +5,7 @@
 
 pub mod build;
 pub(crate) mod catalog;
+pub mod codebook;
 pub mod fanout;
 pub mod file_build;
 pub mod iceberg;

@@ -241,6 +241,8 @@ pub struct Overlay {
     pub(crate) queued: std::sync::Mutex<std::collections::HashSet<(u64, u64)>>,
     /// Held by an Iceberg sync: one at a time per process.
     pub(crate) syncing: tokio::sync::Mutex<()>,
+    /// Vector codebooks this process loaded ([`crate::admin::codebook`]).
+    pub(crate) codebooks: Arc<crate::admin::codebook::Codebooks>,
 }
 
 impl Overlay {
@@ -271,6 +273,7 @@ impl Overlay {
             writing: tokio::sync::RwLock::new(()),
             queued: Default::default(),
             syncing: tokio::sync::Mutex::new(()),
+            codebooks: Default::default(),
         })
     }
 
@@ -672,6 +675,7 @@ impl Overlay {
             },
             generation: 0,
             reason: None,
+            codebook: None,
         };
         t.put(&index_key(tr.table_id, index_id), &rec)?;
         t.put(&index_name_key(tr.table_id, name), &index_id)?;
@@ -729,6 +733,7 @@ impl Overlay {
                     key: ix.key,
                     unique: ix.unique,
                     spec: ix.spec,
+                    codebook: ix.codebook,
                     state: ix.state,
                     files: artifacts,
                     run: t.get(&run_key(ix.index_id)).await?,

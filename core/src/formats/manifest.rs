@@ -238,6 +238,11 @@ pub struct IndexManifest {
     /// directory checks and scans: slower, never wrong.
     #[serde(flatten)]
     pub spec: crate::index::IndexSpec,
+    /// A vector index's trained codebook (`docs/vector-index.md`): what its blobs are
+    /// written against and its queries probe with. Absent before the first build that saw a
+    /// vector, and for every other kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codebook: Option<CodebookRef>,
     pub state: IndexState,
     /// Per data file that has the index: where its blob is and what prunes it. Empty when
     /// the lists live in a [`IndexManifest::part`]; readers go through
@@ -255,6 +260,15 @@ pub struct IndexManifest {
     /// manifest, shared by every snapshot of it.
     #[serde(skip)]
     pub loaded: std::sync::OnceLock<std::sync::Arc<IndexPart>>,
+}
+
+/// Where a vector index's codebook object is (relative to the overlay root, under
+/// `codebooks/`), bound by its size and SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodebookRef {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
 }
 
 /// An index's lists split out of the root manifest: an object beside it, named by the

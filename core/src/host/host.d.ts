@@ -125,7 +125,7 @@ export interface CountOptions {
 }
 /** The answer of `count`: the live rows matching, and how they were counted (`filesByIndex`: from indexes alone). */
 export interface CountResult { count: number; stats: QueryStats; warnings: IndexWarning[] }
-/** What an index builds per data file: `ordered` (sorted keys → positions), `bitmap` (distinct values → position bitmaps), `bloom` (a filter that prunes files), `fulltext` (terms → rows, for `search`) or `vector` (an HNSW graph over 8-bit codes, for `nearest`). */
+/** What an index builds per data file: `ordered` (sorted keys → positions), `bitmap` (distinct values → position bitmaps), `bloom` (a filter that prunes files), `fulltext` (terms → rows, for `search`) or `vector` (4-bit codes partition by partition against a codebook trained on the table, for `nearest`). */
 export type IndexKind = 'ordered' | 'bitmap' | 'bloom' | 'fulltext' | 'vector';
 /** Options of `createIndex` (each checked by the kind it belongs to: another kind's option is `E_INVALID`). */
 export interface CreateIndexOptions {
@@ -147,9 +147,9 @@ export interface CreateIndexOptions {
   positions?: boolean;
   /** A vector index's metric (default `l2`). */
   metric?: Metric;
-  /** A vector index's links per node (default 16, 2..=64). */
+  /** Kept for definitions written before partition-major vector indexes (2..=64): checked, recorded, without effect. */
   m?: number;
-  /** A vector index's build-time candidate list (default 100, 200 for `dot`; 8..=2000). */
+  /** Kept for definitions written before partition-major vector indexes (8..=2000): checked, recorded, without effect. */
   efConstruction?: number;
 }
 /** A vector index's distance: `l2` (squared Euclidean), `cosine` (1 − cos) or `dot` (−a·b); smaller is nearer. */
@@ -160,7 +160,9 @@ export interface NearestOptions {
   vector: number[];
   /** Results wanted (default 10, at most 10000). */
   k?: number;
-  /** Candidates kept per file before exact re-ranking (default 100, at least `k`, at most 10000): higher is slower and nearer to exact. */
+  /** Partitions probed, nearest centroid first (default 48, at most 65536): more is slower and nearer to exact. A `where` keeping a share s of a file probes that file's nprobe / s nearest. */
+  nprobe?: number;
+  /** Candidates re-ranked by their exact distance, over all files (default 100, at least `k`, at most 10000). */
   ef?: number;
   /** The vector column (default: the table's only vector index's). */
   column?: string;
@@ -181,7 +183,7 @@ export interface NearestResult {
   refs: RowRef[];
   distances: number[];
   metric: Metric;
-  /** `rounds`: sequential rounds of index reads the slowest file needed; `evaluated`: vectors compared by their codes. */
+  /** `rounds`: sequential rounds of index reads that went to the store (codebook and directories, partitions, raw vectors); `evaluated`: vectors compared by their codes. */
   stats: QueryStats & { rounds: number; evaluated: number };
   warnings: IndexWarning[];
 }
@@ -211,7 +213,7 @@ export interface SearchOptions {
   /** The vector index of a hybrid search (default: the one on `vectorColumn`, or the table's only one). */
   vectorIndex?: string;
   vectorColumn?: string;
-  /** Candidates per file of the vector ranking (as `nearest`'s `ef`). */
+  /** Candidates re-ranked exactly for the vector ranking (as `nearest`'s `ef`). */
   ef?: number;
 }
 /** How each result of a hybrid search ranked in the two rankings fused (`null`: not in that ranking's first `k`). */

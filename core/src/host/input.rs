@@ -541,6 +541,7 @@ pub fn nearest(v: &HostValue) -> Result<crate::read::nearest::Nearest> {
     };
     let k = count("k", Some(10), MAX_NEAREST_K)?.unwrap_or(10);
     let ef = count("ef", None, MAX_EF)?;
+    let nprobe = count("nprobe", None, crate::read::nearest::MAX_NPROBE)?;
     let name = |key: &str| -> Result<Option<String>> {
         match v.get(key) {
             HostValue::Undefined | HostValue::Null => Ok(None),
@@ -554,6 +555,7 @@ pub fn nearest(v: &HostValue) -> Result<crate::read::nearest::Nearest> {
     Ok(Nearest {
         vector,
         k,
+        nprobe,
         ef,
         index,
         column,

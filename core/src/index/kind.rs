@@ -82,6 +82,8 @@ pub struct BlobSource<'a> {
     pub block_bytes: usize,
     /// Bytes the entries take, when known (a writer may reserve them).
     pub size_hint: usize,
+    /// A vector index's trained codebook (`None` for other kinds, or before training).
+    pub codebook: Option<&'a crate::index::vector::codebook::Trained>,
 }
 
 /// What a kind is, as data: its names and what the rest of Skerry may ask of it.

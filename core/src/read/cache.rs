@@ -119,8 +119,6 @@ enum Entry {
     TextDirectory(Arc<crate::index::fulltext::FulltextDirectory>),
     TermBlock(Arc<Vec<crate::index::fulltext::TermEntry>>),
     Postings(Arc<crate::index::fulltext::Postings>),
-    VectorDirectory(Arc<crate::index::vector::VectorDirectory>),
-    VectorBlock(Arc<crate::index::vector::Level0Block>),
     Dictionary(Arc<DictionaryPage>),
 }
 
@@ -489,59 +487,6 @@ impl ReadCache {
     ) {
         let bytes = (end - start) + 48 * p.skips.len() as u64;
         self.put(block_key(bundle, start, end), Entry::Postings(p), bytes);
-    }
-
-    /// The parsed vector directory of the blob at `offset` in `bundle` (keyed like
-    /// [`ReadCache::directory`]).
-    pub fn vector_directory(
-        &self,
-        bundle: &str,
-        offset: u64,
-        sha256: &str,
-    ) -> Option<Arc<crate::index::vector::VectorDirectory>> {
-        match self.get(&dir_key(bundle, offset, sha256)) {
-            Some(Entry::VectorDirectory(d)) => Some(d),
-            _ => None,
-        }
-    }
-
-    pub fn put_vector_directory(
-        &self,
-        bundle: &str,
-        offset: u64,
-        sha256: &str,
-        d: Arc<crate::index::vector::VectorDirectory>,
-    ) {
-        let bytes = d.heap_bytes();
-        self.put(
-            dir_key(bundle, offset, sha256),
-            Entry::VectorDirectory(d),
-            bytes,
-        );
-    }
-
-    /// A parsed, checked level-0 block of a vector blob at `start..end` of `bundle`.
-    pub fn vector_block(
-        &self,
-        bundle: &str,
-        start: u64,
-        end: u64,
-    ) -> Option<Arc<crate::index::vector::Level0Block>> {
-        match self.get(&block_key(bundle, start, end)) {
-            Some(Entry::VectorBlock(b)) => Some(b),
-            _ => None,
-        }
-    }
-
-    pub fn put_vector_block(
-        &self,
-        bundle: &str,
-        start: u64,
-        end: u64,
-        b: Arc<crate::index::vector::Level0Block>,
-    ) {
-        let bytes = b.heap_bytes();
-        self.put(block_key(bundle, start, end), Entry::VectorBlock(b), bytes);
     }
 
     /// The bytes `start..end` of `bundle`, when cached.

@@ -62,6 +62,7 @@ impl Pinned<'_> {
         let near = Nearest {
             vector,
             k: s.k,
+            nprobe: None,
             ef: s.ef,
             index: s.vector_index.clone(),
             column: s.vector_column.clone(),

@@ -1,56 +1,48 @@
-//! `nearest(table, { vector, k, ef, column, index, where, columns })`: the `k` rows whose
-//! vectors are nearest to a query vector (`docs/vector-index.md`, `docs/query.md`).
+//! `nearest(table, { vector, k, nprobe, ef, column, index, where, columns })`: the `k` rows
+//! whose vectors are nearest to a query vector (`docs/vector-index.md`, `docs/query.md`).
 //!
 //! 1. `where`, when given, is answered first ([`Pinned::query`]) into the rows a result may
-//!    come from — a pre-filter: the graph is traversed through every node, only allowed
-//!    ones become results, and a filter that leaves few rows (or a graph search that finds
-//!    fewer than `k` of them) is answered exactly over the allowed rows instead.
-//! 2. Per data file whose blob passes the read gate: the directory (upper levels, entry
-//!    point, quantizer) → a greedy descent → a level-0 beam of `ef` candidates over 8-bit
-//!    codes, its blocks fetched in rounds shared by the nodes it expands together → the
-//!    candidates re-ranked by their exact distance from the full-precision vectors stored
-//!    beside the graph (each checked by its CRC-32). Files without an accepted blob are
-//!    scanned and every row's exact distance computed.
-//! 3. The exact global top-k, ties by row id (then file, then position). Deleted rows and
-//!    rows outside `where` are never results; rows whose vector is NULL or holds a NaN or an
-//!    infinity never are either.
+//!    come from — a pre-filter applied to every entry read.
+//! 2. The index's codebook (cached) orders its partitions by the query's distance to their
+//!    centroids. Every data file whose blob passes the read gate reads its directory
+//!    (cached), then its `nprobe` nearest partitions in one round of range reads — more when
+//!    a pre-filter keeps a share `s` of the file (`nprobe / s`), and doubling while the file
+//!    gives fewer than `k` allowed entries — and scores their 4-bit codes. Files without an
+//!    accepted blob are scanned and every row's exact distance computed.
+//! 3. The best `ef` entries of all files by code are re-ranked by their exact distance from
+//!    the full-precision vectors stored beside the codes (each checked by its CRC-32), in one
+//!    more round; the exact global top-k, ties by row id (then file, then position). Deleted
+//!    rows and rows outside `where` are never results; rows whose vector is NULL or holds a
+//!    NaN or an infinity never are either.
 //! 4. The results' rows are read by page together with their vectors, and each result's
 //!    distance is computed again from the row as read: a result whose distance differs
 //!    rejects that file's blob as drifted, the file is scanned and the search starts over.
 
 use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use roaring::{RoaringBitmap, RoaringTreemap};
-use skerry_vector::{Beam, Metric, Nodes};
+use roaring::RoaringTreemap;
+use skerry_vector::Metric;
 
 use crate::error::{Error, Result};
 use crate::formats::lineage::{RejectReason, Rejection};
-use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, TableManifest};
-use crate::index::vector::{self, Level0Block, VectorDirectory};
-use crate::io::Location;
+use crate::formats::manifest::{CodebookRef, FileEntry, IndexFileEntry, IndexState, TableManifest};
+use crate::index::vector::codebook::{PartitionQuery, Trained};
+use crate::index::vector::ivf::IvfDirectory;
+use crate::index::vector::{self, read::Approx};
+use crate::io::{IoStats, Location};
 use crate::read::files::{FileOptions, Files, Source};
 use crate::read::lookup::{index_io, reads_at, BlobRef, Pinned, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
-use crate::read::ranked::{abs, assemble, reject_drifted};
+use crate::read::ranked::{assemble, reject_drifted};
 
 /// Most results a nearest-neighbour search returns.
 pub const MAX_NEAREST_K: usize = 10_000;
-/// Largest candidate list a search may ask for.
+/// Most candidates a search may re-rank (`ef`).
 pub const MAX_EF: usize = 10_000;
-/// Candidates a beam expands together in its first step (one round of block reads); the
-/// batch doubles after every step up to [`BEAM_MAX_BATCH`]. A fixed schedule, so every
-/// target follows the same path through the graph and gives the same answer.
-pub const BEAM_BATCH: usize = 8;
-/// The largest batch of the doubling schedule: 8, 16, 32, 64, 64, … halves the rounds of a
-/// search over byte ranges against a fixed batch of 8 (200,000 vectors: 7.1 block rounds on
-/// average instead of 15.8) for ~18% more vectors measured (decision 45).
-pub const BEAM_MAX_BATCH: usize = 64;
-/// A filter leaving at most this many of a file's vectors (or a tenth of them) is answered
-/// exactly over those rows instead of through the graph.
-pub const EXACT_BELOW: u64 = 2048;
+pub use crate::index::vector::{DEFAULT_NPROBE, MAX_NPROBE};
 
 /// A nearest-neighbour search.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,7 +50,10 @@ pub struct Nearest {
     pub vector: Vec<f32>,
     /// Results wanted (1..=[`MAX_NEAREST_K`]).
     pub k: usize,
-    /// Candidates per file before re-ranking (default [`vector::DEFAULT_EF`], at least `k`).
+    /// Partitions probed (default [`DEFAULT_NPROBE`], 1..=[`MAX_NPROBE`]).
+    pub nprobe: Option<usize>,
+    /// Candidates re-ranked by their exact distance (default [`vector::DEFAULT_EF`], at
+    /// least `k`).
     pub ef: Option<usize>,
     /// The vector index (`None`: the one on `column`, or the table's only one).
     pub index: Option<String>,
@@ -78,6 +73,7 @@ impl Default for Nearest {
         Nearest {
             vector: vec![],
             k: 10,
+            nprobe: None,
             ef: None,
             index: None,
             column: None,
@@ -99,10 +95,10 @@ pub struct NearestResult {
     pub batch: arrow_array::RecordBatch,
     pub metric: &'static str,
     pub stats: QueryStats,
-    /// Sequential rounds of overlay reads the slowest file needed (directory, block rounds,
-    /// raw vectors), besides the rows' pages.
+    /// Sequential rounds of overlay reads (codebook, directories, partitions, widening,
+    /// raw vectors) that went to the store, besides the rows' pages.
     pub rounds: u64,
-    /// Vectors whose distance to the query was computed from codes (graph searches).
+    /// Vectors whose distance to the query was computed from codes.
     pub evaluated: u64,
 }
 
@@ -125,30 +121,33 @@ fn order(a: &Cand, b: &Cand) -> Ordering {
     a.dist.total_cmp(&b.dist).then(a.key().cmp(&b.key()))
 }
 
-/// The level-0 blocks a search has loaded.
-struct Loaded<'d> {
-    dir: &'d VectorDirectory,
-    blocks: HashMap<usize, Arc<Level0Block>>,
+/// What one file contributed: exact candidates (a scan) or scored entries of its blob.
+struct FileAnswer {
+    cands: Vec<Cand>,
+    approx: Vec<Approx>,
+    dir: Option<Arc<IvfDirectory>>,
+    indexed: bool,
+    /// Sequential rounds of overlay reads (directory, partitions) that went to the store.
+    rounds: u64,
+    stats: QueryStats,
 }
 
-impl Nodes for Loaded<'_> {
-    fn node(&self, i: u32) -> Option<(&[u8], &[u32])> {
-        if i >= self.dir.nodes {
-            return None;
+impl FileAnswer {
+    fn scanned(cands: Vec<Cand>, stats: QueryStats) -> FileAnswer {
+        FileAnswer {
+            cands,
+            approx: vec![],
+            dir: None,
+            indexed: false,
+            rounds: 0,
+            stats,
         }
-        self.blocks
-            .get(&(i as usize / self.dir.block_nodes))
-            .and_then(|b| b.node(i))
     }
 }
 
-/// What one file contributed.
-struct FileAnswer {
-    cands: Vec<Cand>,
-    indexed: bool,
-    rounds: u64,
-    evaluated: u64,
-    stats: QueryStats,
+/// Whether a phase of reads went to the store.
+fn read_since(now: IoStats, then: &IoStats) -> u64 {
+    u64::from(now.requests > then.requests)
 }
 
 impl Pinned<'_> {
@@ -175,6 +174,15 @@ impl Pinned<'_> {
                 count: ef as u64,
                 limit: MAX_EF as u64,
                 remedy: "ask for at most 10000 candidates",
+            });
+        }
+        let nprobe = n.nprobe.unwrap_or(DEFAULT_NPROBE);
+        if nprobe == 0 || nprobe > MAX_NPROBE {
+            return Err(Error::Limit {
+                what: "nearest nprobe",
+                count: nprobe as u64,
+                limit: MAX_NPROBE as u64,
+                remedy: "probe between 1 and 65536 partitions",
             });
         }
         let vectors: Vec<_> = t
@@ -308,12 +316,65 @@ impl Pinned<'_> {
             .iter()
             .filter_map(|c| t.fields.iter().find(|f| f.name == *c))
             .collect();
+        // The codebook, once per search (cached): a codebook that cannot be read rejects
+        // every blob (their files are scanned).
+        // The blobs' directories are fetched in the same round (cached; checked against the
+        // codebook when each file is probed).
+        let o_start = self.overlay.stats();
+        let book = async {
+            match &ix.codebook {
+                Some(c) if use_blobs => self.codebook(c).await.map(Some),
+                _ => Ok(None),
+            }
+        };
+        let prefetch = async {
+            use futures::StreamExt;
+            let entries: Vec<&IndexFileEntry> = (0..t.files.len())
+                .filter_map(|i| match files.source(i) {
+                    Source::Index(e) if e.lineage.blob_type == vector::BLOB_TYPE => Some(e),
+                    _ => None,
+                })
+                .collect();
+            let futs: Vec<_> = entries
+                .into_iter()
+                .map(|e| self.prefetch_directory(e))
+                .collect();
+            futures::stream::iter(futs)
+                .buffer_unordered(FILE_WINDOW)
+                .collect::<Vec<()>>()
+                .await
+        };
+        let (book, _): (std::result::Result<Option<Arc<Trained>>, RejectReason>, _) =
+            futures::future::join(book, prefetch).await;
+        let mut rounds = read_since(self.overlay.stats(), &o_start);
+        // The partitions in the order a query probes them: nearest centroid first.
+        let q_space = book
+            .as_ref()
+            .ok()
+            .and_then(|b| b.as_ref())
+            .filter(|b| b.book.space.dim == n.vector.len())
+            .map(|b| b.book.space.query(&n.vector));
+        let order_all: Vec<u32> = match (&book, &q_space) {
+            (Ok(Some(b)), Some(q)) => b.book.centroids.probe(q, b.book.centroids.nlist()),
+            _ => vec![],
+        };
+        // The query's tables for its `nprobe` nearest partitions, shared by every file (a
+        // file probing further computes the others itself).
+        let tables: Vec<Arc<PartitionQuery>> = match (&book, &q_space) {
+            (Ok(Some(b)), Some(q)) => order_all
+                .iter()
+                .take(nprobe)
+                .map(|p| Arc::new(b.book.query(q, *p)))
+                .collect(),
+            _ => vec![],
+        };
         loop {
             let mut fstats = QueryStats {
                 files: t.files.len() as u64,
                 ..Default::default()
             };
             let mut rejections: Vec<Rejection> = Vec::new();
+            let (book, q_space, order_all, tables) = (&book, &q_space, &order_all, &tables);
             let futs: Vec<_> = t
                 .files
                 .iter()
@@ -334,8 +395,16 @@ impl Pinned<'_> {
                             }
                             Source::Index(e) => e,
                         };
+                        let probe = Probe {
+                            book,
+                            q: q_space.as_deref(),
+                            order: order_all,
+                            tables,
+                            nprobe,
+                            k: n.k,
+                        };
                         match self
-                            .graph_file(t, i, f, e, metric, ef, n, allow, &deleted)
+                            .probe_file(t, f, e, metric, n, probe, allow, &deleted)
                             .await?
                         {
                             Ok(a) => Ok::<_, Error>((i, Some(a), None)),
@@ -358,9 +427,13 @@ impl Pinned<'_> {
                 .buffered(FILE_WINDOW)
                 .collect()
                 .await;
+            // Directories and partitions (and widening): the slowest file's rounds.
+            let mut probed_rounds = 0;
             let mut all: Vec<Cand> = Vec::new();
             let mut indexed: HashSet<usize> = HashSet::new();
-            let (mut rounds, mut evaluated) = (0u64, 0u64);
+            let mut approx: Vec<(Approx, usize)> = Vec::new();
+            let mut dirs: Vec<Option<Arc<IvfDirectory>>> = vec![None; t.files.len()];
+            let mut evaluated = 0u64;
             for g in got {
                 let (i, a, r) = g?;
                 if let Some(r) = r {
@@ -378,16 +451,97 @@ impl Pinned<'_> {
                             fstats.files_by_index += 1;
                             indexed.insert(i);
                         }
-                        rounds = rounds.max(a.rounds);
-                        evaluated += a.evaluated;
+                        evaluated += a.approx.len() as u64;
+                        probed_rounds = probed_rounds.max(a.rounds);
                         fstats.add(QueryStats {
                             files: 0,
                             ..a.stats
                         });
                         all.extend(a.cands);
+                        approx.extend(a.approx.into_iter().map(|x| (x, i)));
+                        dirs[i] = a.dir;
                     }
                 }
             }
+            // The best `ef` entries of every blob by code, re-ranked exactly from their raw
+            // vectors: one round, a batch per file.
+            let key = |x: &(Approx, usize)| {
+                (
+                    x.0.score,
+                    t.files[x.1]
+                        .row_id_at(u64::from(x.0.position))
+                        .unwrap_or(u64::MAX),
+                    x.1,
+                    x.0.position,
+                )
+            };
+            let r = ef.min(approx.len());
+            if r > 0 && r < approx.len() {
+                approx.select_nth_unstable_by(r - 1, |a, b| {
+                    let (ka, kb) = (key(a), key(b));
+                    ka.0.total_cmp(&kb.0)
+                        .then((ka.1, ka.2, ka.3).cmp(&(kb.1, kb.2, kb.3)))
+                });
+                approx.truncate(r);
+            }
+            let mut by_file: Vec<(usize, Vec<u64>, Vec<u32>)> = Vec::new();
+            approx.sort_by_key(|x| (x.1, x.0.index));
+            for (a, fi) in &approx {
+                match by_file.last_mut() {
+                    Some(last) if last.0 == *fi => {
+                        last.1.push(a.index);
+                        last.2.push(a.position);
+                    }
+                    _ => by_file.push((*fi, vec![a.index], vec![a.position])),
+                }
+            }
+            let raw_phase = self.overlay.stats();
+            let raws = futures::future::join_all(by_file.iter().map(|(fi, idx, _)| {
+                let e = files.entry(*fi).expect("an indexed file has an entry");
+                let dir = dirs[*fi].clone().expect("an indexed file has a directory");
+                async move {
+                    let blob = self.blobs().at(BlobRef::of(e));
+                    vector::read::raws(&blob, &dir, idx)
+                        .await
+                        .map_err(|err| blob.reject(err))
+                }
+            }))
+            .await;
+            let raw_rounds = read_since(self.overlay.stats(), &raw_phase);
+            let mut damaged: Option<(usize, RejectReason)> = None;
+            for ((fi, _, positions), got) in by_file.iter().zip(raws) {
+                match got {
+                    Err(reason) => {
+                        damaged = Some((*fi, reason));
+                        break;
+                    }
+                    Ok(vs) => {
+                        let f = &t.files[*fi];
+                        for (v, p) in vs.iter().zip(positions) {
+                            let row = u64::from(*p);
+                            all.push(Cand {
+                                dist: skerry_vector::exact(metric, &n.vector, v),
+                                row_id: f.row_id_at(row).unwrap_or(u64::MAX),
+                                file: *fi,
+                                row,
+                            });
+                        }
+                    }
+                }
+            }
+            if let Some((fi, reason)) = damaged {
+                // A damaged raw vector: that blob is rejected, its file scanned, and the
+                // search starts over.
+                stats.rejections.push(Rejection {
+                    data_file: t.files[fi].path.clone(),
+                    index_id: Some(ix.index_id),
+                    bundle_path: files.bundle_path(fi),
+                    reason,
+                });
+                files.force_scan(fi);
+                continue;
+            }
+            rounds += probed_rounds + raw_rounds;
             all.sort_by(order);
             all.truncate(n.k);
             // The results' rows, with their vectors: every distance computed again. Asked for
@@ -600,31 +754,66 @@ impl Pinned<'_> {
         top.truncate(n.k);
         st.files_scanned = 1;
         st.rows_scanned = scanned;
-        Ok(FileAnswer {
-            cands: top,
-            indexed: false,
-            rounds: 0,
-            evaluated: 0,
-            stats: st,
-        })
+        Ok(FileAnswer::scanned(top, st))
     }
 
-    /// A file answered through its graph; `Err(reason)` rejects the blob (the file is then
+    /// Reads and caches a blob's directory (checked when the file is probed).
+    async fn prefetch_directory(&self, e: &IndexFileEntry) {
+        let blob = self.blobs().at(BlobRef::of(e));
+        let _ = vector::read::directory(&blob, None, 0).await;
+    }
+
+    /// The index's codebook, cached by its path and SHA-256.
+    async fn codebook(&self, c: &CodebookRef) -> std::result::Result<Arc<Trained>, RejectReason> {
+        if let Some(t) = self
+            .cache
+            .directory(&c.path, 0, &c.sha256)
+            .and_then(|p| p.downcast::<Trained>().ok())
+        {
+            return Ok(t);
+        }
+        if c.size > crate::index::vector::codebook::MAX_BYTES {
+            return Err(RejectReason::Corrupt {
+                message: format!("the codebook is {} bytes", c.size),
+            });
+        }
+        let bytes = self
+            .overlay
+            .read_range(&Location::new(&c.path), 0..c.size)
+            .await
+            .map_err(index_io)?;
+        let t = Trained::parse(&bytes, &c.sha256).map_err(|e| RejectReason::Corrupt {
+            message: format!("codebook {}: {e}", c.path),
+        })?;
+        let t = Arc::new(t);
+        self.cache
+            .put_directory(&c.path, 0, &c.sha256, t.clone(), t.heap_bytes());
+        Ok(t)
+    }
+
+    /// One file's entries through its blob, scored by code: its directory, then its nearest
+    /// partitions (see the module docs). `Err(reason)` rejects the blob (the file is then
     /// scanned).
     #[allow(clippy::too_many_arguments)]
-    async fn graph_file(
+    async fn probe_file(
         &self,
         t: &TableManifest,
-        i: usize,
         f: &FileEntry,
         e: &IndexFileEntry,
         metric: Metric,
-        ef: usize,
         n: &Nearest,
+        p: Probe<'_>,
         allow: Option<&RoaringTreemap>,
         deleted: &Option<RoaringTreemap>,
     ) -> Result<std::result::Result<FileAnswer, RejectReason>> {
-        let mut rounds = 0u64;
+        if e.lineage.blob_type != vector::BLOB_TYPE {
+            return Ok(Err(RejectReason::Corrupt {
+                message: format!(
+                    "a {} blob (written by an older Skerry): build() replaces it",
+                    e.lineage.blob_type
+                ),
+            }));
+        }
         if n.verify_files {
             let meta = self.data.head(&Location::new(t.data_location(f))).await?;
             let qq = Query {
@@ -635,299 +824,95 @@ impl Pinned<'_> {
                 return Ok(Err(RejectReason::Drifted { detail }));
             }
         }
-        let b = BlobRef::of(e);
-        let dir = match self.vector_directory(&b).await {
-            Ok((d, read)) => {
-                rounds += u64::from(read);
-                d
-            }
-            Err(r) => return Ok(Err(r)),
+        let book = match p.book {
+            Ok(b) => b.as_ref(),
+            Err(reason) => return Ok(Err(reason.clone())),
         };
-        if dir.metric != metric || dir.rows != f.record_count {
-            return Ok(Err(RejectReason::Corrupt {
-                message: "the blob's directory disagrees with the index definition".into(),
-            }));
-        }
+        let blob = self.blobs().at(BlobRef::of(e));
+        let before = self.overlay.stats();
+        let dir = match vector::read::directory(&blob, book.map(|b| &b.sha), metric.code()).await {
+            Ok(d) => d,
+            Err(err) => return Ok(Err(blob.reject(err))),
+        };
         let mut answer = FileAnswer {
             cands: vec![],
+            approx: vec![],
+            dir: Some(dir.clone()),
             indexed: true,
-            rounds: 0,
-            evaluated: 0,
+            rounds: read_since(self.overlay.stats(), &before),
             stats: QueryStats::default(),
         };
-        if dir.nodes == 0 {
-            answer.rounds = rounds;
+        if dir.entries == 0 {
             return Ok(Ok(answer));
         }
-        if dir.dim != n.vector.len() {
+        if dir.codes.dim != n.vector.len() {
             return Err(Error::Invalid(format!(
                 "nearest: the query vector has {} dimensions, {} holds vectors of {}",
                 n.vector.len(),
                 f.path,
-                dir.dim
+                dir.codes.dim
             )));
         }
-        // Which nodes may be results.
-        let eligible: Option<RoaringBitmap> = if allow.is_some() || deleted.is_some() {
-            let mut s = RoaringBitmap::new();
-            match allow {
-                Some(a) => {
-                    for p in a.iter() {
-                        if !deleted.as_ref().is_some_and(|d| d.contains(p)) {
-                            if let Some(node) = dir.node_of(p) {
-                                s.insert(node);
-                            }
-                        }
-                    }
-                }
-                None => {
-                    s.insert_range(0..dir.nodes);
-                    if let Some(d) = deleted {
-                        for p in d.iter() {
-                            if let Some(node) = dir.node_of(p) {
-                                s.remove(node);
-                            }
-                        }
-                    }
-                }
-            }
-            Some(s)
-        } else {
-            None
+        let (Some(book), Some(q)) = (book, p.q) else {
+            return Ok(Err(RejectReason::Corrupt {
+                message: "the index has no codebook for its vectors".into(),
+            }));
         };
-        let count = eligible.as_ref().map_or(u64::from(dir.nodes), |s| s.len());
-        let mut loaded = Loaded {
-            dir: &dir,
-            blocks: HashMap::new(),
+        // A pre-filter keeping a share of the file probes that much further.
+        let mut want = p.nprobe;
+        if let Some(a) = allow {
+            let share = (a.len() as f64 / dir.entries.max(1) as f64).min(1.0);
+            want = ((p.nprobe as f64 / share.max(1e-9)).ceil() as usize).min(p.order.len());
+        }
+        let keep = |_: u32, position: u32| {
+            let pos = u64::from(position);
+            !deleted.as_ref().is_some_and(|d| d.contains(pos))
+                && allow.is_none_or(|a| a.contains(pos))
         };
-        let exact_over = |s: &RoaringBitmap| s.iter().collect::<Vec<u32>>();
-        let nodes: Vec<u32> = if allow.is_some()
-            && (count <= EXACT_BELOW || count * 10 <= u64::from(dir.nodes))
-        {
-            exact_over(eligible.as_ref().expect("a filter"))
-        } else {
-            let qg = dir.space.query(&n.vector);
-            let qc = dir.quantizer.query(&qg);
-            let up = |node: u32, level: u8| {
-                dir.upper.get(&node).and_then(|u| {
-                    u.links
-                        .get(level as usize - 1)
-                        .map(|l| (u.code.as_slice(), l.as_slice()))
-                })
+        let mut done = 0usize;
+        loop {
+            let upto = want.min(p.order.len());
+            let probes = &p.order[done..upto];
+            let before = self.overlay.stats();
+            let query = |rank: usize, part: u32| match p.tables.get(rank) {
+                Some(t) => t.clone(),
+                None => Arc::new(book.book.query(q, part)),
             };
-            let start = skerry_vector::descend(&qc, dir.entry, dir.max_level, &up);
-            let mut beam = Beam::new(ef, BEAM_BATCH, start).growing(BEAM_MAX_BATCH);
-            let allow_node = |node: u32| eligible.as_ref().is_none_or(|s| s.contains(node));
-            let mut guard = 0u64;
-            loop {
-                let need = beam.run(&loaded, &qc, &allow_node);
-                if need.is_empty() {
-                    break;
-                }
-                guard += 1;
-                if guard > u64::from(dir.nodes) + 1 {
-                    return Ok(Err(RejectReason::Corrupt {
-                        message: "the vector graph does not converge".into(),
-                    }));
-                }
-                let blocks: Vec<usize> = dedup(need.iter().map(|x| *x as usize / dir.block_nodes));
-                match self
-                    .vector_blocks(&b, &dir, &blocks, &mut loaded.blocks)
-                    .await
-                {
-                    Ok(read) => rounds += u64::from(read),
-                    Err(r) => return Ok(Err(r)),
-                }
-            }
-            answer.evaluated = beam.evaluated;
-            let found: Vec<u32> = beam.results().into_iter().map(|r| r.1).collect();
-            if (found.len() as u64) < (n.k as u64).min(count) {
-                // The graph reached fewer eligible nodes than asked for: exactly over them.
-                match &eligible {
-                    Some(s) => exact_over(s),
-                    None => (0..dir.nodes).collect(),
-                }
-            } else {
-                found
-            }
-        };
-        // Exact distances from the raw vectors (their blocks first, for the CRC-32s).
-        let blocks: Vec<usize> = dedup(nodes.iter().map(|x| *x as usize / dir.block_nodes));
-        match self
-            .vector_blocks(&b, &dir, &blocks, &mut loaded.blocks)
+            if let Err(err) = vector::read::candidates(
+                &blob,
+                &dir,
+                &book.book,
+                probes,
+                &query,
+                done,
+                &keep,
+                &mut answer.approx,
+            )
             .await
-        {
-            Ok(read) => rounds += u64::from(read),
-            Err(r) => return Ok(Err(r)),
-        }
-        let raws = match self.vector_raws(&b, &dir, &loaded, &nodes).await {
-            Ok((v, read)) => {
-                rounds += u64::from(read);
-                v
+            {
+                return Ok(Err(blob.reject(err)));
             }
-            Err(r) => return Ok(Err(r)),
-        };
-        let mut cands: Vec<Cand> = nodes
-            .iter()
-            .zip(&raws)
-            .map(|(&node, v)| {
-                let row = dir.position_of(node);
-                Cand {
-                    dist: skerry_vector::exact(metric, &n.vector, v),
-                    row_id: f.row_id_at(row).unwrap_or(u64::MAX),
-                    file: i,
-                    row,
-                }
-            })
-            .collect();
-        cands.sort_by(order);
-        cands.truncate(n.k);
-        answer.cands = cands;
-        answer.rounds = rounds;
+            answer.rounds += read_since(self.overlay.stats(), &before);
+            done = upto;
+            // Fewer than k allowed entries: the next partitions too, doubling.
+            if answer.approx.len() >= p.k || done >= p.order.len() {
+                break;
+            }
+            want = (done * 2).max(done + 1);
+        }
         Ok(Ok(answer))
-    }
-
-    /// The blob's directory, checked against the manifest; whether it was read.
-    async fn vector_directory(
-        &self,
-        b: &BlobRef<'_>,
-    ) -> std::result::Result<(Arc<VectorDirectory>, bool), RejectReason> {
-        let m = b.ordered;
-        if let Some(d) = self
-            .cache
-            .vector_directory(b.bundle_path, b.offset, &m.directory_sha256)
-        {
-            return Ok((d, false));
-        }
-        if m.directory_offset
-            .checked_add(m.directory_length)
-            .is_none_or(|x| x > b.length)
-        {
-            return Err(RejectReason::Corrupt {
-                message: "directory outside the blob".into(),
-            });
-        }
-        let (start, end) = abs(b.offset, m.directory_offset, m.directory_length)?;
-        let bytes = self
-            .overlay
-            .read_range(&Location::new(b.bundle_path), start..end)
-            .await
-            .map_err(index_io)?;
-        let d = VectorDirectory::parse(&bytes, Some(&m.directory_sha256), b.length)
-            .map_err(|err| b.corrupt(err))?;
-        if b.rows.is_some_and(|r| r != d.rows) {
-            return Err(RejectReason::Corrupt {
-                message: "the blob's directory counts other rows than the file".into(),
-            });
-        }
-        let d = Arc::new(d);
-        self.cache
-            .put_vector_directory(b.bundle_path, b.offset, &m.directory_sha256, d.clone());
-        Ok((d, true))
-    }
-
-    /// Loads the level-0 `blocks` not yet in `into` (cached parsed, else read in one batch
-    /// of coalesced requests); whether anything was read.
-    async fn vector_blocks(
-        &self,
-        b: &BlobRef<'_>,
-        dir: &VectorDirectory,
-        blocks: &[usize],
-        into: &mut HashMap<usize, Arc<Level0Block>>,
-    ) -> std::result::Result<bool, RejectReason> {
-        let mut missing: Vec<(usize, std::ops::Range<u64>)> = Vec::new();
-        for &bi in blocks {
-            if into.contains_key(&bi) {
-                continue;
-            }
-            let r = dir.blocks.get(bi).ok_or_else(|| RejectReason::Corrupt {
-                message: "a vector node outside the blocks".into(),
-            })?;
-            let (s, e) = abs(b.offset, r.offset, u64::from(r.length))?;
-            match self.cache.vector_block(b.bundle_path, s, e) {
-                Some(x) => {
-                    into.insert(bi, x);
-                }
-                None => missing.push((bi, s..e)),
-            }
-        }
-        if missing.is_empty() {
-            return Ok(false);
-        }
-        let ranges: Vec<std::ops::Range<u64>> = missing.iter().map(|m| m.1.clone()).collect();
-        let got = self
-            .overlay
-            .read_ranges(&Location::new(b.bundle_path), &ranges)
-            .await
-            .map_err(index_io)?;
-        for ((bi, r), bytes) in missing.into_iter().zip(got) {
-            let blk = Level0Block::parse(dir, bi, &bytes).map_err(|err| b.corrupt(err))?;
-            let blk = Arc::new(blk);
-            self.cache
-                .put_vector_block(b.bundle_path, r.start, r.end, blk.clone());
-            into.insert(bi, blk);
-        }
-        Ok(true)
-    }
-
-    /// The raw vectors of `nodes` (their blocks loaded), each checked by its CRC-32; whether
-    /// anything was read.
-    async fn vector_raws(
-        &self,
-        b: &BlobRef<'_>,
-        dir: &VectorDirectory,
-        loaded: &Loaded<'_>,
-        nodes: &[u32],
-    ) -> std::result::Result<(Vec<Vec<f32>>, bool), RejectReason> {
-        let mut out: Vec<Option<Vec<f32>>> = vec![None; nodes.len()];
-        let mut missing: Vec<(usize, std::ops::Range<u64>)> = Vec::new();
-        let block_of = |node: u32| {
-            loaded
-                .blocks
-                .get(&(node as usize / dir.block_nodes))
-                .cloned()
-                .ok_or_else(|| RejectReason::Corrupt {
-                    message: "a vector's block is not loaded".into(),
-                })
-        };
-        for (k, &node) in nodes.iter().enumerate() {
-            let r = dir.raw_range(node);
-            let (s, e) = abs(b.offset, r.start, r.end - r.start)?;
-            match self.cache.block(b.bundle_path, s, e) {
-                Some(bytes) => {
-                    let v = vector::parse_raw(block_of(node)?.as_ref(), node, &bytes)
-                        .map_err(|err| b.corrupt(err))?;
-                    out[k] = Some(v);
-                }
-                None => missing.push((k, s..e)),
-            }
-        }
-        let read = !missing.is_empty();
-        if read {
-            let ranges: Vec<std::ops::Range<u64>> = missing.iter().map(|m| m.1.clone()).collect();
-            let got = self
-                .overlay
-                .read_ranges(&Location::new(b.bundle_path), &ranges)
-                .await
-                .map_err(index_io)?;
-            for ((k, r), bytes) in missing.into_iter().zip(got) {
-                let node = nodes[k];
-                let v = vector::parse_raw(block_of(node)?.as_ref(), node, &bytes)
-                    .map_err(|err| b.corrupt(err))?;
-                self.cache.put_block(b.bundle_path, r.start, r.end, bytes);
-                out[k] = Some(v);
-            }
-        }
-        Ok((
-            out.into_iter().map(|v| v.unwrap_or_default()).collect(),
-            read,
-        ))
     }
 }
 
-fn dedup(it: impl Iterator<Item = usize>) -> Vec<usize> {
-    let mut v: Vec<usize> = it.collect();
-    v.sort_unstable();
-    v.dedup();
-    v
+/// What every file's probe shares: the codebook, the query in its space, the partitions in
+/// probe order, `nprobe` and `k`.
+#[derive(Clone, Copy)]
+struct Probe<'a> {
+    book: &'a std::result::Result<Option<Arc<Trained>>, RejectReason>,
+    q: Option<&'a [f32]>,
+    order: &'a [u32],
+    /// The query's tables for `order`'s first partitions.
+    tables: &'a [Arc<PartitionQuery>],
+    nprobe: usize,
+    k: usize,
 }

@@ -30,11 +30,58 @@ use super::Cur;
 use crate::index::blob::{check_sha256, BlobError};
 
 pub const MAGIC: &[u8; 4] = b"SKCB";
+/// The largest codebook object a reader fetches (65,536 centroids of 1,000 dimensions).
+pub const MAX_BYTES: u64 = 256 << 20;
 pub const VERSION: u8 = 1;
 
 /// Code width of new codebooks (decision 54: 4-bit residual codes lose no recall@10 after
 /// exact re-ranking of 64 and halve the bytes a query reads).
 pub const DEFAULT_BITS: u8 = 4;
+
+/// A codebook with its object's SHA-256: what blobs are written against and name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trained {
+    pub book: VectorCodebook,
+    pub sha: [u8; 32],
+    /// The object's bytes (what is written to the store).
+    pub bytes: Vec<u8>,
+}
+
+impl Trained {
+    pub fn new(book: VectorCodebook) -> Trained {
+        let (bytes, sha) = book.write();
+        let mut h = [0u8; 32];
+        hex::decode_to_slice(&sha, &mut h).expect("a SHA-256 in hex");
+        Trained {
+            book,
+            sha: h,
+            bytes,
+        }
+    }
+
+    /// The object's SHA-256 in hex.
+    pub fn sha256(&self) -> String {
+        hex::encode(self.sha)
+    }
+
+    /// Parses an object checked against `sha256` (hex).
+    pub fn parse(bytes: &[u8], sha256: &str) -> Result<Trained, BlobError> {
+        let book = VectorCodebook::parse(bytes, Some(sha256))?;
+        let mut h = [0u8; 32];
+        hex::decode_to_slice(sha256, &mut h)
+            .map_err(|_| BlobError::Corrupt("vector codebook hash"))?;
+        Ok(Trained {
+            book,
+            sha: h,
+            bytes: bytes.to_vec(),
+        })
+    }
+
+    /// Bytes it holds in memory (what a cache charges).
+    pub fn heap_bytes(&self) -> u64 {
+        (self.bytes.len() * 2) as u64
+    }
+}
 
 /// A query's distances to the codes of one partition.
 pub enum PartitionQuery {
