@@ -17,5 +17,6 @@ pub(crate) mod runs;
 pub mod sample;
 pub(crate) mod schema;
 pub(crate) mod unique;
+pub(crate) mod vector_run;
 
 pub use catalog::IndexRecord;

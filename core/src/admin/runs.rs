@@ -49,7 +49,8 @@ impl Overlay {
         let mut todo = Vec::new();
         for ix in indexes
             .into_iter()
-            // Runs merge ordered blobs and stripe bloom filters; bitmaps answer per file.
+            // Runs merge ordered blobs, stripe bloom filters and lay vector codes out
+            // partition-major; bitmaps and full text answer per file.
             .filter(|ix| {
                 ix.state == IndexState::Ready && ix.kind().kind().is_some_and(|k| k.run().is_some())
             })
@@ -97,6 +98,7 @@ impl Overlay {
         let run = match ix.kind().kind().and_then(|k| k.run()) {
             Some(RunLayout::Striped) => self.write_bloom_run(tr, ix, covered).await?,
             Some(RunLayout::Merged) => self.write_run(tr, ix, covered, previous, None).await?,
+            Some(RunLayout::Partitioned) => self.write_vector_run(tr, ix, covered).await?,
             None => None,
         };
         let Some(run) = run else {
@@ -458,7 +460,7 @@ impl Overlay {
 }
 
 /// What a run records about a covered file: the read gate's facts its blob was built on.
-fn run_file(f: &FileEntry, a: &IndexFileEntry) -> RunFile {
+pub(crate) fn run_file(f: &FileEntry, a: &IndexFileEntry) -> RunFile {
     let l = &a.lineage;
     RunFile {
         file_id: f.file_id,
@@ -546,9 +548,9 @@ const HELD_PARTS: usize = 16;
 
 /// Where finished blocks of the run go: the Puffin file being uploaded in parts, at most
 /// [`PARTS_IN_FLIGHT`] at a time while the merge goes on.
-struct Sink {
-    pw: PuffinWriter,
-    upload: WriteMultipart,
+pub(crate) struct Sink {
+    pub(crate) pw: PuffinWriter,
+    pub(crate) upload: WriteMultipart,
 }
 
 /// Upload parts of a run in flight at once (memory: this many parts).
@@ -556,7 +558,7 @@ const PARTS_IN_FLIGHT: usize = 2;
 
 impl Sink {
     /// Uploads the file's pending bytes, then `bytes` (owned: no copy).
-    async fn put(&mut self, bytes: Vec<u8>) -> Result<()> {
+    pub(crate) async fn put(&mut self, bytes: Vec<u8>) -> Result<()> {
         let head = self.pw.take_and_skip(bytes.len() as u64);
         for b in [head, bytes] {
             if !b.is_empty() {
@@ -758,7 +760,7 @@ fn same_file(rf: &RunFile, f: &FileEntry, a: &IndexFileEntry) -> bool {
 }
 
 /// The generation in a run's name: `run-{index}-g{generation}[-{token}].puffin`.
-fn run_generation(path: &str) -> u64 {
+pub(crate) fn run_generation(path: &str) -> u64 {
     path.rsplit("-g")
         .next()
         .map(|g| g.trim_end_matches(".puffin"))

@@ -30,6 +30,17 @@ pub trait BlobAccess: crate::io::MaybeSync {
     /// are, the rest in one coalesced round, then cached. A span outside the blob is
     /// [`BlobError::Corrupt`]; a failed read is [`BlobError::Io`].
     fn read<'a>(&'a self, spans: &'a [Range<u64>]) -> BoxFut<'a, Result<Vec<Bytes>, BlobError>>;
+    /// [`read`](Self::read) bridging gaps of at most `max_gap` bytes instead of the reader's
+    /// (many small spans, e.g. single vectors, where bridged gaps would cost more bytes than
+    /// requests save). By default the same as `read`.
+    fn read_near<'a>(
+        &'a self,
+        spans: &'a [Range<u64>],
+        max_gap: u64,
+    ) -> BoxFut<'a, Result<Vec<Bytes>, BlobError>> {
+        let _ = max_gap;
+        self.read(spans)
+    }
     /// The bytes of one span, not cached as bytes (a directory is cached decoded instead).
     fn read_once(&self, span: Range<u64>) -> BoxFut<'_, Result<Bytes, BlobError>>;
     /// The blob's decoded directory, when the cache holds one for this blob and its

@@ -68,6 +68,9 @@ pub enum RunLayout {
     Merged,
     /// Filters laid out stripe by stripe, so one range prunes every file (bloom).
     Striped,
+    /// Codes of every covered file laid out partition by partition, raw vectors left in the
+    /// files' blobs (vector; `admin::vector_run`).
+    Partitioned,
 }
 
 /// The data file a blob is written for, as a kind's writer needs to know it.

@@ -159,6 +159,13 @@ impl BlobAccess for OverlayBlob<'_> {
         self.at.rows
     }
     fn read<'s>(&'s self, spans: &'s [Range<u64>]) -> BoxFut<'s, Result<Vec<Bytes>, BlobError>> {
+        self.read_near(spans, self.blobs.overlay.coalesce_gap())
+    }
+    fn read_near<'s>(
+        &'s self,
+        spans: &'s [Range<u64>],
+        gap: u64,
+    ) -> BoxFut<'s, Result<Vec<Bytes>, BlobError>> {
         Box::pin(async move {
             let spans: Vec<Range<u64>> = spans
                 .iter()
@@ -169,7 +176,6 @@ impl BlobAccess for OverlayBlob<'_> {
                 .iter()
                 .map(|r| cache.block(bundle, r.start, r.end))
                 .collect();
-            let gap = self.blobs.overlay.coalesce_gap();
             crate::io::read_missing(
                 self.blobs.overlay,
                 &Location::new(bundle),

@@ -644,7 +644,7 @@ impl Pinned<'_> {
 
     /// The run's blob, its inline directory (when the manifest carries one) parsed, verified
     /// and cached so that probing it reads no directory.
-    fn run_blob<'r>(&self, run: &'r TableRun) -> BlobRef<'r> {
+    pub(crate) fn run_blob<'r>(&self, run: &'r TableRun) -> BlobRef<'r> {
         if let Some(h) = &run.directory {
             let sha = &run.ordered.directory_sha256;
             if !self

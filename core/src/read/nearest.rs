@@ -4,11 +4,13 @@
 //! 1. `where`, when given, is answered first ([`Pinned::query`]) into the rows a result may
 //!    come from — a pre-filter applied to every entry read.
 //! 2. The index's codebook (cached) orders its partitions by the query's distance to their
-//!    centroids. Every data file whose blob passes the read gate reads its directory
-//!    (cached), then its `nprobe` nearest partitions in one round of range reads — more when
-//!    a pre-filter keeps a share `s` of the file (`nprobe / s`), and doubling while the file
-//!    gives fewer than `k` allowed entries — and scores their 4-bit codes. Files without an
-//!    accepted blob are scanned and every row's exact distance computed.
+//!    centroids. The table run (`admin::vector_run`), for the files it still covers, and
+//!    every other data file whose blob passes the read gate read their directory (cached),
+//!    then their `nprobe` nearest partitions in one round of range reads — more when a
+//!    pre-filter keeps a share `s` of the vectors (`nprobe / s`), and doubling while a blob
+//!    gives fewer than `k` allowed entries — and score their 4-bit codes. Files without an
+//!    accepted blob are scanned and every row's exact distance computed. A run that fails a
+//!    check is rejected and its files go their own way.
 //! 3. The best `ef` entries of all files by code are re-ranked by their exact distance from
 //!    the full-precision vectors stored beside the codes (each checked by its CRC-32), in one
 //!    more round; the exact global top-k, ties by row id (then file, then position). Deleted
@@ -27,13 +29,15 @@ use skerry_vector::Metric;
 
 use crate::error::{Error, Result};
 use crate::formats::lineage::{RejectReason, Rejection};
-use crate::formats::manifest::{CodebookRef, FileEntry, IndexFileEntry, IndexState, TableManifest};
+use crate::formats::manifest::{
+    CodebookRef, FileEntry, IndexFileEntry, IndexState, TableManifest, TableRun,
+};
 use crate::index::vector::codebook::{PartitionQuery, Trained};
 use crate::index::vector::ivf::IvfDirectory;
 use crate::index::vector::{self, read::Approx};
 use crate::io::{IoStats, Location};
 use crate::read::files::{FileOptions, Files, Source};
-use crate::read::lookup::{index_io, reads_at, BlobRef, Pinned, RowRef, FILE_WINDOW};
+use crate::read::lookup::{index_io, reads_at, run_coverage, BlobRef, Pinned, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
 use crate::read::ranked::{assemble, reject_drifted};
@@ -133,6 +137,18 @@ struct FileAnswer {
 }
 
 impl FileAnswer {
+    /// A file the table run answers (its entries come with the run's).
+    fn by_run() -> FileAnswer {
+        FileAnswer {
+            cands: vec![],
+            approx: vec![],
+            dir: None,
+            indexed: true,
+            rounds: 0,
+            stats: QueryStats::default(),
+        }
+    }
+
     fn scanned(cands: Vec<Cand>, stats: QueryStats) -> FileAnswer {
         FileAnswer {
             cands,
@@ -320,6 +336,14 @@ impl Pinned<'_> {
         // every blob (their files are scanned).
         // The blobs' directories are fetched in the same round (cached; checked against the
         // codebook when each file is probed).
+        // The index's table run (when built, and `verify` not asked: that checks each file
+        // on its own): by ordinal, the file it still covers.
+        let run: Option<&TableRun> = ix.table_run().filter(|_| use_blobs && !n.verify_files);
+        let run_cov: Vec<Option<usize>> = run.map(|r| run_coverage(t, r)).unwrap_or_default();
+        let mut by_run = vec![false; t.files.len()];
+        for i in run_cov.iter().flatten() {
+            by_run[*i] = true;
+        }
         let o_start = self.overlay.stats();
         let book = async {
             match &ix.codebook {
@@ -330,14 +354,20 @@ impl Pinned<'_> {
         let prefetch = async {
             use futures::StreamExt;
             let entries: Vec<&IndexFileEntry> = (0..t.files.len())
+                .filter(|i| !by_run[*i])
                 .filter_map(|i| match files.source(i) {
                     Source::Index(e) if e.lineage.blob_type == vector::BLOB_TYPE => Some(e),
                     _ => None,
                 })
                 .collect();
+            let run_dir = run.map(|r| self.blobs().at(self.run_blob(r)));
             let futs: Vec<_> = entries
                 .into_iter()
-                .map(|e| self.prefetch_directory(e))
+                .map(|e| self.blobs().at(BlobRef::of(e)))
+                .chain(run_dir)
+                .map(|blob| async move {
+                    let _ = vector::read::directory(&blob, None, 0).await;
+                })
                 .collect();
             futures::stream::iter(futs)
                 .buffer_unordered(FILE_WINDOW)
@@ -368,6 +398,7 @@ impl Pinned<'_> {
                 .collect(),
             _ => vec![],
         };
+        let mut run = run;
         loop {
             let mut fstats = QueryStats {
                 files: t.files.len() as u64,
@@ -375,6 +406,44 @@ impl Pinned<'_> {
             };
             let mut rejections: Vec<Rejection> = Vec::new();
             let (book, q_space, order_all, tables) = (&book, &q_space, &order_all, &tables);
+            let probe = Probe {
+                book,
+                q: q_space.as_deref(),
+                order: order_all,
+                tables,
+                nprobe,
+                k: n.k,
+            };
+            // The run's directory (cached), checked against the codebook; the files it
+            // answers: those it covers whose blob the gate accepts and is still the one the
+            // run points into, and of which `where` keeps a row.
+            let mut in_run: Vec<Option<u32>> = vec![None; t.files.len()];
+            let mut run_dir: Option<Arc<IvfDirectory>> = None;
+            if let Some(r) = run {
+                match self.run_directory(r, &probe, metric, n).await {
+                    Ok(d) => {
+                        for (o, i) in run_cov.iter().enumerate() {
+                            let Some(i) = *i else { continue };
+                            if matches!(files.source(i), Source::Index(_))
+                                && !matches!(files.allow(i), Some(None))
+                            {
+                                in_run[i] = Some(o as u32);
+                            }
+                        }
+                        run_dir = Some(d);
+                    }
+                    Err(reason) => {
+                        stats.rejections.push(Rejection {
+                            data_file: "*".into(),
+                            index_id: Some(ix.index_id),
+                            bundle_path: Some(r.bundle_path.clone()),
+                            reason,
+                        });
+                        run = None;
+                    }
+                }
+            }
+            let in_run = &in_run;
             let futs: Vec<_> = t
                 .files
                 .iter()
@@ -383,6 +452,10 @@ impl Pinned<'_> {
                     let allow = files.allow(i);
                     let source = files.source(i);
                     async move {
+                        if in_run[i].is_some() {
+                            // Answered by the run, probed once for all its files below.
+                            return Ok((i, Some(FileAnswer::by_run()), None));
+                        }
                         if let Some(None) = allow {
                             return Ok((i, None, None)); // `where` keeps no row of the file
                         }
@@ -394,14 +467,6 @@ impl Pinned<'_> {
                                 return Ok((i, Some(scan().await?), rejection))
                             }
                             Source::Index(e) => e,
-                        };
-                        let probe = Probe {
-                            book,
-                            q: q_space.as_deref(),
-                            order: order_all,
-                            tables,
-                            nprobe,
-                            k: n.k,
                         };
                         match self
                             .probe_file(t, f, e, metric, n, probe, allow, &deleted)
@@ -423,17 +488,49 @@ impl Pinned<'_> {
                 })
                 .collect();
             use futures::StreamExt;
-            let got: Vec<_> = futures::stream::iter(futs)
+            let by_files = futures::stream::iter(futs)
                 .buffered(FILE_WINDOW)
-                .collect()
-                .await;
+                .collect::<Vec<_>>();
+            let by_the_run = async {
+                match (run, &run_dir) {
+                    (Some(_), Some(d)) => Some(
+                        self.probe_vector_run(t, d, run.expect("a run"), &files, in_run, probe)
+                            .await,
+                    ),
+                    _ => None,
+                }
+            };
+            let (got, from_run) = futures::future::join(by_files, by_the_run).await;
+            let mut run_rounds = 0;
+            let mut run_approx: Vec<(Approx, usize)> = Vec::new();
+            match from_run {
+                None => {}
+                Some(Err(e)) => return Err(e),
+                Some(Ok(Ok((a, r)))) => {
+                    run_approx = a;
+                    run_rounds = r;
+                }
+                Some(Ok(Err(reason))) => {
+                    // A damaged run: every file it answered goes its own way, from the top.
+                    let r = run.take().expect("a run");
+                    stats.rejections.push(Rejection {
+                        data_file: "*".into(),
+                        index_id: Some(ix.index_id),
+                        bundle_path: Some(r.bundle_path.clone()),
+                        reason,
+                    });
+                    continue;
+                }
+            }
             // Directories and partitions (and widening): the slowest file's rounds.
             let mut probed_rounds = 0;
             let mut all: Vec<Cand> = Vec::new();
             let mut indexed: HashSet<usize> = HashSet::new();
             let mut approx: Vec<(Approx, usize)> = Vec::new();
             let mut dirs: Vec<Option<Arc<IvfDirectory>>> = vec![None; t.files.len()];
-            let mut evaluated = 0u64;
+            let mut evaluated = run_approx.len() as u64;
+            approx.extend(run_approx);
+            probed_rounds = probed_rounds.max(run_rounds);
             for g in got {
                 let (i, a, r) = g?;
                 if let Some(r) = r {
@@ -464,7 +561,7 @@ impl Pinned<'_> {
                 }
             }
             // The best `ef` entries of every blob by code, re-ranked exactly from their raw
-            // vectors: one round, a batch per file.
+            // vectors: one round, a batch per blob (the run's, or a file's own).
             let key = |x: &(Approx, usize)| {
                 (
                     x.0.score,
@@ -484,23 +581,35 @@ impl Pinned<'_> {
                 });
                 approx.truncate(r);
             }
-            let mut by_file: Vec<(usize, Vec<u64>, Vec<u32>)> = Vec::new();
-            approx.sort_by_key(|x| (x.1, x.0.index));
+            // By blob the raw vectors are read from: a file's own (`Some(file)`), or the run
+            // for every file it answers (`None`): (source, entry indexes, (file, position)).
+            type Group = (Option<usize>, Vec<u64>, Vec<(usize, u32)>);
+            let mut groups: Vec<Group> = Vec::new();
+            let source = |fi: usize| in_run[fi].map_or(Some(fi), |_| None);
+            approx.sort_by_key(|x| (source(x.1).map_or(0, |f| f + 1), x.0.index));
             for (a, fi) in &approx {
-                match by_file.last_mut() {
-                    Some(last) if last.0 == *fi => {
+                match groups.last_mut() {
+                    Some(last) if last.0 == source(*fi) => {
                         last.1.push(a.index);
-                        last.2.push(a.position);
+                        last.2.push((*fi, a.position));
                     }
-                    _ => by_file.push((*fi, vec![a.index], vec![a.position])),
+                    _ => groups.push((source(*fi), vec![a.index], vec![(*fi, a.position)])),
                 }
             }
             let raw_phase = self.overlay.stats();
-            let raws = futures::future::join_all(by_file.iter().map(|(fi, idx, _)| {
-                let e = files.entry(*fi).expect("an indexed file has an entry");
-                let dir = dirs[*fi].clone().expect("an indexed file has a directory");
+            let raws = futures::future::join_all(groups.iter().map(|(src, idx, _)| {
+                let (at, dir) = match src {
+                    Some(fi) => (
+                        BlobRef::of(files.entry(*fi).expect("an indexed file has an entry")),
+                        dirs[*fi].clone().expect("an indexed file has a directory"),
+                    ),
+                    None => (
+                        self.run_blob(run.expect("a run")),
+                        run_dir.clone().expect("the run's directory"),
+                    ),
+                };
                 async move {
-                    let blob = self.blobs().at(BlobRef::of(e));
+                    let blob = self.blobs().at(at);
                     vector::read::raws(&blob, &dir, idx)
                         .await
                         .map_err(|err| blob.reject(err))
@@ -508,20 +617,19 @@ impl Pinned<'_> {
             }))
             .await;
             let raw_rounds = read_since(self.overlay.stats(), &raw_phase);
-            let mut damaged: Option<(usize, RejectReason)> = None;
-            for ((fi, _, positions), got) in by_file.iter().zip(raws) {
+            let mut damaged: Option<(Option<usize>, RejectReason)> = None;
+            for ((src, _, at), got) in groups.iter().zip(raws) {
                 match got {
                     Err(reason) => {
-                        damaged = Some((*fi, reason));
+                        damaged = Some((*src, reason));
                         break;
                     }
                     Ok(vs) => {
-                        let f = &t.files[*fi];
-                        for (v, p) in vs.iter().zip(positions) {
+                        for (v, (fi, p)) in vs.iter().zip(at) {
                             let row = u64::from(*p);
                             all.push(Cand {
                                 dist: skerry_vector::exact(metric, &n.vector, v),
-                                row_id: f.row_id_at(row).unwrap_or(u64::MAX),
+                                row_id: t.files[*fi].row_id_at(row).unwrap_or(u64::MAX),
                                 file: *fi,
                                 row,
                             });
@@ -529,17 +637,31 @@ impl Pinned<'_> {
                     }
                 }
             }
-            if let Some((fi, reason)) = damaged {
-                // A damaged raw vector: that blob is rejected, its file scanned, and the
-                // search starts over.
-                stats.rejections.push(Rejection {
-                    data_file: t.files[fi].path.clone(),
-                    index_id: Some(ix.index_id),
-                    bundle_path: files.bundle_path(fi),
-                    reason,
-                });
-                files.force_scan(fi);
-                continue;
+            match damaged {
+                // A damaged raw vector: that blob is rejected — a file's (the file is then
+                // scanned) or the run's (its files go their own way) — and the search
+                // starts over.
+                Some((Some(fi), reason)) => {
+                    stats.rejections.push(Rejection {
+                        data_file: t.files[fi].path.clone(),
+                        index_id: Some(ix.index_id),
+                        bundle_path: files.bundle_path(fi),
+                        reason,
+                    });
+                    files.force_scan(fi);
+                    continue;
+                }
+                Some((None, reason)) => {
+                    let r = run.take().expect("a run");
+                    stats.rejections.push(Rejection {
+                        data_file: "*".into(),
+                        index_id: Some(ix.index_id),
+                        bundle_path: Some(r.bundle_path.clone()),
+                        reason,
+                    });
+                    continue;
+                }
+                None => {}
             }
             rounds += probed_rounds + raw_rounds;
             all.sort_by(order);
@@ -757,10 +879,121 @@ impl Pinned<'_> {
         Ok(FileAnswer::scanned(top, st))
     }
 
-    /// Reads and caches a blob's directory (checked when the file is probed).
-    async fn prefetch_directory(&self, e: &IndexFileEntry) {
-        let blob = self.blobs().at(BlobRef::of(e));
-        let _ = vector::read::directory(&blob, None, 0).await;
+    /// The table run's directory (cached), checked against the codebook, the metric and
+    /// the run's file list.
+    async fn run_directory(
+        &self,
+        run: &TableRun,
+        p: &Probe<'_>,
+        metric: Metric,
+        n: &Nearest,
+    ) -> std::result::Result<Arc<IvfDirectory>, RejectReason> {
+        let book = match p.book {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                return Err(RejectReason::Corrupt {
+                    message: "the index has no codebook for its run".into(),
+                })
+            }
+            Err(reason) => return Err(reason.clone()),
+        };
+        let blob = self.blobs().at(self.run_blob(run));
+        let d = vector::read::directory(&blob, Some(&book.sha), metric.code())
+            .await
+            .map_err(|err| blob.reject(err))?;
+        if d.entries > 0 && d.codes.dim != n.vector.len() {
+            return Err(RejectReason::Corrupt {
+                message: "the vector run's dimensions are not the query's".into(),
+            });
+        }
+        Ok(d)
+    }
+
+    /// The entries of every file the run answers (`in_run`: its ordinal), scored by code:
+    /// the probed partitions read once for all of them (see the module docs), deleted rows
+    /// and rows outside `where` skipped. `Err(reason)` rejects the run.
+    async fn probe_vector_run(
+        &self,
+        t: &TableManifest,
+        dir: &IvfDirectory,
+        run: &TableRun,
+        files: &Files<'_>,
+        in_run: &[Option<u32>],
+        p: Probe<'_>,
+    ) -> Result<std::result::Result<(Vec<(Approx, usize)>, u64), RejectReason>> {
+        let mut file_of: Vec<Option<usize>> = vec![None; run.files.len()];
+        let mut deleted: Vec<Option<RoaringTreemap>> = vec![None; run.files.len()];
+        let (mut entries, mut allowed) = (0u64, 0u64);
+        for (i, o) in in_run.iter().enumerate() {
+            let Some(o) = o else { continue };
+            let o = *o as usize;
+            file_of[o] = Some(i);
+            deleted[o] = t.files[i].deleted()?;
+            // The file's rows stand for its vectors (NULLs are few).
+            let rows = t.files[i].record_count;
+            entries += rows;
+            allowed += match files.allow(i) {
+                Some(Some(a)) => a.len(),
+                _ => rows,
+            };
+        }
+        let mut out: Vec<Approx> = Vec::new();
+        if entries == 0 || dir.entries == 0 {
+            return Ok(Ok((vec![], 0)));
+        }
+        let (Some(book), Some(q)) = (p.book.as_ref().ok().and_then(|b| b.as_ref()), p.q) else {
+            return Ok(Err(RejectReason::Corrupt {
+                message: "the index has no codebook for its run".into(),
+            }));
+        };
+        let blob = self.blobs().at(self.run_blob(run));
+        // A pre-filter keeping a share of the run's vectors probes that much further.
+        let share = (allowed as f64 / entries as f64).min(1.0);
+        let mut want = ((p.nprobe as f64 / share.max(1e-9)).ceil() as usize).min(p.order.len());
+        let keep = |ordinal: u32, position: u32| {
+            file_of
+                .get(ordinal as usize)
+                .copied()
+                .flatten()
+                .is_some_and(|i| {
+                    files.keeps(i, deleted[ordinal as usize].as_ref(), u64::from(position))
+                })
+        };
+        let mut rounds = 0;
+        let mut done = 0usize;
+        loop {
+            let upto = want.min(p.order.len());
+            let probes = &p.order[done..upto];
+            let before = self.overlay.stats();
+            let query = |rank: usize, part: u32| match p.tables.get(rank) {
+                Some(t) => t.clone(),
+                None => Arc::new(book.book.query(q, part)),
+            };
+            if let Err(err) = vector::read::candidates(
+                &blob, dir, &book.book, probes, &query, done, &keep, &mut out,
+            )
+            .await
+            {
+                return Ok(Err(blob.reject(err)));
+            }
+            rounds += read_since(self.overlay.stats(), &before);
+            done = upto;
+            if out.len() >= p.k || done >= p.order.len() {
+                break;
+            }
+            want = (done * 2).max(done + 1);
+        }
+        let mut got = Vec::with_capacity(out.len());
+        for a in out {
+            let i = file_of[a.ordinal as usize].expect("kept entries are of answered files");
+            if u64::from(a.position) >= t.files[i].record_count {
+                return Ok(Err(RejectReason::Corrupt {
+                    message: "a run entry names a position past its file's rows".into(),
+                }));
+            }
+            got.push((a, i));
+        }
+        Ok(Ok((got, rounds)))
     }
 
     /// The index's codebook, cached by its path and SHA-256.

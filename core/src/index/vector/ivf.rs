@@ -1,7 +1,8 @@
 //! `skerry-vector-ivf-v1` (RFC 0001, `docs/rfcs/0001-vector-runs.md`): one data file's — or
 //! one table run's — vectors laid out **partition-major** against the index's codebook, so a
 //! query reads the partitions it probes as contiguous ranges and the raw vectors of its best
-//! candidates in one more round. Writer and reader side by side; not yet written by builds.
+//! candidates in one more round. Writer ([`write`], and [`RunWriter`] streaming a table run) and
+//! reader side by side.
 //!
 //! ```text
 //! blob      = codes ‖ raw ‖ directory ‖ u64 directory_offset ‖ "SKI1"
@@ -128,20 +129,7 @@ pub fn write(c: &Codes, entries: &[Entry<'_>]) -> Result<IvfBlob, BlobError> {
     let mut out = codes;
     out.extend_from_slice(&raw);
     let dir_offset = out.len() as u64;
-    let mut d = Vec::new();
-    d.extend_from_slice(DIRECTORY_MAGIC);
-    d.extend_from_slice(&[VERSION, c.metric, c.bits, 0]);
-    d.extend_from_slice(&(c.dim as u32).to_le_bytes());
-    d.extend_from_slice(&(c.code_bytes as u32).to_le_bytes());
-    d.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    d.extend_from_slice(&c.codebook);
-    d.extend_from_slice(&(parts.len() as u32).to_le_bytes());
-    for (id, n, runs, crc) in &parts {
-        for v in [id, n, runs, crc] {
-            d.extend_from_slice(&v.to_le_bytes());
-        }
-    }
-    d.extend_from_slice(&raw_offset.to_le_bytes());
+    let d = directory_bytes(c, entries.len() as u64, &parts, raw_offset);
     let sha = hex::encode(Sha256::digest(&d));
     out.extend_from_slice(&d);
     let dir_end = out.len() as u64;
@@ -153,6 +141,130 @@ pub fn write(c: &Codes, entries: &[Entry<'_>]) -> Result<IvfBlob, BlobError> {
         directory_sha256: sha,
         entries: entries.len() as u64,
     })
+}
+
+/// Writes a table run as the files' blobs are streamed, in two passes: the codes partition
+/// by partition ([`partition`](Self::partition)), then the raw vectors in the same order
+/// ([`raws`](Self::raws)); [`finish`](Self::finish) gives the directory and footer. Each call
+/// returns the bytes that come next in the blob.
+pub struct RunWriter {
+    c: Codes,
+    /// (id, entries, runs, crc)
+    parts: Vec<(u32, u32, u32, u32)>,
+    entries: u64,
+    codes_len: u64,
+    raws: u64,
+}
+
+impl RunWriter {
+    pub fn new(c: Codes) -> RunWriter {
+        RunWriter {
+            c,
+            parts: Vec::new(),
+            entries: 0,
+            codes_len: 0,
+            raws: 0,
+        }
+    }
+
+    /// The codes of partition `id` (ids ascending): per file, by ascending ordinal, its
+    /// entries' bytes (`code ‖ u32 position` each, ascending position).
+    pub fn partition(&mut self, id: u32, pieces: &[(u32, &[u8])]) -> Result<Vec<u8>, BlobError> {
+        if self.parts.last().is_some_and(|p| p.0 >= id) || self.raws > 0 {
+            return Err(BlobError::Unsorted(self.entries));
+        }
+        let entry_len = self.c.code_bytes + ENTRY_TAIL;
+        let body: usize = pieces.iter().map(|p| p.1.len()).sum();
+        let mut out = Vec::with_capacity(pieces.len() * RUN_LEN + body);
+        let mut n = 0u64;
+        for (k, (ordinal, bytes)) in pieces.iter().enumerate() {
+            let count = bytes.len() / entry_len;
+            if bytes.len() % entry_len != 0 || count == 0 || (k > 0 && pieces[k - 1].0 >= *ordinal)
+            {
+                return Err(BlobError::Corrupt("a run partition's file entries"));
+            }
+            out.extend_from_slice(&ordinal.to_le_bytes());
+            out.extend_from_slice(&(count as u32).to_le_bytes());
+            n += count as u64;
+        }
+        for p in pieces {
+            out.extend_from_slice(p.1);
+        }
+        if n > 0 {
+            let n = u32::try_from(n).map_err(|_| BlobError::Corrupt("partition size"))?;
+            self.parts
+                .push((id, n, pieces.len() as u32, crc32fast::hash(&out)));
+            self.entries += u64::from(n);
+        }
+        self.codes_len += out.len() as u64;
+        Ok(out)
+    }
+
+    /// Raw vectors (each `dim` floats and its CRC-32, as a file's blob holds them), next in
+    /// entry order; every one is checked against its CRC-32.
+    pub fn raws(&mut self, bytes: &[u8]) -> Result<(), BlobError> {
+        let len = self.c.dim * 4 + 4;
+        if bytes.len() % len != 0 {
+            return Err(BlobError::Corrupt("raw vector length"));
+        }
+        for v in bytes.chunks_exact(len) {
+            let (floats, crc) = v.split_at(len - 4);
+            if crc32fast::hash(floats) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+                return Err(BlobError::Checksum("raw vector"));
+            }
+        }
+        self.raws += (bytes.len() / len) as u64;
+        if self.raws > self.entries {
+            return Err(BlobError::Corrupt("more raw vectors than entries"));
+        }
+        Ok(())
+    }
+
+    /// The directory and footer (`directory` relative to the blob's start), once every
+    /// entry's raw vector was given.
+    pub fn finish(self) -> Result<IvfBlob, BlobError> {
+        if self.raws != self.entries {
+            return Err(BlobError::Corrupt("fewer raw vectors than entries"));
+        }
+        let raw_offset = self.codes_len;
+        let dir_offset = raw_offset + self.entries * (self.c.dim as u64 * 4 + 4);
+        let d = directory_bytes(&self.c, self.entries, &self.parts, raw_offset);
+        let sha = hex::encode(Sha256::digest(&d));
+        let dir_end = dir_offset + d.len() as u64;
+        let mut out = d;
+        out.extend_from_slice(&dir_offset.to_le_bytes());
+        out.extend_from_slice(MAGIC);
+        Ok(IvfBlob {
+            bytes: out,
+            directory: dir_offset..dir_end,
+            directory_sha256: sha,
+            entries: self.entries,
+        })
+    }
+}
+
+/// A directory's bytes.
+fn directory_bytes(
+    c: &Codes,
+    entries: u64,
+    parts: &[(u32, u32, u32, u32)],
+    raw_offset: u64,
+) -> Vec<u8> {
+    let mut d = Vec::new();
+    d.extend_from_slice(DIRECTORY_MAGIC);
+    d.extend_from_slice(&[VERSION, c.metric, c.bits, 0]);
+    d.extend_from_slice(&(c.dim as u32).to_le_bytes());
+    d.extend_from_slice(&(c.code_bytes as u32).to_le_bytes());
+    d.extend_from_slice(&entries.to_le_bytes());
+    d.extend_from_slice(&c.codebook);
+    d.extend_from_slice(&(parts.len() as u32).to_le_bytes());
+    for (id, n, runs, crc) in parts {
+        for v in [id, n, runs, crc] {
+            d.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    d.extend_from_slice(&raw_offset.to_le_bytes());
+    d
 }
 
 /// One partition of a blob, as its directory records it.
@@ -440,6 +552,90 @@ mod tests {
             IvfDirectory::parse(dir, Some(&b.directory_sha256), b.directory.start).unwrap(),
             d
         );
+    }
+
+    /// A run streamed from per-file blobs (codes partition by partition, then raws) is the
+    /// blob [`write`] makes of the same entries with their ordinals.
+    #[test]
+    fn a_streamed_run_is_the_blob_of_all_its_files_entries() {
+        let (v, c) = sample();
+        // Two "files": ordinal 0's and ordinal 1's entries, each written as its own blob.
+        let per_file: Vec<IvfBlob> = (0..2u32)
+            .map(|o| {
+                let es: Vec<Entry> = v
+                    .iter()
+                    .filter(|r| r.1 % 2 == o)
+                    .map(|(p, _, pos, code, r)| Entry {
+                        partition: *p,
+                        ordinal: 0,
+                        position: *pos,
+                        code,
+                        raw: r,
+                    })
+                    .collect();
+                write(&c, &es).unwrap()
+            })
+            .collect();
+        let dirs: Vec<IvfDirectory> = per_file
+            .iter()
+            .map(|b| directory_of(&b.bytes, None).unwrap())
+            .collect();
+        let mut w = RunWriter::new(c);
+        let mut out = Vec::new();
+        let ids = [0u32, 3, 9];
+        for id in ids {
+            let pieces: Vec<(u32, &[u8])> = dirs
+                .iter()
+                .zip(&per_file)
+                .enumerate()
+                .filter_map(|(o, (d, b))| {
+                    let p = d.partition(id)?;
+                    let r = d.codes_range(p);
+                    Some((o as u32, &b.bytes[r.start as usize + 8..r.end as usize]))
+                })
+                .collect();
+            out.extend(w.partition(id, &pieces).unwrap());
+        }
+        for id in ids {
+            for (d, b) in dirs.iter().zip(&per_file) {
+                if let Some(p) = d.partition(id) {
+                    let a = d.raw_range(p.first).start as usize;
+                    let z = d.raw_range(p.first + u64::from(p.entries) - 1).end as usize;
+                    w.raws(&b.bytes[a..z]).unwrap();
+                    out.extend_from_slice(&b.bytes[a..z]);
+                }
+            }
+        }
+        let tail = w.finish().unwrap();
+        out.extend(&tail.bytes);
+        // The same entries written at once, ordinal = file.
+        let es: Vec<Entry> = v
+            .iter()
+            .map(|(p, o, pos, code, r)| Entry {
+                partition: *p,
+                ordinal: o % 2,
+                position: *pos,
+                code,
+                raw: r,
+            })
+            .collect();
+        let mut sorted = es;
+        sorted.sort_by_key(|e| (e.partition, e.ordinal, e.position));
+        let whole = write(&c, &sorted).unwrap();
+        assert_eq!(out, whole.bytes);
+        assert_eq!(tail.directory, whole.directory);
+        assert_eq!(tail.directory_sha256, whole.directory_sha256);
+        // Out of order, partial entries, a damaged raw vector or a missing one: refused.
+        let mut w = RunWriter::new(c);
+        let e = vec![0u8; c.code_bytes + 4];
+        assert!(w.partition(1, &[(1, &e[..]), (0, &e[..])]).is_err());
+        assert!(w.partition(1, &[(0, &e[1..])]).is_err());
+        w.partition(2, &[(0, &e[..])]).unwrap();
+        assert!(w.partition(2, &[(0, &e[..])]).is_err());
+        assert!(w.raws(&[0u8; 24]).is_err());
+        let mut w = RunWriter::new(c);
+        w.partition(2, &[(0, &e[..])]).unwrap();
+        assert!(w.finish().is_err());
     }
 
     #[test]

@@ -193,6 +193,7 @@ static VECTOR: super::kind::About = super::kind::About {
     input: super::kind::Input::Vector,
     options: &["metric", "m", "efConstruction"],
     verify_by_rebuild: true,
+    run: Some(super::kind::RunLayout::Partitioned),
     ..super::kind::About::new(super::IndexKind::Vector, "vector", BLOB_TYPE, "ivf-tq4-v1")
 };
 

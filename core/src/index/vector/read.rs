@@ -105,6 +105,12 @@ pub async fn candidates(
     Ok(())
 }
 
+/// Largest gap bridged between two raw vectors read for re-ranking: candidates of one
+/// partition a few vectors apart share a request, distant ones do not drag the bytes between
+/// them along (the reader's usual gap, 64 KiB, would read most of every probed partition's
+/// raw vectors).
+pub const RAW_GAP: u64 = 8 << 10;
+
 /// The raw vectors of entries `indices`, each checked by its CRC-32, in one round.
 pub async fn raws(
     blob: &dyn BlobAccess,
@@ -115,6 +121,6 @@ pub async fn raws(
         return Err(BlobError::Corrupt("a vector past the blob's entries"));
     }
     let spans: Vec<_> = indices.iter().map(|i| dir.raw_range(*i)).collect();
-    let got = blob.read(&spans).await?;
+    let got = blob.read_near(&spans, RAW_GAP).await?;
     got.iter().map(|b| dir.raw(b)).collect()
 }
