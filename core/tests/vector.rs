@@ -2,7 +2,7 @@
 //! and `ef` every candidate, the index's answer must be exact) over files indexed, unindexed, refreshed, drifted and with
 //! deleted rows, with `where` pre-filters, NULL and non-finite vectors, for every metric;
 //! recall@10 ≥ 0.95 at the default `ef` on 200,000 clustered 64-d vectors per metric
-//! (1,000,000 with `SKERRY_VECTOR_SCALE=1`), filtered queries returning k rows that all
+//! (2,000,000 with `SKERRY_VECTOR_SCALE=1`), filtered queries returning k rows that all
 //! satisfy the filter; staged builds byte-identical to one-shot builds; verify; damaged
 //! bundles never change an answer; reads cold and warm.
 
@@ -420,7 +420,7 @@ async fn dot_nearest_matches_brute_force() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recall_at_scale_for_every_metric() {
     let n = if std::env::var("SKERRY_VECTOR_SCALE").is_ok_and(|v| v == "1") {
-        1_000_000
+        2_000_000
     } else {
         200_000
     };

@@ -14,7 +14,10 @@
 //! through the read path users get (`OverlayReader`, default cache), metric `--metric`
 //! (default `l2`).
 //!
-//!     cargo run --release -p skerry-bench-vector -- [--n N] [--files 20,200] [--queries Q] [--metric l2] [--peer]
+//!     cargo run --release -p skerry-bench-vector -- [--n N] [--files 20,200] [--queries Q] [--metric l2] [--peer] [--keep DIR]
+//!
+//! `--keep DIR` leaves the data, the overlay and `bench.json` in DIR for `bench/vector.mjs`
+//! (the wasm reader over HTTP).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -234,7 +237,16 @@ async fn main() {
     let data: Vec<Vec<f32>> = (0..n).map(|_| r.vector(&centres)).collect();
     let queries: Vec<Vec<f32>> = (0..nq).map(|_| r.vector(&centres)).collect();
     let warmups: Vec<Vec<f32>> = (0..20).map(|_| r.vector(&centres)).collect();
+    // `--keep DIR`: the data, the overlay and `bench.json` (queries, warm-ups, the exact
+    // answers) stay in DIR, for `bench/vector.mjs` (the wasm reader over HTTP).
+    let keep = args
+        .iter()
+        .position(|a| a == "--keep")
+        .and_then(|i| args.get(i + 1))
+        .map(std::path::PathBuf::from);
     let tmp = tempfile::tempdir().unwrap();
+    let root = keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&root).unwrap();
     println!(
         "data: {n} × {DIM}-d float32 vectors in {CLUSTERS} clusters, {nq} queries, k = {K}, metric {}; 2 cores; default options",
         metric.name()
@@ -257,14 +269,14 @@ async fn main() {
     }
     let exact_p50 = percentile(&mut exact_ms, 0.5);
 
-    let overlay_dir = tmp.path().join("overlay");
+    let overlay_dir = root.join("overlay");
     let url = format!("file://{}", overlay_dir.display());
     let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
     let mut builds = Vec::new();
     let mut written = Vec::new();
     let mut bundles_before = 0u64;
     for &files in &layouts {
-        let dir = tmp.path().join(format!("data{files}"));
+        let dir = root.join(format!("data{files}"));
         write_files(&dir, &data, files);
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
@@ -302,6 +314,58 @@ async fn main() {
     }
     o.publish().await.unwrap();
     o.close().await.unwrap();
+    if keep.is_some() {
+        let vecs = |vs: &[Vec<f32>]| {
+            let rows: Vec<String> = vs
+                .iter()
+                .map(|v| {
+                    format!(
+                        "[{}]",
+                        v.iter()
+                            .map(|x| format!("{x:?}"))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    )
+                })
+                .collect();
+            format!("[{}]", rows.join(","))
+        };
+        let truth_json: Vec<String> = truth
+            .iter()
+            .map(|t| {
+                format!(
+                    "[{}]",
+                    t.iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+            })
+            .collect();
+        let layouts_json: Vec<String> = layouts
+            .iter()
+            .zip(&written)
+            .map(|(f, w)| {
+                format!(
+                    "{{\"files\":{w},\"table\":\"t{f}\",\"data\":\"data{f}\",\"per\":{}}}",
+                    n.div_ceil(*f)
+                )
+            })
+            .collect();
+        std::fs::write(
+            root.join("bench.json"),
+            format!(
+                "{{\"n\":{n},\"k\":{K},\"metric\":\"{}\",\"layouts\":[{}],\"queries\":{},\"warmups\":{},\"truth\":[{}]}}",
+                m.name(),
+                layouts_json.join(","),
+                vecs(&queries),
+                vecs(&warmups),
+                truth_json.join(",")
+            ),
+        )
+        .unwrap();
+        println!("kept in {}", root.display());
+    }
     let peer = with_peer.then(|| {
         let t0 = Instant::now();
         let p = Peer::build(m.metric(), &data, default_ef_construction(m) as usize);

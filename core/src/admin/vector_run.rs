@@ -57,8 +57,11 @@ impl Overlay {
         let started = std::time::Instant::now();
         // Every covered blob's directory, checked against its manifest SHA-256.
         let reader = &self.reader;
-        let dirs: Vec<std::result::Result<IvfDirectory, BlobError>> =
-            futures::stream::iter(covered.iter().map(|(_, a)| async move {
+        // (Futures collected first: a stream mapping borrowed items to futures is not `Send`
+        // for every lifetime, which the addon's spawned builds need.)
+        let futs: Vec<_> = covered
+            .iter()
+            .map(|(_, a)| async move {
                 let l = &a.lineage;
                 let m = &a.ordered;
                 if l.blob_type != ivf::BLOB_TYPE {
@@ -76,7 +79,9 @@ impl Overlay {
                     Some(&m.directory_sha256),
                     m.directory_offset,
                 ))
-            }))
+            })
+            .collect();
+        let dirs: Vec<std::result::Result<IvfDirectory, BlobError>> = futures::stream::iter(futs)
             .buffered(READS)
             .try_collect()
             .await?;
@@ -266,8 +271,10 @@ impl Overlay {
             })
             .collect();
         let reader = &self.reader;
-        let got: Vec<Option<bytes::Bytes>> =
-            futures::stream::iter(covered.iter().zip(&spans).map(|((_, e), s)| async move {
+        let futs: Vec<_> = covered
+            .iter()
+            .zip(&spans)
+            .map(|((_, e), s)| async move {
                 let Some((_, _, r)) = s else {
                     return Ok::<_, crate::error::Error>(None);
                 };
@@ -279,7 +286,9 @@ impl Overlay {
                     )
                     .await?;
                 Ok(Some(b))
-            }))
+            })
+            .collect();
+        let got: Vec<Option<bytes::Bytes>> = futures::stream::iter(futs)
             .buffered(READS)
             .try_collect()
             .await?;
