@@ -207,29 +207,7 @@ impl Overlay {
             })
         });
 
-        let t = self.catalog.begin()?;
-        let generation = t
-            .get::<TableRun>(&run_key(ix.index_id))
-            .await?
-            .map_or(1, |r| run_generation(&r.bundle_path) + 1);
-        drop(t);
-        // A name no other attempt uses (concurrent builders of one run never collide).
-        let bundle_path = format!(
-            "bundles/{}/run-{}-g{}-{}.puffin",
-            tr.table_id,
-            ix.index_id,
-            generation,
-            crate::admin::build::attempt_token()
-        );
-        let path = Path::from(bundle_path.as_str());
-        let upload = WriteMultipart::new_with_chunk_size(
-            self.store.put_multipart(&path).await.map_err(store_err)?,
-            self.run_part_bytes,
-        );
-        let mut pw = PuffinWriter::new();
-        pw.set_property("skerry.table", tr.name.clone());
-        let blob_offset = pw.position();
-        let mut sink = Sink { pw, upload };
+        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
         // Every partition merges on a task of its own (both cores) and hands its closed
         // blocks over a part at a time; this task uploads them in key order — the first
         // partition's as they come, a later one's (up to its share of [`HELD_PARTS`] held
@@ -383,19 +361,7 @@ impl Overlay {
             .map(|b| (b.len() / bloom::BLOCK) as u64)
             .max()
             .unwrap_or(1);
-        let t = self.catalog.begin()?;
-        let generation = t
-            .get::<TableRun>(&run_key(ix.index_id))
-            .await?
-            .map_or(1, |r| run_generation(&r.bundle_path) + 1);
-        drop(t);
-        let bundle_path = format!(
-            "bundles/{}/run-{}-g{}-{}.puffin",
-            tr.table_id,
-            ix.index_id,
-            generation,
-            crate::admin::build::attempt_token()
-        );
+        let bundle_path = self.run_bundle_path(tr, ix).await?;
         let mut pw = PuffinWriter::new();
         pw.set_property("skerry.table", tr.name.clone());
         let blob_offset = pw.position();
@@ -456,6 +422,49 @@ impl Overlay {
             files,
             directory: None,
         }))
+    }
+}
+
+impl Overlay {
+    /// A new run bundle's path: the next generation of the index's run, and a token no other
+    /// attempt uses (concurrent builders of one run never collide).
+    pub(crate) async fn run_bundle_path(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+    ) -> Result<String> {
+        let t = self.catalog.begin()?;
+        let generation = t
+            .get::<TableRun>(&run_key(ix.index_id))
+            .await?
+            .map_or(1, |r| run_generation(&r.bundle_path) + 1);
+        drop(t);
+        Ok(format!(
+            "bundles/{}/run-{}-g{}-{}.puffin",
+            tr.table_id,
+            ix.index_id,
+            generation,
+            crate::admin::build::attempt_token()
+        ))
+    }
+
+    /// A new run bundle streamed into a multipart upload: its path, the sink (a Puffin writer
+    /// at the blob's start) and the blob's offset.
+    pub(crate) async fn start_run_upload(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+    ) -> Result<(String, Sink, u64)> {
+        let bundle_path = self.run_bundle_path(tr, ix).await?;
+        let path = Path::from(bundle_path.as_str());
+        let upload = WriteMultipart::new_with_chunk_size(
+            self.store.put_multipart(&path).await.map_err(store_err)?,
+            self.run_part_bytes,
+        );
+        let mut pw = PuffinWriter::new();
+        pw.set_property("skerry.table", tr.name.clone());
+        let blob_offset = pw.position();
+        Ok((bundle_path, Sink { pw, upload }, blob_offset))
     }
 }
 

@@ -13,16 +13,14 @@
 use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::path::Path;
-use object_store::{ObjectStoreExt, WriteMultipart};
 
 use crate::admin::catalog::*;
 use crate::admin::overlay::{store_err, Overlay};
-use crate::admin::runs::{run_file, run_generation, Sink};
+use crate::admin::runs::{run_file, Sink};
 use crate::error::Result;
 use crate::formats::codec::Codec;
 use crate::formats::manifest::*;
-use crate::formats::puffin::{BlobSpec, PuffinWriter};
+use crate::formats::puffin::BlobSpec;
 use crate::index::blob::BlobError;
 use crate::index::vector::ivf::{self, IvfDirectory, RunWriter};
 use crate::io::{Location, RangeReader};
@@ -124,28 +122,7 @@ impl Overlay {
             }
         }
 
-        let t = self.catalog.begin()?;
-        let generation = t
-            .get::<TableRun>(&run_key(ix.index_id))
-            .await?
-            .map_or(1, |r| run_generation(&r.bundle_path) + 1);
-        drop(t);
-        let bundle_path = format!(
-            "bundles/{}/run-{}-g{}-{}.puffin",
-            tr.table_id,
-            ix.index_id,
-            generation,
-            crate::admin::build::attempt_token()
-        );
-        let path = Path::from(bundle_path.as_str());
-        let upload = WriteMultipart::new_with_chunk_size(
-            self.store.put_multipart(&path).await.map_err(store_err)?,
-            self.run_part_bytes,
-        );
-        let mut pw = PuffinWriter::new();
-        pw.set_property("skerry.table", tr.name.clone());
-        let blob_offset = pw.position();
-        let mut sink = Sink { pw, upload };
+        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
         let mut w = RunWriter::new(codes);
         let raw_len = codes.dim as u64 * 4 + 4;
         let written: Result<bool> = async {

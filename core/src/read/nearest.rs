@@ -947,9 +947,6 @@ impl Pinned<'_> {
             }));
         };
         let blob = self.blobs().at(self.run_blob(run));
-        // A pre-filter keeping a share of the run's vectors probes that much further.
-        let share = (allowed as f64 / entries as f64).min(1.0);
-        let mut want = ((p.nprobe as f64 / share.max(1e-9)).ceil() as usize).min(p.order.len());
         let keep = |ordinal: u32, position: u32| {
             file_of
                 .get(ordinal as usize)
@@ -959,30 +956,14 @@ impl Pinned<'_> {
                     files.keeps(i, deleted[ordinal as usize].as_ref(), u64::from(position))
                 })
         };
-        let mut rounds = 0;
-        let mut done = 0usize;
-        loop {
-            let upto = want.min(p.order.len());
-            let probes = &p.order[done..upto];
-            let before = self.overlay.stats();
-            let query = |rank: usize, part: u32| match p.tables.get(rank) {
-                Some(t) => t.clone(),
-                None => Arc::new(book.book.query(q, part)),
-            };
-            if let Err(err) = vector::read::candidates(
-                &blob, dir, &book.book, probes, &query, done, &keep, &mut out,
-            )
+        let share = allowed as f64 / entries as f64;
+        let rounds = match self
+            .probe_blob(&blob, dir, book, q, &p, share, &keep, &mut out)
             .await
-            {
-                return Ok(Err(blob.reject(err)));
-            }
-            rounds += read_since(self.overlay.stats(), &before);
-            done = upto;
-            if out.len() >= p.k || done >= p.order.len() {
-                break;
-            }
-            want = (done * 2).max(done + 1);
-        }
+        {
+            Ok(r) => r,
+            Err(err) => return Ok(Err(blob.reject(err))),
+        };
         let mut got = Vec::with_capacity(out.len());
         for a in out {
             let i = file_of[a.ordinal as usize].expect("kept entries are of answered files");
@@ -1091,18 +1072,41 @@ impl Pinned<'_> {
                 message: "the index has no codebook for its vectors".into(),
             }));
         };
-        // A pre-filter keeping a share of the file probes that much further.
-        let mut want = p.nprobe;
-        if let Some(a) = allow {
-            let share = (a.len() as f64 / dir.entries.max(1) as f64).min(1.0);
-            want = ((p.nprobe as f64 / share.max(1e-9)).ceil() as usize).min(p.order.len());
-        }
+        let share = allow.map_or(1.0, |a| a.len() as f64 / dir.entries.max(1) as f64);
         let keep = |_: u32, position: u32| {
             let pos = u64::from(position);
             !deleted.as_ref().is_some_and(|d| d.contains(pos))
                 && allow.is_none_or(|a| a.contains(pos))
         };
-        let mut done = 0usize;
+        match self
+            .probe_blob(&blob, &dir, book, q, &p, share, &keep, &mut answer.approx)
+            .await
+        {
+            Ok(r) => answer.rounds += r,
+            Err(err) => return Ok(Err(blob.reject(err))),
+        }
+        Ok(Ok(answer))
+    }
+
+    /// Scores the entries `keep` allows of one blob (a file's or the run), appended to `out`:
+    /// its `nprobe` nearest partitions, `nprobe / share` when a pre-filter keeps a `share` of
+    /// its vectors, then twice as far while it gave fewer than `k`. Returns the rounds of reads
+    /// that went to the store.
+    #[allow(clippy::too_many_arguments)]
+    async fn probe_blob(
+        &self,
+        blob: &dyn crate::index::access::BlobAccess,
+        dir: &IvfDirectory,
+        book: &Trained,
+        q: &[f32],
+        p: &Probe<'_>,
+        share: f64,
+        keep: &(dyn Fn(u32, u32) -> bool + Sync),
+        out: &mut Vec<Approx>,
+    ) -> std::result::Result<u64, crate::index::blob::BlobError> {
+        let share = share.min(1.0).max(1e-9);
+        let mut want = ((p.nprobe as f64 / share).ceil() as usize).min(p.order.len());
+        let (mut done, mut rounds) = (0usize, 0u64);
         loop {
             let upto = want.min(p.order.len());
             let probes = &p.order[done..upto];
@@ -1111,29 +1115,16 @@ impl Pinned<'_> {
                 Some(t) => t.clone(),
                 None => Arc::new(book.book.query(q, part)),
             };
-            if let Err(err) = vector::read::candidates(
-                &blob,
-                &dir,
-                &book.book,
-                probes,
-                &query,
-                done,
-                &keep,
-                &mut answer.approx,
-            )
-            .await
-            {
-                return Ok(Err(blob.reject(err)));
-            }
-            answer.rounds += read_since(self.overlay.stats(), &before);
+            vector::read::candidates(blob, dir, &book.book, probes, &query, done, keep, out)
+                .await?;
+            rounds += read_since(self.overlay.stats(), &before);
             done = upto;
             // Fewer than k allowed entries: the next partitions too, doubling.
-            if answer.approx.len() >= p.k || done >= p.order.len() {
-                break;
+            if out.len() >= p.k || done >= p.order.len() {
+                return Ok(rounds);
             }
             want = (done * 2).max(done + 1);
         }
-        Ok(Ok(answer))
     }
 }
 

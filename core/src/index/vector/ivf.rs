@@ -130,17 +130,22 @@ pub fn write(c: &Codes, entries: &[Entry<'_>]) -> Result<IvfBlob, BlobError> {
     out.extend_from_slice(&raw);
     let dir_offset = out.len() as u64;
     let d = directory_bytes(c, entries.len() as u64, &parts, raw_offset);
+    Ok(tail(out, d, dir_offset, entries.len() as u64))
+}
+
+/// `head` (the blob's bytes before its directory, or none of them when streamed) followed by
+/// directory `d` starting at `dir_offset` and the footer.
+fn tail(mut head: Vec<u8>, d: Vec<u8>, dir_offset: u64, entries: u64) -> IvfBlob {
     let sha = hex::encode(Sha256::digest(&d));
-    out.extend_from_slice(&d);
-    let dir_end = out.len() as u64;
-    out.extend_from_slice(&dir_offset.to_le_bytes());
-    out.extend_from_slice(MAGIC);
-    Ok(IvfBlob {
-        bytes: out,
-        directory: dir_offset..dir_end,
+    head.extend_from_slice(&d);
+    head.extend_from_slice(&dir_offset.to_le_bytes());
+    head.extend_from_slice(MAGIC);
+    IvfBlob {
+        bytes: head,
+        directory: dir_offset..dir_offset + d.len() as u64,
         directory_sha256: sha,
-        entries: entries.len() as u64,
-    })
+        entries,
+    }
 }
 
 /// Writes a table run as the files' blobs are streamed, in two passes: the codes partition
@@ -229,17 +234,7 @@ impl RunWriter {
         let raw_offset = self.codes_len;
         let dir_offset = raw_offset + self.entries * (self.c.dim as u64 * 4 + 4);
         let d = directory_bytes(&self.c, self.entries, &self.parts, raw_offset);
-        let sha = hex::encode(Sha256::digest(&d));
-        let dir_end = dir_offset + d.len() as u64;
-        let mut out = d;
-        out.extend_from_slice(&dir_offset.to_le_bytes());
-        out.extend_from_slice(MAGIC);
-        Ok(IvfBlob {
-            bytes: out,
-            directory: dir_offset..dir_end,
-            directory_sha256: sha,
-            entries: self.entries,
-        })
+        Ok(tail(Vec::new(), d, dir_offset, self.entries))
     }
 }
 
