@@ -8,14 +8,13 @@
 //
 // Per layout (the same rows in 20 and in 200 files): time p50/p95, sequential round trips
 // (counted by the server), requests and bytes per query, recall@10 against the exact answers
-// the Rust bench computed, and the same for the Node addon reading the local files.
+// the Rust bench computed (the Rust bench itself measures the native side).
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { startRangeServer } from '../scripts/range-server.mjs';
 
 const require = createRequire(import.meta.url);
-const { Overlay } = require('skerry');
 const { OverlayReader } = require('skerry-wasm');
 
 const root = path.resolve(process.argv[2] || '/tmp/skerry-vbench');
@@ -24,7 +23,6 @@ const LATENCY = 20;
 const COLD = Number(process.env.SKERRY_BENCH_COLD || 10);
 const server = await startRangeServer(root, { latencyMs: LATENCY });
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * p))]; };
-const f32 = (v) => Float32Array.from(v);
 
 function recall(layout, truth, rows) {
   const got = new Set(rows.map((r) => Number(r.file.slice(1, 6)) * layout.per + Number(r.position)));
@@ -35,11 +33,10 @@ console.log(`${spec.n} × 64-d vectors, k = ${spec.k}, metric ${spec.metric}; wa
 console.log();
 console.log('| layout | side | recall@10 | p50 | p95 | round trips | requests/query | bytes/query |');
 console.log('|---|---|---|---|---|---|---|---|');
-const native = await Overlay.open(`file://${root}/overlay`, { readOnly: true });
 for (const layout of spec.layouts) {
   const tables = { [layout.table]: `${server.url}/${layout.data}` };
   const open = () => OverlayReader.open(`${server.url}/overlay`, { tables });
-  const ask = (v) => ({ vector: f32(v), k: spec.k, columns: [] });
+  const ask = (v) => ({ vector: v, k: spec.k, columns: [] });
   const measure = async (label, run) => {
     const ms = []; let trips = 0, req = 0, bytes = 0, hit = 0;
     const n = label.startsWith('wasm cold') ? COLD : spec.queries.length;
@@ -49,11 +46,11 @@ for (const layout of spec.layouts) {
       const r = await run(spec.queries[i]);
       ms.push(performance.now() - t);
       trips = Math.max(trips, server.stats.trips); req += server.stats.requests; bytes += server.stats.bytes;
-      if (r.rows.length !== spec.k) throw new Error(`${label}: ${r.rows.length} rows`);
-      hit += recall(layout, spec.truth[i], r.rows);
+      if (r.refs.length !== spec.k) throw new Error(`${label}: ${r.refs.length} results`);
+      hit += recall(layout, spec.truth[i], r.refs);
     }
     const row = { label, recall: hit / (n * spec.k), p50: pct(ms, 0.5), p95: pct(ms, 0.95), trips, requests: req / n, bytes: bytes / n };
-    console.log(`| ${layout.files} files | ${label} | ${row.recall.toFixed(3)} | ${row.p50.toFixed(1)} ms | ${row.p95.toFixed(1)} ms | ${label.startsWith('native') ? '' : row.trips} | ${label.startsWith('native') ? '' : row.requests.toFixed(1)} | ${label.startsWith('native') ? '' : (row.bytes / 1e3).toFixed(0) + ' KB'} |`);
+    console.log(`| ${layout.files} files | ${label} | ${row.recall.toFixed(3)} | ${row.p50.toFixed(1)} ms | ${row.p95.toFixed(1)} ms | ${row.trips} | ${row.requests.toFixed(1)} | ${(row.bytes / 1e3).toFixed(0)} KB |`);
     return row;
   };
   // Cold: a new reader per query (open reads the manifest; the query the codebook, the run's
@@ -63,7 +60,5 @@ for (const layout of spec.layouts) {
   const reader = await open();
   for (const v of spec.warmups) await reader.nearest(layout.table, ask(v));
   await measure('wasm warm', (v) => reader.nearest(layout.table, ask(v)));
-  for (const v of spec.warmups) await native.nearest(layout.table, ask(v));
-  await measure('native addon, warm', (v) => native.nearest(layout.table, ask(v)));
 }
 server.close();

@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub(crate) mod merge;
 pub mod overlay;
 pub mod repair;
+pub(crate) mod run_bundle;
 pub(crate) mod runs;
 pub mod sample;
 pub(crate) mod schema;

@@ -16,12 +16,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use object_store::path::Path;
-use object_store::{ObjectStoreExt, WriteMultipart};
-
 use crate::admin::catalog::*;
 use crate::admin::merge::{self, BlobAt, BlobStream, MergeInput};
 use crate::admin::overlay::{store_err, Overlay, RUN_MIN_FILES};
+use crate::admin::run_bundle::{run_file, run_generation, Sink};
 use crate::admin::unique::{has_null, row_name, Indexed, UniqueCheck};
 use crate::error::{Error, Result};
 use crate::formats::codec::Codec;
@@ -31,7 +29,9 @@ use crate::index::kind::RunLayout;
 use crate::index::ordered::{self, OrderedBlobWriter};
 use crate::io::{Location, RangeReader};
 use crate::values::KeySchema;
+use object_store::path::Path;
 use object_store::PutPayload;
+use object_store::{ObjectStoreExt, WriteMultipart};
 
 /// Is `e` damage in a stored blob (a run is then not built; per-file blobs keep answering
 /// and their readers reject the damaged one)?
@@ -269,28 +269,15 @@ impl Overlay {
                 )
             })
         };
-        let mut props = std::collections::BTreeMap::new();
-        props.insert("skerry.index-id".to_string(), ix.index_id.to_string());
-        props.insert("skerry.run".to_string(), "true".to_string());
-        let snapshot = tr.snapshot as i64;
-        pw.record_blob(
-            BlobSpec {
-                blob_type: ordered::BLOB_TYPE.into(),
-                fields: ix.fields.clone(),
-                snapshot_id: snapshot,
-                sequence_number: snapshot,
-                properties: props,
-            },
-            blob_offset,
-            blob_length,
-            Codec::None,
-        );
-        let tail = pw.finish();
-        let mut upload = upload;
-        upload.put(tail.bytes);
-        if let Err(e) = upload.finish().await {
-            return Err(store_err(e));
-        }
+        finish_run_upload(
+            pw,
+            upload,
+            tr,
+            ix,
+            ordered::BLOB_TYPE,
+            blob_offset..blob_length,
+        )
+        .await?;
         let files = order
             .iter()
             .map(|&i| run_file(&covered[i].0, &covered[i].1))
@@ -317,6 +304,76 @@ impl Overlay {
         tracing::debug!(
             target: "skerry::build",
             "run of {}.{}: {} entries in {:?}", tr.name, ix.name, run.ordered.entries, started.elapsed()
+        );
+        Ok(Some(run))
+    }
+}
+
+impl Overlay {
+    /// Writes the table run of vector index `ix` over `covered` (ordinals in that order,
+    /// `admin::vector_run`) and returns its record, uncommitted. `None` when no run can be
+    /// made: no codebook, no vector, a blob of another codebook or width, or damage in a blob
+    /// (per-file blobs serve the index meanwhile; their readers reject the damaged one).
+    async fn write_vector_run(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        covered: &[(FileEntry, IndexFileEntry)],
+    ) -> Result<Option<TableRun>> {
+        use crate::admin::vector_run;
+        use crate::index::vector::ivf;
+        let Some(book) = ix
+            .codebook
+            .as_ref()
+            .and_then(|c| hex::decode(&c.sha256).ok())
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        else {
+            return Ok(None);
+        };
+        let started = std::time::Instant::now();
+        let Some(plan) = vector_run::plan(&self.reader, covered, book).await? else {
+            return Ok(None);
+        };
+        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
+        let written = vector_run::write(&self.reader, covered, &plan, &mut sink).await;
+        let Sink { mut pw, upload } = sink;
+        let tail = match written {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                let _ = upload.abort().await;
+                return Ok(None);
+            }
+            Err(e) => {
+                let _ = upload.abort().await;
+                return Err(e);
+            }
+        };
+        pw.write_raw(&tail.bytes);
+        let blob_length = pw.position() - blob_offset;
+        finish_run_upload(pw, upload, tr, ix, ivf::BLOB_TYPE, blob_offset..blob_length).await?;
+        let run = TableRun {
+            bundle_path,
+            blob_offset,
+            blob_length,
+            ordered: OrderedMeta {
+                text: None,
+                directory_offset: tail.directory.start,
+                directory_length: tail.directory.end - tail.directory.start,
+                directory_sha256: tail.directory_sha256,
+                entries: tail.entries,
+                values: None,
+                blocks: None,
+                min_key: None,
+                max_key: None,
+                dim: Some(plan.codes.dim as u32),
+            },
+            files: covered.iter().map(|(f, a)| run_file(f, a)).collect(),
+            directory: None,
+        };
+        tracing::debug!(
+            target: "skerry::build",
+            "vector run of {}.{}: {} entries of {} files in {:?}",
+            tr.name, ix.name, run.ordered.entries, covered.len(), started.elapsed()
         );
         Ok(Some(run))
     }
@@ -468,17 +525,35 @@ impl Overlay {
     }
 }
 
-/// What a run records about a covered file: the read gate's facts its blob was built on.
-pub(crate) fn run_file(f: &FileEntry, a: &IndexFileEntry) -> RunFile {
-    let l = &a.lineage;
-    RunFile {
-        file_id: f.file_id,
-        path: f.path.clone(),
-        sha256: l.source_sha256.clone(),
-        record_count: l.source_record_count,
-        snapshot_id: l.source_snapshot_id,
-        sequence_number: l.source_sequence_number,
-    }
+/// Records a run's one blob (`blob_type`, at `at.start`, `at.end` bytes long) in the Puffin
+/// footer and finishes the upload with the footer.
+async fn finish_run_upload(
+    mut pw: PuffinWriter,
+    mut upload: WriteMultipart,
+    tr: &TableRecord,
+    ix: &IndexRecord,
+    blob_type: &str,
+    at: std::ops::Range<u64>,
+) -> Result<()> {
+    let mut props = std::collections::BTreeMap::new();
+    props.insert("skerry.index-id".to_string(), ix.index_id.to_string());
+    props.insert("skerry.run".to_string(), "true".to_string());
+    let snapshot = tr.snapshot as i64;
+    pw.record_blob(
+        BlobSpec {
+            blob_type: blob_type.into(),
+            fields: ix.fields.clone(),
+            snapshot_id: snapshot,
+            sequence_number: snapshot,
+            properties: props,
+        },
+        at.start,
+        at.end,
+        Codec::None,
+    );
+    upload.put(pw.finish().bytes.into());
+    upload.finish().await.map_err(store_err)?;
+    Ok(())
 }
 
 /// [`UniqueCheck`] by run ordinal, shared by the partitions.
@@ -554,32 +629,6 @@ const PARALLEL_MIN_ENTRIES: u64 = 200_000;
 /// [`crate::admin::overlay::RUN_PART_BYTES`]); a partition that has filled its share waits.
 /// Large runs then merge in parallel as far as this allows, any size within the same memory.
 const HELD_PARTS: usize = 16;
-
-/// Where finished blocks of the run go: the Puffin file being uploaded in parts, at most
-/// [`PARTS_IN_FLIGHT`] at a time while the merge goes on.
-pub(crate) struct Sink {
-    pub(crate) pw: PuffinWriter,
-    pub(crate) upload: WriteMultipart,
-}
-
-/// Upload parts of a run in flight at once (memory: this many parts).
-const PARTS_IN_FLIGHT: usize = 2;
-
-impl Sink {
-    /// Uploads the file's pending bytes, then `bytes` (owned: no copy).
-    pub(crate) async fn put(&mut self, bytes: Vec<u8>) -> Result<()> {
-        let head = self.pw.take_and_skip(bytes.len() as u64);
-        for b in [head, bytes] {
-            if !b.is_empty() {
-                self.upload.put(b.into());
-            }
-        }
-        self.upload
-            .wait_for_capacity(PARTS_IN_FLIGHT)
-            .await
-            .map_err(store_err)
-    }
-}
 
 /// Writes partition `part` into `w`, sending its closed blocks to `parts` a part's worth at
 /// a time; returns the writer (what it holds is the partition's last bytes).
@@ -766,26 +815,4 @@ fn same_file(rf: &RunFile, f: &FileEntry, a: &IndexFileEntry) -> bool {
     rf.file_id == f.file_id
         && rf.sha256 == a.lineage.source_sha256
         && rf.sequence_number == a.lineage.source_sequence_number
-}
-
-/// The generation in a run's name: `run-{index}-g{generation}[-{token}].puffin`.
-pub(crate) fn run_generation(path: &str) -> u64 {
-    path.rsplit("-g")
-        .next()
-        .map(|g| g.trim_end_matches(".puffin"))
-        .and_then(|g| g.split('-').next())
-        .and_then(|g| g.parse().ok())
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::run_generation;
-
-    #[test]
-    fn run_names_parse_old_and_new() {
-        assert_eq!(run_generation("bundles/1/run-5-g3.puffin"), 3);
-        assert_eq!(run_generation("bundles/1/run-5-g12-18ab3f.puffin"), 12);
-        assert_eq!(run_generation("bundles/1/run-5.puffin"), 0);
-    }
 }

@@ -1,0 +1,71 @@
+//! What every table run's bundle shares, whatever the kind (`admin::runs`,
+//! `admin::vector_run`): the multipart upload it is streamed into ([`Sink`]), the facts it
+//! records about each covered file and the generation in its name. Pure of the overlay's
+//! verbs, so the kinds' run writers depend on it and not on each other.
+
+use object_store::WriteMultipart;
+
+use crate::error::Result;
+use crate::formats::manifest::*;
+use crate::formats::puffin::PuffinWriter;
+
+/// What a run records about a covered file: the read gate's facts its blob was built on.
+pub(crate) fn run_file(f: &FileEntry, a: &IndexFileEntry) -> RunFile {
+    let l = &a.lineage;
+    RunFile {
+        file_id: f.file_id,
+        path: f.path.clone(),
+        sha256: l.source_sha256.clone(),
+        record_count: l.source_record_count,
+        snapshot_id: l.source_snapshot_id,
+        sequence_number: l.source_sequence_number,
+    }
+}
+
+/// Where finished blocks of the run go: the Puffin file being uploaded in parts, at most
+/// [`PARTS_IN_FLIGHT`] at a time while the merge goes on.
+pub(crate) struct Sink {
+    pub(crate) pw: PuffinWriter,
+    pub(crate) upload: WriteMultipart,
+}
+
+/// Upload parts of a run in flight at once (memory: this many parts).
+const PARTS_IN_FLIGHT: usize = 2;
+
+impl Sink {
+    /// Uploads the file's pending bytes, then `bytes` (owned: no copy).
+    pub(crate) async fn put(&mut self, bytes: Vec<u8>) -> Result<()> {
+        let head = self.pw.take_and_skip(bytes.len() as u64);
+        for b in [head, bytes] {
+            if !b.is_empty() {
+                self.upload.put(b.into());
+            }
+        }
+        self.upload
+            .wait_for_capacity(PARTS_IN_FLIGHT)
+            .await
+            .map_err(|e| crate::io::store::store_err(e).into())
+    }
+}
+
+/// The generation in a run's name: `run-{index}-g{generation}[-{token}].puffin`.
+pub(crate) fn run_generation(path: &str) -> u64 {
+    path.rsplit("-g")
+        .next()
+        .map(|g| g.trim_end_matches(".puffin"))
+        .and_then(|g| g.split('-').next())
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_generation;
+
+    #[test]
+    fn run_names_parse_old_and_new() {
+        assert_eq!(run_generation("bundles/1/run-5-g3.puffin"), 3);
+        assert_eq!(run_generation("bundles/1/run-5-g12-18ab3f.puffin"), 12);
+        assert_eq!(run_generation("bundles/1/run-5.puffin"), 0);
+    }
+}
