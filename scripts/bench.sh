@@ -24,5 +24,10 @@ node bench/reads.mjs
 cargo bench -p skerry-core
 # Full text beside tantivy 0.27 on a generated 2M-document corpus (bench/fulltext).
 cargo run --release -p skerry-bench-fulltext
-# Vector k-NN beside hnsw_rs 0.3 and an exact brute force on 200k clustered 64-d vectors (bench/vector).
-cargo run --release -p skerry-bench-vector
+# Vector k-NN beside an exact brute force on 2M clustered 64-d vectors in 20 and in 200 files
+# (bench/vector; `--peer` adds hnsw_rs 0.3), then the same tables from the wasm reader over
+# HTTP with 20 ms per response (bench/vector.mjs). `SKERRY_BENCH_SCALE=1`: 10M.
+vdir=$(mktemp -d)
+cargo run --release -p skerry-bench-vector -- --keep "$vdir" ${SKERRY_BENCH_SCALE:+--n 10000000}
+node bench/vector.mjs "$vdir"
+rm -rf "$vdir"
