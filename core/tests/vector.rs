@@ -175,8 +175,13 @@ impl Table {
 }
 
 async fn overlay(t: &Table) -> Overlay {
+    overlay_at(t, "overlay").await
+}
+
+/// An overlay in `t`'s folder `root` with `t`'s files registered as table `t`.
+async fn overlay_at(t: &Table, root: &str) -> Overlay {
     let o = Overlay::open(
-        &format!("file://{}", t.dir.path().join("overlay").display()),
+        &format!("file://{}", t.dir.path().join(root).display()),
         OpenOptions::default(),
     )
     .await
@@ -821,20 +826,7 @@ async fn fanout_workers_write_the_one_shot_blobs() {
     let (t, local, mut r, g) = small_table(5, 4, 900).await;
     vector_index(&local, "knn", MetricName::Dot).await;
     local.build("t", |_| {}).await.unwrap();
-    let fan = Overlay::open(
-        &format!("file://{}", t.dir.path().join("fanout").display()),
-        OpenOptions::default(),
-    )
-    .await
-    .unwrap();
-    let names = t.files.iter().map(|f| f.0.clone()).collect();
-    fan.register_parquet_table(
-        "t",
-        &format!("file://{}", t.data().display()),
-        FileSelection::List(names),
-    )
-    .await
-    .unwrap();
+    let fan = overlay_at(&t, "fanout").await;
     vector_index(&fan, "knn", MetricName::Dot).await;
     let tasks = fan.plan_build("t", &PlanOptions::default()).await.unwrap();
     assert_eq!(tasks.len(), 4);

@@ -433,13 +433,9 @@ impl Pinned<'_> {
                         run_dir = Some(d);
                     }
                     Err(reason) => {
-                        stats.rejections.push(Rejection {
-                            data_file: "*".into(),
-                            index_id: Some(ix.index_id),
-                            bundle_path: Some(r.bundle_path.clone()),
-                            reason,
-                        });
-                        run = None;
+                        stats
+                            .rejections
+                            .push(run_rejected(run.take(), ix.index_id, reason));
                     }
                 }
             }
@@ -512,13 +508,9 @@ impl Pinned<'_> {
                 }
                 Some(Ok(Err(reason))) => {
                     // A damaged run: every file it answered goes its own way, from the top.
-                    let r = run.take().expect("a run");
-                    stats.rejections.push(Rejection {
-                        data_file: "*".into(),
-                        index_id: Some(ix.index_id),
-                        bundle_path: Some(r.bundle_path.clone()),
-                        reason,
-                    });
+                    stats
+                        .rejections
+                        .push(run_rejected(run.take(), ix.index_id, reason));
                     continue;
                 }
             }
@@ -652,13 +644,9 @@ impl Pinned<'_> {
                     continue;
                 }
                 Some((None, reason)) => {
-                    let r = run.take().expect("a run");
-                    stats.rejections.push(Rejection {
-                        data_file: "*".into(),
-                        index_id: Some(ix.index_id),
-                        bundle_path: Some(r.bundle_path.clone()),
-                        reason,
-                    });
+                    stats
+                        .rejections
+                        .push(run_rejected(run.take(), ix.index_id, reason));
                     continue;
                 }
                 None => {}
@@ -1125,6 +1113,16 @@ impl Pinned<'_> {
             }
             want = (done * 2).max(done + 1);
         }
+    }
+}
+
+/// The rejection of a table run (`data_file: "*"`: every file it covers).
+fn run_rejected(run: Option<&TableRun>, index_id: u64, reason: RejectReason) -> Rejection {
+    Rejection {
+        data_file: "*".into(),
+        index_id: Some(index_id),
+        bundle_path: run.map(|r| r.bundle_path.clone()),
+        reason,
     }
 }
 
