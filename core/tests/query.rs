@@ -1086,12 +1086,66 @@ async fn bitmap_indexes_and_counts_match_brute_force() {
         }
         assert!(counted_by_index > 40, "seed {seed:x}: {counted_by_index}");
         assert!(queried_by_bitmap > 10, "seed {seed:x}: {queried_by_bitmap}");
-        // No `where`: the live rows.
-        let all = o.count("t", &Query::default()).await.unwrap();
+        // No `where`: the live rows (the drifted file seen under `verify`).
+        let verified = Query {
+            verify_files: true,
+            ..Default::default()
+        };
+        let all = o.count("t", &verified).await.unwrap();
         assert_eq!(all.count, fx.expect(&[]).len() as u64);
         assert!(all.stats.drifted.contains(&"f4.parquet".to_string()));
         o.close().await.unwrap();
     }
+}
+
+/// A count from indexes touches no data file: it trusts the published manifest's file
+/// versions (no HEAD per file, counted by the data store's requests), and `verify: true`
+/// confirms every counted file with a HEAD — seeing a rewrite the manifest has not recorded,
+/// which a trusting count reports as the manifest's rows until `refresh`.
+#[tokio::test]
+async fn a_count_touches_no_data_file_unless_verified() {
+    let (mut fx, o) = id_table().await;
+    let before = fx.expect(&[Condition::new("d", Op::Ge(Value::Int(250)))]);
+    let q = |verify| Query {
+        conditions: vec![Condition::new("d", Op::Ge(Value::Int(250)))],
+        verify_files: verify,
+        ..Default::default()
+    };
+    let n = o.count("t", &q(false)).await.unwrap();
+    assert_eq!(n.count, before.len() as u64);
+    assert_eq!(
+        (
+            n.stats.files_by_index,
+            n.stats.files_pruned,
+            n.stats.files_scanned
+        ),
+        (1, 1, 0),
+        "{:?}",
+        n.stats
+    );
+    assert_eq!(n.stats.data_requests, 0, "{:?}", n.stats);
+    let all = o.count("t", &Query::default()).await.unwrap();
+    assert_eq!(all.count, 400);
+    assert_eq!(all.stats.data_requests, 0, "{:?}", all.stats);
+    let v = o.count("t", &q(true)).await.unwrap();
+    assert_eq!(v.count, before.len() as u64);
+    assert_eq!(v.stats.data_requests, 2, "one HEAD per file: {:?}", v.stats);
+
+    // An out-of-band rewrite (f1 grows): trusted counts keep the manifest's rows, a verified
+    // count scans f1 as it is now, and after `refresh` every count sees the new rows.
+    fx.write("f1.parquet", id_rows(&(200..450).collect::<Vec<_>>()));
+    let after = fx.expect(&[Condition::new("d", Op::Ge(Value::Int(250)))]);
+    assert_ne!(after.len(), before.len());
+    let trusted = o.count("t", &q(false)).await.unwrap();
+    assert_eq!(trusted.count, before.len() as u64);
+    assert_eq!(trusted.stats.data_requests, 0);
+    let v = o.count("t", &q(true)).await.unwrap();
+    assert_eq!(v.count, after.len() as u64, "{:?}", v.stats);
+    assert!(v.stats.drifted.contains(&"f1.parquet".to_string()));
+    o.refresh("t").await.unwrap();
+    let n = o.count("t", &q(false)).await.unwrap();
+    assert_eq!(n.count, after.len() as u64, "{:?}", n.stats);
+    o.close().await.unwrap();
 }
 
 /// A file with more distinct values than a bitmap index's limit fails the build with a typed

@@ -3,6 +3,7 @@
 //! [`lifecycle`] (new files, deletes, vacuum, verify), the [`repair`] queue, and [`sample`]
 //! data for examples and tests.
 
+pub(crate) mod bitmap_run;
 pub mod build;
 pub(crate) mod catalog;
 pub mod codebook;

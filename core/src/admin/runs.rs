@@ -99,6 +99,7 @@ impl Overlay {
             Some(RunLayout::Striped) => self.write_bloom_run(tr, ix, covered).await?,
             Some(RunLayout::Merged) => self.write_run(tr, ix, covered, previous, None).await?,
             Some(RunLayout::Partitioned) => self.write_vector_run(tr, ix, covered).await?,
+            Some(RunLayout::Stacked) => self.write_bitmap_run(tr, ix, covered).await?,
             None => None,
         };
         let Some(run) = run else {
@@ -380,6 +381,51 @@ impl Overlay {
 }
 
 impl Overlay {
+    /// Writes the value-by-value run of `covered`'s bitmap blobs (`admin::bitmap_run`) and
+    /// returns its record, uncommitted; `None` when a blob is damaged (per-file blobs serve
+    /// the index meanwhile).
+    async fn write_bitmap_run(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        covered: &[(FileEntry, IndexFileEntry)],
+    ) -> Result<Option<TableRun>> {
+        use crate::admin::bitmap_run;
+        use crate::index::bitmap::run::BLOB_TYPE;
+        let Some(plan) = bitmap_run::plan(&self.reader, covered).await? else {
+            return Ok(None);
+        };
+        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
+        let written = bitmap_run::write(&self.reader, covered, &plan, &mut sink).await;
+        let Sink { mut pw, upload } = sink;
+        let tail = match written {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                let _ = upload.abort().await;
+                return Ok(None);
+            }
+            Err(e) => {
+                let _ = upload.abort().await;
+                return Err(e);
+            }
+        };
+        pw.write_raw(&tail.bytes);
+        let blob_length = pw.position() - blob_offset;
+        finish_run_upload(pw, upload, tr, ix, BLOB_TYPE, blob_offset..blob_length).await?;
+        Ok(Some(TableRun {
+            bundle_path,
+            blob_offset,
+            blob_length,
+            ordered: OrderedMeta {
+                values: Some(tail.values),
+                ..OrderedMeta::new(tail.directory, &tail.directory_sha256, tail.positions)
+            }
+            .with_keys(&tail.min_key, &tail.max_key),
+            files: covered.iter().map(|(f, a)| run_file(f, a)).collect(),
+            directory: None,
+        }))
+    }
+
     /// Writes the striped filter of `covered`'s bloom blobs (`docs/bloom-index.md`): one
     /// Puffin bundle holding one `skerry-bloom-stripes-v1` blob, files in `covered` order.
     /// `None` when a blob is damaged (per-file filters serve the index meanwhile).

@@ -119,7 +119,7 @@ export interface IndexWarning { table: string; index?: string; file: string; rea
 /** Options of `count`: a query's `where`, `verify` and `snapshot` (`columns` and `limit` do not apply). */
 export interface CountOptions {
   where?: Record<string, ColumnCondition>;
-  /** Confirm files the indexes count as zero with a HEAD request too. */
+  /** Confirm every file counted from an index (zero or not) with a HEAD request; without, the published manifest's file versions are trusted and no data file is touched. */
   verify?: boolean;
   snapshot?: bigint | string;
 }

@@ -113,6 +113,27 @@ pub enum Positions {
     Set(RoaringTreemap),
 }
 
+/// What a count asks of a table run about one of its covered files
+/// ([`super::Kind::run_positions`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunWant {
+    /// Nothing: the file is answered another way.
+    Skip,
+    /// How many rows the probe selects.
+    Count,
+    /// The positions themselves, each below `rows` (the file's record count).
+    Set { rows: u64 },
+}
+
+/// A table run's answer to a count ([`super::Kind::run_positions`]).
+#[derive(Debug)]
+pub enum RunPositions {
+    /// Every covered file was asked how many: their total, from the run's directory alone.
+    Total(u64),
+    /// Per ordinal, what was asked (`None` where nothing was).
+    PerFile(Vec<Option<Positions>>),
+}
+
 /// The entries a probe selects, as a position set (what a kind without a cheaper count
 /// gives [`super::Kind::positions`]).
 pub fn positions_of(entries: Vec<(Vec<u8>, u64)>) -> Positions {

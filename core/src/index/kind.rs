@@ -71,6 +71,9 @@ pub enum RunLayout {
     /// Codes of every covered file laid out partition by partition, raw vectors left in the
     /// files' blobs (vector; `admin::vector_run`).
     Partitioned,
+    /// Every covered file's bitmaps value by value, so a count reads one range per value
+    /// (bitmap; `admin::bitmap_run`).
+    Stacked,
 }
 
 /// The data file a blob is written for, as a kind's writer needs to know it.
@@ -230,6 +233,19 @@ pub trait Kind: Sync {
     ) -> BoxFut<'a, Result<Vec<bool>, BlobError>> {
         let _ = (run, keys);
         Box::pin(async move { Ok(vec![true; files as usize]) })
+    }
+
+    /// For a kind whose table run counts ([`RunLayout::Stacked`]): per ordinal of the run's
+    /// covered files, what `want` asks of the rows `probe` selects there — or, when every
+    /// file is asked how many, their total.
+    fn run_positions<'a>(
+        &'a self,
+        run: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+        want: &'a [super::access::RunWant],
+    ) -> BoxFut<'a, Result<super::access::RunPositions, BlobError>> {
+        let _ = (run, probe, want);
+        Box::pin(async { Err(BlobError::Corrupt("this kind's run counts no rows")) })
     }
 
     fn tag(&self) -> IndexKind {

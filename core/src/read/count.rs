@@ -5,11 +5,12 @@
 //! column's matching positions come from its index — a bitmap's directory alone when the
 //! file has one column and no deleted rows (the selected values' cardinalities), else the
 //! bitmaps or ordered entries as position sets — and the sets intersect, deleted rows leave,
-//! and what remains is counted. A file with a non-zero count is confirmed with a HEAD (its
-//! size and, when versions are pinned, its version against the manifest) — no Parquet byte is
-//! read; a file whose index is missing, rejected or drifted is scanned, so the count always
-//! equals a scan's. Without `where`, a file's count is the live rows the manifest records,
-//! confirmed by the same HEAD.
+//! and what remains is counted — no data file is touched: the published manifest's file
+//! versions are trusted, as `query` trusts them for "no rows", and only `verify: true`
+//! confirms each file with a HEAD (its size and, when versions are pinned, its version
+//! against the manifest). A file whose index is missing, rejected or drifted is scanned, so
+//! the count equals a scan's of the files the manifest records. Without `where`, a file's
+//! count is the live rows the manifest records.
 
 use std::collections::HashMap;
 
@@ -19,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::formats::lineage::{GateDecision, RejectReason, Rejection};
 use crate::formats::manifest::{FileEntry, IndexFileEntry, TableManifest};
-use crate::index::access::{KeyProbe, Positions};
+use crate::index::access::{KeyProbe, Positions, RunPositions, RunWant};
+use crate::index::kind::RunLayout;
 use crate::io::Location;
-use crate::read::lookup::{reads_at, BlobRef, Pinned, FILE_WINDOW};
+use crate::read::lookup::{reads_at, run_coverage, BlobRef, Pinned, FILE_WINDOW};
 use crate::read::plan::{plan_index, IndexPlan, Query, QueryStats};
 use crate::read::predicate::Predicate;
 
@@ -32,6 +34,14 @@ pub struct CountResult {
     /// How it was answered: `index`/`index_kind` name the first column's index (all of
     /// them are in `index_columns`), `files_by_index` the files answered without a scan.
     pub stats: QueryStats,
+}
+
+/// What a column's table run answered ([`Pinned::count_run`]).
+enum FromRun {
+    /// The rows matching in all of `files` (indexes in `t.files`): each file is done.
+    Total { count: u64, files: Vec<usize> },
+    /// Per file (by index in `t.files`), its answer where the run covers it.
+    PerFile(Vec<Option<Positions>>),
 }
 
 /// One predicate column's index plan and its entries by file.
@@ -74,6 +84,29 @@ impl Pinned<'_> {
             None => self.bloom_prune(t, &pred).await?,
             Some(_) => None,
         };
+        // Columns whose index has a bitmap run: the files it covers answered by one probe
+        // (under `verify` each file is confirmed on its own instead).
+        let mut ran: Vec<Vec<Option<Positions>>> = vec![];
+        let mut done = vec![false; t.files.len()];
+        if let Some(cols) = columns
+            .as_deref()
+            .filter(|c| !c.is_empty() && !q.verify_files)
+        {
+            for c in cols {
+                match self.count_run(t, &pred, cols.len(), c, &mut stats).await? {
+                    FromRun::Total { count: n, files } => {
+                        count += n;
+                        stats.files += files.len() as u64;
+                        stats.files_by_index += files.len() as u64;
+                        for i in files {
+                            done[i] = true;
+                        }
+                        ran.push(vec![]);
+                    }
+                    FromRun::PerFile(v) => ran.push(v),
+                }
+            }
+        }
         let mut pruned = vec![false; t.files.len()];
         if let Some(b) = bloom {
             if let Some(ix) = b.index {
@@ -84,10 +117,20 @@ impl Pinned<'_> {
             pruned = b.pruned;
         }
         for (w, window) in t.files.chunks(FILE_WINDOW).enumerate() {
-            let answers = futures::future::join_all(window.iter().enumerate().map(|(j, f)| {
-                let excluded = pruned[w * FILE_WINDOW + j];
-                self.count_file(t, &pred, columns.as_deref(), f, q, excluded)
-            }))
+            let answers = futures::future::join_all(
+                window
+                    .iter()
+                    .enumerate()
+                    .map(|(j, f)| (w * FILE_WINDOW + j, f))
+                    .filter(|(i, _)| !done[*i])
+                    .map(|(i, f)| {
+                        let from_run: Vec<Option<Positions>> = ran
+                            .iter_mut()
+                            .map(|r| r.get_mut(i).and_then(Option::take))
+                            .collect();
+                        self.count_file(t, &pred, columns.as_deref(), f, q, pruned[i], from_run)
+                    }),
+            )
             .await;
             for a in answers {
                 let (n, st) = a?;
@@ -144,6 +187,92 @@ impl Pinned<'_> {
         Ok(Some(out))
     }
 
+    /// The answers of column `c`'s table run (a bitmap run: [`RunLayout::Stacked`]) for the
+    /// files it covers, by index in `t.files` — how many rows match, or their positions when
+    /// the file has deleted rows or the predicate other columns (`columns`); `None` for the
+    /// files it does not cover, all `None` (reported) when the run is unusable. When every
+    /// file of the run is covered and only how many is asked: their total.
+    async fn count_run(
+        &self,
+        t: &TableManifest,
+        pred: &Predicate,
+        columns: usize,
+        c: &ColumnIndex<'_>,
+        stats: &mut QueryStats,
+    ) -> Result<FromRun> {
+        let mut out: Vec<Option<Positions>> = (0..t.files.len()).map(|_| None).collect();
+        let ix = c.plan.index;
+        let Some(kind) = crate::index::kind::of(ix.kind()) else {
+            return Ok(FromRun::PerFile(out));
+        };
+        let Some(run) = ix
+            .table_run()
+            .filter(|_| kind.run() == Some(RunLayout::Stacked))
+        else {
+            return Ok(FromRun::PerFile(out));
+        };
+        let coverage = run_coverage(t, run);
+        if coverage.iter().all(Option::is_none) {
+            return Ok(FromRun::PerFile(out));
+        }
+        let mut want = Vec::with_capacity(coverage.len());
+        for i in &coverage {
+            want.push(match i {
+                None => RunWant::Skip,
+                Some(i) => {
+                    let f = &t.files[*i];
+                    if columns > 1 || f.deleted()?.is_some() {
+                        RunWant::Set {
+                            rows: f.record_count,
+                        }
+                    } else {
+                        RunWant::Count
+                    }
+                }
+            });
+        }
+        let cp = &pred.columns[c.column];
+        let keep = |k: &[u8]| {
+            ix.key
+                .decode(k)
+                .map(|v| cp.matches(&v[0]))
+                .map_err(|e| e.to_string())
+        };
+        let probe = KeyProbe {
+            ranges: &c.plan.ranges,
+            keep: Some(&keep),
+        };
+        let blob = self.blobs().at(self.run_blob(run));
+        match kind.run_positions(&blob, probe, &want).await {
+            Ok(RunPositions::Total(n)) if want.iter().all(|w| *w == RunWant::Count) => {
+                return Ok(FromRun::Total {
+                    count: n,
+                    files: coverage.into_iter().flatten().collect(),
+                });
+            }
+            Ok(RunPositions::PerFile(answers)) if answers.len() == coverage.len() => {
+                for (i, a) in coverage.iter().zip(answers) {
+                    if let Some(i) = i {
+                        out[*i] = a;
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(err) => {
+                let r = Rejection {
+                    data_file: "*".into(),
+                    index_id: Some(ix.index_id),
+                    bundle_path: Some(run.bundle_path.clone()),
+                    reason: blob.reject(err),
+                };
+                tracing::warn!(target: "skerry::gate", "{r}");
+                stats.rejections.push(r);
+            }
+        }
+        Ok(FromRun::PerFile(out))
+    }
+
+    #[allow(clippy::too_many_arguments)]
     async fn count_file(
         &self,
         t: &TableManifest,
@@ -152,6 +281,7 @@ impl Pinned<'_> {
         f: &FileEntry,
         q: &Query,
         bloom_excluded: bool,
+        from_run: Vec<Option<Positions>>,
     ) -> Result<(u64, QueryStats)> {
         let mut st = QueryStats {
             files: 1,
@@ -169,11 +299,17 @@ impl Pinned<'_> {
             }
         }
         if let Some(cols) = columns {
-            match self.count_by_index(t, pred, cols, f).await? {
+            match self.count_by_index(t, pred, cols, f, from_run).await? {
                 Ok(n) => {
-                    if n == 0 && !q.verify_files {
-                        st.files_pruned = 1;
-                        return Ok((0, st));
+                    // The published manifest's facts are trusted, as `query` trusts them for
+                    // "no rows": a HEAD confirms the file only under `verify`.
+                    if !q.verify_files {
+                        if n == 0 {
+                            st.files_pruned = 1;
+                        } else {
+                            st.files_by_index = 1;
+                        }
+                        return Ok((n, st));
                     }
                     let loc = Location::new(t.data_location(f));
                     let meta = self.data.head(&loc).await?;
@@ -228,14 +364,26 @@ impl Pinned<'_> {
         pred: &Predicate,
         cols: &[ColumnIndex<'_>],
         f: &FileEntry,
+        mut from_run: Vec<Option<Positions>>,
     ) -> Result<Result<u64, Rejection>> {
         if cols.is_empty() {
-            // No `where`: the live rows the manifest records (confirmed by the HEAD).
+            // No `where`: the live rows the manifest records.
             return Ok(Ok(f.live_rows()?));
         }
         let deleted = f.deleted()?;
         let mut sets: Vec<RoaringTreemap> = Vec::with_capacity(cols.len());
-        for c in cols {
+        for (n, c) in cols.iter().enumerate() {
+            // The column's table run covers the file: its answer, as the file's blob would
+            // give it.
+            match from_run.get_mut(n).and_then(Option::take) {
+                Some(Positions::Count(k)) => return Ok(Ok(k)),
+                Some(Positions::Set(set)) if set.is_empty() => return Ok(Ok(0)),
+                Some(Positions::Set(set)) => {
+                    sets.push(set);
+                    continue;
+                }
+                None => {}
+            }
             let ix = c.plan.index;
             let reject = |reason| Rejection {
                 data_file: f.path.clone(),

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::formats::lineage::{GateDecision, ReadGate};
 use crate::formats::manifest::IndexFileEntry;
-use crate::read::lookup::{reaches, run_coverage, Pinned};
+use crate::read::lookup::{merged_run, reaches, run_coverage, Pinned};
 use crate::read::plan::{choose, Query};
 use crate::read::predicate::Predicate;
 
@@ -131,7 +131,7 @@ impl Pinned<'_> {
             ),
             None => (vec![], 0, vec![]),
         };
-        let covered: Vec<bool> = match plan.as_ref().and_then(|p| p.index.table_run()) {
+        let covered: Vec<bool> = match plan.as_ref().and_then(|p| merged_run(p.index)) {
             Some(run) => {
                 let mut c = vec![false; t.files.len()];
                 for i in run_coverage(t, run).into_iter().flatten() {
@@ -220,7 +220,7 @@ impl Pinned<'_> {
         if run_used {
             let run = plan
                 .as_ref()
-                .and_then(|p| p.index.table_run())
+                .and_then(|p| merged_run(p.index))
                 .expect("a run answers files");
             let dir_cached = run.directory.is_some()
                 || self.cache.has_directory(

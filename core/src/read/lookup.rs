@@ -17,6 +17,7 @@ use crate::formats::manifest::{
     FileEntry, IndexFileEntry, IndexManifest, Manifest, TableManifest, TableRun, RUN_POSITION_BITS,
 };
 use crate::formats::rowset::{locate, Located, PositionOf};
+use crate::index::kind::RunLayout;
 use crate::index::ordered::OrderedDirectory;
 use crate::io::{IoStats, Location, ObjectMeta, RangeReader};
 pub(crate) use crate::read::blob::{index_io, reaches, BlobRef, Blobs, Probe};
@@ -696,7 +697,7 @@ impl Pinned<'_> {
                 .fold(0u64, |a, n| a.saturating_add(*n))
         };
         let kind = crate::index::kind::of(ix.kind())?;
-        if let Some(run) = ix.table_run() {
+        if let Some(run) = merged_run(ix) {
             let blob = self.blobs().at(self.run_blob(run));
             let entries = blob.estimate(kind, &ix.key, probe).await?;
             return Some((entries, rows(&mut run.files.iter().map(|f| f.file_id))));
@@ -729,7 +730,7 @@ impl Pinned<'_> {
         stats: &mut LookupStats,
     ) -> (Vec<bool>, Vec<(Vec<u8>, usize, u64)>) {
         let mut covered = vec![false; t.files.len()];
-        let Some(run) = ix.table_run() else {
+        let Some(run) = merged_run(ix) else {
             return (covered, vec![]);
         };
         let ordinal_to_file = run_coverage(t, run);
@@ -788,6 +789,14 @@ impl Pinned<'_> {
         }
         (covered, out)
     }
+}
+
+/// The index's table run when it is a sorted one ([`RunLayout::Merged`]): the run lookups,
+/// ranges and queries probe (other layouts serve other verbs).
+pub(crate) fn merged_run(ix: &IndexManifest) -> Option<&TableRun> {
+    ix.table_run().filter(|_| {
+        crate::index::kind::of(ix.kind()).and_then(|k| k.run()) == Some(RunLayout::Merged)
+    })
 }
 
 /// For each run ordinal, the index in `t.files` of the file it still covers: the file's

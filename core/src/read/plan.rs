@@ -70,8 +70,9 @@ pub struct Query {
     /// At most this many rows (the first in file order, then position); at most
     /// [`MAX_QUERY_ROWS`].
     pub limit: Option<u64>,
-    /// Confirm every file the index answers "no rows" for with a HEAD request (size and
-    /// version) before trusting it; without, such files are trusted on the manifest's facts.
+    /// Confirm every file the index answers "no rows" for (and, in a `count`, every file
+    /// counted from an index) with a HEAD request (size and version) before trusting it;
+    /// without, such files are trusted on the published manifest's facts.
     pub verify_files: bool,
     /// Compare data-file versions (ETags) with the recorded ones: natively, where data files
     /// are read from the store that recorded them. Readers behind another server (wasm over a

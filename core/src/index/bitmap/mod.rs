@@ -28,11 +28,12 @@ use std::ops::{Bound, Range};
 use roaring::RoaringBitmap;
 use sha2::{Digest, Sha256};
 
-use crate::index::access::{BlobAccess, KeyProbe, Positions};
+use crate::index::access::{BlobAccess, KeyProbe, Positions, RunPositions, RunWant};
 use crate::index::ordered::{get_bytes, get_varint, put_varint, BlobError, MAX_KEY_BYTES};
 use crate::io::BoxFut;
 
 pub mod read;
+pub mod run;
 
 /// Puffin blob type of this format.
 pub const BLOB_TYPE: &str = "skerry-bitmap-v1";
@@ -349,6 +350,7 @@ static BITMAP: super::kind::About = super::kind::About {
     },
     options: &["maxCardinality"],
     refuses_unique: Some(" (a unique key has one row per value: use an ordered index)"),
+    run: Some(super::kind::RunLayout::Stacked),
     ..super::kind::About::new(super::IndexKind::Bitmap, "bitmap", BLOB_TYPE, "bitmap-v1")
 };
 
@@ -425,6 +427,14 @@ impl super::kind::Kind for Bitmap {
         only_count: bool,
     ) -> BoxFut<'a, Result<Option<Positions>, BlobError>> {
         Box::pin(async move { read::positions(blob, &probe, only_count).await })
+    }
+    fn run_positions<'a>(
+        &'a self,
+        run: &'a dyn BlobAccess,
+        probe: KeyProbe<'a>,
+        want: &'a [RunWant],
+    ) -> BoxFut<'a, Result<RunPositions, BlobError>> {
+        Box::pin(async move { read::run_positions(run, &probe, want).await })
     }
 }
 

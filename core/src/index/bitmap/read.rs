@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use roaring::{RoaringBitmap, RoaringTreemap};
 
+use super::run::{self, RunDirectory};
 use super::{decode_bitmap, BitmapDirectory};
-use crate::index::access::{directory, BlobAccess, KeyProbe, Positions};
+use crate::index::access::{directory, BlobAccess, KeyProbe, Positions, RunPositions, RunWant};
 use crate::index::blob::BlobError;
 
 /// Most positions a probe of one bitmap blob expands into entries (a bound on what a query
@@ -160,4 +161,120 @@ pub async fn positions(
     Ok(Some(Positions::Set(RoaringTreemap::from_bitmaps([(
         0u32, all,
     )]))))
+}
+
+/// A table run's directory (`files` covered files): cached, or read (one range request),
+/// verified against the manifest's SHA-256 and its positions, and cached.
+async fn run_directory(run: &dyn BlobAccess, files: u64) -> Result<Arc<RunDirectory>, BlobError> {
+    directory(
+        run,
+        |bytes, m| {
+            let d =
+                RunDirectory::parse(bytes, Some(&m.directory_sha256), m.directory_offset, files)?;
+            if d.values.iter().map(|v| v.cardinality).sum::<u64>() != m.entries {
+                return Err(BlobError::Unusable(
+                    "the run's cardinalities disagree with the manifest".into(),
+                ));
+            }
+            Ok(d)
+        },
+        |d: &RunDirectory| {
+            64 + d
+                .values
+                .iter()
+                .map(|v| 80 + v.key.len() as u64)
+                .sum::<u64>()
+        },
+    )
+    .await
+}
+
+/// Per covered file of a table run (by ordinal, `want.len()` of them), what `want` asks of
+/// the rows `probe` selects. When every file is asked how many: their total from the
+/// directory alone (nothing more read). Otherwise one coalesced read of the selected values'
+/// file lists (how many rows each file holds), then — only for files whose positions are
+/// wanted — one of their bitmaps; files holding no selected value get `Count(0)` or an empty
+/// set.
+pub async fn run_positions(
+    blob: &dyn BlobAccess,
+    probe: &KeyProbe<'_>,
+    want: &[RunWant],
+) -> Result<RunPositions, BlobError> {
+    let files = want.len() as u64;
+    let total = want.iter().all(|w| *w == RunWant::Count);
+    let mut out: Vec<Option<Positions>> = want
+        .iter()
+        .map(|w| match w {
+            RunWant::Skip => None,
+            RunWant::Count => Some(Positions::Count(0)),
+            RunWant::Set { .. } => Some(Positions::Set(RoaringTreemap::new())),
+        })
+        .collect();
+    let m = blob.meta();
+    if m.min_key.is_none() && m.max_key.is_none() || !m.reaches(probe.ranges) {
+        return Ok(if total {
+            RunPositions::Total(0)
+        } else {
+            RunPositions::PerFile(out)
+        });
+    }
+    let dir = run_directory(blob, files).await?;
+    let mut values = Vec::new();
+    for r in probe.ranges {
+        let hi = match &r.end {
+            Some(e) => Bound::Excluded(e.as_slice()),
+            None => Bound::Unbounded,
+        };
+        values.extend(dir.values_in(Bound::Included(r.start.as_slice()), hi));
+    }
+    values.sort_unstable();
+    values.dedup();
+    let mut kept = Vec::with_capacity(values.len());
+    for i in values {
+        if probe.wants(&dir.values[i].key)? {
+            kept.push(i);
+        }
+    }
+    if total {
+        return Ok(RunPositions::Total(
+            kept.iter().map(|&i| dir.values[i].cardinality).sum(),
+        ));
+    }
+    let spans: Vec<_> = kept.iter().map(|&i| dir.values[i].files_range()).collect();
+    let lists = blob.read(&spans).await?;
+    let mut sets: Vec<run::FileBitmap> = Vec::new();
+    for (&i, bytes) in kept.iter().zip(&lists) {
+        for f in run::parse_files(bytes, &dir.values[i], files)? {
+            match (&mut out[f.ordinal as usize], want[f.ordinal as usize]) {
+                (Some(Positions::Count(n)), RunWant::Count) => *n += f.cardinality,
+                (Some(Positions::Set(_)), RunWant::Set { .. }) => sets.push(f),
+                _ => {}
+            }
+        }
+    }
+    if sets.is_empty() {
+        return Ok(RunPositions::PerFile(out));
+    }
+    let total: u64 = sets.iter().map(|f| f.cardinality).sum();
+    if total > MAX_EXPANDED_POSITIONS {
+        return Err(BlobError::Unusable(format!(
+            "the probe names {total} positions, over the {MAX_EXPANDED_POSITIONS} one run expands"
+        )));
+    }
+    let spans: Vec<_> = sets.iter().map(|f| f.range.clone()).collect();
+    let maps = blob.read(&spans).await?;
+    let mut by_file: Vec<Option<RoaringBitmap>> = vec![None; want.len()];
+    for (f, bytes) in sets.iter().zip(&maps) {
+        let RunWant::Set { rows } = want[f.ordinal as usize] else {
+            continue;
+        };
+        let bm = run::decode(bytes, f, rows)?;
+        *by_file[f.ordinal as usize].get_or_insert_with(RoaringBitmap::new) |= bm;
+    }
+    for (o, bm) in by_file.into_iter().enumerate() {
+        if let Some(bm) = bm {
+            out[o] = Some(Positions::Set(RoaringTreemap::from_bitmaps([(0u32, bm)])));
+        }
+    }
+    Ok(RunPositions::PerFile(out))
 }
