@@ -112,7 +112,7 @@ export declare class Overlay {
   dropIndexPurge(table: string, name: string): Promise<VacuumReport>
   /**
    * Deletes manifests beyond the newest `retainVersions`, reclaims dropped indexes, and
-   * deletes objects nothing retained references.
+   * deletes objects nothing retained references that are older than `graceSeconds`.
    */
   vacuum(options?: VacuumOptions | undefined | null): Promise<VacuumReport>
   /** Recomputes `index` from the live rows and compares; a clean pass records a certificate. */
@@ -421,6 +421,12 @@ export interface TableInfo {
 export interface VacuumOptions {
   /** Published manifest versions to keep (default 1). */
   retainVersions?: number
+  /**
+   * Unreferenced objects younger than this many seconds are kept (default 3600): a
+   * fan-out worker's bundle or a build step's segment still to be committed survives.
+   * 0 reclaims everything unreferenced.
+   */
+  graceSeconds?: number
 }
 
 /** What vacuum (or a purging drop) removed. */
@@ -433,6 +439,9 @@ export interface VacuumReport {
   droppedIndexes: number
   /** Table registrations that died midway whose file records were reclaimed. */
   stagedTables: number
+  /** Unreferenced objects kept for being younger than the grace period, and their bytes. */
+  young: number
+  youngBytes: number
 }
 
 export interface VerifyReport {

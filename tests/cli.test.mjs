@@ -135,6 +135,14 @@ test('init, register, index, build, publish, query, stats, refresh, verify, drop
   ok(skerry('publish'));
   r = ok(skerry('vacuum', '--json'));
   assert.ok(JSON.parse(r.out).manifests >= 1, r.out);
+  // The purge's rewritten bundles left unreferenced just now are young: kept by default,
+  // taken with `--grace 0`.
+  ok(skerry('publish'));
+  r = ok(skerry('vacuum', '--grace', '0', '--json'));
+  assert.equal(JSON.parse(r.out).young, 0, r.out);
+  r = skerry('vacuum', '--grace', 'soon');
+  assert.equal(r.code, 2, r.err);
+  assert.match(r.err, /--grace/);
   t.diagnostic(r.out.replace(/\s+/g, ' '));
 });
 

@@ -120,11 +120,18 @@ test('verify certifies; dropIndex purges; vacuum keeps retained manifests', asyn
   assert.equal(purge.droppedIndexes, 1);
   await overlay.publish();
   await overlay.publish();
-  const vac = await overlay.vacuum({ retainVersions: 2 });
-  assert.equal(vac.manifests, 1);
+  // Within the grace period (default 1 hour) the unreferenced bundles are young: kept.
+  const young = await overlay.vacuum({ retainVersions: 2 });
+  assert.equal(young.manifests, 1);
+  assert.equal(young.artifacts, 0, JSON.stringify(young));
+  assert.ok(young.young >= 1 && young.youngBytes > 0, JSON.stringify(young));
+  await overlay.publish();
+  const vac = await overlay.vacuum({ retainVersions: 3, graceSeconds: 0 });
+  assert.equal(vac.manifests, 0);
+  assert.equal(vac.young, 0);
   assert.ok(vac.artifacts >= 1, 'the bundles only the first manifest referenced are gone');
   const left = fs.readdirSync(path.join(s.dir, 'overlay', 'manifests')).filter((f) => f.endsWith('.json'));
-  assert.equal(left.length, 2);
+  assert.equal(left.length, 3);
   assert.deepEqual((await overlay.lookup('t', 'by_id', 742)).rows.map((x) => [x.file, x.position]), [['p1.parquet', 242n]]);
   await assert.rejects(overlay.vacuum({ retainVersions: 0 }), (e) => e.code === 'E_INVALID');
   await overlay.close();

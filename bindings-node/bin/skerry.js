@@ -254,13 +254,19 @@ const COMMANDS = {
     },
   },
   vacuum: {
-    usage: 'skerry vacuum [--retain n]',
-    about: 'Delete what no retained manifest version references (old bundles, manifests, dropped indexes).',
+    usage: 'skerry vacuum [--retain n] [--grace seconds]',
+    about: 'Delete what no retained manifest version references (old bundles, manifests, dropped indexes), keeping objects younger than the grace period (in-flight fan-out bundles).',
     args: [],
-    options: { retain: { type: 'string', desc: '<n>     published versions to keep (default 1)' } },
+    options: {
+      retain: { type: 'string', desc: '<n>     published versions to keep (default 1)' },
+      grace: { type: 'string', desc: '<s>     keep unreferenced objects younger than this many seconds (default 3600; 0: none)' },
+    },
     run: async (o, args, flags) => {
-      const r = await o.vacuum(flags.retain !== undefined ? { retainVersions: count(flags.retain, '--retain') } : undefined);
-      return { result: r, text: `vacuumed: ${r.artifacts} artifacts, ${r.manifests} manifests, ${r.claims} claims, ${r.bytes} bytes` };
+      const opts = {};
+      if (flags.retain !== undefined) opts.retainVersions = count(flags.retain, '--retain');
+      if (flags.grace !== undefined) opts.graceSeconds = count(flags.grace, '--grace');
+      const r = await o.vacuum(opts);
+      return { result: r, text: `vacuumed: ${r.artifacts} artifacts, ${r.manifests} manifests, ${r.claims} claims, ${r.bytes} bytes${r.young ? `; kept ${r.young} unreferenced objects younger than the grace period (${r.youngBytes} bytes)` : ''}` };
     },
   },
   query: {

@@ -91,7 +91,7 @@ const SIGNATURES = {
   buildStep: [['table', 'string'], ['index', 'string'], ['options', { maxEntries: 'count', maxBytes: 'count' }]],
   listIndexes: [['table', 'string']],
   listTables: [],
-  vacuum: [['options', { retainVersions: 'count' }]],
+  vacuum: [['options', { retainVersions: 'count', graceSeconds: 'count' }]],
   verify: [['table', 'string'], ['index', 'string']],
   certificate: [['table', 'string'], ['index', 'string']],
   planBuild: [['table', 'string'], ['options', { index: 'string', passEntries: 'count' }]],

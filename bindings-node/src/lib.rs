@@ -336,12 +336,19 @@ pub struct VacuumReport {
     pub dropped_indexes: i64,
     /// Table registrations that died midway whose file records were reclaimed.
     pub staged_tables: i64,
+    /// Unreferenced objects kept for being younger than the grace period, and their bytes.
+    pub young: i64,
+    pub young_bytes: i64,
 }
 
 #[napi(object)]
 pub struct VacuumOptions {
     /// Published manifest versions to keep (default 1).
     pub retain_versions: Option<i64>,
+    /// Unreferenced objects younger than this many seconds are kept (default 3600): a
+    /// fan-out worker's bundle or a build step's segment still to be committed survives.
+    /// 0 reclaims everything unreferenced.
+    pub grace_seconds: Option<i64>,
 }
 
 #[napi(object)]
@@ -632,6 +639,8 @@ fn vacuum_report(r: skerry_core::admin::lifecycle::VacuumReport) -> VacuumReport
         index_files: i(r.index_files),
         dropped_indexes: i(r.dropped_indexes),
         staged_tables: i(r.staged_tables),
+        young: i(r.young),
+        young_bytes: i(r.young_bytes),
     }
 }
 
@@ -1093,19 +1102,27 @@ impl Overlay {
     }
 
     /// Deletes manifests beyond the newest `retainVersions`, reclaims dropped indexes, and
-    /// deletes objects nothing retained references.
+    /// deletes objects nothing retained references that are older than `graceSeconds`.
     #[napi(ts_return_type = "Promise<VacuumReport>")]
     pub fn vacuum<'env>(
         &self,
         env: &'env Env,
         options: Option<VacuumOptions>,
     ) -> Result<PromiseRaw<'env, VacuumReport>> {
-        let retain = options.and_then(|o| o.retain_versions).unwrap_or(1);
+        let retain = options
+            .as_ref()
+            .and_then(|o| o.retain_versions)
+            .unwrap_or(1);
+        let grace = options.as_ref().and_then(|o| o.grace_seconds).map_or(
+            skerry_core::admin::lifecycle::DEFAULT_VACUUM_GRACE_SECONDS,
+            |g| g.max(0) as u64,
+        );
         let w = self.writer();
         run(env, async move {
             let r = w?
                 .vacuum(skerry_core::admin::lifecycle::VacuumOptions {
                     retain_versions: retain.max(0) as u64,
+                    grace_seconds: grace,
                 })
                 .await?;
             Ok(vacuum_report(r))

@@ -461,3 +461,55 @@ async fn fanout_workers_catch_up_a_deferred_registration() {
         assert_eq!((r.rows.len(), r.stats.files_scanned), (1, 0));
     }
 }
+
+/// A vacuum between the workers' bundles and the commit (a cron job, a background sync)
+/// keeps them: unreferenced objects younger than the grace period (default 1 hour) are
+/// counted as `young`, not deleted, and the commit then succeeds with every receipt. With no
+/// grace period the same vacuum takes the bundles and the receipts are refused (nothing
+/// wrong is committed) — what the grace period is for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vacuum_during_fan_out_keeps_the_workers_bundles() {
+    use skerry_core::admin::lifecycle::VacuumOptions;
+    let d = tempfile::tempdir().unwrap();
+    let (local, url, o) = local_and_fanout(d.path()).await;
+    o.publish().await.unwrap();
+    let tasks = o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
+    let receipts = build_all(&url, &tasks).await;
+    let v = o.vacuum(VacuumOptions::default()).await.unwrap();
+    assert_eq!(v.artifacts, 0, "{v:?}");
+    assert_eq!(v.young, FILES as u64, "one bundle per file kept: {v:?}");
+    assert!(v.young_bytes > 0);
+    let report = o.commit_build(&receipts).await.unwrap();
+    assert_eq!(report.committed.len(), FILES as usize, "{report:?}");
+    assert!(report.refused.is_empty(), "{report:?}");
+    ready_and_exact(&o).await;
+    assert_eq!(answers(&local).await, answers(&o).await);
+    // Committed, the bundles are referenced: a vacuum with no grace keeps them.
+    o.publish().await.unwrap();
+    let v = o.vacuum(VacuumOptions::now(1)).await.unwrap();
+    assert_eq!((v.artifacts, v.young), (0, 0), "{v:?}");
+    ready_and_exact(&o).await;
+
+    // Without the grace period the bundles of a build still in flight are taken, and the
+    // commit refuses their receipts rather than committing what is gone.
+    let (url2, o2) = overlay(d.path(), "fanout2", &d.path().join("data")).await;
+    let tasks = o2
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
+    let receipts = build_all(&url2, &tasks).await;
+    let v = o2.vacuum(VacuumOptions::now(1)).await.unwrap();
+    assert_eq!(v.artifacts, FILES as u64, "{v:?}");
+    let report = o2.commit_build(&receipts).await;
+    match report {
+        Ok(r) => assert!(r.committed.is_empty(), "{r:?}"),
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+    assert_ne!(
+        o2.index_record("orders", "by_id").await.unwrap().state,
+        IndexState::Ready
+    );
+}

@@ -1498,10 +1498,7 @@ async fn one_build_of_three_indexes_writes_one_generation_per_file() {
         "no per-key catalog entries"
     );
     o.publish().await.unwrap();
-    let vac = o
-        .vacuum(VacuumOptions { retain_versions: 1 })
-        .await
-        .unwrap();
+    let vac = o.vacuum(VacuumOptions::now(1)).await.unwrap();
     assert_eq!(vac.artifacts, 0, "the build left no garbage: {vac:?}");
     let after: std::collections::BTreeSet<String> = o
         .store()
@@ -1841,7 +1838,7 @@ mod vacuum_property {
                             o.register_deletes("t", &[FileDeletes { file: format!("p{f}.parquet"), positions: vec![*p] }]).await.unwrap();
                         }
                         Op::Vacuum(k) => {
-                            o.vacuum(VacuumOptions { retain_versions: *k }).await.unwrap();
+                            o.vacuum(VacuumOptions::now(*k)).await.unwrap();
                             check(&o, *k).await;
                         }
                     }
@@ -1995,10 +1992,7 @@ mod s3 {
         }
         let purge = o.drop_index_purge("t", "by_customer").await.unwrap();
         assert_eq!(purge.index_files, 5);
-        let vac = o
-            .vacuum(VacuumOptions { retain_versions: 2 })
-            .await
-            .unwrap();
+        let vac = o.vacuum(VacuumOptions::now(2)).await.unwrap();
         assert_eq!(vac.manifests, 1);
         let r = o.lookup("t", "by_id", &[Value::Int(42)]).await.unwrap();
         assert_eq!(r.rows.len(), 1);
@@ -2151,10 +2145,7 @@ async fn many_files_register_in_bounded_commits() {
         codes.contains(&"ok") && codes.contains(&"E_EXISTS"),
         "{codes:?}"
     );
-    let v = o
-        .vacuum(VacuumOptions { retain_versions: 1 })
-        .await
-        .unwrap();
+    let v = o.vacuum(VacuumOptions::now(1)).await.unwrap();
     assert_eq!(
         v.staged_tables, 0,
         "no registration left its records behind"

@@ -241,10 +241,7 @@ async fn vacuum_keeps_parts_with_their_manifest() {
     };
     assert_eq!(parts_of(1).len(), 2);
     assert_eq!(parts_of(2).len(), 2);
-    let report =
-        fx.o.vacuum(VacuumOptions { retain_versions: 1 })
-            .await
-            .unwrap();
+    let report = fx.o.vacuum(VacuumOptions::now(1)).await.unwrap();
     assert_eq!(report.manifests, 1);
     assert!(parts_of(1).is_empty(), "version 1's parts went with it");
     assert_eq!(parts_of(2).len(), 2, "HEAD's parts stay");

@@ -401,7 +401,7 @@ async fn orphaned_staging_segment_does_not_block_resume() {
     let v = o.verify("orders", "by_id").await.unwrap();
     assert!(v.certified && v.missing == 0 && v.mismatched == 0);
     // Orphans are unreferenced objects: vacuum deletes them.
-    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions { retain_versions: 1 })
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions::now(1))
         .await
         .unwrap();
     let left: Vec<_> = futures::StreamExt::collect::<Vec<_>>(

@@ -105,7 +105,7 @@ test('valueset: built staged and by fan-out, published, read by the addon and th
   assert.deepEqual([purge.indexFiles, purge.droppedIndexes], [FILES, 1]);
   await overlay.publish();
   await overlay.publish();
-  const vac = await overlay.vacuum({ retainVersions: 1 });
+  const vac = await overlay.vacuum({ retainVersions: 1, graceSeconds: 0 });
   assert.ok(vac.artifacts >= 1, JSON.stringify(vac));
   const after = await wasmReader();
   try {

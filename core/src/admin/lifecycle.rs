@@ -103,7 +103,15 @@ pub struct VacuumReport {
     pub dropped_indexes: u64,
     /// Table registrations that died midway whose file records were reclaimed.
     pub staged_tables: u64,
+    /// Unreferenced objects kept because they are younger than the grace period (a fan-out
+    /// worker's bundle or a build step's segment whose commit may still come): the next
+    /// vacuum after the grace period reclaims them if nothing references them by then.
+    pub young: u64,
+    pub young_bytes: u64,
 }
+
+/// Grace period of [`VacuumOptions::grace_seconds`] unless the caller says otherwise.
+pub const DEFAULT_VACUUM_GRACE_SECONDS: u64 = 3600;
 
 /// Options of [`Overlay::vacuum`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,11 +119,35 @@ pub struct VacuumReport {
 pub struct VacuumOptions {
     /// Published manifest versions to keep (the newest ones; at least 1: HEAD's).
     pub retain_versions: u64,
+    /// Unreferenced bundles and staged segments younger than this (by the store's
+    /// last-modified time) are kept: work written for a commit that has not happened yet —
+    /// a fan-out worker's bundle, a build step's segment in another process — survives a
+    /// vacuum. Default [`DEFAULT_VACUUM_GRACE_SECONDS`]; 0 reclaims everything unreferenced.
+    #[serde(default = "default_grace")]
+    pub grace_seconds: u64,
+}
+
+fn default_grace() -> u64 {
+    DEFAULT_VACUUM_GRACE_SECONDS
+}
+
+impl VacuumOptions {
+    /// Keep the newest `retain_versions` manifests, reclaim everything unreferenced now
+    /// (no grace period: only when no build, fan-out worker or commit is in flight).
+    pub fn now(retain_versions: u64) -> VacuumOptions {
+        VacuumOptions {
+            retain_versions,
+            grace_seconds: 0,
+        }
+    }
 }
 
 impl Default for VacuumOptions {
     fn default() -> Self {
-        VacuumOptions { retain_versions: 1 }
+        VacuumOptions {
+            retain_versions: 1,
+            grace_seconds: DEFAULT_VACUUM_GRACE_SECONDS,
+        }
     }
 }
 
@@ -717,7 +749,8 @@ impl Overlay {
     /// Drops `name` like [`Overlay::drop_index`], then purges it: rewrites the bundles that
     /// hold its blobs without them, reclaims its catalog records and claims, and deletes the
     /// objects nothing references any more — neither the catalog nor any manifest still
-    /// stored (those go with [`Overlay::vacuum`]).
+    /// stored (those go with [`Overlay::vacuum`]) — at once, with no grace period: a
+    /// fan-out worker's uncommitted bundle is taken too, so purge between builds.
     pub async fn drop_index_purge(&self, table: &str, name: &str) -> Result<VacuumReport> {
         let index_id = self.drop_index(table, name).await?;
         let _exclusive = self.writing.write().await;
@@ -756,7 +789,8 @@ impl Overlay {
         self.reclaim_dropped(&tomb, &mut report).await?;
         let (manifests, _) = self.stored_manifests().await?;
         let retained: Vec<u64> = manifests.iter().map(|(v, _)| *v).collect();
-        self.sweep(&retained, &mut report).await?;
+        self.sweep(&retained, std::time::Duration::ZERO, &mut report)
+            .await?;
         self.invalidate();
         Ok(report)
     }
@@ -828,7 +862,18 @@ impl Overlay {
 
     /// Deletes every object under `bundles/` and `staging/` that neither the catalog head
     /// nor a manifest of `retained` references.
-    async fn sweep(&self, retained: &[u64], report: &mut VacuumReport) -> Result<()> {
+    async fn sweep(
+        &self,
+        retained: &[u64],
+        grace: std::time::Duration,
+        report: &mut VacuumReport,
+    ) -> Result<()> {
+        // Objects modified after this (ms since the epoch) are young; a local clock behind
+        // the store's keeps more, never less.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let cutoff = now_ms.saturating_sub(grace.as_millis().min(i64::MAX as u128) as i64);
         let mut live = self.catalog_references().await?;
         for v in retained {
             let b = self
@@ -853,9 +898,15 @@ impl Overlay {
             let mut s = self.store.list(Some(&Path::from(prefix)));
             while let Some(m) = s.next().await {
                 let m = m.map_err(store_err)?;
-                if !live.contains(m.location.as_ref()) {
-                    doomed.push((m.location, m.size));
+                if live.contains(m.location.as_ref()) {
+                    continue;
                 }
+                if !grace.is_zero() && m.last_modified.timestamp_millis() > cutoff {
+                    report.young += 1;
+                    report.young_bytes += m.size;
+                    continue;
+                }
+                doomed.push((m.location, m.size));
             }
             for (p, size) in doomed {
                 match self.store.delete(&p).await {
@@ -873,8 +924,9 @@ impl Overlay {
     /// Deletes manifests older than the newest `retain_versions` (HEAD's is always kept),
     /// reclaims dropped indexes (claims and records, in bounded batches), and deletes every
     /// bundle, run and staged segment that neither the catalog nor a retained manifest
-    /// references. Holds the overlay's writers off while it runs, so an object written for a
-    /// commit still to come is never taken.
+    /// references and that is older than `grace_seconds` (younger ones are counted in
+    /// `young`). Holds this overlay's writers off while it runs; the grace period protects
+    /// what other processes (fan-out workers, a build elsewhere) wrote for a commit to come.
     pub async fn vacuum(&self, opts: VacuumOptions) -> Result<VacuumReport> {
         if opts.retain_versions == 0 {
             return Err(Error::Invalid(
@@ -930,7 +982,12 @@ impl Overlay {
             t.delete(&staged_table_key(s.table_id))?;
             t.commit().await?;
         }
-        self.sweep(&retained, &mut report).await?;
+        self.sweep(
+            &retained,
+            std::time::Duration::from_secs(opts.grace_seconds),
+            &mut report,
+        )
+        .await?;
         self.invalidate();
         Ok(report)
     }
