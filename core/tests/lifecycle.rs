@@ -1471,7 +1471,9 @@ async fn one_build_of_three_indexes_writes_one_generation_per_file() {
         .collect();
     assert_eq!(listed.len(), 3, "one generation per file: {listed:?}");
     assert!(
-        listed.iter().all(|p| p.ends_with("-g1.puffin")),
+        listed
+            .iter()
+            .all(|p| p.contains("-g1-") && p.ends_with(".puffin")),
         "{listed:?}"
     );
     for (_, b) in o.bundles("t").await.unwrap() {

@@ -246,9 +246,13 @@ impl Overlay {
             .map(|b| b.generation + 1)
             .unwrap_or(1);
         drop(t);
+        // Unique to this attempt: a bundle a failed attempt left behind never blocks a retry.
         let bundle_path = format!(
-            "bundles/{}/{}-g{}.puffin",
-            tr.table_id, f.file_id, generation
+            "bundles/{}/{}-g{}-{}.puffin",
+            tr.table_id,
+            f.file_id,
+            generation,
+            attempt_token()
         );
         let fpp = |id: u64| {
             indexes

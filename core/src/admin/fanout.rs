@@ -79,6 +79,12 @@ pub struct BuildTask {
     /// tasks (none) write create-only and delete what they wrote when their commit loses a
     /// race — never an object a fan-out worker may share.
     pub plan: Option<String>,
+    /// For `build()`'s own tasks (no `plan`): the batch attempt's token, in the bundle's name
+    /// (`…-g{generation}-{attempt}.puffin`), so a bundle left behind by an attempt that
+    /// failed midway (a store fault, a crash) never collides with the retry's — vacuum
+    /// reclaims it. Absent in fan-out tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<String>,
     /// HMAC-SHA256 (hex) of the task without this field, under the overlay's task key
     /// ([`TASK_KEY_PATH`]): a worker builds only what this overlay's writer planned, so a
     /// task forged or altered on its way (another table location, another file, other
@@ -101,7 +107,7 @@ impl BuildTask {
     /// The one name this task's bundle may have (`E_INVALID` for a plan token that is not
     /// 1–48 lowercase hex digits: a name never leaves the table's bundle folder).
     pub fn bundle_path(&self) -> Result<String> {
-        let plan = match &self.plan {
+        let plan = match self.plan.as_ref().or(self.attempt.as_ref()) {
             None => String::new(),
             Some(p)
                 if (1..=48).contains(&p.len())
@@ -889,6 +895,7 @@ impl Overlay {
             block_bytes: self.block_bytes as u64,
             pass_entries,
             plan: plan.cloned(),
+            attempt: None,
             mac: None,
         })
     }
@@ -1281,6 +1288,8 @@ impl Overlay {
     ) -> Result<bool> {
         let _writing = self.writing.read().await;
         let mut tasks = Vec::new();
+        // One token per batch attempt: its bundles' names are its own (`BuildTask::attempt`).
+        let attempt = crate::admin::build::attempt_token();
         while tasks.len() < BATCH_FILES && pass.next < pass.state.files.len() {
             let f = &pass.state.files[pass.next];
             pass.next += 1;
@@ -1288,7 +1297,10 @@ impl Overlay {
                 continue;
             }
             match self.task_of(&pass.state, f, None, None, FILE_PASS_ENTRIES) {
-                Some(t) => tasks.push(t),
+                Some(t) => tasks.push(BuildTask {
+                    attempt: Some(attempt.clone()),
+                    ..t
+                }),
                 // Files too large for one piece are left to the per-index pass.
                 None => {
                     deferred.insert(f.file_id);

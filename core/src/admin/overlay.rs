@@ -250,6 +250,16 @@ impl Overlay {
     /// its catalog when absent. Every catalog commit is durable when the call making it returns.
     pub async fn open(url: &str, options: OpenOptions) -> Result<Overlay> {
         let store = open_store(url, &options.storage, true)?;
+        Self::open_with_store(store, options).await
+    }
+
+    /// Opens the overlay kept in `store` (its root is the overlay's root), creating its
+    /// catalog when absent — for stores a URL cannot name (a wrapper that instruments or
+    /// injects faults, a custom client). `options.storage` still configures data files.
+    pub async fn open_with_store(
+        store: Arc<dyn ObjectStore>,
+        options: OpenOptions,
+    ) -> Result<Overlay> {
         let catalog = Catalog::open(store.clone()).await?;
         let reader = Arc::new(
             ObjectStoreReader::new(store.clone(), Path::from("")).with_timeout(options.timeout),

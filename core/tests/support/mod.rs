@@ -1,6 +1,8 @@
 //! Shared setup of the integration tests that need the sample `orders` table in an overlay.
 #![allow(dead_code)]
 
+pub mod faults;
+
 use std::path::Path;
 
 use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
