@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 
-use crate::admin::run_bundle::Sink;
+use crate::admin::run_bundle::{self, Sink};
 use crate::error::Result;
 use crate::formats::manifest::*;
 use crate::index::bitmap::run::{RunTail, RunWriter};
@@ -87,24 +87,15 @@ pub(crate) async fn plan(
     }
     let values: Vec<(Vec<u8>, Vec<(u32, u32)>)> =
         by_key.into_iter().map(|(k, h)| (k.to_vec(), h)).collect();
-    let mut chunks: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut acc = 0u64;
-    for (i, (_, holders)) in values.iter().enumerate() {
-        let n: u64 = holders
-            .iter()
-            .map(|&(o, j)| dirs[o as usize].values[j as usize].length)
-            .sum();
-        match chunks.last_mut() {
-            Some(c) if acc + n <= CHUNK_BYTES || acc == 0 => {
-                c.end = i + 1;
-                acc += n;
-            }
-            _ => {
-                chunks.push(i..i + 1);
-                acc = n;
-            }
-        }
-    }
+    let chunks = run_bundle::chunks(
+        values.iter().map(|(_, holders)| {
+            holders
+                .iter()
+                .map(|&(o, j)| dirs[o as usize].values[j as usize].length)
+                .sum::<u64>()
+        }),
+        CHUNK_BYTES,
+    );
     Ok(Some(Plan {
         dirs,
         values,

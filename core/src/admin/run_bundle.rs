@@ -48,6 +48,29 @@ impl Sink {
     }
 }
 
+/// Consecutive pieces of `sizes` (bytes each), cut so each piece holds about `limit` bytes:
+/// the chunks a run is streamed in (a piece larger than `limit` stands alone).
+pub(crate) fn chunks(
+    sizes: impl IntoIterator<Item = u64>,
+    limit: u64,
+) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut acc = 0u64;
+    for (i, n) in sizes.into_iter().enumerate() {
+        match out.last_mut() {
+            Some(c) if acc + n <= limit || acc == 0 => {
+                c.end = i + 1;
+                acc += n;
+            }
+            _ => {
+                out.push(i..i + 1);
+                acc = n;
+            }
+        }
+    }
+    out
+}
+
 /// The generation in a run's name: `run-{index}-g{generation}[-{token}].puffin`.
 pub(crate) fn run_generation(path: &str) -> u64 {
     path.rsplit("-g")
@@ -60,7 +83,15 @@ pub(crate) fn run_generation(path: &str) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::run_generation;
+    use super::{chunks, run_generation};
+
+    #[test]
+    fn chunks_hold_about_the_limit() {
+        assert_eq!(chunks([3, 3, 3, 3, 3], 7), vec![0..2, 2..4, 4..5]);
+        assert_eq!(chunks([10, 1, 1], 5), vec![0..1, 1..3]);
+        assert_eq!(chunks([0, 0], 5), vec![0..2]);
+        assert!(chunks(std::iter::empty(), 5).is_empty());
+    }
 
     #[test]
     fn run_names_parse_old_and_new() {

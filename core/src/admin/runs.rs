@@ -337,21 +337,16 @@ impl Overlay {
         };
         let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
         let written = vector_run::write(&self.reader, covered, &plan, &mut sink).await;
-        let Sink { mut pw, upload } = sink;
-        let tail = match written {
-            Ok(Some(t)) => t,
-            Ok(None) => {
-                let _ = upload.abort().await;
-                return Ok(None);
-            }
-            Err(e) => {
-                let _ = upload.abort().await;
-                return Err(e);
-            }
+        let Some((tail, blob_length)) = end_run_upload(
+            sink,
+            written,
+            |t| &t.bytes,
+            (tr, ix, ivf::BLOB_TYPE, blob_offset),
+        )
+        .await?
+        else {
+            return Ok(None);
         };
-        pw.write_raw(&tail.bytes);
-        let blob_length = pw.position() - blob_offset;
-        finish_run_upload(pw, upload, tr, ix, ivf::BLOB_TYPE, blob_offset..blob_length).await?;
         let run = TableRun {
             bundle_path,
             blob_offset,
@@ -397,21 +392,16 @@ impl Overlay {
         };
         let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
         let written = bitmap_run::write(&self.reader, covered, &plan, &mut sink).await;
-        let Sink { mut pw, upload } = sink;
-        let tail = match written {
-            Ok(Some(t)) => t,
-            Ok(None) => {
-                let _ = upload.abort().await;
-                return Ok(None);
-            }
-            Err(e) => {
-                let _ = upload.abort().await;
-                return Err(e);
-            }
+        let Some((tail, blob_length)) = end_run_upload(
+            sink,
+            written,
+            |t| &t.bytes,
+            (tr, ix, BLOB_TYPE, blob_offset),
+        )
+        .await?
+        else {
+            return Ok(None);
         };
-        pw.write_raw(&tail.bytes);
-        let blob_length = pw.position() - blob_offset;
-        finish_run_upload(pw, upload, tr, ix, BLOB_TYPE, blob_offset..blob_length).await?;
         Ok(Some(TableRun {
             bundle_path,
             blob_offset,
@@ -569,6 +559,34 @@ impl Overlay {
         let blob_offset = pw.position();
         Ok((bundle_path, Sink { pw, upload }, blob_offset))
     }
+}
+
+/// Ends a run streamed into `sink` by its writer's result `written`: with a tail (the blob's
+/// directory and trailer, `bytes` of it), writes it and the Puffin footer recording the blob
+/// (`blob_type` at `blob_offset`) and finishes the upload — the tail and the blob's length;
+/// without one (an input did not check out) or on an error, aborts the upload.
+async fn end_run_upload<T>(
+    sink: Sink,
+    written: Result<Option<T>>,
+    bytes: impl Fn(&T) -> &[u8],
+    (tr, ix, blob_type, blob_offset): (&TableRecord, &IndexRecord, &str, u64),
+) -> Result<Option<(T, u64)>> {
+    let Sink { mut pw, upload } = sink;
+    let tail = match written {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            let _ = upload.abort().await;
+            return Ok(None);
+        }
+        Err(e) => {
+            let _ = upload.abort().await;
+            return Err(e);
+        }
+    };
+    pw.write_raw(bytes(&tail));
+    let blob_length = pw.position() - blob_offset;
+    finish_run_upload(pw, upload, tr, ix, blob_type, blob_offset..blob_length).await?;
+    Ok(Some((tail, blob_length)))
 }
 
 /// Records a run's one blob (`blob_type`, at `at.start`, `at.end` bytes long) in the Puffin

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 
-use crate::admin::run_bundle::Sink;
+use crate::admin::run_bundle::{self, Sink};
 use crate::error::Result;
 use crate::formats::manifest::*;
 use crate::index::blob::BlobError;
@@ -100,20 +100,11 @@ pub(crate) async fn plan(
             *sizes.entry(p.id).or_default() += r.end - r.start;
         }
     }
-    let mut chunks: Vec<(u32, u32)> = Vec::new();
-    let mut acc = 0u64;
-    for (&id, &n) in &sizes {
-        match chunks.last_mut() {
-            Some(c) if acc + n <= CHUNK_BYTES || acc == 0 => {
-                c.1 = id;
-                acc += n;
-            }
-            _ => {
-                chunks.push((id, id));
-                acc = n;
-            }
-        }
-    }
+    let ids: Vec<u32> = sizes.keys().copied().collect();
+    let chunks: Vec<(u32, u32)> = run_bundle::chunks(sizes.values().copied(), CHUNK_BYTES)
+        .into_iter()
+        .map(|r| (ids[r.start], ids[r.end - 1]))
+        .collect();
     Ok(Some(Plan {
         dirs,
         codes,

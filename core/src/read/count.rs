@@ -36,6 +36,20 @@ pub struct CountResult {
     pub stats: QueryStats,
 }
 
+/// The exact condition of one predicate column on a key of its one-column index: the plan's
+/// ranges are a superset (exclusive bounds widen), so each key is checked.
+fn column_keep<'a>(
+    ix: &'a crate::formats::manifest::IndexManifest,
+    cp: &'a crate::read::predicate::ColumnPredicate,
+) -> impl Fn(&[u8]) -> std::result::Result<bool, String> + Send + Sync + 'a {
+    move |k: &[u8]| {
+        ix.key
+            .decode(k)
+            .map(|v| cp.matches(&v[0]))
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// What a column's table run answered ([`Pinned::count_run`]).
 enum FromRun {
     /// The rows matching in all of `files` (indexes in `t.files`): each file is done.
@@ -231,13 +245,7 @@ impl Pinned<'_> {
                 }
             });
         }
-        let cp = &pred.columns[c.column];
-        let keep = |k: &[u8]| {
-            ix.key
-                .decode(k)
-                .map(|v| cp.matches(&v[0]))
-                .map_err(|e| e.to_string())
-        };
+        let keep = column_keep(ix, &pred.columns[c.column]);
         let probe = KeyProbe {
             ranges: &c.plan.ranges,
             keep: Some(&keep),
@@ -400,20 +408,12 @@ impl Pinned<'_> {
             if let GateDecision::Reject(r) = e.gate(f, t.snapshot) {
                 return Ok(Err(r));
             }
-            let cp = &pred.columns[c.column];
             let Some(kind) = crate::index::kind::of(ix.kind()) else {
                 return Ok(Err(reject(RejectReason::Corrupt {
                     message: format!("a {} index names no key's rows", ix.kind()),
                 })));
             };
-            // The plan's ranges are a superset (exclusive bounds widen): each key is checked
-            // against the column's conditions.
-            let keep = |k: &[u8]| {
-                ix.key
-                    .decode(k)
-                    .map(|v| cp.matches(&v[0]))
-                    .map_err(|e| e.to_string())
-            };
+            let keep = column_keep(ix, &pred.columns[c.column]);
             let probe = KeyProbe {
                 ranges: &c.plan.ranges,
                 keep: Some(&keep),

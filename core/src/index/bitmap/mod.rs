@@ -273,24 +273,34 @@ impl BitmapDirectory {
 
     /// Indices of the values within `(lower, upper)`.
     pub fn values_in(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Range<usize> {
-        let v = &self.values;
-        let start = match lower {
-            Bound::Included(l) => v.partition_point(|x| x.key.as_slice() < l),
-            Bound::Excluded(l) => v.partition_point(|x| x.key.as_slice() <= l),
-            Bound::Unbounded => 0,
-        };
-        let end = match upper {
-            Bound::Included(u) => v.partition_point(|x| x.key.as_slice() <= u),
-            Bound::Excluded(u) => v.partition_point(|x| x.key.as_slice() < u),
-            Bound::Unbounded => v.len(),
-        };
-        start..end.max(start)
+        keys_in(&self.values, |v| &v.key, lower, upper)
     }
 
     /// Positions the directory accounts for.
     pub fn positions(&self) -> u64 {
         self.values.iter().map(|v| v.cardinality).sum()
     }
+}
+
+/// Indices of the entries of `sorted` (ascending by `key`) whose key is within
+/// `(lower, upper)`: a file's directory and a table run's alike.
+pub(crate) fn keys_in<T>(
+    sorted: &[T],
+    key: impl Fn(&T) -> &[u8],
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+) -> Range<usize> {
+    let start = match lower {
+        Bound::Included(l) => sorted.partition_point(|x| key(x) < l),
+        Bound::Excluded(l) => sorted.partition_point(|x| key(x) <= l),
+        Bound::Unbounded => 0,
+    };
+    let end = match upper {
+        Bound::Included(u) => sorted.partition_point(|x| key(x) <= u),
+        Bound::Excluded(u) => sorted.partition_point(|x| key(x) < u),
+        Bound::Unbounded => sorted.len(),
+    };
+    start..end.max(start)
 }
 
 /// Verifies one bitmap's bytes against its directory entry and decodes it: the hash, the

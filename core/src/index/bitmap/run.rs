@@ -294,18 +294,7 @@ impl RunDirectory {
 
     /// Indices of the values within `(lower, upper)`.
     pub fn values_in(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Range<usize> {
-        let v = &self.values;
-        let start = match lower {
-            Bound::Included(l) => v.partition_point(|x| x.key.as_slice() < l),
-            Bound::Excluded(l) => v.partition_point(|x| x.key.as_slice() <= l),
-            Bound::Unbounded => 0,
-        };
-        let end = match upper {
-            Bound::Included(u) => v.partition_point(|x| x.key.as_slice() <= u),
-            Bound::Excluded(u) => v.partition_point(|x| x.key.as_slice() < u),
-            Bound::Unbounded => v.len(),
-        };
-        start..end.max(start)
+        super::keys_in(&self.values, |v| &v.key, lower, upper)
     }
 }
 
