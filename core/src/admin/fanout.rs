@@ -1328,12 +1328,33 @@ impl Overlay {
         let entries_of = |i: usize| tasks[i].file.record_count * tasks[i].indexes.len() as u64;
         let budget = FILE_PASS_ENTRIES * parallel as u64;
         let mut in_flight = 0u64;
-        let spawn = |i: usize| {
+        let mut aborts: Vec<tokio::task::AbortHandle> = Vec::new();
+        let spawn = |i: usize, aborts: &mut Vec<tokio::task::AbortHandle>| {
             let task = tasks[i].clone();
             let builder = builder.clone();
             let handle = tokio::spawn(async move { builder.build_bundle(&task).await });
+            aborts.push(handle.abort_handle());
             async move { (i, handle.await) }
         };
+        // When the batch fails: the tasks still running are aborted and awaited (none writes
+        // after the batch returns), and what any of them wrote is deleted (best effort;
+        // names are the attempt's own, so a leftover never blocks a retry).
+        macro_rules! settle {
+            () => {{
+                for a in &aborts {
+                    a.abort();
+                }
+                while let Some((_, res)) = running.next().await {
+                    if let Ok(Ok(BuildReceipt {
+                        outcome: Outcome::Built { bundle, .. },
+                        ..
+                    })) = res
+                    {
+                        written.push(bundle.path);
+                    }
+                }
+            }};
+        }
         loop {
             while let Some(&next) = queue.peek() {
                 let fits = running.is_empty()
@@ -1343,7 +1364,7 @@ impl Overlay {
                 }
                 queue.next();
                 in_flight += entries_of(next);
-                running.push(spawn(next));
+                running.push(spawn(next, &mut aborts));
             }
             let Some((i, res)) = running.next().await else {
                 break;
@@ -1357,7 +1378,7 @@ impl Overlay {
             let receipt = match res {
                 Ok(r) => r,
                 Err(e) => {
-                    drop(running);
+                    settle!();
                     self.delete_objects(&written).await;
                     return Err(e);
                 }
@@ -1371,7 +1392,7 @@ impl Overlay {
                 } => {
                     // Two rows of the file share a key: the index is poisoned, as a step
                     // would poison it, and the build fails.
-                    drop(running);
+                    settle!();
                     let ix = task
                         .indexes
                         .iter()
