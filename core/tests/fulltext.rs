@@ -356,7 +356,10 @@ async fn differential(tok: Tokenizer, seed: u64) {
         by_index += check(&t, &o, tok, &s, "indexed").await;
     }
     assert!(by_index > 0, "no file was answered from its blob");
-    // f006: registered after the build (unindexed, scanned).
+    // The build merged the six files' blobs into the table run: a search reads it alone.
+    let s = pick(&t, &mut r);
+    assert_eq!(o.search("t", &s).await.unwrap().stats.files_by_run, 6);
+    // f006: registered after the build (outside the run).
     let rows: Rows = (0..90)
         .map(|i| (6000 + i, doc(&mut r), r.below(5) as i64))
         .collect();
@@ -364,12 +367,6 @@ async fn differential(tok: Tokenizer, seed: u64) {
     o.register_files("t", &["f006.parquet".into()])
         .await
         .unwrap();
-    // f001: rewritten and refreshed (its blob is stale: rejected, scanned).
-    let rows: Rows = (0..70)
-        .map(|i| (1000 + i, doc(&mut r), r.below(5) as i64))
-        .collect();
-    t.write("f001.parquet", rows);
-    o.refresh("t").await.unwrap();
     // f002: deleted rows.
     let dead: Vec<u64> = (0..150).filter(|p| p % 3 == 1).collect();
     o.register_deletes(
@@ -382,6 +379,22 @@ async fn differential(tok: Tokenizer, seed: u64) {
     .await
     .unwrap();
     t.deleted.push(("f002.parquet".into(), dead));
+    // The run still answers its six files (deleted rows filtered), f006 its own blob beside it.
+    for _ in 0..40 {
+        let s = pick(&t, &mut r);
+        check(&t, &o, tok, &s, "run, pending and deleted").await;
+        let got = o.search("t", &s).await.unwrap();
+        assert_eq!(got.stats.files_by_run, 6, "{s:?}");
+        // (A registration indexes its files: f006 answers from its own blob.)
+        assert_eq!(got.stats.files_by_index, 7, "{s:?} {:?}", got.stats);
+    }
+    // f001: rewritten and refreshed (its blob and the run are stale: files answer by their
+    // own blobs, f001 is scanned).
+    let rows: Rows = (0..70)
+        .map(|i| (1000 + i, doc(&mut r), r.below(5) as i64))
+        .collect();
+    t.write("f001.parquet", rows);
+    o.refresh("t").await.unwrap();
     let mut scanned = 0;
     for _ in 0..60 {
         let s = pick(&t, &mut r);
@@ -390,6 +403,14 @@ async fn differential(tok: Tokenizer, seed: u64) {
         scanned += got.stats.files_scanned;
     }
     assert!(scanned > 0);
+    // Rebuilt: f001 and f006 get blobs and the run covers all seven files again.
+    o.build("t", |_| {}).await.unwrap();
+    for _ in 0..30 {
+        let s = pick(&t, &mut r);
+        check(&t, &o, tok, &s, "rebuilt run").await;
+        let got = o.search("t", &s).await.unwrap();
+        assert_eq!(got.stats.files_by_run, 7, "{s:?}");
+    }
     // f004: rewritten behind the catalog (drift): `verify` confirms every file.
     let rows: Rows = (0..150)
         .map(|i| (4000 + i, doc(&mut r), r.below(5) as i64))
@@ -485,10 +506,20 @@ async fn damaged_blobs_never_change_an_answer() {
         }
     }
     assert!(!bundles.is_empty());
+    // Every other flip lands in the table run's bundle.
+    let run = bundles
+        .iter()
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("run-"))
+        .expect("four files get a table run")
+        .clone();
     let mut o = o;
     let mut rejected = 0;
+    let mut run_rejected = 0;
     for i in 0..40 {
-        let path = &bundles[r.below(bundles.len() as u64) as usize];
+        let path = match i % 2 {
+            0 => &run,
+            _ => &bundles[r.below(bundles.len() as u64) as usize],
+        };
         let original = std::fs::read(path).unwrap();
         let mut b = original.clone();
         let at = r.below(b.len() as u64) as usize;
@@ -504,11 +535,19 @@ async fn damaged_blobs_never_change_an_answer() {
         for _ in 0..3 {
             let s = pick(&t, &mut r);
             check(&t, &o, Tokenizer::Simple, &s, &format!("flip {i} at {at}")).await;
-            rejected += o.search("t", &s).await.unwrap().stats.rejections.len();
+            let got = o.search("t", &s).await.unwrap();
+            rejected += got.stats.rejections.len();
+            run_rejected += got
+                .stats
+                .rejections
+                .iter()
+                .filter(|r| r.data_file == "*")
+                .count();
         }
         std::fs::write(path, &original).unwrap();
     }
     assert!(rejected > 0, "no damage was ever noticed");
+    assert!(run_rejected > 0, "no damage to the run was ever noticed");
     o.close().await.unwrap();
 }
 

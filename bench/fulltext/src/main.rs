@@ -3,14 +3,15 @@
 //! same queries — reported side by side and as ratios.
 //!
 //! Corpus: `--docs N` documents (default 2,000,000) of 20–80 words drawn Zipf(1) from a
-//! 30,000-word vocabulary, in Parquet files of 100,000 rows. Queries: 200 two-term OR
+//! 30,000-word vocabulary, in `--files F` Parquet files (default 20). Queries: 200 two-term OR
 //! queries whose terms are drawn from the same distribution (`zipf`), and 200 whose terms
 //! are drawn uniformly from the vocabulary (`uniform`). Both engines use BM25 (k1 1.2,
 //! b 0.75); tantivy indexes from memory with 2 threads and 256 MB, Skerry builds from the
-//! Parquet files. Skerry is searched through the read path users get (`OverlayReader`),
-//! warm; tantivy through a reloaded searcher.
+//! Parquet files. Skerry is searched through the read path users get (`OverlayReader`, with
+//! its default read cache), cold (each query's first search) and warm, with the index's
+//! requests and bytes per query; tantivy through a reloaded searcher.
 //!
-//!     cargo run --release -p skerry-bench-fulltext -- [--docs N]
+//!     cargo run --release -p skerry-bench-fulltext -- [--docs N] [--files F]
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,7 +23,6 @@ use skerry_core::index::IndexKind;
 use skerry_core::read::search::Search;
 
 const VOCAB: usize = 30_000;
-const PER_FILE: usize = 100_000;
 
 struct Rng(u64);
 impl Rng {
@@ -100,6 +100,13 @@ async fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|s| s.parse().expect("--docs N"))
         .unwrap_or(2_000_000);
+    let files: usize = args
+        .iter()
+        .position(|a| a == "--files")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.parse().expect("--files F"))
+        .unwrap_or(20);
+    let per_file = docs.div_ceil(files.max(1));
     let mut r = Rng(0x9E37_79B9_7F4A_7C15);
     let vocab = vocabulary(&mut r);
     let cdf = zipf_cdf();
@@ -126,8 +133,8 @@ async fn main() {
         Field::new("body", DataType::Utf8, false),
     ]));
     let mut names = Vec::new();
-    for (f, chunk) in texts.chunks(PER_FILE).enumerate() {
-        let first = (f * PER_FILE) as i64;
+    for (f, chunk) in texts.chunks(per_file).enumerate() {
+        let first = (f * per_file) as i64;
         let ids: Int64Array = (0..chunk.len() as i64).map(|i| Some(first + i)).collect();
         let body: StringArray = chunk.iter().map(|s| Some(s.as_str())).collect();
         let batch = RecordBatch::try_new(
@@ -213,9 +220,7 @@ async fn main() {
     )
     .await
     .unwrap();
-    // Room for the whole index, as tantivy's memory-mapped files have the page cache (the
-    // default 64 MiB read cache would evict the frequent terms' postings between queries).
-    reader.snapshot().cache().set_budget(1 << 30);
+    // The default read cache: what a user gets.
     let treader = index.reader().unwrap();
     let searcher = treader.searcher();
     let qp = QueryParser::for_index(&index, vec![body]);
@@ -243,7 +248,9 @@ async fn main() {
                 format!("{} {}", pick(), pick())
             })
             .collect();
-        // Warm both (and check they agree on how many results there are).
+        // Warm both (and check they agree on how many results there are); Skerry's cold
+        // requests and bytes per query.
+        let (mut creq, mut cbytes) = (0u64, 0u64);
         for q in &queries {
             let s = Search {
                 query: q.clone(),
@@ -252,6 +259,13 @@ async fn main() {
                 ..Default::default()
             };
             let a = reader.snapshot().search("docs", &s).await.unwrap();
+            creq += a.stats.index_requests;
+            cbytes += a.stats.index_bytes;
+            assert_eq!(
+                a.stats.files_by_run,
+                names.len() as u64,
+                "the run answers every file"
+            );
             let tq = qp.parse_query(q).unwrap();
             let b = searcher
                 .search(&tq, &TopDocs::with_limit(10).order_by_score())
@@ -274,6 +288,7 @@ async fn main() {
             }
         }
         let (mut ms, mut mt) = (Vec::new(), Vec::new());
+        let (mut wreq, mut wbytes) = (0u64, 0u64);
         for q in &queries {
             let s = Search {
                 query: q.clone(),
@@ -284,6 +299,8 @@ async fn main() {
             let t0 = Instant::now();
             let a = reader.snapshot().search("docs", &s).await.unwrap();
             ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            wreq += a.stats.index_requests;
+            wbytes += a.stats.index_bytes;
             std::hint::black_box(a);
             let t0 = Instant::now();
             let tq = qp.parse_query(q).unwrap();
@@ -302,6 +319,17 @@ async fn main() {
         println!(
             "| top-10, 2 terms ({set}) p95 | {s95:.2} ms | {t95:.2} ms | {:.2}× |",
             s95 / t95
+        );
+        let n = queries.len() as f64;
+        println!(
+            "| ({set}) index requests / bytes per query, cold | {:.2} / {:.0} KB | | |",
+            creq as f64 / n,
+            cbytes as f64 / n / 1e3
+        );
+        println!(
+            "| ({set}) index requests / bytes per query, warm | {:.2} / {:.0} KB | | |",
+            wreq as f64 / n,
+            wbytes as f64 / n / 1e3
         );
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod catalog;
 pub mod codebook;
 pub mod fanout;
 pub mod file_build;
+pub(crate) mod fulltext_run;
 pub mod iceberg;
 pub mod lifecycle;
 pub(crate) mod merge;

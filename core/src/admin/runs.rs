@@ -49,8 +49,8 @@ impl Overlay {
         let mut todo = Vec::new();
         for ix in indexes
             .into_iter()
-            // Runs merge ordered blobs, stripe bloom filters and lay vector codes out
-            // partition-major; bitmaps and full text answer per file.
+            // Runs merge ordered blobs, stripe bloom filters, lay vector codes out
+            // partition-major, stack bitmaps and concatenate postings.
             .filter(|ix| {
                 ix.state == IndexState::Ready && ix.kind().kind().is_some_and(|k| k.run().is_some())
             })
@@ -100,6 +100,7 @@ impl Overlay {
             Some(RunLayout::Merged) => self.write_run(tr, ix, covered, previous, None).await?,
             Some(RunLayout::Partitioned) => self.write_vector_run(tr, ix, covered).await?,
             Some(RunLayout::Stacked) => self.write_bitmap_run(tr, ix, covered).await?,
+            Some(RunLayout::Concatenated) => self.write_fulltext_run(tr, ix, covered).await?,
             None => None,
         };
         let Some(run) = run else {
@@ -411,6 +412,49 @@ impl Overlay {
                 ..OrderedMeta::new(tail.directory, &tail.directory_sha256, tail.positions)
             }
             .with_keys(&tail.min_key, &tail.max_key),
+            files: covered.iter().map(|(f, a)| run_file(f, a)).collect(),
+            directory: None,
+        }))
+    }
+
+    /// Merges `covered`'s full-text blobs into one run over their rows end to end
+    /// (`admin::fulltext_run`, `docs/fulltext-index.md`).
+    async fn write_fulltext_run(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        covered: &[(FileEntry, IndexFileEntry)],
+    ) -> Result<Option<TableRun>> {
+        use crate::admin::fulltext_run;
+        use crate::index::fulltext::BLOB_TYPE;
+        let Some(spec) = ix.spec.fulltext() else {
+            return Ok(None);
+        };
+        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
+        let written = fulltext_run::write(&self.reader, &spec, covered, &mut sink).await;
+        let Some((tail, blob_length)) = end_run_upload(
+            sink,
+            written,
+            |t| &t.bytes,
+            (tr, ix, BLOB_TYPE, blob_offset),
+        )
+        .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(TableRun {
+            bundle_path,
+            blob_offset,
+            blob_length,
+            ordered: OrderedMeta {
+                text: Some(TextStats {
+                    docs: tail.docs,
+                    tokens: tail.tokens,
+                    terms: tail.terms,
+                }),
+                ..OrderedMeta::new(tail.directory, &tail.directory_sha256, tail.postings)
+            }
+            .with_keys(&tail.min_term, &tail.max_term),
             files: covered.iter().map(|(f, a)| run_file(f, a)).collect(),
             directory: None,
         }))

@@ -58,6 +58,8 @@ export interface QueryStats {
   indexKind?: IndexKind;
   indexColumns: string[]; keys: number; residual: string[];
   files: number; filesByIndex: number; filesScanned: number; filesPruned: number; filesRejected: number;
+  /** Of `filesByIndex`, the files a `search` answered from the index's table run. */
+  filesByRun: number;
   rejections: Rejection[]; drifted: string[];
   rowGroups: number; rowGroupsPruned: number; rowsPrunedByPages: number; rowsScanned: number;
   requests: number; bytes: number; cacheHits: number;

@@ -155,6 +155,7 @@ pub fn query_stats(s: QueryStats) -> HostValue {
         ("residual", HostValue::strings(s.residual)),
         ("files", HostValue::count(s.files)),
         ("filesByIndex", HostValue::count(s.files_by_index)),
+        ("filesByRun", HostValue::count(s.files_by_run)),
         ("filesScanned", HostValue::count(s.files_scanned)),
         ("filesPruned", HostValue::count(s.files_pruned)),
         ("filesRejected", HostValue::count(s.files_rejected)),

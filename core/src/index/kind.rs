@@ -74,6 +74,10 @@ pub enum RunLayout {
     /// Every covered file's bitmaps value by value, so a count reads one range per value
     /// (bitmap; `admin::bitmap_run`).
     Stacked,
+    /// Every covered file's postings merged term by term over the files' rows end to end, so
+    /// a search reads one dictionary and one postings list per term (full text;
+    /// `admin::fulltext_run`).
+    Concatenated,
 }
 
 /// The data file a blob is written for, as a kind's writer needs to know it.

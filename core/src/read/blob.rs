@@ -32,6 +32,7 @@ pub(crate) struct Probe {
 }
 
 /// A blob to probe: where it is and its directory facts.
+#[derive(Clone, Copy)]
 pub(crate) struct BlobRef<'a> {
     pub(crate) bundle_path: &'a str,
     pub(crate) offset: u64,

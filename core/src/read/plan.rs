@@ -101,6 +101,10 @@ pub struct QueryStats {
     /// Files considered (a `limit` may stop before the last).
     pub files: u64,
     pub files_by_index: u64,
+    /// Of `files_by_index`, those a `search` answered from the index's table run (one
+    /// dictionary and one postings list per term for all of them).
+    #[serde(default)]
+    pub files_by_run: u64,
     pub files_scanned: u64,
     /// Files skipped whole: the index's key bounds or the file's statistics exclude the
     /// predicate.
@@ -137,6 +141,7 @@ impl QueryStats {
     pub(crate) fn add(&mut self, s: QueryStats) {
         self.files += s.files;
         self.files_by_index += s.files_by_index;
+        self.files_by_run += s.files_by_run;
         self.files_scanned += s.files_scanned;
         self.files_pruned += s.files_pruned;
         self.files_rejected += s.files_rejected;

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::formats::lineage::{RejectReason, Rejection};
-use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, TableManifest};
+use crate::formats::manifest::{FileEntry, IndexState, TableManifest, TableRun};
 use crate::index::analyzer::Analyzer;
 use crate::index::fulltext::{
     block_positions, check_positions, parse_term_block, FulltextDirectory, FulltextSpec, Postings,
@@ -40,7 +40,7 @@ use crate::index::fulltext::{
 };
 use crate::io::Location;
 use crate::read::files::{FileOptions, Files, Source};
-use crate::read::lookup::{index_io, reads_at, BlobRef, Pinned, RowRef, FILE_WINDOW};
+use crate::read::lookup::{index_io, reads_at, run_coverage, BlobRef, Pinned, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
 use crate::read::ranked::{abs, assemble, reject_drifted};
@@ -233,6 +233,8 @@ enum Loaded {
         tokens: u64,
         terms: Vec<Option<TermData>>,
     },
+    /// Answered by the index's table run (its statistics are the run's).
+    InRun,
     /// Scanned: statistics and the documents holding a query term.
     Scanned {
         docs: u64,
@@ -240,6 +242,72 @@ enum Loaded {
         df: Vec<u64>,
         hits: Vec<ScanDoc>,
     },
+}
+
+/// What [`Pinned::load_all`] loaded: every file's contribution (by index in the table), the
+/// run's (`Err`: it failed a check, its files unloaded) and the rounds it took.
+struct Loads {
+    files: Vec<Loaded>,
+    run: std::result::Result<Option<Loaded>, RejectReason>,
+    rounds: u64,
+}
+
+/// The index's table run as a search reads it: the files it covers (by ordinal, their
+/// index in the table) and where each one's rows start in the run.
+struct TextRun<'m> {
+    run: &'m TableRun,
+    files: Vec<usize>,
+    /// Per ordinal, its first run row; then the run's rows.
+    bases: Vec<u64>,
+}
+
+impl<'m> TextRun<'m> {
+    /// The index's run when a search can answer its files from it: every file it covers is
+    /// in the table as the run recorded it (same path, SHA-256, record count; not sent to a
+    /// scan), and its rows fit its u32 postings. `None` otherwise: files answer by their
+    /// own blobs or scans, so the statistics never mix a run with the files it covers.
+    fn usable(t: &TableManifest, run: &'m TableRun, files: &Files<'_>) -> Option<TextRun<'m>> {
+        let cov = run_coverage(t, run);
+        let files_of: Vec<usize> = cov
+            .into_iter()
+            .collect::<Option<Vec<usize>>>()?
+            .into_iter()
+            .filter(|i| !files.forced(*i))
+            .collect();
+        if files_of.len() != run.files.len() {
+            return None;
+        }
+        let mut bases = Vec::with_capacity(run.files.len() + 1);
+        let mut at = 0u64;
+        for rf in &run.files {
+            bases.push(at);
+            at = at.checked_add(rf.record_count)?;
+        }
+        bases.push(at);
+        (at <= crate::index::fulltext::run::MAX_RUN_ROWS).then_some(TextRun {
+            run,
+            files: files_of,
+            bases,
+        })
+    }
+
+    fn blob(&self) -> BlobRef<'m> {
+        BlobRef {
+            bundle_path: &self.run.bundle_path,
+            offset: self.run.blob_offset,
+            length: self.run.blob_length,
+            ordered: &self.run.ordered,
+            rows: self.bases.last().copied(),
+        }
+    }
+
+    /// The table file (index in the table) and position of run row `row`.
+    fn place(&self, row: u64) -> (usize, u64) {
+        let o = self.bases[..self.files.len()]
+            .partition_point(|b| *b <= row)
+            .saturating_sub(1);
+        (self.files[o], row - self.bases[o])
+    }
 }
 
 struct TermData {
@@ -425,17 +493,43 @@ impl Pinned<'_> {
             },
         )
         .await?;
+        // The index's table run, while it holds (a failed check turns it off for this search).
+        let table_run = ix.table_run().filter(|_| {
+            use_blobs
+                && !s.verify_files
+                && crate::index::kind::of(ix.kind()).and_then(|k| k.run())
+                    == Some(crate::index::kind::RunLayout::Concatenated)
+        });
+        let mut run_off = false;
         loop {
+            let run = table_run
+                .filter(|_| !run_off)
+                .and_then(|r| TextRun::usable(t, r, &files));
             // Load every file's statistics and postings.
             let mut fstats = QueryStats::default();
-            let (loaded, rounds) = self
-                .load_all(t, &files, &spec, field, &q, s, &mut fstats)
+            let loads = self
+                .load_all(t, &files, &spec, field, &q, s, run.as_ref(), &mut fstats)
                 .await?;
+            let from_run = match loads.run {
+                Ok(l) => l,
+                Err(reason) => {
+                    let r = table_run.expect("a run was read");
+                    stats.rejections.push(Rejection {
+                        data_file: "*".into(),
+                        index_id: Some(ix.index_id),
+                        bundle_path: Some(r.bundle_path.clone()),
+                        reason,
+                    });
+                    run_off = true;
+                    continue;
+                }
+            };
+            let (loaded, rounds) = (loads.files, loads.rounds);
             // Table statistics.
             let mut docs = 0u64;
             let mut tokens = 0u64;
             let mut df = vec![0u64; q.terms.len()];
-            for l in &loaded {
+            for l in loaded.iter().chain(&from_run) {
                 match l {
                     Loaded::Indexed {
                         docs: d,
@@ -462,6 +556,7 @@ impl Pinned<'_> {
                             df[i] += x;
                         }
                     }
+                    Loaded::InRun => {}
                 }
             }
             let avg_len = if docs == 0 {
@@ -475,32 +570,87 @@ impl Pinned<'_> {
                 k: s.k,
                 heap: BinaryHeap::new(),
             };
+            // Each source sets how its documents become hits.
+            let unplaced = |score: f64, row: u64| Hit {
+                score,
+                row_id: u64::MAX,
+                file: usize::MAX,
+                row,
+            };
+            let base = Scorer {
+                q: &q,
+                idfs: &idfs,
+                avg_len,
+                // A one-word phrase is its term.
+                phrase: s.phrase && q.phrase.len() > 1,
+                and: s.operator == Operator::And || s.phrase,
+                norms: &norms,
+                hit: &unplaced,
+            };
             let mut retry = None;
             if !q.terms.is_empty() && docs > 0 {
+                // The run first (it holds most documents, so its k-th score bars the files').
+                if let (Some(r), Some(Loaded::Indexed { terms, .. })) = (&run, &from_run) {
+                    let deleted: HashMap<usize, roaring::RoaringTreemap> = r
+                        .files
+                        .iter()
+                        .map(|&i| Ok(t.files[i].deleted()?.map(|d| (i, d))))
+                        .collect::<Result<Vec<_>>>()?
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                    let keep = |d: u64| {
+                        let (i, row) = r.place(d);
+                        files.keeps(i, deleted.get(&i), row)
+                    };
+                    let hit = |score: f64, d: u64| {
+                        let (i, row) = r.place(d);
+                        Hit {
+                            score,
+                            row_id: t.files[i].row_id_at(row).unwrap_or(u64::MAX),
+                            file: i,
+                            row,
+                        }
+                    };
+                    let sc = Scorer { hit: &hit, ..base };
+                    if let Err(e) = sc.score_indexed(terms, &keep, &mut top) {
+                        stats.rejections.push(Rejection {
+                            data_file: "*".into(),
+                            index_id: Some(ix.index_id),
+                            bundle_path: Some(r.run.bundle_path.clone()),
+                            reason: RejectReason::Corrupt {
+                                message: e.to_string(),
+                            },
+                        });
+                        run_off = true;
+                        continue;
+                    }
+                }
                 for (i, (f, l)) in t.files.iter().zip(&loaded).enumerate() {
+                    if matches!(l, Loaded::InRun) {
+                        continue;
+                    }
                     let deleted = f.deleted()?;
                     if let Some(None) = files.allow(i) {
                         continue; // `where` keeps no row of the file
                     }
                     let keep = |row: u64| files.keeps(i, deleted.as_ref(), row);
-                    let sc = Scorer {
-                        q: &q,
-                        idfs: &idfs,
-                        avg_len,
-                        // A one-word phrase is its term.
-                        phrase: s.phrase && q.phrase.len() > 1,
-                        and: s.operator == Operator::And || s.phrase,
-                        norms: &norms,
-                        row_id: &|p| f.row_id_at(p).unwrap_or(u64::MAX),
+                    let hit = |score: f64, row: u64| Hit {
+                        score,
+                        row_id: f.row_id_at(row).unwrap_or(u64::MAX),
+                        file: i,
+                        row,
                     };
+                    let sc = Scorer { hit: &hit, ..base };
                     match l {
-                        Loaded::Scanned { hits, .. } => sc.score_scanned(i, hits, &keep, &mut top),
+                        Loaded::Scanned { hits, .. } => sc.score_scanned(hits, &keep, &mut top),
                         Loaded::Indexed { terms, .. } => {
-                            if let Err(e) = sc.score_indexed(i, terms, &keep, &mut top) {
+                            if let Err(e) = sc.score_indexed(terms, &keep, &mut top) {
                                 retry = Some((i, e));
                                 break;
                             }
                         }
+                        Loaded::InRun => {}
                     }
                 }
             }
@@ -528,14 +678,22 @@ impl Pinned<'_> {
                 .iter()
                 .filter_map(|c| t.fields.iter().find(|f| f.name == *c))
                 .collect();
+            // No columns asked for: the answer is the hits' places, and the published manifest
+            // is trusted for their files as `lookup` and `count` trust it (`verify` confirms
+            // every file with a HEAD first) — no request to a data file.
+            let confirm = !fields.is_empty() || s.verify_files;
             let mut order: Vec<usize> = Vec::new();
-            for h in &hits {
+            for h in hits.iter().filter(|_| confirm) {
                 if !order.contains(&h.file) {
                     order.push(h.file);
                 }
             }
             let mut parts = Vec::new();
-            let mut place = Vec::new();
+            let mut place: Vec<usize> = if confirm {
+                Vec::new()
+            } else {
+                (0..hits.len()).collect()
+            };
             let mut changed = None;
             // Metadata of every hit file at once, then their rows at once.
             let metas = futures::future::join_all(order.iter().map(|&fi| async move {
@@ -552,7 +710,7 @@ impl Pinned<'_> {
                 let nrows = md.file_metadata().num_rows().max(0) as u64;
                 let qq = s.drift_query();
                 if Self::drift(f, &meta, Some(nrows), &qq).is_some() {
-                    if matches!(loaded[fi], Loaded::Indexed { .. }) {
+                    if matches!(loaded[fi], Loaded::Indexed { .. } | Loaded::InRun) {
                         changed = Some(fi);
                         break;
                     }
@@ -647,11 +805,13 @@ impl Pinned<'_> {
         }
     }
 
-    /// Every file's statistics and postings. Blobs the read gate accepts are read in rounds
-    /// shared by all files — directories (with a HEAD of the data file under `verify`), the
-    /// query terms' blocks, their postings and positions — so a search costs three sequential
-    /// reads however many files it spans; files without an accepted blob are scanned
-    /// meanwhile, and a blob whose bytes fail a check is rejected and its file scanned.
+    /// Every file's statistics and postings, and the table run's when `run` is given (the
+    /// files it covers are then [`Loaded::InRun`]). Blobs the read gate accepts and the run
+    /// are read in rounds shared by all — directories (with a HEAD of the data file under
+    /// `verify`), the query terms' blocks, their postings and positions — so a search costs
+    /// three sequential reads however many files it spans; files without an accepted blob
+    /// are scanned meanwhile, and a blob whose bytes fail a check is rejected and its file
+    /// scanned. A run that fails a check is reported in [`Loads::run`], its files not loaded.
     #[allow(clippy::too_many_arguments)]
     async fn load_all(
         &self,
@@ -661,8 +821,9 @@ impl Pinned<'_> {
         field: i32,
         q: &Analyzed,
         s: &Search,
+        run: Option<&TextRun<'_>>,
         st: &mut QueryStats,
-    ) -> Result<(Vec<Loaded>, u64)> {
+    ) -> Result<Loads> {
         use futures::StreamExt;
         const WIDTH: usize = 4 * FILE_WINDOW;
         let n = t.files.len();
@@ -673,22 +834,30 @@ impl Pinned<'_> {
             bundle_path: files.entry(i).map(|e| e.lineage.bundle_path.clone()),
             reason,
         };
+        let mut in_run = vec![false; n];
+        if let Some(r) = run {
+            for &i in &r.files {
+                in_run[i] = true;
+            }
+        }
         let mut to_scan: Vec<usize> = Vec::new();
-        let mut blobs: Vec<usize> = Vec::new();
-        let mut entries: Vec<Option<&IndexFileEntry>> = vec![None; n];
-        for (i, entry) in entries.iter_mut().enumerate() {
+        // Slots: file `i` at `i`, the run at `n`.
+        let mut blobs: Vec<(usize, BlobRef<'_>)> = Vec::new();
+        for i in 0..n {
+            if in_run[i] {
+                continue;
+            }
             match files.source(i) {
                 Source::Scan(rejection) => {
                     st.rejections.extend(rejection);
                     to_scan.push(i);
                 }
-                Source::Index(e) => {
-                    *entry = Some(e);
-                    blobs.push(i);
-                }
+                Source::Index(e) => blobs.push((i, BlobRef::of(e))),
             }
         }
-        let entries = &entries;
+        if let Some(r) = run {
+            blobs.push((n, r.blob()));
+        }
         let scan = |i: usize| self.scan_text(t, &t.files[i], spec, field, q, s);
         let pipeline = async {
             let mut rounds = 0u64;
@@ -696,10 +865,9 @@ impl Pinned<'_> {
             // Round 1: directories (and HEADs under `verify`).
             let futs: Vec<_> = blobs
                 .iter()
-                .map(|&i| async move {
-                    let e = entries[i].expect("accepted");
+                .map(|&(i, b)| async move {
                     let head = async {
-                        if !s.verify_files {
+                        if !s.verify_files || i == n {
                             return Ok(None);
                         }
                         let f = &t.files[i];
@@ -708,20 +876,20 @@ impl Pinned<'_> {
                         Ok::<_, Error>(Self::drift(f, &meta, None, &qq))
                     };
                     let (dir, drift) =
-                        futures::future::join(self.text_directory(e, spec), head).await;
-                    (i, dir, drift)
+                        futures::future::join(self.text_directory(b, spec), head).await;
+                    (i, b, dir, drift)
                 })
                 .collect();
             let got: Vec<_> = futures::stream::iter(futs).buffered(WIDTH).collect().await;
-            let mut stage: Vec<(usize, Arc<FulltextDirectory>)> = Vec::new();
-            for (i, dir, drift) in got {
+            let mut stage: Vec<(usize, BlobRef<'_>, Arc<FulltextDirectory>)> = Vec::new();
+            for (i, b, dir, drift) in got {
                 match (dir, drift?) {
                     (_, Some(detail)) => {
                         rejected.push((i, RejectReason::Drifted { detail }));
                     }
                     (Ok((d, read)), None) => {
                         rounds = rounds.max(u64::from(read));
-                        stage.push((i, d));
+                        stage.push((i, b, d));
                     }
                     (Err(r), None) => rejected.push((i, r)),
                 }
@@ -729,20 +897,19 @@ impl Pinned<'_> {
             // Round 2: the terms' blocks.
             let futs: Vec<_> = stage
                 .into_iter()
-                .map(|(i, d)| async move {
-                    let e = entries[i].expect("accepted");
-                    let r = self.text_terms(e, &d, q).await;
-                    (i, d, r)
+                .map(|(i, b, d)| async move {
+                    let r = self.text_terms(b, &d, q).await;
+                    (i, b, d, r)
                 })
                 .collect();
             let got: Vec<_> = futures::stream::iter(futs).buffered(WIDTH).collect().await;
             let mut stage2 = Vec::new();
             let mut read2 = false;
-            for (i, d, r) in got {
+            for (i, b, d, r) in got {
                 match r {
                     Ok((found, read)) => {
                         read2 |= read;
-                        stage2.push((i, d, found));
+                        stage2.push((i, b, d, found));
                     }
                     Err(r) => rejected.push((i, r)),
                 }
@@ -750,10 +917,9 @@ impl Pinned<'_> {
             // Round 3: postings and positions.
             let futs: Vec<_> = stage2
                 .into_iter()
-                .map(|(i, d, found)| async move {
-                    let e = entries[i].expect("accepted");
+                .map(|(i, b, d, found)| async move {
                     let r = self
-                        .text_postings(e, &d, found, s.phrase && q.phrase.len() > 1)
+                        .text_postings(b, &d, found, s.phrase && q.phrase.len() > 1)
                         .await;
                     (i, d, r)
                 })
@@ -789,8 +955,17 @@ impl Pinned<'_> {
             .collect::<Vec<_>>();
         let (indexed, scanned) = futures::future::join(pipeline, scans).await;
         let (done, rejected, rounds) = indexed?;
-        let mut out: Vec<Option<Loaded>> = (0..n).map(|_| None).collect();
+        let mut out: Vec<Option<Loaded>> =
+            (0..n).map(|i| in_run[i].then_some(Loaded::InRun)).collect();
+        let mut from_run = Ok(None);
         for (i, l) in done {
+            if i == n {
+                let covered = run.map_or(0, |r| r.files.len() as u64);
+                st.files_by_index += covered;
+                st.files_by_run += covered;
+                from_run = Ok(Some(l));
+                continue;
+            }
             st.files_by_index += 1;
             out[i] = Some(l);
         }
@@ -800,6 +975,10 @@ impl Pinned<'_> {
             out[i] = Some(l);
         }
         for (i, reason) in rejected {
+            if i == n {
+                from_run = Err(reason);
+                continue;
+            }
             if let RejectReason::Drifted { .. } = &reason {
                 if !st.drifted.contains(&t.files[i].path) {
                     st.drifted.push(t.files[i].path.clone());
@@ -810,12 +989,14 @@ impl Pinned<'_> {
             st.add(QueryStats { files: 0, ..fs });
             out[i] = Some(l);
         }
-        Ok((
-            out.into_iter()
+        Ok(Loads {
+            files: out
+                .into_iter()
                 .map(|l| l.expect("every file loaded"))
                 .collect(),
+            run: from_run,
             rounds,
-        ))
+        })
     }
 
     /// A file scanned with the index's analyzer: its statistics and the documents holding a
@@ -896,10 +1077,9 @@ impl Pinned<'_> {
     /// it was read (not cached).
     async fn text_directory(
         &self,
-        e: &IndexFileEntry,
+        b: BlobRef<'_>,
         spec: &FulltextSpec,
     ) -> std::result::Result<(Arc<FulltextDirectory>, bool), RejectReason> {
-        let b = BlobRef::of(e);
         let m = b.ordered;
         let bundle = b.bundle_path;
         let text = m.text.ok_or_else(|| RejectReason::Corrupt {
@@ -953,11 +1133,10 @@ impl Pinned<'_> {
     /// anything was read.
     async fn text_terms(
         &self,
-        e: &IndexFileEntry,
+        b: BlobRef<'_>,
         dir: &FulltextDirectory,
         q: &Analyzed,
     ) -> std::result::Result<(Vec<Option<TermEntry>>, bool), RejectReason> {
-        let b = BlobRef::of(e);
         let m = b.ordered;
         let bundle = b.bundle_path;
         let min = m.min_key.as_deref().and_then(|h| hex::decode(h).ok());
@@ -1027,12 +1206,11 @@ impl Pinned<'_> {
     /// cached parsed; whether anything was read.
     async fn text_postings(
         &self,
-        e: &IndexFileEntry,
+        b: BlobRef<'_>,
         dir: &FulltextDirectory,
         found: Vec<Option<TermEntry>>,
         phrase: bool,
     ) -> std::result::Result<(Vec<Option<TermData>>, bool), RejectReason> {
-        let b = BlobRef::of(e);
         let bundle = b.bundle_path;
         let mut fetch: Vec<std::ops::Range<u64>> = Vec::new();
         for te in found.iter().flatten() {
@@ -1145,8 +1323,8 @@ struct Scorer<'a> {
     and: bool,
     /// [`norm`] by document length, below [`NORM_TABLE`].
     norms: &'a [f64],
-    /// The file's row ids by position (`u64::MAX`: none).
-    row_id: &'a dyn Fn(u64) -> u64,
+    /// The hit of a document (a row of the file, or of the run) with its score.
+    hit: &'a dyn Fn(f64, u64) -> Hit,
 }
 
 /// Whether some start position puts every phrase word at its offset.
@@ -1372,13 +1550,7 @@ fn probe_rest(
 }
 
 impl Scorer<'_> {
-    fn score_scanned(
-        &self,
-        file: usize,
-        hits: &[ScanDoc],
-        keep: &dyn Fn(u64) -> bool,
-        top: &mut TopK,
-    ) {
+    fn score_scanned(&self, hits: &[ScanDoc], keep: &dyn Fn(u64) -> bool, top: &mut TopK) {
         for d in hits {
             if self.and && d.tfs.contains(&0) {
                 continue;
@@ -1398,18 +1570,12 @@ impl Scorer<'_> {
                     score += bm25(self.idfs[t], *tf, d.len, self.avg_len);
                 }
             }
-            top.offer(Hit {
-                score,
-                row_id: (self.row_id)(d.row),
-                file,
-                row: d.row,
-            });
+            top.offer((self.hit)(score, d.row));
         }
     }
 
     fn score_indexed(
         &self,
-        file: usize,
         terms: &[Option<TermData>],
         keep: &dyn Fn(u64) -> bool,
         top: &mut TopK,
@@ -1477,12 +1643,7 @@ impl Scorer<'_> {
                         parts.extend(cursors.iter().map(|c| (c.term, c.score())));
                         let score = canonical_score(&mut parts);
                         if score >= theta {
-                            local.offer(Hit {
-                                score,
-                                row_id: (self.row_id)(d),
-                                file,
-                                row: d,
-                            });
+                            local.offer((self.hit)(score, d));
                         }
                     }
                 }
@@ -1552,12 +1713,7 @@ impl Scorer<'_> {
                         parts.clear();
                         parts.push((c.term, s0));
                         if let Some(score) = probe_rest(low, d, &mut parts, s0, rest_all, theta)? {
-                            local.offer(Hit {
-                                score,
-                                row_id: (self.row_id)(d),
-                                file,
-                                row: d,
-                            });
+                            local.offer((self.hit)(score, d));
                             theta = loose(bar(&local));
                         }
                     }
@@ -1594,12 +1750,7 @@ impl Scorer<'_> {
                 }
                 let low = &mut cursors[..first_essential];
                 if let Some(score) = probe_rest(low, d, &mut parts, score, rest, theta)? {
-                    local.offer(Hit {
-                        score,
-                        row_id: (self.row_id)(d),
-                        file,
-                        row: d,
-                    });
+                    local.offer((self.hit)(score, d));
                 }
             }
         }

@@ -28,6 +28,8 @@
 //! place and SHA-256; the directory a CRC-32 per term block; a term entry a CRC-32 of its
 //! postings and positions — every byte a search reads is checked before it is decoded.
 
+pub mod run;
+
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -263,8 +265,9 @@ impl FulltextWriter {
             Vec::with_capacity(self.terms.iter().map(|t| t.rows.len() * 3).sum::<usize>() + 1024);
         out.extend_from_slice(MAGIC);
         let mut positions: Vec<u8> = Vec::new();
-        let mut entries: Vec<(Vec<u8>, EntryFacts)> = Vec::with_capacity(order.len());
+        let mut dict = DictWriter::new(self.positions);
         let mut postings = 0u64;
+        let mut lens: Vec<u32> = Vec::new();
         for id in &order {
             let t = std::mem::replace(
                 &mut self.terms[*id as usize],
@@ -276,13 +279,24 @@ impl FulltextWriter {
                 },
             );
             postings += t.rows.len() as u64;
+            lens.clear();
+            lens.extend(t.rows.iter().map(|r| self.doc_len[*r as usize]));
             let p0 = out.len();
             let q0 = positions.len();
-            let (max_tf, min_len) =
-                encode_postings(&t, &self.doc_len, self.positions, &mut out, &mut positions);
-            entries.push((
-                t.term.as_bytes().to_vec(),
-                EntryFacts {
+            let (max_tf, min_len) = encode_term(
+                TermPostingsRef {
+                    rows: &t.rows,
+                    tfs: &t.tfs,
+                    lens: &lens,
+                    positions: &t.positions,
+                },
+                self.positions,
+                &mut out,
+                &mut positions,
+            );
+            dict.add(
+                t.term.as_bytes(),
+                &EntryFacts {
                     df: t.rows.len() as u64,
                     max_tf,
                     min_len,
@@ -291,119 +305,230 @@ impl FulltextWriter {
                     positions: q0 as u64..positions.len() as u64,
                     positions_crc: crc32fast::hash(&positions[q0..]),
                 },
-            ));
+            );
         }
         let positions_start = out.len() as u64;
         out.extend_from_slice(&positions);
         drop(positions);
-        // Term blocks.
-        let mut refs: Vec<(Vec<u8>, u64, u64, u64, u32)> = Vec::new();
-        let mut block: Vec<u8> = Vec::new();
-        let mut in_block: Vec<&(Vec<u8>, EntryFacts)> = Vec::new();
-        let flush = |in_block: &mut Vec<&(Vec<u8>, EntryFacts)>,
-                     block: &mut Vec<u8>,
-                     out: &mut Vec<u8>,
-                     refs: &mut Vec<(Vec<u8>, u64, u64, u64, u32)>| {
-            if in_block.is_empty() {
-                return;
-            }
-            let start = out.len();
-            put_varint(out, in_block.len() as u64);
-            out.extend_from_slice(block);
-            refs.push((
-                in_block[0].0.clone(),
-                start as u64,
-                (out.len() - start) as u64,
-                in_block.len() as u64,
-                crc32fast::hash(&out[start..]),
-            ));
-            in_block.clear();
-            block.clear();
-        };
-        let mut prev: &[u8] = &[];
-        for e in &entries {
-            let (term, f) = (&e.0, &e.1);
-            let shared = if in_block.is_empty() {
-                0
-            } else {
-                prev.iter().zip(term).take_while(|(a, b)| a == b).count()
-            };
-            put_varint(&mut block, shared as u64);
-            put_varint(&mut block, (term.len() - shared) as u64);
-            block.extend_from_slice(&term[shared..]);
-            put_varint(&mut block, f.df);
-            put_varint(&mut block, u64::from(f.max_tf));
-            put_varint(&mut block, u64::from(f.min_len));
-            put_varint(&mut block, f.postings.start);
-            put_varint(&mut block, f.postings.end - f.postings.start);
-            block.extend_from_slice(&f.postings_crc.to_le_bytes());
-            if self.positions {
-                put_varint(&mut block, f.positions.start);
-                put_varint(&mut block, f.positions.end - f.positions.start);
-                block.extend_from_slice(&f.positions_crc.to_le_bytes());
-            }
-            in_block.push(e);
-            prev = term;
-            if block.len() >= TERM_BLOCK_BYTES {
-                flush(&mut in_block, &mut block, &mut out, &mut refs);
-            }
-        }
-        flush(&mut in_block, &mut block, &mut out, &mut refs);
-        // Directory.
-        let d0 = out.len();
-        out.extend_from_slice(DIRECTORY_MAGIC);
-        out.push(VERSION);
-        out.push(self.analyzer.tokenizer().id());
-        out.push(u8::from(self.positions));
-        out.push(0);
-        for v in [
+        let facts = DirectoryFacts {
+            tokenizer: self.analyzer.tokenizer(),
+            positions: self.positions,
+            interleaved: false,
             rows,
-            self.docs,
-            self.tokens,
-            entries.len() as u64,
+            docs: self.docs,
+            tokens: self.tokens,
             positions_start,
-        ] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(&(BLOCK_DOCS as u32).to_le_bytes());
-        out.extend_from_slice(&(refs.len() as u32).to_le_bytes());
-        for (first, off, len, n, crc) in &refs {
-            put_varint(&mut out, first.len() as u64);
-            out.extend_from_slice(first);
-            put_varint(&mut out, *off);
-            put_varint(&mut out, *len);
-            put_varint(&mut out, *n);
-            out.extend_from_slice(&crc.to_le_bytes());
-        }
-        let directory_sha256 = hex::encode(Sha256::digest(&out[d0..]));
+        };
+        let (min_term, max_term) = (dict.min.clone(), dict.prev.clone());
+        let terms = dict.terms;
+        let directory = dict.finish(&facts, 0, &mut out);
+        let directory_sha256 = hex::encode(Sha256::digest(
+            &out[directory.start as usize..directory.end as usize],
+        ));
         FulltextBlob {
-            directory: d0 as u64..out.len() as u64,
+            directory,
             directory_sha256,
             rows,
             docs: self.docs,
             tokens: self.tokens,
-            terms: entries.len() as u64,
+            terms,
             postings,
-            min_term: entries.first().map(|e| e.0.clone()),
-            max_term: entries.last().map(|e| e.0.clone()),
+            min_term,
+            max_term: (terms > 0).then_some(max_term),
             bytes: out,
         }
     }
 }
 
-struct EntryFacts {
-    df: u64,
-    max_tf: u32,
-    min_len: u32,
-    postings: Range<u64>,
-    postings_crc: u32,
-    positions: Range<u64>,
-    positions_crc: u32,
+/// Where a term's postings and positions were written, and their bounds: what its term
+/// entry records.
+pub struct EntryFacts {
+    pub df: u64,
+    pub max_tf: u32,
+    pub min_len: u32,
+    /// Within the blob.
+    pub postings: Range<u64>,
+    pub postings_crc: u32,
+    /// From the directory's `positions_start`.
+    pub positions: Range<u64>,
+    pub positions_crc: u32,
 }
 
-fn encode_postings(
-    t: &TermAcc,
-    doc_len: &[u32],
+/// A directory's facts (its header).
+pub struct DirectoryFacts {
+    pub tokenizer: Tokenizer,
+    pub positions: bool,
+    /// Positions follow each term's postings (a table run, [`run`]): `positions_start` is 0
+    /// and positions offsets are from the blob's start.
+    pub interleaved: bool,
+    pub rows: u64,
+    pub docs: u64,
+    pub tokens: u64,
+    pub positions_start: u64,
+}
+
+/// Directory flag: positions are kept.
+const FLAG_POSITIONS: u8 = 1;
+/// Directory flag: positions are interleaved with postings (table runs).
+const FLAG_INTERLEAVED: u8 = 2;
+
+/// The term blocks and directory of a blob, built term by term (terms ascending): finished
+/// term blocks are kept as bytes (a few bytes per term), so a table run's dictionary of
+/// millions of terms costs its encoded size, not its entries'.
+pub struct DictWriter {
+    positions: bool,
+    /// Finished term blocks, back to back.
+    blocks: Vec<u8>,
+    /// Per finished block: first term, offset in `blocks`, length, terms, CRC-32.
+    refs: Vec<(Vec<u8>, u64, u64, u64, u32)>,
+    block: Vec<u8>,
+    in_block: u64,
+    first: Vec<u8>,
+    prev: Vec<u8>,
+    min: Option<Vec<u8>>,
+    terms: u64,
+}
+
+impl DictWriter {
+    pub fn new(positions: bool) -> DictWriter {
+        DictWriter {
+            positions,
+            blocks: Vec::new(),
+            refs: Vec::new(),
+            block: Vec::new(),
+            in_block: 0,
+            first: Vec::new(),
+            prev: Vec::new(),
+            min: None,
+            terms: 0,
+        }
+    }
+
+    /// Terms added so far.
+    pub fn terms(&self) -> u64 {
+        self.terms
+    }
+
+    /// The smallest and largest term added (`None` before any).
+    pub fn bounds(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.min.clone().map(|m| (m, self.prev.clone()))
+    }
+
+    /// Adds the entry of `term`, greater than every term added before.
+    pub fn add(&mut self, term: &[u8], f: &EntryFacts) {
+        debug_assert!(self.terms == 0 || term > self.prev.as_slice());
+        let shared = if self.in_block == 0 {
+            self.first = term.to_vec();
+            0
+        } else {
+            self.prev
+                .iter()
+                .zip(term)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let block = &mut self.block;
+        put_varint(block, shared as u64);
+        put_varint(block, (term.len() - shared) as u64);
+        block.extend_from_slice(&term[shared..]);
+        put_varint(block, f.df);
+        put_varint(block, u64::from(f.max_tf));
+        put_varint(block, u64::from(f.min_len));
+        put_varint(block, f.postings.start);
+        put_varint(block, f.postings.end - f.postings.start);
+        block.extend_from_slice(&f.postings_crc.to_le_bytes());
+        if self.positions {
+            put_varint(block, f.positions.start);
+            put_varint(block, f.positions.end - f.positions.start);
+            block.extend_from_slice(&f.positions_crc.to_le_bytes());
+        }
+        self.in_block += 1;
+        self.terms += 1;
+        self.prev.clear();
+        self.prev.extend_from_slice(term);
+        if self.min.is_none() {
+            self.min = Some(term.to_vec());
+        }
+        if self.block.len() >= TERM_BLOCK_BYTES {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.in_block == 0 {
+            return;
+        }
+        let start = self.blocks.len();
+        put_varint(&mut self.blocks, self.in_block);
+        self.blocks.extend_from_slice(&self.block);
+        self.refs.push((
+            std::mem::take(&mut self.first),
+            start as u64,
+            (self.blocks.len() - start) as u64,
+            self.in_block,
+            crc32fast::hash(&self.blocks[start..]),
+        ));
+        self.in_block = 0;
+        self.block.clear();
+    }
+
+    /// Appends the term blocks and the directory to `out`, whose first byte is at blob offset
+    /// `base`; the directory's range within the blob.
+    pub fn finish(mut self, facts: &DirectoryFacts, base: u64, out: &mut Vec<u8>) -> Range<u64> {
+        self.flush();
+        let blocks_at = base + out.len() as u64;
+        out.extend_from_slice(&self.blocks);
+        let d0 = out.len();
+        out.extend_from_slice(DIRECTORY_MAGIC);
+        out.push(VERSION);
+        out.push(facts.tokenizer.id());
+        out.push(
+            if facts.positions { FLAG_POSITIONS } else { 0 }
+                | if facts.interleaved {
+                    FLAG_INTERLEAVED
+                } else {
+                    0
+                },
+        );
+        out.push(0);
+        for v in [
+            facts.rows,
+            facts.docs,
+            facts.tokens,
+            self.terms,
+            facts.positions_start,
+        ] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&(BLOCK_DOCS as u32).to_le_bytes());
+        out.extend_from_slice(&(self.refs.len() as u32).to_le_bytes());
+        for (first, off, len, n, crc) in &self.refs {
+            put_varint(out, first.len() as u64);
+            out.extend_from_slice(first);
+            put_varint(out, blocks_at + off);
+            put_varint(out, *len);
+            put_varint(out, *n);
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+        base + d0 as u64..base + out.len() as u64
+    }
+}
+
+/// One term's postings, decoded: rows ascending, and per row its term frequency and
+/// document length; positions (when kept) row by row, `tf` of them each.
+#[derive(Clone, Copy)]
+pub struct TermPostingsRef<'a> {
+    pub rows: &'a [u32],
+    pub tfs: &'a [u32],
+    pub lens: &'a [u32],
+    pub positions: &'a [u32],
+}
+
+/// Encodes one term's postings into `out` (and its positions into `positions`): the bytes a
+/// term entry's `postings` and `positions` ranges hold. The term's bound: its largest tf and
+/// smallest document length.
+pub fn encode_term(
+    t: TermPostingsRef<'_>,
     with_positions: bool,
     out: &mut Vec<u8>,
     positions: &mut Vec<u8>,
@@ -431,10 +556,9 @@ fn encode_postings(
         vals.clear();
         vals.extend(tfs.iter().map(|t| t - 1));
         pack(&vals, &mut blocks);
-        vals.clear();
-        vals.extend(rows.iter().map(|r| doc_len[*r as usize]));
-        let min_len = vals.iter().copied().min().unwrap_or(0);
-        pack(&vals, &mut blocks);
+        let lens = &t.lens[lo..hi];
+        let min_len = lens.iter().copied().min().unwrap_or(0);
+        pack(lens, &mut blocks);
         let max_tf = tfs.iter().copied().max().unwrap_or(0);
         term_max_tf = term_max_tf.max(max_tf);
         term_min_len = term_min_len.min(min_len);
@@ -544,6 +668,8 @@ pub struct TermBlockRef {
 pub struct FulltextDirectory {
     pub tokenizer: Tokenizer,
     pub positions: bool,
+    /// Positions follow each term's postings ([`DirectoryFacts::interleaved`]).
+    pub interleaved: bool,
     pub rows: u64,
     /// Rows with a non-NULL value.
     pub docs: u64,
@@ -584,11 +710,11 @@ impl FulltextDirectory {
         }
         let tokenizer =
             Tokenizer::from_id(bytes[5]).ok_or(BlobError::Corrupt("unknown tokenizer"))?;
-        let positions = match bytes[6] {
-            0 => false,
-            1 => true,
-            _ => return Err(BlobError::Corrupt("unknown flags")),
-        };
+        if bytes[6] & !(FLAG_POSITIONS | FLAG_INTERLEAVED) != 0 {
+            return Err(BlobError::Corrupt("unknown flags"));
+        }
+        let positions = bytes[6] & FLAG_POSITIONS != 0;
+        let interleaved = bytes[6] & FLAG_INTERLEAVED != 0;
         let rows = le_u64(bytes, 8);
         let docs = le_u64(bytes, 16);
         let tokens = le_u64(bytes, 24);
@@ -596,7 +722,11 @@ impl FulltextDirectory {
         let positions_start = le_u64(bytes, 40);
         let block_docs = le_u32(bytes, 48);
         let n = le_u32(bytes, 52) as usize;
-        if block_docs as usize != BLOCK_DOCS || docs > rows || positions_start > blob_length {
+        if block_docs as usize != BLOCK_DOCS
+            || docs > rows
+            || positions_start > blob_length
+            || (interleaved && positions_start != 0)
+        {
             return Err(BlobError::Corrupt("directory facts out of range"));
         }
         // Every block reference takes at least 5 bytes: bound the allocation by the input.
@@ -641,6 +771,7 @@ impl FulltextDirectory {
         Ok(FulltextDirectory {
             tokenizer,
             positions,
+            interleaved,
             rows,
             docs,
             tokens,
@@ -718,7 +849,12 @@ pub fn parse_term_block(
             ..p_off
                 .checked_add(p_len)
                 .ok_or(BlobError::Corrupt("overflow"))?;
-        if postings.end > dir.positions_start || df == 0 || df > dir.docs {
+        let postings_end = if dir.interleaved {
+            blob_length
+        } else {
+            dir.positions_start
+        };
+        if postings.end > postings_end || df == 0 || df > dir.docs {
             return Err(BlobError::Corrupt("postings out of range"));
         }
         let positions = if dir.positions {
@@ -1024,6 +1160,7 @@ static FULLTEXT: super::kind::About = super::kind::About {
     input: super::kind::Input::Text,
     options: &["tokenizer", "positions"],
     verify_by_rebuild: true,
+    run: Some(super::kind::RunLayout::Concatenated),
     ..super::kind::About::new(
         super::IndexKind::Fulltext,
         "fulltext",

@@ -1,0 +1,345 @@
+//! The full-text index's table run: every covered file's postings in one
+//! `skerry-fulltext-v1` blob whose rows are the covered files' rows end to end — run row
+//! `base[ordinal] + position`, `base` the sum of the record counts of the files before it
+//! (the manifest's run records them, so a reader needs nothing more to map a row back).
+//!
+//! One term dictionary, one set of statistics (documents, tokens, df per term) and one
+//! postings list per term for the whole table: a search reads a directory, the query terms'
+//! blocks and their postings — three ranges whatever the number of files, where per-file
+//! blobs take three per file. The layout is the per-file blob's (`docs/fulltext-index.md`)
+//! with directory flag bit 1 ("interleaved") set: each term's positions directly follow its
+//! postings, `positions_start` is 0 and positions offsets are from the blob's start, so the
+//! run streams out term by term with nothing held back but the term blocks.
+//!
+//! [`RunWriter`] writes it a term at a time (a build merges the files' blobs into it,
+//! `admin::fulltext_run`); the per-file readers read it unchanged.
+
+use std::ops::Range;
+
+use sha2::{Digest, Sha256};
+
+use super::{encode_term, DictWriter, DirectoryFacts, EntryFacts, TermPostingsRef, MAGIC};
+use crate::index::analyzer::Tokenizer;
+
+/// Rows a run addresses at most (its postings hold rows as u32).
+pub const MAX_RUN_ROWS: u64 = u32::MAX as u64;
+
+/// Writes a run term by term (terms ascending), handing its bytes out as they are made.
+pub struct RunWriter {
+    positions: bool,
+    dict: DictWriter,
+    /// Bytes made and not yet taken.
+    pending: Vec<u8>,
+    /// Blob offset of `pending`'s first byte.
+    taken: u64,
+    postings: u64,
+    scratch: Vec<u8>,
+}
+
+/// The end of a run: its term blocks and directory (to be written after every term), and the
+/// facts the manifest records.
+#[derive(Clone, Debug)]
+pub struct RunTail {
+    pub bytes: Vec<u8>,
+    pub directory: Range<u64>,
+    pub directory_sha256: String,
+    pub docs: u64,
+    pub tokens: u64,
+    pub terms: u64,
+    pub postings: u64,
+    pub min_term: Option<Vec<u8>>,
+    pub max_term: Option<Vec<u8>>,
+}
+
+impl RunWriter {
+    pub fn new(positions: bool) -> RunWriter {
+        RunWriter {
+            positions,
+            dict: DictWriter::new(positions),
+            pending: MAGIC.to_vec(),
+            taken: 0,
+            postings: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Adds `term` (greater than every term before) with its postings over the run's rows.
+    /// `t.rows` must be ascending and non-empty.
+    pub fn term(&mut self, term: &[u8], t: TermPostingsRef<'_>) {
+        debug_assert!(!t.rows.is_empty());
+        let at = self.taken + self.pending.len() as u64;
+        self.scratch.clear();
+        let (max_tf, min_len) =
+            encode_term(t, self.positions, &mut self.pending, &mut self.scratch);
+        let p_end = self.taken + self.pending.len() as u64;
+        let postings_crc = crc32fast::hash(&self.pending[(at - self.taken) as usize..]);
+        self.pending.extend_from_slice(&self.scratch);
+        self.postings += t.rows.len() as u64;
+        self.dict.add(
+            term,
+            &EntryFacts {
+                df: t.rows.len() as u64,
+                max_tf,
+                min_len,
+                postings: at..p_end,
+                postings_crc,
+                positions: p_end..p_end + self.scratch.len() as u64,
+                positions_crc: crc32fast::hash(&self.scratch),
+            },
+        );
+    }
+
+    /// Bytes made so far (to stream out once they are many).
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Takes the bytes made so far.
+    pub fn take(&mut self) -> Vec<u8> {
+        self.taken += self.pending.len() as u64;
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Ends the run over `rows` rows holding `docs` documents of `tokens` terms: what remains
+    /// to write (the pending bytes, the term blocks, the directory) and the run's facts.
+    pub fn finish(mut self, tokenizer: Tokenizer, rows: u64, docs: u64, tokens: u64) -> RunTail {
+        let bounds = self.dict.bounds();
+        let terms = self.dict.terms();
+        let facts = DirectoryFacts {
+            tokenizer,
+            positions: self.positions,
+            interleaved: true,
+            rows,
+            docs,
+            tokens,
+            positions_start: 0,
+        };
+        let mut bytes = std::mem::take(&mut self.pending);
+        let directory = self.dict.finish(&facts, self.taken, &mut bytes);
+        let d = (directory.start - self.taken) as usize..(directory.end - self.taken) as usize;
+        let directory_sha256 = hex::encode(Sha256::digest(&bytes[d]));
+        let (min_term, max_term) = match bounds {
+            Some((a, b)) => (Some(a), Some(b)),
+            None => (None, None),
+        };
+        RunTail {
+            bytes,
+            directory,
+            directory_sha256,
+            docs,
+            tokens,
+            terms,
+            postings: self.postings,
+            min_term,
+            max_term,
+        }
+    }
+}
+
+/// The rows of one term across files, gathered for [`RunWriter::term`]: postings appended a
+/// file at a time (files in ordinal order, so run rows stay ascending).
+#[derive(Default)]
+pub struct TermGather {
+    pub rows: Vec<u32>,
+    pub tfs: Vec<u32>,
+    pub lens: Vec<u32>,
+    pub positions: Vec<u32>,
+}
+
+impl TermGather {
+    pub fn clear(&mut self) {
+        self.rows.clear();
+        self.tfs.clear();
+        self.lens.clear();
+        self.positions.clear();
+    }
+
+    pub fn as_ref(&self) -> TermPostingsRef<'_> {
+        TermPostingsRef {
+            rows: &self.rows,
+            tfs: &self.tfs,
+            lens: &self.lens,
+            positions: &self.positions,
+        }
+    }
+
+    /// Appends every posting of a file's term (`p`, its positions bytes `positions` when
+    /// kept), its rows shifted by `base`. Errors when a block does not decode, positions
+    /// disagree, or a row passes the run's rows.
+    pub fn append(
+        &mut self,
+        p: &super::Postings,
+        positions: Option<&[u8]>,
+        base: u32,
+    ) -> Result<(), super::BlobError> {
+        let mut rows = [0u32; super::BLOCK_DOCS];
+        let mut tfs = [0u32; super::BLOCK_DOCS];
+        let mut lens = [0u32; super::BLOCK_DOCS];
+        for i in 0..p.skips.len() {
+            let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+            for r in &rows[..n] {
+                let r = r
+                    .checked_add(base)
+                    .ok_or(super::BlobError::Corrupt("run row out of range"))?;
+                self.rows.push(r);
+            }
+            self.tfs.extend_from_slice(&tfs[..n]);
+            self.lens.extend_from_slice(&lens[..n]);
+            if let Some(pb) = positions {
+                let out = &mut self.positions;
+                super::block_positions(pb, &p.skips[i], &tfs[..n], |_, ps| {
+                    out.extend_from_slice(ps);
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::fulltext::{read_all, FulltextWriter, Postings};
+
+    fn docs(seed: u64, n: usize) -> Vec<Option<String>> {
+        let words = [
+            "apple", "beta", "core", "delta", "echo", "fox", "gamma", "hotel",
+        ];
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if x >> 60 == 0 {
+                    return None;
+                }
+                let len = (x >> 33) % 12;
+                Some(
+                    (0..len)
+                        .map(|k| words[((x >> (k * 3 + 5)) % 8) as usize])
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
+            })
+            .collect()
+    }
+
+    /// A run merged from per-file blobs reads back exactly as one blob written over the
+    /// files' documents end to end: same terms, rows, tfs, lengths and positions.
+    #[test]
+    fn run_of_files_equals_one_blob_of_their_rows() {
+        for positions in [true, false] {
+            let files: Vec<Vec<Option<String>>> =
+                (0..5).map(|i| docs(i + 1, 40 + 90 * i as usize)).collect();
+            let blobs: Vec<_> = files
+                .iter()
+                .map(|d| {
+                    let mut w = FulltextWriter::new(Tokenizer::Simple, positions);
+                    for (i, t) in d.iter().enumerate() {
+                        w.add(i as u64, t.as_deref()).unwrap();
+                    }
+                    w.finish(d.len() as u64)
+                })
+                .collect();
+            // The reference: every document in one blob.
+            let mut one = FulltextWriter::new(Tokenizer::Simple, positions);
+            let mut row = 0u64;
+            for d in &files {
+                for t in d {
+                    one.add(row, t.as_deref()).unwrap();
+                    row += 1;
+                }
+            }
+            let one = one.finish(row);
+            // The run, merged term by term from the files' blobs.
+            let per: Vec<_> = blobs
+                .iter()
+                .map(|b| read_all(&b.bytes, b.directory.clone()).unwrap())
+                .collect();
+            let mut terms: Vec<Vec<u8>> = per.iter().flatten().map(|(t, _)| t.clone()).collect();
+            terms.sort();
+            terms.dedup();
+            let mut w = RunWriter::new(positions);
+            let mut out = Vec::new();
+            let mut g = TermGather::default();
+            for term in &terms {
+                g.clear();
+                let mut base = 0u32;
+                for (f, b) in per.iter().zip(&blobs) {
+                    if let Some((_, list)) = f.iter().find(|(t, _)| t == term) {
+                        for p in list {
+                            g.rows.push(base + p.row);
+                            g.tfs.push(p.tf);
+                            g.lens.push(p.len);
+                            g.positions.extend_from_slice(&p.positions);
+                        }
+                    }
+                    base += b.rows as u32;
+                }
+                w.term(term, g.as_ref());
+                if w.pending() > 300 {
+                    out.extend(w.take());
+                }
+            }
+            let (docs, tokens) = blobs
+                .iter()
+                .fold((0, 0), |a, b| (a.0 + b.docs, a.1 + b.tokens));
+            let tail = w.finish(Tokenizer::Simple, row, docs, tokens);
+            out.extend_from_slice(&tail.bytes);
+            let run = read_all(&out, tail.directory.clone()).unwrap();
+            assert_eq!(run, read_all(&one.bytes, one.directory.clone()).unwrap());
+            assert_eq!(tail.terms, one.terms);
+            assert_eq!(tail.postings, one.postings);
+            assert_eq!((tail.min_term, tail.max_term), (one.min_term, one.max_term));
+            let d = &out[tail.directory.start as usize..];
+            assert_eq!(hex::encode(Sha256::digest(d)), tail.directory_sha256);
+            let dir = super::super::FulltextDirectory::parse(
+                d,
+                Some(&tail.directory_sha256),
+                out.len() as u64,
+            )
+            .unwrap();
+            assert!(dir.interleaved && dir.positions == positions);
+            assert_eq!((dir.rows, dir.docs, dir.tokens), (row, docs, tokens));
+            // TermGather::append reproduces the files' postings shifted by their bases.
+            let e = {
+                let r = &dir.blocks[0];
+                let tb = &out[r.offset as usize..(r.offset + r.length) as usize];
+                super::super::parse_term_block(tb, r, &dir, out.len() as u64).unwrap()[0].clone()
+            };
+            let p = Postings::parse(
+                bytes::Bytes::copy_from_slice(
+                    &out[e.postings.start as usize..e.postings.end as usize],
+                ),
+                &e,
+                dir.rows,
+            )
+            .unwrap();
+            let pos = e
+                .positions
+                .as_ref()
+                .map(|(r, _)| &out[r.start as usize..r.end as usize]);
+            let mut g = TermGather::default();
+            g.append(&p, pos, 7).unwrap();
+            let want = &run[0].1;
+            assert_eq!(g.rows, want.iter().map(|p| p.row + 7).collect::<Vec<_>>());
+            assert_eq!(g.tfs, want.iter().map(|p| p.tf).collect::<Vec<_>>());
+            assert!(
+                g.append(&p, pos, u32::MAX).is_err(),
+                "rows past 2^32 are refused"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_run_reads_back_empty() {
+        let w = RunWriter::new(true);
+        let tail = w.finish(Tokenizer::Simple, 10, 0, 0);
+        // The magic was still pending: the tail is the whole blob.
+        let out = &tail.bytes;
+        assert!(read_all(out, tail.directory.clone()).unwrap().is_empty());
+        assert_eq!(tail.terms, 0);
+        assert!(tail.min_term.is_none());
+    }
+}
