@@ -388,8 +388,8 @@ async fn differential(tok: Tokenizer, seed: u64) {
         // (A registration indexes its files: f006 answers from its own blob.)
         assert_eq!(got.stats.files_by_index, 7, "{s:?} {:?}", got.stats);
     }
-    // f001: rewritten and refreshed (its blob and the run are stale: files answer by their
-    // own blobs, f001 is scanned).
+    // f001: rewritten and refreshed (its blob is stale and the run leaves it out: its share
+    // is subtracted from the run's statistics, it is scanned, the run answers the other five).
     let rows: Rows = (0..70)
         .map(|i| (1000 + i, doc(&mut r), r.below(5) as i64))
         .collect();
@@ -401,6 +401,7 @@ async fn differential(tok: Tokenizer, seed: u64) {
         check(&t, &o, tok, &s, "mixed").await;
         let got = o.search("t", &s).await.unwrap();
         scanned += got.stats.files_scanned;
+        assert_eq!(got.stats.files_by_run, 5, "{s:?} {:?}", got.stats);
     }
     assert!(scanned > 0);
     // Rebuilt: f001 and f006 get blobs and the run covers all seven files again.
@@ -410,6 +411,16 @@ async fn differential(tok: Tokenizer, seed: u64) {
         check(&t, &o, tok, &s, "rebuilt run").await;
         let got = o.search("t", &s).await.unwrap();
         assert_eq!(got.stats.files_by_run, 7, "{s:?}");
+    }
+    // f003: removed from the table (the run leaves it out, its share subtracted).
+    std::fs::remove_file(t.data().join("f003.parquet")).unwrap();
+    t.files.retain(|f| f.0 != "f003.parquet");
+    o.refresh("t").await.unwrap();
+    for _ in 0..30 {
+        let s = pick(&t, &mut r);
+        check(&t, &o, tok, &s, "removed file").await;
+        let got = o.search("t", &s).await.unwrap();
+        assert_eq!(got.stats.files_by_run, 6, "{s:?}");
     }
     // f004: rewritten behind the catalog (drift): `verify` confirms every file.
     let rows: Rows = (0..150)

@@ -162,6 +162,8 @@ pub(crate) async fn write(
                             && d.positions == spec.positions
                             && !d.interleaved
                             && d.rows == l.source_record_count
+                            && m.text
+                                .is_some_and(|t| t.docs == d.docs && t.tokens == d.tokens)
                     }),
             )
         })

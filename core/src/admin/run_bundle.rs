@@ -19,6 +19,7 @@ pub(crate) fn run_file(f: &FileEntry, a: &IndexFileEntry) -> RunFile {
         record_count: l.source_record_count,
         snapshot_id: l.source_snapshot_id,
         sequence_number: l.source_sequence_number,
+        text: None,
     }
 }
 

@@ -455,7 +455,14 @@ impl Overlay {
                 ..OrderedMeta::new(tail.directory, &tail.directory_sha256, tail.postings)
             }
             .with_keys(&tail.min_term, &tail.max_term),
-            files: covered.iter().map(|(f, a)| run_file(f, a)).collect(),
+            // Each file's statistics (checked equal to its blob's directory by the merge).
+            files: covered
+                .iter()
+                .map(|(f, a)| RunFile {
+                    text: a.ordered.text,
+                    ..run_file(f, a)
+                })
+                .collect(),
             directory: None,
         }))
     }

@@ -412,6 +412,10 @@ pub struct RunFile {
     pub record_count: u64,
     pub snapshot_id: i64,
     pub sequence_number: i64,
+    /// A full-text run's statistics of the file (what a search subtracts from the run's
+    /// when the file changed since the run was built).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextStats>,
 }
 
 /// Bits of a run position that hold the row position (the rest hold the file ordinal).

@@ -252,43 +252,59 @@ struct Loads {
     rounds: u64,
 }
 
-/// The index's table run as a search reads it: the files it covers (by ordinal, their
-/// index in the table) and where each one's rows start in the run.
+/// The index's table run as a search reads it: for each of its files (by ordinal) the file in
+/// the table it answers for, where each one's rows start in the run, and what the files it no
+/// longer answers for hold (subtracted from the run's statistics).
 struct TextRun<'m> {
     run: &'m TableRun,
-    files: Vec<usize>,
+    /// Per ordinal: the file's index in the table, `None` when the run no longer answers it
+    /// (rewritten, removed, or sent to a scan during the search).
+    files: Vec<Option<usize>>,
     /// Per ordinal, its first run row; then the run's rows.
     bases: Vec<u64>,
+    /// The documents and tokens of the ordinals it no longer answers.
+    gone: (u64, u64),
 }
 
 impl<'m> TextRun<'m> {
-    /// The index's run when a search can answer its files from it: every file it covers is
-    /// in the table as the run recorded it (same path, SHA-256, record count; not sent to a
-    /// scan), and its rows fit its u32 postings. `None` otherwise: files answer by their
-    /// own blobs or scans, so the statistics never mix a run with the files it covers.
+    /// The index's run when a search can answer from it: its rows fit its u32 postings and it
+    /// still covers a file. A file it covers that is no longer in the table as the run
+    /// recorded it (path, SHA-256, record count) or was sent to a scan is left out: its rows
+    /// never score and its share of the statistics is subtracted — its documents and tokens
+    /// from the run's record of it, each term's documents counted in its rows of the run's
+    /// postings ([`TextRun::subtract`]) — while the file, if still listed, answers by its own
+    /// blob or a scan. `None` when no file is covered, or a left-out file's share is unknown.
     fn usable(t: &TableManifest, run: &'m TableRun, files: &Files<'_>) -> Option<TextRun<'m>> {
-        let cov = run_coverage(t, run);
-        let files_of: Vec<usize> = cov
+        let cov: Vec<Option<usize>> = run_coverage(t, run)
             .into_iter()
-            .collect::<Option<Vec<usize>>>()?
-            .into_iter()
-            .filter(|i| !files.forced(*i))
+            .map(|i| i.filter(|i| !files.forced(*i)))
             .collect();
-        if files_of.len() != run.files.len() {
+        if cov.iter().all(Option::is_none) {
             return None;
         }
         let mut bases = Vec::with_capacity(run.files.len() + 1);
         let mut at = 0u64;
-        for rf in &run.files {
+        let mut gone = (0u64, 0u64);
+        for (rf, c) in run.files.iter().zip(&cov) {
             bases.push(at);
             at = at.checked_add(rf.record_count)?;
+            if c.is_none() {
+                let s = rf.text?;
+                gone = (gone.0.checked_add(s.docs)?, gone.1.checked_add(s.tokens)?);
+            }
         }
         bases.push(at);
         (at <= crate::index::fulltext::run::MAX_RUN_ROWS).then_some(TextRun {
             run,
-            files: files_of,
+            files: cov,
             bases,
+            gone,
         })
+    }
+
+    /// The files it answers for (indexes in the table).
+    fn covered(&self) -> impl Iterator<Item = usize> + '_ {
+        self.files.iter().flatten().copied()
     }
 
     fn blob(&self) -> BlobRef<'m> {
@@ -301,12 +317,44 @@ impl<'m> TextRun<'m> {
         }
     }
 
-    /// The table file (index in the table) and position of run row `row`.
-    fn place(&self, row: u64) -> (usize, u64) {
+    /// The table file (`None`: one it no longer answers) and position of run row `row`.
+    fn place(&self, row: u64) -> (Option<usize>, u64) {
         let o = self.bases[..self.files.len()]
             .partition_point(|b| *b <= row)
             .saturating_sub(1);
         (self.files[o], row - self.bases[o])
+    }
+
+    /// The run's statistics less the files it no longer answers: documents, tokens and each
+    /// query term's documents (`terms` as loaded from the run).
+    fn subtract(
+        &self,
+        docs: u64,
+        tokens: u64,
+        terms: &[Option<TermData>],
+    ) -> std::result::Result<(u64, u64, Vec<u64>), crate::index::ordered::BlobError> {
+        use crate::index::ordered::BlobError;
+        let docs = docs.checked_sub(self.gone.0).ok_or(BlobError::Corrupt(
+            "the run's documents disagree with its files",
+        ))?;
+        let tokens = tokens.checked_sub(self.gone.1).ok_or(BlobError::Corrupt(
+            "the run's tokens disagree with its files",
+        ))?;
+        let mut df = Vec::with_capacity(terms.len());
+        for td in terms {
+            let Some(td) = td else {
+                df.push(0);
+                continue;
+            };
+            let mut n = td.entry.df;
+            for (o, f) in self.files.iter().enumerate() {
+                if f.is_none() {
+                    n = n.saturating_sub(td.postings.count_in(self.bases[o]..self.bases[o + 1])?);
+                }
+            }
+            df.push(n);
+        }
+        Ok((docs, tokens, df))
     }
 }
 
@@ -529,7 +577,39 @@ impl Pinned<'_> {
             let mut docs = 0u64;
             let mut tokens = 0u64;
             let mut df = vec![0u64; q.terms.len()];
-            for l in loaded.iter().chain(&from_run) {
+            // The run's share: its statistics less the files it no longer answers.
+            if let (
+                Some(r),
+                Some(Loaded::Indexed {
+                    docs: d,
+                    tokens: n,
+                    terms,
+                }),
+            ) = (&run, &from_run)
+            {
+                match r.subtract(*d, *n, terms) {
+                    Ok((d, n, f)) => {
+                        docs += d;
+                        tokens += n;
+                        for (x, y) in df.iter_mut().zip(f) {
+                            *x += y;
+                        }
+                    }
+                    Err(e) => {
+                        stats.rejections.push(Rejection {
+                            data_file: "*".into(),
+                            index_id: Some(ix.index_id),
+                            bundle_path: Some(r.run.bundle_path.clone()),
+                            reason: RejectReason::Corrupt {
+                                message: e.to_string(),
+                            },
+                        });
+                        run_off = true;
+                        continue;
+                    }
+                }
+            }
+            for l in &loaded {
                 match l {
                     Loaded::Indexed {
                         docs: d,
@@ -592,23 +672,26 @@ impl Pinned<'_> {
                 // The run first (it holds most documents, so its k-th score bars the files').
                 if let (Some(r), Some(Loaded::Indexed { terms, .. })) = (&run, &from_run) {
                     let deleted: HashMap<usize, roaring::RoaringTreemap> = r
-                        .files
-                        .iter()
-                        .map(|&i| Ok(t.files[i].deleted()?.map(|d| (i, d))))
+                        .covered()
+                        .map(|i| Ok(t.files[i].deleted()?.map(|d| (i, d))))
                         .collect::<Result<Vec<_>>>()?
                         .into_iter()
                         .flatten()
                         .collect();
-                    let keep = |d: u64| {
-                        let (i, row) = r.place(d);
-                        files.keeps(i, deleted.get(&i), row)
+                    // Rows of a file the run no longer answers never score (`hit` is asked
+                    // only for rows `keep` keeps).
+                    let keep = |d: u64| match r.place(d) {
+                        (Some(i), row) => files.keeps(i, deleted.get(&i), row),
+                        (None, _) => false,
                     };
                     let hit = |score: f64, d: u64| {
                         let (i, row) = r.place(d);
                         Hit {
                             score,
-                            row_id: t.files[i].row_id_at(row).unwrap_or(u64::MAX),
-                            file: i,
+                            row_id: i
+                                .and_then(|i| t.files[i].row_id_at(row))
+                                .unwrap_or(u64::MAX),
+                            file: i.unwrap_or(usize::MAX),
                             row,
                         }
                     };
@@ -836,7 +919,7 @@ impl Pinned<'_> {
         };
         let mut in_run = vec![false; n];
         if let Some(r) = run {
-            for &i in &r.files {
+            for i in r.covered() {
                 in_run[i] = true;
             }
         }
@@ -960,7 +1043,7 @@ impl Pinned<'_> {
         let mut from_run = Ok(None);
         for (i, l) in done {
             if i == n {
-                let covered = run.map_or(0, |r| r.files.len() as u64);
+                let covered = run.map_or(0, |r| r.covered().count() as u64);
                 st.files_by_index += covered;
                 st.files_by_run += covered;
                 from_run = Ok(Some(l));

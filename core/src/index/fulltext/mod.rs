@@ -1039,6 +1039,28 @@ impl Postings {
         let i = self.skips.partition_point(|s| s.last_row < row);
         (i < self.skips.len()).then_some(i)
     }
+
+    /// How many postings have a row in `rows` (a table run: one file's share of the term's
+    /// documents), decoding at most the two blocks at its ends.
+    pub fn count_in(&self, rows: Range<u64>) -> Result<u64, BlobError> {
+        Ok(self
+            .count_below(rows.end)?
+            .saturating_sub(self.count_below(rows.start)?))
+    }
+
+    /// How many postings have a row below `x`.
+    fn count_below(&self, x: u64) -> Result<u64, BlobError> {
+        let i = self.skips.partition_point(|s| u64::from(s.last_row) < x);
+        // Every block before `i` is full (only the last block may be short).
+        let before: u64 = self.skips[..i].iter().map(|s| u64::from(s.count)).sum();
+        if i == self.skips.len() {
+            return Ok(before);
+        }
+        let (mut rows, mut tfs, mut lens) =
+            ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
+        let n = self.decode(i, &mut rows, &mut tfs, &mut lens)?;
+        Ok(before + rows[..n].iter().filter(|r| u64::from(**r) < x).count() as u64)
+    }
 }
 
 /// The positions of the postings of one block (`positions`: the term's positions bytes,
@@ -1318,6 +1340,46 @@ mod tests {
         // Terms sorted, every row below rows.
         assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
         assert_eq!(b.terms as usize, all.len());
+    }
+
+    #[test]
+    fn postings_count_the_rows_in_a_range() {
+        let texts: Vec<Option<&str>> = (0..1000)
+            .map(|i| if i % 3 == 0 { Some("x y") } else { Some("y") })
+            .collect();
+        let b = blob(&texts, false);
+        let d = FulltextDirectory::parse(
+            &b.bytes[b.directory.start as usize..],
+            Some(&b.directory_sha256),
+            b.bytes.len() as u64,
+        )
+        .unwrap();
+        let r = &d.blocks[0];
+        let tb = &b.bytes[r.offset as usize..(r.offset + r.length) as usize];
+        let e = parse_term_block(tb, r, &d, b.bytes.len() as u64).unwrap()[0].clone();
+        assert_eq!(e.term, b"x");
+        let p = Postings::parse(
+            bytes::Bytes::copy_from_slice(
+                &b.bytes[e.postings.start as usize..e.postings.end as usize],
+            ),
+            &e,
+            d.rows,
+        )
+        .unwrap();
+        assert!(p.skips.len() > 2);
+        for (lo, hi) in [
+            (0, 1000),
+            (0, 0),
+            (1, 3),
+            (0, 1),
+            (100, 700),
+            (383, 385),
+            (999, 2000),
+            (5000, 6000),
+        ] {
+            let want = (lo..hi.min(1000)).filter(|i| i % 3 == 0).count() as u64;
+            assert_eq!(p.count_in(lo..hi).unwrap(), want, "{lo}..{hi}");
+        }
     }
 
     #[test]
