@@ -22,8 +22,13 @@ node bench/query.mjs
 node bench/kinds.mjs
 node bench/reads.mjs
 cargo bench -p skerry-core
-# Full text beside tantivy 0.27 on a generated 2M-document corpus (bench/fulltext).
-cargo run --release -p skerry-bench-fulltext
+# Full text beside tantivy 0.27 on a generated 2M-document corpus in 20 and in 200 files
+# (bench/fulltext), then the same layouts from the wasm reader over HTTP with 20 ms per
+# response (bench/search.mjs). `SKERRY_BENCH_SCALE=1`: 10M documents.
+fdir=$(mktemp -d)
+cargo run --release -p skerry-bench-fulltext -- --keep "$fdir" ${SKERRY_BENCH_SCALE:+--docs 10000000}
+node bench/search.mjs "$fdir"
+rm -rf "$fdir"
 # Vector k-NN beside an exact brute force on 2M clustered 64-d vectors in 20 and in 200 files
 # (bench/vector; `--peer` adds hnsw_rs 0.3), then the same tables from the wasm reader over
 # HTTP with 20 ms per response (bench/vector.mjs). `SKERRY_BENCH_SCALE=1`: 10M.

@@ -3,7 +3,8 @@
 //! same queries — reported side by side and as ratios.
 //!
 //! Corpus: `--docs N` documents (default 2,000,000) of 20–80 words drawn Zipf(1) from a
-//! 30,000-word vocabulary, in `--files F` Parquet files (default 20). Queries: 200 two-term OR
+//! 30,000-word vocabulary, written as Parquet in each layout of `--files` (default `20,200`:
+//! the same documents in 20 and in 200 files), each layout its own overlay. Queries: 200 two-term OR
 //! queries whose terms are drawn from the same distribution (`zipf`), and 200 whose terms
 //! are drawn uniformly from the vocabulary (`uniform`). Both engines use BM25 (k1 1.2,
 //! b 0.75); tantivy indexes from memory with 2 threads and 256 MB, Skerry builds from the
@@ -11,7 +12,10 @@
 //! its default read cache), cold (each query's first search) and warm, with the index's
 //! requests and bytes per query; tantivy through a reloaded searcher.
 //!
-//!     cargo run --release -p skerry-bench-fulltext -- [--docs N] [--files F]
+//!     cargo run --release -p skerry-bench-fulltext -- [--docs N] [--files 20,200] [--keep DIR]
+//!
+//! `--keep DIR` leaves the data (`data-{files}`), the overlays (`overlay-{files}`) and
+//! `bench.json` (the queries) in DIR for `bench/search.mjs`, the wasm reader over HTTP.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,6 +24,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use skerry_core::admin::overlay::{FileSelection, IndexOptions, OpenOptions, Overlay};
 use skerry_core::index::IndexKind;
+use skerry_core::read::reader::OverlayReader;
 use skerry_core::read::search::Search;
 
 const VOCAB: usize = 30_000;
@@ -94,25 +99,25 @@ fn dir_bytes(p: &std::path::Path) -> u64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let docs: usize = args
-        .iter()
-        .position(|a| a == "--docs")
-        .and_then(|i| args.get(i + 1))
-        .map(|s| s.parse().expect("--docs N"))
-        .unwrap_or(2_000_000);
-    let files: usize = args
-        .iter()
-        .position(|a| a == "--files")
-        .and_then(|i| args.get(i + 1))
-        .map(|s| s.parse().expect("--files F"))
-        .unwrap_or(20);
-    let per_file = docs.div_ceil(files.max(1));
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let docs: usize = arg("--docs").map_or(2_000_000, |s| s.parse().expect("--docs N"));
+    let layouts: Vec<usize> = arg("--files")
+        .unwrap_or_else(|| "20,200".into())
+        .split(',')
+        .map(|s| s.parse().expect("--files 20,200"))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let keep = arg("--keep").map(std::path::PathBuf::from);
+    let root = keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&root).unwrap();
     let mut r = Rng(0x9E37_79B9_7F4A_7C15);
     let vocab = vocabulary(&mut r);
     let cdf = zipf_cdf();
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
 
     // The corpus, kept in memory for tantivy and written as Parquet for Skerry.
     let t0 = Instant::now();
@@ -128,66 +133,26 @@ async fn main() {
         }
         texts.push(s);
     }
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("body", DataType::Utf8, false),
-    ]));
-    let mut names = Vec::new();
-    for (f, chunk) in texts.chunks(per_file).enumerate() {
-        let first = (f * per_file) as i64;
-        let ids: Int64Array = (0..chunk.len() as i64).map(|i| Some(first + i)).collect();
-        let body: StringArray = chunk.iter().map(|s| Some(s.as_str())).collect();
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![Arc::new(ids) as ArrayRef, Arc::new(body)],
-        )
-        .unwrap();
-        let name = format!("part-{f:04}.parquet");
-        let file = std::fs::File::create(data.join(&name)).unwrap();
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_compression(parquet::basic::Compression::SNAPPY)
-            .build();
-        let mut w =
-            parquet::arrow::ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-        names.push(name);
-    }
     let words: u64 = texts.iter().map(|t| t.split(' ').count() as u64).sum();
     println!(
-        "corpus: {docs} documents, {words} words, {} Parquet files ({:.1} s to generate)",
-        names.len(),
+        "corpus: {docs} documents, {words} words ({:.1} s to generate); layouts: {layouts:?} files",
         t0.elapsed().as_secs_f64()
     );
-
-    // Skerry: register, define, build from the Parquet files.
-    let overlay_dir = tmp.path().join("overlay");
-    let url = format!("file://{}", overlay_dir.display());
-    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
-    let t0 = Instant::now();
-    o.register_parquet_table(
-        "docs",
-        &format!("file://{}", data.display()),
-        FileSelection::List(names.clone()),
-    )
-    .await
-    .unwrap();
-    o.create_index(
-        "docs",
-        "body_text",
-        &["body".into()],
-        IndexOptions {
-            kind: IndexKind::Fulltext,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    o.build("docs", |_| {}).await.unwrap();
-    o.publish().await.unwrap();
-    let skerry_build = t0.elapsed().as_secs_f64();
-    let skerry_bytes = dir_bytes(&overlay_dir.join("bundles"));
-    o.close().await.unwrap();
+    let queries: Vec<(&str, Vec<String>)> = ["zipf", "uniform"]
+        .into_iter()
+        .map(|set| {
+            let qs = (0..200)
+                .map(|_| {
+                    let mut pick = || match set {
+                        "zipf" => vocab[zipf(&mut r, &cdf)].clone(),
+                        _ => vocab[(r.next() % VOCAB as u64) as usize].clone(),
+                    };
+                    format!("{} {}", pick(), pick())
+                })
+                .collect();
+            (set, qs)
+        })
+        .collect();
 
     // tantivy: the same documents from memory, 2 threads, 256 MB.
     use tantivy::collector::TopDocs;
@@ -212,124 +177,212 @@ async fn main() {
     }
     let tantivy_build = t0.elapsed().as_secs_f64();
     let tantivy_bytes = dir_bytes(&tdir);
-    drop(texts);
-
-    let reader = skerry_core::read::reader::OverlayReader::open(
-        &url,
-        skerry_core::io::store::OpenOptions::default(),
-    )
-    .await
-    .unwrap();
-    // The default read cache: what a user gets.
     let treader = index.reader().unwrap();
     let searcher = treader.searcher();
     let qp = QueryParser::for_index(&index, vec![body]);
 
-    println!();
-    println!("| | Skerry | tantivy 0.27 | ratio |");
-    println!("|---|---|---|---|");
-    println!(
-        "| build ({docs} docs) | {skerry_build:.1} s | {tantivy_build:.1} s | {:.2}× |",
-        skerry_build / tantivy_build
-    );
-    println!(
-        "| index bytes | {:.1} MB | {:.1} MB | {:.2}× |",
-        skerry_bytes as f64 / 1e6,
-        tantivy_bytes as f64 / 1e6,
-        skerry_bytes as f64 / tantivy_bytes as f64
-    );
-    for set in ["zipf", "uniform"] {
-        let queries: Vec<String> = (0..200)
-            .map(|_| {
-                let mut pick = || match set {
-                    "zipf" => vocab[zipf(&mut r, &cdf)].clone(),
-                    _ => vocab[(r.next() % VOCAB as u64) as usize].clone(),
-                };
-                format!("{} {}", pick(), pick())
-            })
-            .collect();
-        // Warm both (and check they agree on how many results there are); Skerry's cold
-        // requests and bytes per query.
-        let (mut creq, mut cbytes) = (0u64, 0u64);
-        for q in &queries {
-            let s = Search {
-                query: q.clone(),
-                k: 10,
-                columns: Some(vec![]),
-                ..Default::default()
-            };
-            let a = reader.snapshot().search("docs", &s).await.unwrap();
-            creq += a.stats.index_requests;
-            cbytes += a.stats.index_bytes;
-            assert_eq!(
-                a.stats.files_by_run,
-                names.len() as u64,
-                "the run answers every file"
-            );
-            let tq = qp.parse_query(q).unwrap();
-            let b = searcher
-                .search(&tq, &TopDocs::with_limit(10).order_by_score())
-                .unwrap();
-            assert_eq!(a.rows.len(), b.len(), "{q}");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("body", DataType::Utf8, false),
+    ]));
+    for &files in &layouts {
+        let per_file = docs.div_ceil(files.max(1));
+        let data = root.join(format!("data-{files}"));
+        std::fs::create_dir_all(&data).unwrap();
+        let mut names = Vec::new();
+        for (f, chunk) in texts.chunks(per_file).enumerate() {
+            let first = (f * per_file) as i64;
+            let ids: Int64Array = (0..chunk.len() as i64).map(|i| Some(first + i)).collect();
+            let body: StringArray = chunk.iter().map(|s| Some(s.as_str())).collect();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(ids) as ArrayRef, Arc::new(body)],
+            )
+            .unwrap();
+            let name = format!("part-{f:04}.parquet");
+            let file = std::fs::File::create(data.join(&name)).unwrap();
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_compression(parquet::basic::Compression::SNAPPY)
+                .build();
+            let mut w =
+                parquet::arrow::ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+            names.push(name);
         }
-        if set == "zipf" && std::env::var_os("BENCH_FULLTEXT_PROFILE").is_some() {
-            // A long run of Skerry's searches alone, for a profiler.
-            let t0 = Instant::now();
-            while t0.elapsed().as_secs() < 30 {
-                for q in &queries {
-                    let s = Search {
-                        query: q.clone(),
-                        k: 10,
-                        columns: Some(vec![]),
-                        ..Default::default()
-                    };
-                    std::hint::black_box(reader.snapshot().search("docs", &s).await.unwrap());
-                }
+
+        // Skerry: register, define, build from the Parquet files.
+        let overlay_dir = root.join(format!("overlay-{files}"));
+        let url = format!("file://{}", overlay_dir.display());
+        let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
+        let t0 = Instant::now();
+        o.register_parquet_table(
+            "docs",
+            &format!("file://{}", data.display()),
+            FileSelection::List(names.clone()),
+        )
+        .await
+        .unwrap();
+        o.create_index(
+            "docs",
+            "body_text",
+            &["body".into()],
+            IndexOptions {
+                kind: IndexKind::Fulltext,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        o.build("docs", |_| {}).await.unwrap();
+        o.publish().await.unwrap();
+        let skerry_build = t0.elapsed().as_secs_f64();
+        let skerry_bytes = dir_bytes(&overlay_dir.join("bundles"));
+        let run_bytes: u64 = walk(&overlay_dir.join("bundles"))
+            .into_iter()
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("run-"))
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum();
+        o.close().await.unwrap();
+
+        // The read path users get, with its default read cache.
+        let reader = OverlayReader::open(&url, skerry_core::io::store::OpenOptions::default())
+            .await
+            .unwrap();
+        println!();
+        println!("### {docs} documents in {files} files");
+        println!();
+        println!("| | Skerry | tantivy 0.27 | ratio |");
+        println!("|---|---|---|---|");
+        println!(
+            "| build | {skerry_build:.1} s | {tantivy_build:.1} s | {:.2}× |",
+            skerry_build / tantivy_build
+        );
+        println!(
+            "| index bytes (per-file blobs + run) | {:.1} MB | {:.1} MB | {:.2}× |",
+            skerry_bytes as f64 / 1e6,
+            tantivy_bytes as f64 / 1e6,
+            skerry_bytes as f64 / tantivy_bytes as f64
+        );
+        println!(
+            "| index bytes (the run alone) | {:.1} MB | {:.1} MB | {:.2}× |",
+            run_bytes as f64 / 1e6,
+            tantivy_bytes as f64 / 1e6,
+            run_bytes as f64 / tantivy_bytes as f64
+        );
+        for (set, queries) in &queries {
+            measure(&reader, files, set, queries, &searcher, &qp).await;
+        }
+    }
+    if let Some(k) = &keep {
+        let qs: Vec<String> = queries
+            .iter()
+            .flat_map(|(_, q)| q.iter())
+            .map(|q| format!("{q:?}"))
+            .collect();
+        std::fs::write(
+            k.join("bench.json"),
+            format!(
+                "{{\"docs\": {docs}, \"layouts\": {layouts:?}, \"queries\": [{}]}}",
+                qs.join(", ")
+            ),
+        )
+        .unwrap();
+        println!("\nkept in {}", k.display());
+    }
+}
+
+fn walk(p: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(p).unwrap() {
+        let e = e.unwrap();
+        if e.metadata().unwrap().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+/// One query set on one layout: both engines warmed (and checked to agree on how many
+/// results there are; Skerry's cold requests and bytes per query), then timed interleaved.
+async fn measure(
+    reader: &OverlayReader,
+    files: usize,
+    set: &str,
+    queries: &[String],
+    searcher: &tantivy::Searcher,
+    qp: &tantivy::query::QueryParser,
+) {
+    use tantivy::collector::TopDocs;
+    let ask = |q: &str| Search {
+        query: q.to_string(),
+        k: 10,
+        columns: Some(vec![]),
+        ..Default::default()
+    };
+    let (mut creq, mut cbytes) = (0u64, 0u64);
+    for q in queries {
+        let a = reader.snapshot().search("docs", &ask(q)).await.unwrap();
+        creq += a.stats.index_requests;
+        cbytes += a.stats.index_bytes;
+        assert_eq!(
+            a.stats.files_by_run, files as u64,
+            "the run answers every file"
+        );
+        let tq = qp.parse_query(q).unwrap();
+        let b = searcher
+            .search(&tq, &TopDocs::with_limit(10).order_by_score())
+            .unwrap();
+        assert_eq!(a.rows.len(), b.len(), "{q}");
+    }
+    if set == "zipf" && std::env::var_os("BENCH_FULLTEXT_PROFILE").is_some() {
+        // A long run of Skerry's searches alone, for a profiler.
+        let t0 = Instant::now();
+        while t0.elapsed().as_secs() < 30 {
+            for q in queries {
+                std::hint::black_box(reader.snapshot().search("docs", &ask(q)).await.unwrap());
             }
         }
-        let (mut ms, mut mt) = (Vec::new(), Vec::new());
-        let (mut wreq, mut wbytes) = (0u64, 0u64);
-        for q in &queries {
-            let s = Search {
-                query: q.clone(),
-                k: 10,
-                columns: Some(vec![]),
-                ..Default::default()
-            };
-            let t0 = Instant::now();
-            let a = reader.snapshot().search("docs", &s).await.unwrap();
-            ms.push(t0.elapsed().as_secs_f64() * 1e3);
-            wreq += a.stats.index_requests;
-            wbytes += a.stats.index_bytes;
-            std::hint::black_box(a);
-            let t0 = Instant::now();
-            let tq = qp.parse_query(q).unwrap();
-            let b = searcher
-                .search(&tq, &TopDocs::with_limit(10).order_by_score())
-                .unwrap();
-            mt.push(t0.elapsed().as_secs_f64() * 1e3);
-            std::hint::black_box(b);
-        }
-        let (s50, t50) = (percentile(&mut ms, 0.5), percentile(&mut mt, 0.5));
-        let (s95, t95) = (percentile(&mut ms, 0.95), percentile(&mut mt, 0.95));
-        println!(
-            "| top-10, 2 terms ({set}) p50 | {s50:.2} ms | {t50:.2} ms | {:.2}× |",
-            s50 / t50
-        );
-        println!(
-            "| top-10, 2 terms ({set}) p95 | {s95:.2} ms | {t95:.2} ms | {:.2}× |",
-            s95 / t95
-        );
-        let n = queries.len() as f64;
-        println!(
-            "| ({set}) index requests / bytes per query, cold | {:.2} / {:.0} KB | | |",
-            creq as f64 / n,
-            cbytes as f64 / n / 1e3
-        );
-        println!(
-            "| ({set}) index requests / bytes per query, warm | {:.2} / {:.0} KB | | |",
-            wreq as f64 / n,
-            wbytes as f64 / n / 1e3
-        );
     }
+    let (mut ms, mut mt) = (Vec::new(), Vec::new());
+    let (mut wreq, mut wbytes) = (0u64, 0u64);
+    for q in queries {
+        let s = ask(q);
+        let t0 = Instant::now();
+        let a = reader.snapshot().search("docs", &s).await.unwrap();
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        wreq += a.stats.index_requests;
+        wbytes += a.stats.index_bytes;
+        std::hint::black_box(a);
+        let t0 = Instant::now();
+        let tq = qp.parse_query(q).unwrap();
+        let b = searcher
+            .search(&tq, &TopDocs::with_limit(10).order_by_score())
+            .unwrap();
+        mt.push(t0.elapsed().as_secs_f64() * 1e3);
+        std::hint::black_box(b);
+    }
+    let (s50, t50) = (percentile(&mut ms, 0.5), percentile(&mut mt, 0.5));
+    let (s95, t95) = (percentile(&mut ms, 0.95), percentile(&mut mt, 0.95));
+    println!(
+        "| top-10, 2 terms ({set}) p50 | {s50:.2} ms | {t50:.2} ms | {:.2}× |",
+        s50 / t50
+    );
+    println!(
+        "| top-10, 2 terms ({set}) p95 | {s95:.2} ms | {t95:.2} ms | {:.2}× |",
+        s95 / t95
+    );
+    let n = queries.len() as f64;
+    println!(
+        "| ({set}) index requests / bytes per query, cold | {:.2} / {:.0} KB | | |",
+        creq as f64 / n,
+        cbytes as f64 / n / 1e3
+    );
+    println!(
+        "| ({set}) index requests / bytes per query, warm | {:.2} / {:.0} KB | | |",
+        wreq as f64 / n,
+        wbytes as f64 / n / 1e3
+    );
 }
