@@ -1,7 +1,7 @@
 // Full-text search from both targets (issue 18): the addon and the wasm reader over HTTP give
 // the same BM25 top-k as a brute force written here (scores to 1e-6) — terms, OR/AND,
-// phrases, `where` pre-filters — over indexed files, a file registered after the build
-// (scanned), one rewritten and refreshed (stale blob, scanned) and deleted rows; a 2-term
+// phrases, `where` pre-filters — over the index's table run, a file registered after the
+// build, one rewritten and refreshed (left out of the run, scanned) and deleted rows; a 2-term
 // search over HTTP in at most 4 sequential round trips; wrong option types are typed errors.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -165,6 +165,11 @@ async function both(o) {
   const w = await wasm.search('t', o);
   same(a, want, `addon ${what}`);
   same(w, want, `wasm ${what}`);
+  // The table run answers f0, f2 (deleted rows filtered) and f3; f1 (rewritten) is left out of
+  // it, its share subtracted, and scanned; f4 answers by its own blob. `verify` answers file by
+  // file.
+  assert.equal(a.stats.filesByRun, o.verify ? 0 : 3, `addon ${what}`);
+  assert.equal(w.stats.filesByRun, o.verify ? 0 : 3, `wasm ${what}`);
   return { a, w, want, what };
 }
 

@@ -155,7 +155,6 @@ async fn main() {
         .collect();
 
     // tantivy: the same documents from memory, 2 threads, 256 MB.
-    use tantivy::collector::TopDocs;
     use tantivy::query::QueryParser;
     use tantivy::schema::{Schema as TSchema, STORED, TEXT};
     let tdir = tmp.path().join("tantivy");
