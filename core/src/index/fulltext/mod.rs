@@ -634,20 +634,19 @@ fn unpack(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(), Bl
         (1u64 << width) - 1
     };
     let w = width as usize;
+    // The packed bytes in a zero-padded buffer, so every value is one unaligned 8-byte load
+    // (at most 32 bits from a shift of at most 7), with no branch on the block's end.
+    const PACKED: usize = BLOCK_DOCS * 4;
+    if len > PACKED {
+        return Err(BlobError::Corrupt("block too long"));
+    }
+    let mut buf = [0u8; PACKED + 8];
+    buf[..len].copy_from_slice(bytes);
     for (k, slot) in out.iter_mut().enumerate() {
         let bit = k * w;
-        let (byte, shift) = (bit >> 3, bit & 7);
-        // An 8-byte window holds any value (at most 32 bits from a shift of at most 7).
-        let word = match bytes.get(byte..byte + 8) {
-            Some(x) => u64::from_le_bytes(x.try_into().expect("8 bytes")),
-            None => {
-                let mut x = [0u8; 8];
-                let tail = &bytes[byte.min(bytes.len())..];
-                x[..tail.len()].copy_from_slice(tail);
-                u64::from_le_bytes(x)
-            }
-        };
-        *slot = ((word >> shift) & mask) as u32;
+        let at = bit >> 3;
+        let word = u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
+        *slot = ((word >> (bit & 7)) & mask) as u32;
     }
     Ok(())
 }
