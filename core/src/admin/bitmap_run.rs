@@ -51,17 +51,11 @@ pub(crate) async fn plan(
     let futs: Vec<_> = covered
         .iter()
         .map(|(_, a)| async move {
-            let (l, m) = (&a.lineage, &a.ordered);
-            if l.blob_type != bitmap::BLOB_TYPE {
+            let m = &a.ordered;
+            let Some(bytes) = run_bundle::blob_directory(reader, a, bitmap::BLOB_TYPE).await?
+            else {
                 return Ok(None);
-            }
-            let at = l.blob_offset.saturating_add(m.directory_offset);
-            let bytes = reader
-                .read_range(
-                    &Location::new(&l.bundle_path),
-                    at..at.saturating_add(m.directory_length),
-                )
-                .await?;
+            };
             Ok::<_, crate::error::Error>(
                 BitmapDirectory::parse(&bytes, Some(&m.directory_sha256), m.directory_offset)
                     .ok()

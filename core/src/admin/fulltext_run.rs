@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use futures::{StreamExt, TryStreamExt};
 
-use crate::admin::run_bundle::Sink;
+use crate::admin::run_bundle::{self, Sink};
 use crate::error::Result;
 use crate::formats::manifest::*;
 use crate::index::fulltext::run::{RunTail, RunWriter, TermGather, MAX_RUN_ROWS};
@@ -144,16 +144,10 @@ pub(crate) async fn write(
         .iter()
         .map(|(_, a)| async move {
             let (l, m) = (&a.lineage, &a.ordered);
-            if l.blob_type != fulltext::BLOB_TYPE {
+            let Some(bytes) = run_bundle::blob_directory(reader, a, fulltext::BLOB_TYPE).await?
+            else {
                 return Ok(None);
-            }
-            let at = l.blob_offset.saturating_add(m.directory_offset);
-            let bytes = reader
-                .read_range(
-                    &Location::new(&l.bundle_path),
-                    at..at.saturating_add(m.directory_length),
-                )
-                .await?;
+            };
             Ok::<_, crate::error::Error>(
                 FulltextDirectory::parse(&bytes, Some(&m.directory_sha256), l.blob_length)
                     .ok()

@@ -9,6 +9,28 @@ use crate::error::Result;
 use crate::formats::manifest::*;
 use crate::formats::puffin::PuffinWriter;
 
+/// The directory bytes of a covered file's blob when it is of `blob_type` (`None`: a blob of
+/// another kind) — the first read of every kind's run writer.
+pub(crate) async fn blob_directory(
+    reader: &crate::io::ObjectStoreReader,
+    a: &IndexFileEntry,
+    blob_type: &str,
+) -> Result<Option<bytes::Bytes>> {
+    use crate::io::RangeReader;
+    let (l, m) = (&a.lineage, &a.ordered);
+    if l.blob_type != blob_type {
+        return Ok(None);
+    }
+    let at = l.blob_offset.saturating_add(m.directory_offset);
+    let bytes = reader
+        .read_range(
+            &crate::io::Location::new(&l.bundle_path),
+            at..at.saturating_add(m.directory_length),
+        )
+        .await?;
+    Ok(Some(bytes))
+}
+
 /// What a run records about a covered file: the read gate's facts its blob was built on.
 pub(crate) fn run_file(f: &FileEntry, a: &IndexFileEntry) -> RunFile {
     let l = &a.lineage;

@@ -549,6 +549,13 @@ impl Pinned<'_> {
                     == Some(crate::index::kind::RunLayout::Concatenated)
         });
         let mut run_off = false;
+        // A run failing a check is reported against every file (`*`), then left for the search.
+        let run_rejected = |reason| Rejection {
+            data_file: "*".into(),
+            index_id: Some(ix.index_id),
+            bundle_path: table_run.map(|r| r.bundle_path.clone()),
+            reason,
+        };
         loop {
             let run = table_run
                 .filter(|_| !run_off)
@@ -561,13 +568,7 @@ impl Pinned<'_> {
             let from_run = match loads.run {
                 Ok(l) => l,
                 Err(reason) => {
-                    let r = table_run.expect("a run was read");
-                    stats.rejections.push(Rejection {
-                        data_file: "*".into(),
-                        index_id: Some(ix.index_id),
-                        bundle_path: Some(r.bundle_path.clone()),
-                        reason,
-                    });
+                    stats.rejections.push(run_rejected(reason));
                     run_off = true;
                     continue;
                 }
@@ -596,14 +597,7 @@ impl Pinned<'_> {
                         }
                     }
                     Err(e) => {
-                        stats.rejections.push(Rejection {
-                            data_file: "*".into(),
-                            index_id: Some(ix.index_id),
-                            bundle_path: Some(r.run.bundle_path.clone()),
-                            reason: RejectReason::Corrupt {
-                                message: e.to_string(),
-                            },
-                        });
+                        stats.rejections.push(run_rejected(r.blob().corrupt(e)));
                         run_off = true;
                         continue;
                     }
@@ -697,14 +691,7 @@ impl Pinned<'_> {
                     };
                     let sc = Scorer { hit: &hit, ..base };
                     if let Err(e) = sc.score_indexed(terms, &keep, &mut top) {
-                        stats.rejections.push(Rejection {
-                            data_file: "*".into(),
-                            index_id: Some(ix.index_id),
-                            bundle_path: Some(r.run.bundle_path.clone()),
-                            reason: RejectReason::Corrupt {
-                                message: e.to_string(),
-                            },
-                        });
+                        stats.rejections.push(run_rejected(r.blob().corrupt(e)));
                         run_off = true;
                         continue;
                     }
