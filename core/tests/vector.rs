@@ -938,6 +938,28 @@ async fn the_first_registration_with_vectors_trains_the_codebook() {
         ..Default::default()
     };
     assert_eq!(check(&t, &o, MetricName::L2, &n, "registered").await, 4);
+    // Vacuum keeps the codebook an index references and sweeps it once the index is dropped
+    // (issue 40: codebooks were never reclaimed).
+    let book = t
+        .dir
+        .path()
+        .join("late")
+        .join(&rec.codebook.as_ref().unwrap().path);
+    assert!(book.exists());
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions::now(1))
+        .await
+        .unwrap();
+    assert!(book.exists(), "a live codebook survives vacuum");
+    assert_eq!(check(&t, &o, MetricName::L2, &n, "after vacuum").await, 4);
+    o.drop_index("t", "knn").await.unwrap();
+    let report = o
+        .vacuum(skerry_core::admin::lifecycle::VacuumOptions::now(1))
+        .await
+        .unwrap();
+    assert!(
+        !book.exists(),
+        "a dropped index's codebook is swept: {report:?}"
+    );
     o.close().await.unwrap();
 }
 

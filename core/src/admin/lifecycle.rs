@@ -857,11 +857,15 @@ impl Overlay {
         for c in t.scan::<BuildCursor>("k/").await? {
             live.extend(c.segments.into_iter().map(|s| s.path));
         }
+        // Vector indexes' codebooks (a dropped index's record is gone once it is reclaimed).
+        for ix in t.scan::<IndexRecord>("i/").await? {
+            live.extend(ix.codebook.map(|c| c.path));
+        }
         Ok(live)
     }
 
-    /// Deletes every object under `bundles/` and `staging/` that neither the catalog head
-    /// nor a manifest of `retained` references.
+    /// Deletes every object under `bundles/`, `staging/` and `codebooks/` that neither the
+    /// catalog head nor a manifest of `retained` references.
     async fn sweep(
         &self,
         retained: &[u64],
@@ -890,10 +894,11 @@ impl Overlay {
                             .map(|a| a.lineage.bundle_path.clone()),
                     );
                     live.extend(ix.table_run().map(|r| r.bundle_path.clone()));
+                    live.extend(ix.codebook.as_ref().map(|c| c.path.clone()));
                 }
             }
         }
-        for prefix in ["bundles", "staging"] {
+        for prefix in ["bundles", "staging", "codebooks"] {
             let mut doomed = Vec::new();
             let mut s = self.store.list(Some(&Path::from(prefix)));
             while let Some(m) = s.next().await {
@@ -923,7 +928,7 @@ impl Overlay {
 
     /// Deletes manifests older than the newest `retain_versions` (HEAD's is always kept),
     /// reclaims dropped indexes (claims and records, in bounded batches), and deletes every
-    /// bundle, run and staged segment that neither the catalog nor a retained manifest
+    /// bundle, run, staged segment and codebook that neither the catalog nor a retained manifest
     /// references and that is older than `grace_seconds` (younger ones are counted in
     /// `young`). Holds this overlay's writers off while it runs; the grace period protects
     /// what other processes (fan-out workers, a build elsewhere) wrote for a commit to come.
