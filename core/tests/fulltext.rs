@@ -559,6 +559,20 @@ async fn damaged_blobs_never_change_an_answer() {
     }
     assert!(rejected > 0, "no damage was ever noticed");
     assert!(run_rejected > 0, "no damage to the run was ever noticed");
+    // A run naming one file twice would count its documents twice: the manifest is refused.
+    let m = o.snapshot().await.unwrap().manifest().clone();
+    let mut v: serde_json::Value = serde_json::to_value(&*m).unwrap();
+    let run = v["tables"][0]["indexes"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find_map(|ix| ix.get_mut("run").filter(|r| !r.is_null()))
+        .expect("a fulltext run in the manifest");
+    let first = run["files"][0].clone();
+    run["files"][1] = first;
+    let e =
+        skerry_core::formats::manifest::Manifest::from_json(v.to_string().as_bytes()).unwrap_err();
+    assert!(e.to_string().contains("names a file twice"), "{e}");
     o.close().await.unwrap();
 }
 

@@ -646,9 +646,17 @@ fn validate_lists(
         if r.files.len() as u64 > 1 << (64 - RUN_POSITION_BITS) {
             return Err(bad(format!("{what}: run covers too many files")));
         }
+        let mut seen = std::collections::HashSet::with_capacity(r.files.len());
         for rf in &r.files {
             if rf.record_count > 1 << RUN_POSITION_BITS {
                 return Err(bad(format!("{what}: run file record count")));
+            }
+            // A file listed twice would be answered (and a run's statistics counted) twice.
+            if !seen.insert(rf.file_id) {
+                return Err(bad(format!(
+                    "{what}: the run names a file twice (file id {})",
+                    rf.file_id
+                )));
             }
         }
     }
