@@ -3,7 +3,8 @@
 // trusts the published manifest (no request per data file) and reads the index's table run,
 // so a warm count is at most 2 requests whatever the number of files, and requests and bytes
 // per count, cold and warm, differ by at most 1.5× between the two tables — counted by the
-// range server. The answers equal the addon's and a scan's.
+// range server. The answers equal the addon's and a scan's. A query by the bitmap reads the
+// run too: at most 2 index requests per value, whatever the number of files.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -83,4 +84,31 @@ test('a count costs the same in 10 and in 200 files: warm ≤ 2 requests, within
   assert.ok(within(seen[10].cold.bytes, seen[200].cold.bytes), JSON.stringify(seen));
   assert.ok(within(seen[10].requests, seen[200].requests), JSON.stringify(seen));
   assert.ok(within(seen[10].bytes, seen[200].bytes), JSON.stringify(seen));
+});
+
+test('a query by bitmap reads the index in the same few requests in 10 and in 200 files (2 per value)', async () => {
+  const seen = {};
+  for (const files of [10, 200]) {
+    const reader = await OverlayReader.open(`${server.url}/overlay${files}`, { tables: { orders: `${server.url}/data${files}` } });
+    await reader.count('orders', { where: { day: day(1) } }); // the manifest and the run's directory
+    const index = () => server.stats.log.filter((l) => l.path.includes(`/overlay${files}/`));
+    let requests = 0;
+    for (const ks of [[7], [100, 200], [364]]) {
+      const where = { day: ks.length === 1 ? day(ks[0]) : { in: ks.map(day) } };
+      server.reset();
+      const r = await reader.query('orders', { where, columns: [] });
+      assert.equal(r.refs.length, rowsOf(ks), `${files} files ${JSON.stringify(where)}`);
+      // Per value, one range of the run's files holding it and one of their bitmaps — not
+      // one per file.
+      assert.ok(index().length <= 2 * ks.length, `${files} files: ${JSON.stringify(index())}`);
+      assert.equal(r.stats.filesByIndex + r.stats.filesPruned, files, JSON.stringify(r.stats));
+      requests += index().length;
+      const a = await overlays[files].query('orders', { where, columns: [] });
+      assert.deepEqual(a.refs.map((x) => `${x.file}:${x.position}`).sort(), r.refs.map((x) => `${x.file}:${x.position}`).sort());
+      assert.ok(a.stats.indexRequests <= 2 * ks.length, JSON.stringify(a.stats));
+    }
+    seen[files] = requests / 3;
+  }
+  console.log(`query by bitmap, index requests per query over HTTP: ${JSON.stringify(seen)}`);
+  assert.equal(seen[10], seen[200]);
 });

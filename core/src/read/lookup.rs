@@ -702,6 +702,23 @@ impl Pinned<'_> {
             let entries = blob.estimate(kind, &ix.key, probe).await?;
             return Some((entries, rows(&mut run.files.iter().map(|f| f.file_id))));
         }
+        // A bitmap run's directory holds each value's table-wide cardinality: the estimate
+        // reads no file's directory.
+        if let Some(run) = ix
+            .table_run()
+            .filter(|_| kind.run() == Some(RunLayout::Stacked))
+        {
+            use crate::index::access::{KeyProbe, RunPositions, RunWant};
+            let blob = self.blobs().at(self.run_blob(run));
+            let want = vec![RunWant::Count; run.files.len()];
+            let probe = KeyProbe {
+                ranges: &probe.ranges,
+                keep: None,
+            };
+            if let Ok(RunPositions::Total(n)) = kind.run_positions(&blob, probe, &want).await {
+                return Some((n, rows(&mut run.files.iter().map(|f| f.file_id))));
+            }
+        }
         let mut total = 0u64;
         for window in ix.file_entries().chunks(FILE_WINDOW) {
             let est = futures::future::join_all(window.iter().map(|e| async move {

@@ -482,6 +482,17 @@ impl Pinned<'_> {
                 }
             }
         }
+        // A bitmap index's table run names the positions of every file it covers in one
+        // range per value (docs/bitmap-index.md).
+        let mut run_positions: HashMap<usize, Vec<u64>> = HashMap::new();
+        if let Some(p) = &plan {
+            if !p.ranges.is_empty() {
+                for (i, ps) in self.bitmap_run_positions(t, &pred, p, &mut stats).await {
+                    covered[i] = true;
+                    run_positions.insert(i, ps);
+                }
+            }
+        }
         let by_file: HashMap<u64, &IndexFileEntry> = plan
             .as_ref()
             .map(|p| {
@@ -532,7 +543,9 @@ impl Pinned<'_> {
                         return None;
                     }
                 }
-                let answer = if covered[i] {
+                let answer = if let Some(ps) = run_positions.remove(&i) {
+                    Answer::RunPositions(ps, by_file.get(&f.file_id).copied())
+                } else if covered[i] {
                     Answer::Run(
                         run_hits.remove(&i).unwrap_or_default(),
                         by_file.get(&f.file_id).copied(),
@@ -773,6 +786,81 @@ impl Pinned<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// The positions a bitmap index's table run ([`RunLayout::Stacked`]) names for the files
+    /// it covers (by index in `t.files`), keys matched against the plan's column; nothing
+    /// for an index of another layout, and nothing (reported) when the run is unusable —
+    /// its files then go the per-file way.
+    async fn bitmap_run_positions(
+        &self,
+        t: &TableManifest,
+        pred: &Predicate,
+        p: &IndexPlan<'_>,
+        stats: &mut QueryStats,
+    ) -> Vec<(usize, Vec<u64>)> {
+        use crate::index::access::{KeyProbe, Positions, RunPositions, RunWant};
+        use crate::index::kind::RunLayout;
+        let ix = p.index;
+        let (Some(kind), Some(Some(column))) = (
+            crate::index::kind::of(ix.kind()),
+            p.key_columns.first().copied(),
+        ) else {
+            return vec![];
+        };
+        let Some(run) = ix
+            .table_run()
+            .filter(|_| kind.run() == Some(RunLayout::Stacked) && ix.fields.len() == 1)
+        else {
+            return vec![];
+        };
+        let coverage = crate::read::lookup::run_coverage(t, run);
+        let want: Vec<RunWant> = coverage
+            .iter()
+            .map(|i| match i {
+                Some(i) => RunWant::Set {
+                    rows: t.files[*i].record_count,
+                },
+                None => RunWant::Skip,
+            })
+            .collect();
+        if want.iter().all(|w| *w == RunWant::Skip) {
+            return vec![];
+        }
+        let cp = &pred.columns[column];
+        let keep = move |k: &[u8]| {
+            ix.key
+                .decode(k)
+                .map(|v| cp.matches(&v[0]))
+                .map_err(|e| e.to_string())
+        };
+        let probe = KeyProbe {
+            ranges: &p.ranges,
+            keep: Some(&keep),
+        };
+        let blob = self.blobs().at(self.run_blob(run));
+        match kind.run_positions(&blob, probe, &want).await {
+            Ok(RunPositions::PerFile(answers)) if answers.len() == coverage.len() => coverage
+                .iter()
+                .zip(answers)
+                .filter_map(|(i, a)| match (i, a) {
+                    (Some(i), Some(Positions::Set(ps))) => Some((*i, ps.into_iter().collect())),
+                    _ => None,
+                })
+                .collect(),
+            Ok(_) => vec![],
+            Err(err) => {
+                let r = Rejection {
+                    data_file: "*".into(),
+                    index_id: Some(ix.index_id),
+                    bundle_path: Some(run.bundle_path.clone()),
+                    reason: blob.reject(err),
+                };
+                tracing::warn!(target: "skerry::gate", "{r}");
+                stats.rejections.push(r);
+                vec![]
+            }
+        }
+    }
+
     async fn query_file(
         &self,
         t: &TableManifest,
@@ -801,15 +889,17 @@ impl Pinned<'_> {
             reason,
         };
         let own_entry = match &answer {
-            Answer::Run(_, e) => *e,
+            Answer::Run(_, e) | Answer::RunPositions(_, e) => *e,
             Answer::Entry(e) => Some(*e),
             Answer::Scan => None,
         };
         // 1. The index's entries for this file, when it may answer.
         let mut entries: Option<(Vec<(Vec<u8>, u64)>, bool)> = None; // (entries, pruned)
+        let mut given: Option<Vec<u64>> = None;
         if let (Some(plan), Some(probe)) = (plan, probe) {
             match answer {
                 Answer::Run(e, _) => entries = Some((e, false)),
+                Answer::RunPositions(ps, _) => given = Some(ps),
                 Answer::Entry(e) => match e.gate(f, t.snapshot) {
                     GateDecision::Accept => match self.probe(plan.index, e, probe).await {
                         Ok(Some(v)) => entries = Some((v, false)),
@@ -822,25 +912,36 @@ impl Pinned<'_> {
             }
         }
         let mut read: Option<(Arc<ParquetMetaData>, ObjectMeta, bool)> = None;
-        if let (Some((entries, pruned)), Some(plan)) = (entries, plan) {
-            let ix = plan.index;
-            let mut positions = Vec::new();
-            let mut bad = None;
-            for (k, pos) in &entries {
-                match ix.key.decode(k) {
-                    Ok(vals) => {
-                        let ok = plan
-                            .key_columns
-                            .iter()
-                            .enumerate()
-                            .all(|(j, c)| c.is_none_or(|c| pred.columns[c].matches(&vals[j])));
-                        if ok && live(pos) {
-                            positions.push(*pos);
+        // (positions, pruned, an undecodable key)
+        let named = match (entries, plan) {
+            (Some((entries, pruned)), Some(plan)) => {
+                let mut positions = Vec::new();
+                let mut bad = None;
+                for (k, pos) in &entries {
+                    match plan.index.key.decode(k) {
+                        Ok(vals) => {
+                            let ok =
+                                plan.key_columns.iter().enumerate().all(|(j, c)| {
+                                    c.is_none_or(|c| pred.columns[c].matches(&vals[j]))
+                                });
+                            if ok && live(pos) {
+                                positions.push(*pos);
+                            }
                         }
+                        Err(e) => bad = Some(e),
                     }
-                    Err(e) => bad = Some(e),
                 }
+                Some((positions, pruned, bad))
             }
+            // A file the run names no position in is skipped whole, as by key bounds.
+            (None, Some(_)) => given.map(|ps| {
+                let none = ps.is_empty();
+                (ps.into_iter().filter(live).collect(), none, None)
+            }),
+            _ => None,
+        };
+        if let (Some((mut positions, pruned, bad)), Some(plan)) = (named, plan) {
+            let ix = plan.index;
             positions.sort_unstable();
             positions.dedup();
             let by_index = |st: &mut QueryStats| {
@@ -1189,6 +1290,8 @@ enum Answer<'a> {
     /// The table run covers it: these are its entries within the probe (and its own index
     /// entry, when it has one).
     Run(Vec<(Vec<u8>, u64)>, Option<&'a IndexFileEntry>),
+    /// A bitmap table run covers it: the positions it names (keys already matched).
+    RunPositions(Vec<u64>, Option<&'a IndexFileEntry>),
     /// Its own index file.
     Entry(&'a IndexFileEntry),
     Scan,
