@@ -267,13 +267,7 @@ impl Pinned<'_> {
             }
             Ok(_) => {}
             Err(err) => {
-                let r = Rejection {
-                    data_file: "*".into(),
-                    index_id: Some(ix.index_id),
-                    bundle_path: Some(run.bundle_path.clone()),
-                    reason: blob.reject(err),
-                };
-                tracing::warn!(target: "skerry::gate", "{r}");
+                let r = crate::read::lookup::run_rejected(Some(run), ix.index_id, blob.reject(err));
                 stats.rejections.push(r);
             }
         }

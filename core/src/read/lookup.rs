@@ -761,14 +761,9 @@ impl Pinned<'_> {
         let entries = match blob.rows(kind, &ix.key, probe).await {
             Ok(e) => e.unwrap_or_default(),
             Err(reason) => {
-                let r = Rejection {
-                    data_file: "*".into(),
-                    index_id: Some(ix.index_id),
-                    bundle_path: Some(run.bundle_path.clone()),
-                    reason,
-                };
-                tracing::warn!(target: "skerry::gate", "{r}");
-                stats.rejections.push(r);
+                stats
+                    .rejections
+                    .push(run_rejected(Some(run), ix.index_id, reason));
                 return (covered, vec![]);
             }
         };
@@ -787,16 +782,12 @@ impl Pinned<'_> {
             })
             .collect();
         if past_end {
-            let r = Rejection {
-                data_file: "*".into(),
-                index_id: Some(ix.index_id),
-                bundle_path: Some(run.bundle_path.clone()),
-                reason: RejectReason::Corrupt {
-                    message: "an entry names a position past its file's rows".into(),
-                },
+            let reason = RejectReason::Corrupt {
+                message: "an entry names a position past its file's rows".into(),
             };
-            tracing::warn!(target: "skerry::gate", "{r}");
-            stats.rejections.push(r);
+            stats
+                .rejections
+                .push(run_rejected(Some(run), ix.index_id, reason));
             return (covered, vec![]);
         }
         for i in ordinal_to_file.iter().flatten() {
@@ -814,6 +805,23 @@ pub(crate) fn merged_run(ix: &IndexManifest) -> Option<&TableRun> {
     ix.table_run().filter(|_| {
         crate::index::kind::of(ix.kind()).and_then(|k| k.run()) == Some(RunLayout::Merged)
     })
+}
+
+/// The rejection of a table run (`data_file: "*"`: every file it covers), logged as the read
+/// gate logs a file's.
+pub(crate) fn run_rejected(
+    run: Option<&TableRun>,
+    index_id: u64,
+    reason: RejectReason,
+) -> Rejection {
+    let r = Rejection {
+        data_file: "*".into(),
+        index_id: Some(index_id),
+        bundle_path: run.map(|r| r.bundle_path.clone()),
+        reason,
+    };
+    tracing::warn!(target: "skerry::gate", "{r}");
+    r
 }
 
 /// For each run ordinal, the index in `t.files` of the file it still covers: the file's

@@ -37,7 +37,9 @@ use crate::index::vector::ivf::IvfDirectory;
 use crate::index::vector::{self, read::Approx};
 use crate::io::{IoStats, Location};
 use crate::read::files::{FileOptions, Files, Source};
-use crate::read::lookup::{index_io, reads_at, run_coverage, BlobRef, Pinned, RowRef, FILE_WINDOW};
+use crate::read::lookup::{
+    index_io, reads_at, run_coverage, run_rejected, BlobRef, Pinned, RowRef, FILE_WINDOW,
+};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
 use crate::read::ranked::{assemble, reject_drifted};
@@ -1113,16 +1115,6 @@ impl Pinned<'_> {
             }
             want = (done * 2).max(done + 1);
         }
-    }
-}
-
-/// The rejection of a table run (`data_file: "*"`: every file it covers).
-fn run_rejected(run: Option<&TableRun>, index_id: u64, reason: RejectReason) -> Rejection {
-    Rejection {
-        data_file: "*".into(),
-        index_id: Some(index_id),
-        bundle_path: run.map(|r| r.bundle_path.clone()),
-        reason,
     }
 }
 

@@ -40,7 +40,9 @@ use crate::index::fulltext::{
 };
 use crate::io::Location;
 use crate::read::files::{FileOptions, Files, Source};
-use crate::read::lookup::{index_io, reads_at, run_coverage, BlobRef, Pinned, RowRef, FILE_WINDOW};
+use crate::read::lookup::{
+    index_io, reads_at, run_coverage, run_rejected, BlobRef, Pinned, RowRef, FILE_WINDOW,
+};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
 use crate::read::ranked::{abs, assemble, reject_drifted};
@@ -550,12 +552,7 @@ impl Pinned<'_> {
         });
         let mut run_off = false;
         // A run failing a check is reported against every file (`*`), then left for the search.
-        let run_rejected = |reason| Rejection {
-            data_file: "*".into(),
-            index_id: Some(ix.index_id),
-            bundle_path: table_run.map(|r| r.bundle_path.clone()),
-            reason,
-        };
+        let run_rejected = |reason| run_rejected(table_run, ix.index_id, reason);
         loop {
             let run = table_run
                 .filter(|_| !run_off)
