@@ -36,20 +36,6 @@ pub struct CountResult {
     pub stats: QueryStats,
 }
 
-/// The exact condition of one predicate column on a key of its one-column index: the plan's
-/// ranges are a superset (exclusive bounds widen), so each key is checked.
-fn column_keep<'a>(
-    ix: &'a crate::formats::manifest::IndexManifest,
-    cp: &'a crate::read::predicate::ColumnPredicate,
-) -> impl Fn(&[u8]) -> std::result::Result<bool, String> + Send + Sync + 'a {
-    move |k: &[u8]| {
-        ix.key
-            .decode(k)
-            .map(|v| cp.matches(&v[0]))
-            .map_err(|e| e.to_string())
-    }
-}
-
 /// What a column's table run answered ([`Pinned::count_run`]).
 enum FromRun {
     /// The rows matching in all of `files` (indexes in `t.files`): each file is done.
@@ -245,7 +231,7 @@ impl Pinned<'_> {
                 }
             });
         }
-        let keep = column_keep(ix, &pred.columns[c.column]);
+        let keep = crate::read::predicate::column_keep(ix, &pred.columns[c.column]);
         let probe = KeyProbe {
             ranges: &c.plan.ranges,
             keep: Some(&keep),
@@ -407,7 +393,7 @@ impl Pinned<'_> {
                     message: format!("a {} index names no key's rows", ix.kind()),
                 })));
             };
-            let keep = column_keep(ix, &pred.columns[c.column]);
+            let keep = crate::read::predicate::column_keep(ix, &pred.columns[c.column]);
             let probe = KeyProbe {
                 ranges: &c.plan.ranges,
                 keep: Some(&keep),

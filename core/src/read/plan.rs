@@ -825,13 +825,7 @@ impl Pinned<'_> {
         if want.iter().all(|w| *w == RunWant::Skip) {
             return vec![];
         }
-        let cp = &pred.columns[column];
-        let keep = move |k: &[u8]| {
-            ix.key
-                .decode(k)
-                .map(|v| cp.matches(&v[0]))
-                .map_err(|e| e.to_string())
-        };
+        let keep = crate::read::predicate::column_keep(ix, &pred.columns[column]);
         let probe = KeyProbe {
             ranges: &p.ranges,
             keep: Some(&keep),

@@ -425,3 +425,17 @@ mod tests {
         assert!(f.may_match(&Value::Float64(0.0), &Value::Float64(1.0), Some(0), 100));
     }
 }
+
+/// The exact condition of one predicate column on a key of its one-column index: the plan's
+/// ranges are a superset (exclusive bounds widen), so each key is checked.
+pub(crate) fn column_keep<'a>(
+    ix: &'a crate::formats::manifest::IndexManifest,
+    cp: &'a ColumnPredicate,
+) -> impl Fn(&[u8]) -> std::result::Result<bool, String> + Send + Sync + 'a {
+    move |k: &[u8]| {
+        ix.key
+            .decode(k)
+            .map(|v| cp.matches(&v[0]))
+            .map_err(|e| e.to_string())
+    }
+}
