@@ -499,6 +499,170 @@ async fn large_files_and_rounds() {
     o.close().await.unwrap();
 }
 
+/// A table run's frequent terms are read by block (their postings pass 32 KiB here): the
+/// rare terms' documents give a floor, and only the frequent terms' blocks that can still hold
+/// a result are read — in a fourth round, a fraction of the bytes — with every answer the
+/// brute force's: OR, AND, phrases, `where`, deleted rows, a pending file, damaged blocks.
+#[tokio::test]
+async fn frequent_terms_read_by_block_match_brute_force() {
+    let (mut t, o, mut r) = setup(0x3C6E_F372_FE94_F82B, 4, 12000, Tokenizer::Simple).await;
+    o.publish().await.unwrap();
+    let url = format!("file://{}", t.dir.path().join("overlay").display());
+    let open = || async {
+        skerry_core::read::reader::OverlayReader::open(
+            &url,
+            skerry_core::io::store::OpenOptions::default(),
+        )
+        .await
+        .unwrap()
+    };
+    let q = |query: &str| Search {
+        query: query.into(),
+        k: 10,
+        columns: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    // "the" alone: nothing read whole gives a floor, so its postings are read whole.
+    let whole = open()
+        .await
+        .snapshot()
+        .search("t", &q("the"))
+        .await
+        .unwrap();
+    assert_eq!(whole.stats.files_by_run, 4);
+    // With a rarer word, a few of its blocks.
+    let cold = open()
+        .await
+        .snapshot()
+        .search("t", &q("the w150"))
+        .await
+        .unwrap();
+    assert_eq!(cold.rounds, 4, "{:?}", cold.stats);
+    // What "the" costs beside the directory, term block and "w150"'s postings: under half
+    // of its postings read whole.
+    let rare = open()
+        .await
+        .snapshot()
+        .search("t", &q("w150"))
+        .await
+        .unwrap();
+    let (by_block, whole_postings) = (
+        cold.stats.index_bytes - rare.stats.index_bytes,
+        whole.stats.index_bytes - rare.stats.index_bytes,
+    );
+    assert!(
+        by_block * 2 < whole_postings,
+        "by block {by_block} vs whole {whole_postings}"
+    );
+    check(&t, &o, Tokenizer::Simple, &q("the w150"), "by block").await;
+    let mut and = q("the of w60");
+    and.operator = Operator::And;
+    let got = open().await.snapshot().search("t", &and).await.unwrap();
+    assert_eq!(got.rounds, 4, "{:?}", got.stats);
+    check(&t, &o, Tokenizer::Simple, &and, "and by block").await;
+    // Warm: nothing read.
+    let reader = open().await;
+    reader.snapshot().search("t", &q("the w150")).await.unwrap();
+    let warm = reader.snapshot().search("t", &q("the w150")).await.unwrap();
+    assert_eq!((warm.rounds, warm.stats.index_requests), (0, 0));
+    for _ in 0..15 {
+        let s = pick(&t, &mut r);
+        check(&t, &o, Tokenizer::Simple, &s, "run by block").await;
+    }
+    // Deleted rows, `where`, and a pending file: the floor counts only kept run rows and
+    // bars the pending file's documents too.
+    let dead: Vec<u64> = (0..12000).filter(|p| p % 4 != 0).collect();
+    o.register_deletes(
+        "t",
+        &[FileDeletes {
+            file: "f001.parquet".into(),
+            positions: dead.clone(),
+        }],
+    )
+    .await
+    .unwrap();
+    t.deleted.push(("f001.parquet".into(), dead));
+    let rows: Rows = (0..400)
+        .map(|i| (90_000 + i, doc(&mut r), r.below(5) as i64))
+        .collect();
+    t.write("f009.parquet", rows);
+    o.register_files("t", &["f009.parquet".into()])
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let s = pick(&t, &mut r);
+        check(&t, &o, Tokenizer::Simple, &s, "deleted, pending").await;
+    }
+    for k in [1, 50] {
+        for query in ["the w150", "of and w40 w90"] {
+            let mut s = q(query);
+            s.k = k;
+            check(&t, &o, Tokenizer::Simple, &s, "fixed").await;
+            s.conditions = vec![Condition::new("cat", Op::Eq(Value::Int(2)))];
+            check(&t, &o, Tokenizer::Simple, &s, "fixed where").await;
+        }
+    }
+    // Damaged blocks of "the" (its skips intact): each block is refused when read, never
+    // decoded — the run is left for the files' own blobs, and the answer stays exact.
+    o.publish().await.unwrap();
+    let m = o.snapshot().await.unwrap().manifest().clone();
+    let run = m.table("t").unwrap().indexes[0]
+        .table_run()
+        .expect("a table run")
+        .clone();
+    let path = t.dir.path().join("overlay").join(&run.bundle_path);
+    let original = std::fs::read(&path).unwrap();
+    let blob = &original[run.blob_offset as usize..(run.blob_offset + run.blob_length) as usize];
+    let d0 = run.ordered.directory_offset as usize;
+    let dir = skerry_core::index::fulltext::FulltextDirectory::parse(
+        &blob[d0..d0 + run.ordered.directory_length as usize],
+        None,
+        run.blob_length,
+    )
+    .unwrap();
+    assert!(dir.checked && dir.interleaved);
+    let tb = &dir.blocks[dir.block_of(b"the").unwrap()];
+    let e = skerry_core::index::fulltext::parse_term_block(
+        &blob[tb.offset as usize..(tb.offset + tb.length) as usize],
+        tb,
+        &dir,
+        run.blob_length,
+    )
+    .unwrap()
+    .into_iter()
+    .find(|e| e.term == b"the")
+    .unwrap();
+    let blocks =
+        run.blob_offset + e.postings.start + e.skips.unwrap().0..run.blob_offset + e.postings.end;
+    let mut damaged = original.clone();
+    for x in &mut damaged[blocks.start as usize..blocks.end as usize] {
+        *x ^= 0x55;
+    }
+    std::fs::write(&path, &damaged).unwrap();
+    let reader = open().await;
+    let got = reader.snapshot().search("t", &q("the w150")).await.unwrap();
+    assert!(
+        got.stats.rejections.iter().any(|r| r.data_file == "*"),
+        "{:?}",
+        got.stats
+    );
+    let want = o.search("t", &q("the w150")).await.unwrap();
+    assert_eq!(got.rows.len(), 10);
+    assert_eq!(
+        got.rows
+            .iter()
+            .map(|r| (&r.file, r.position))
+            .collect::<Vec<_>>(),
+        want.rows
+            .iter()
+            .map(|r| (&r.file, r.position))
+            .collect::<Vec<_>>()
+    );
+    check(&t, &o, Tokenizer::Simple, &q("the w150"), "damaged").await;
+    std::fs::write(&path, &original).unwrap();
+    o.close().await.unwrap();
+}
+
 /// A flipped byte anywhere in a bundle never changes an answer: the blob is rejected (its
 /// file scanned) or the damage is outside what the search reads.
 #[tokio::test]

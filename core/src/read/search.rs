@@ -186,6 +186,15 @@ fn bm25_norm(idf: f64, tf: u32, norm: f64) -> f64 {
 /// [`norm`] of the lengths below this, computed once per search.
 const NORM_TABLE: usize = 1024;
 
+/// A table run's term whose postings pass this many bytes is read by block: its skips first,
+/// then only the blocks that can hold a top document ([`Pinned::run_blocks`]).
+pub const BY_BLOCK_BYTES: u64 = 32 * 1024;
+
+/// Merged reads of postings blocks of one search at most (shared among its terms read by
+/// block, 4 each at least): nearby blocks are read in one request, bridging gaps up to what
+/// keeps the requests under this.
+const BLOCK_REQUESTS: usize = 16;
+
 /// BM25's inverse document frequency (Lucene's, never negative). The logarithm is `libm`'s
 /// on every target: the addon and the wasm reader score bit for bit alike.
 pub fn idf(docs: u64, df: u64) -> f64 {
@@ -309,6 +318,12 @@ impl<'m> TextRun<'m> {
         self.files.iter().flatten().copied()
     }
 
+    /// Whether it answers for every file it covers (nothing is subtracted, so a search may
+    /// read its frequent terms by block).
+    fn answers_all(&self) -> bool {
+        self.files.iter().all(Option::is_some)
+    }
+
     fn blob(&self) -> BlobRef<'m> {
         BlobRef {
             bundle_path: &self.run.bundle_path,
@@ -362,8 +377,14 @@ impl<'m> TextRun<'m> {
 
 struct TermData {
     entry: TermEntry,
+    /// Whole, or (a table run's frequent term) its skips alone, with the blocks read so far
+    /// in `blocks`.
     postings: Arc<Postings>,
     positions: Option<bytes::Bytes>,
+    /// Postings read by block ([`Postings::whole`] false): the blocks read, checked, by
+    /// index. A block not read holds no document that can reach the search's floor (or, for
+    /// `and`, no candidate): [`Pinned::run_blocks`] read every other.
+    blocks: HashMap<usize, bytes::Bytes>,
 }
 
 struct ScanDoc {
@@ -562,7 +583,7 @@ impl Pinned<'_> {
             let loads = self
                 .load_all(t, &files, &spec, field, &q, s, run.as_ref(), &mut fstats)
                 .await?;
-            let from_run = match loads.run {
+            let mut from_run = match loads.run {
                 Ok(l) => l,
                 Err(reason) => {
                     stats.rejections.push(run_rejected(reason));
@@ -570,7 +591,7 @@ impl Pinned<'_> {
                     continue;
                 }
             };
-            let (loaded, rounds) = (loads.files, loads.rounds);
+            let (loaded, mut rounds) = (loads.files, loads.rounds);
             // Table statistics.
             let mut docs = 0u64;
             let mut tokens = 0u64;
@@ -657,11 +678,14 @@ impl Pinned<'_> {
                 and: s.operator == Operator::And || s.phrase,
                 norms: &norms,
                 hit: &unplaced,
+                floor: f64::NEG_INFINITY,
             };
             let mut retry = None;
+            // A score the k-th result reaches, once the run's plan knows one.
+            let mut floor = f64::NEG_INFINITY;
             if !q.terms.is_empty() && docs > 0 {
                 // The run first (it holds most documents, so its k-th score bars the files').
-                if let (Some(r), Some(Loaded::Indexed { terms, .. })) = (&run, &from_run) {
+                if let (Some(r), Some(Loaded::Indexed { terms, .. })) = (&run, &mut from_run) {
                     let deleted: HashMap<usize, roaring::RoaringTreemap> = r
                         .covered()
                         .map(|i| Ok(t.files[i].deleted()?.map(|d| (i, d))))
@@ -686,7 +710,29 @@ impl Pinned<'_> {
                             row,
                         }
                     };
-                    let sc = Scorer { hit: &hit, ..base };
+                    let mut sc = Scorer { hit: &hit, ..base };
+                    // Its frequent terms read by block: the blocks that may hold a result.
+                    let plan = match sc.plan_blocks(terms, s.k, &keep) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            stats.rejections.push(run_rejected(r.blob().corrupt(e)));
+                            run_off = true;
+                            continue;
+                        }
+                    };
+                    if let Some(plan) = plan {
+                        let rows = r.bases.last().copied().unwrap_or(0);
+                        match self.run_blocks(r.blob(), rows, terms, &plan).await {
+                            Ok(read) => rounds += u64::from(read),
+                            Err(reason) => {
+                                stats.rejections.push(run_rejected(reason));
+                                run_off = true;
+                                continue;
+                            }
+                        }
+                        floor = plan.floor;
+                        sc.floor = floor;
+                    }
                     if let Err(e) = sc.score_indexed(terms, &keep, &mut top) {
                         stats.rejections.push(run_rejected(r.blob().corrupt(e)));
                         run_off = true;
@@ -708,7 +754,11 @@ impl Pinned<'_> {
                         file: i,
                         row,
                     };
-                    let sc = Scorer { hit: &hit, ..base };
+                    let sc = Scorer {
+                        hit: &hit,
+                        floor,
+                        ..base
+                    };
                     match l {
                         Loaded::Scanned { hits, .. } => sc.score_scanned(hits, &keep, &mut top),
                         Loaded::Indexed { terms, .. } => {
@@ -985,9 +1035,10 @@ impl Pinned<'_> {
             let futs: Vec<_> = stage2
                 .into_iter()
                 .map(|(i, b, d, found)| async move {
-                    let r = self
-                        .text_postings(b, &d, found, s.phrase && q.phrase.len() > 1)
-                        .await;
+                    let phrase = s.phrase && q.phrase.len() > 1;
+                    // The run's frequent terms by block, when nothing is subtracted from it.
+                    let by_block = i == n && !phrase && run.is_some_and(TextRun::answers_all);
+                    let r = self.text_postings(b, &d, found, phrase, by_block).await;
                     (i, d, r)
                 })
                 .collect();
@@ -1269,23 +1320,147 @@ impl Pinned<'_> {
         Ok((found, read))
     }
 
+    /// Reads the blocks `plan` names of the run's terms read by block, in one round: each
+    /// term's blocks (those not cached) in at most [`BLOCK_REQUESTS`] merged requests shared
+    /// among the terms ([`merge_reads`]) — or its postings whole when the merged reads would
+    /// take more than half their bytes. Each block is checked
+    /// against its skip's CRC-32 before it is kept, and cached. Whether anything was read.
+    async fn run_blocks(
+        &self,
+        b: BlobRef<'_>,
+        rows: u64,
+        terms: &mut [Option<TermData>],
+        plan: &RunPlan,
+    ) -> std::result::Result<bool, RejectReason> {
+        use crate::index::ordered::BlobError;
+        let bundle = b.bundle_path;
+        let cap = (BLOCK_REQUESTS / plan.need.len().max(1)).max(4);
+        // Merged reads, each with the term it serves and its blocks (`None`: the whole
+        // postings).
+        let mut reads: Vec<(std::ops::Range<u64>, usize, Option<Vec<usize>>)> = Vec::new();
+        for (t, blocks) in &plan.need {
+            let Some(td) = terms[*t].as_mut() else {
+                continue;
+            };
+            let e = &td.entry;
+            let (p0, p1) = abs(
+                b.offset,
+                e.postings.start,
+                e.postings.end - e.postings.start,
+            )?;
+            let skips = &td.postings.skips;
+            let mut wanted: Vec<(usize, std::ops::Range<u64>)> = Vec::new();
+            for &i in blocks {
+                let s = skips
+                    .get(i)
+                    .ok_or_else(|| b.corrupt(BlobError::Corrupt("no such block")))?;
+                let (a, z) = (p0 + s.start as u64, p0 + s.end as u64);
+                match self.cache.block(bundle, a, z) {
+                    Some(by) => {
+                        td.blocks.insert(i, by);
+                    }
+                    None => wanted.push((i, a..z)),
+                }
+            }
+            if wanted.is_empty() {
+                continue;
+            }
+            let merged = merge_reads(wanted.iter().map(|w| w.1.clone()).collect(), cap);
+            let bytes: u64 = merged.iter().map(|m| m.end - m.start).sum();
+            if bytes * 2 > p1 - p0 {
+                match self.cache.postings(bundle, p0, p1) {
+                    Some(p) => {
+                        td.postings = p;
+                        td.blocks.clear();
+                    }
+                    None => reads.push((p0..p1, *t, None)),
+                }
+                continue;
+            }
+            for m in merged {
+                let inside: Vec<usize> = wanted
+                    .iter()
+                    .filter(|w| w.1.start >= m.start && w.1.end <= m.end)
+                    .map(|w| w.0)
+                    .collect();
+                reads.push((m, *t, Some(inside)));
+            }
+        }
+        if reads.is_empty() {
+            return Ok(false);
+        }
+        let ranges: Vec<std::ops::Range<u64>> = reads.iter().map(|r| r.0.clone()).collect();
+        let got = self
+            .overlay
+            .read_ranges_gap(&Location::new(bundle), &ranges, 0)
+            .await
+            .map_err(index_io)?;
+        for ((r, t, blocks), by) in reads.into_iter().zip(got) {
+            let td = terms[t].as_mut().expect("planned");
+            let Some(blocks) = blocks else {
+                let p = Postings::parse(by, &td.entry, rows).map_err(|err| b.corrupt(err))?;
+                let p = Arc::new(p);
+                self.cache.put_postings(bundle, r.start, r.end, p.clone());
+                td.postings = p;
+                td.blocks.clear();
+                continue;
+            };
+            let (p0, _) = abs(
+                b.offset,
+                td.entry.postings.start,
+                td.entry.postings.end - td.entry.postings.start,
+            )?;
+            for i in blocks {
+                let s = td.postings.skips[i];
+                let (a, z) = (p0 + s.start as u64, p0 + s.end as u64);
+                let block = by.slice((a - r.start) as usize..(z - r.start) as usize);
+                td.postings
+                    .check_block(i, &block)
+                    .map_err(|err| b.corrupt(err))?;
+                self.cache.put_block(bundle, a, z, block.clone());
+                td.blocks.insert(i, block);
+            }
+        }
+        Ok(true)
+    }
+
     /// The terms' postings (and positions for a phrase), checked against their CRC-32s and
-    /// cached parsed; whether anything was read.
+    /// cached parsed; whether anything was read. With `by_block` (a table run, checked
+    /// blocks), a term whose postings pass [`BY_BLOCK_BYTES`] and are not cached whole is
+    /// read as its skips alone, its blocks left to [`Pinned::run_blocks`].
     async fn text_postings(
         &self,
         b: BlobRef<'_>,
         dir: &FulltextDirectory,
         found: Vec<Option<TermEntry>>,
         phrase: bool,
+        by_block: bool,
     ) -> std::result::Result<(Vec<Option<TermData>>, bool), RejectReason> {
         let bundle = b.bundle_path;
         let mut fetch: Vec<std::ops::Range<u64>> = Vec::new();
-        for te in found.iter().flatten() {
+        // The postings range each term is read as: whole, or its skip section.
+        let mut span: Vec<Option<(u64, u64, bool)>> = Vec::with_capacity(found.len());
+        for te in found.iter() {
+            let Some(te) = te else {
+                span.push(None);
+                continue;
+            };
             let (p0, p1) = abs(
                 b.offset,
                 te.postings.start,
                 te.postings.end - te.postings.start,
             )?;
+            let (p0, p1, whole) = match te.skips {
+                Some((len, _))
+                    if by_block
+                        && p1 - p0 > BY_BLOCK_BYTES
+                        && self.cache.postings(bundle, p0, p1).is_none() =>
+                {
+                    (p0, p0 + len, false)
+                }
+                _ => (p0, p1, true),
+            };
+            span.push(Some((p0, p1, whole)));
             if self.cache.postings(bundle, p0, p1).is_none() {
                 fetch.push(p0..p1);
             }
@@ -1313,22 +1488,21 @@ impl Pinned<'_> {
             }
         }
         let mut terms = Vec::with_capacity(found.len());
-        for te in found {
-            let Some(te) = te else {
+        for (te, span) in found.into_iter().zip(span) {
+            let (Some(te), Some((p0, p1, whole))) = (te, span) else {
                 terms.push(None);
                 continue;
             };
-            let (p0, p1) = abs(
-                b.offset,
-                te.postings.start,
-                te.postings.end - te.postings.start,
-            )?;
             let postings = match self.cache.postings(bundle, p0, p1) {
                 Some(p) => p,
                 None => {
                     let by = got.get(&(p0, p1)).cloned().unwrap_or_default();
-                    let p =
-                        Arc::new(Postings::parse(by, &te, dir.rows).map_err(|err| b.corrupt(err))?);
+                    let p = if whole {
+                        Postings::parse(by, &te, dir.rows)
+                    } else {
+                        Postings::parse_skips(by, &te, dir.rows)
+                    };
+                    let p = Arc::new(p.map_err(|err| b.corrupt(err))?);
                     self.cache.put_postings(bundle, p0, p1, p.clone());
                     p
                 }
@@ -1353,6 +1527,7 @@ impl Pinned<'_> {
                 entry: te,
                 postings,
                 positions,
+                blocks: HashMap::new(),
             }));
         }
         Ok((terms, read))
@@ -1391,7 +1566,10 @@ struct Scorer<'a> {
     /// [`norm`] by document length, below [`NORM_TABLE`].
     norms: &'a [f64],
     /// The hit of a document (a row of the file, or of the run) with its score.
-    hit: &'a dyn Fn(f64, u64) -> Hit,
+    hit: &'a (dyn Fn(f64, u64) -> Hit + Sync),
+    /// A score the k-th result is known to reach ([`RunPlan::floor`]; `-inf`: none):
+    /// documents that cannot reach it are pruned from the start.
+    floor: f64,
 }
 
 /// Whether some start position puts every phrase word at its offset.
@@ -1416,6 +1594,8 @@ fn phrase_matches(phrase: &[(usize, u32)], positions: &[&[u32]]) -> bool {
 struct Cursor<'p> {
     term: usize,
     p: &'p Postings,
+    /// The blocks read, when the postings were read by block ([`TermData::blocks`]).
+    blocks: &'p HashMap<usize, bytes::Bytes>,
     norms: &'p [f64],
     positions: Option<&'p [u8]>,
     idf: f64,
@@ -1446,6 +1626,7 @@ impl<'p> Cursor<'p> {
         Cursor {
             term,
             p: &td.postings,
+            blocks: &td.blocks,
             norms,
             positions: td.positions.as_deref(),
             idf,
@@ -1472,9 +1653,22 @@ impl<'p> Cursor<'p> {
     /// the target (the next block when none is).
     fn ensure(&mut self) -> BlobResult<()> {
         while !self.decoded && !self.exhausted() {
-            self.n = self
-                .p
-                .decode(self.block, &mut self.rows, &mut self.tfs, &mut self.lens)?;
+            self.n = if self.p.whole {
+                self.p
+                    .decode(self.block, &mut self.rows, &mut self.tfs, &mut self.lens)?
+            } else {
+                match self.blocks.get(&self.block) {
+                    Some(b) => self.p.decode_block(
+                        self.block,
+                        b,
+                        &mut self.rows,
+                        &mut self.tfs,
+                        &mut self.lens,
+                    )?,
+                    // Not read: it holds nothing that can reach the floor ([`TermData`]).
+                    None => 0,
+                }
+            };
             self.pos = None;
             self.i = self.rows[..self.n].partition_point(|r| *r < self.target);
             if self.i < self.n {
@@ -1616,6 +1810,182 @@ fn probe_rest(
     Ok((score >= theta).then(|| canonical_score(parts)))
 }
 
+/// `spans` (ascending, disjoint) merged into at most `cap` reads with the fewest bytes: the
+/// smallest gaps between neighbours are bridged.
+fn merge_reads(spans: Vec<std::ops::Range<u64>>, cap: usize) -> Vec<std::ops::Range<u64>> {
+    let cap = cap.max(1);
+    if spans.len() <= cap {
+        return spans;
+    }
+    let mut gaps: Vec<(u64, usize)> = spans
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| (w[1].start.saturating_sub(w[0].end), i))
+        .collect();
+    gaps.sort_unstable();
+    let mut bridge = vec![false; spans.len()];
+    for (_, i) in &gaps[..spans.len() - cap] {
+        bridge[*i] = true;
+    }
+    let mut out: Vec<std::ops::Range<u64>> = Vec::with_capacity(cap);
+    let mut open = true;
+    for (i, s) in spans.into_iter().enumerate() {
+        match out.last_mut() {
+            Some(last) if !open => last.end = last.end.max(s.end),
+            _ => out.push(s),
+        }
+        open = !bridge[i];
+    }
+    out
+}
+
+/// What a search reads of its table run's terms read by block ([`Scorer::plan_blocks`]).
+struct RunPlan {
+    /// A score that the run's k-th best kept document is known to reach (`-inf`: unknown) —
+    /// the k-th largest of the documents' scores over the terms read whole alone, each at
+    /// most its full score. No document below it can be a result.
+    floor: f64,
+    /// Per query term read by block: the blocks that may hold a result.
+    need: Vec<(usize, Vec<usize>)>,
+}
+
+impl Scorer<'_> {
+    /// The blocks of `terms` read by block that may hold a result of the run, and the floor
+    /// the scorer may start from; `None` when every term was read whole.
+    ///
+    /// The terms read whole (the rare ones) are decoded first. With `and`, a result holds
+    /// every term: a block is read when it may hold a row holding every whole term (all when
+    /// none is whole). Otherwise the floor is the k-th best score of the kept documents over
+    /// the whole terms; a document scores at most its whole terms' exact score, plus the
+    /// bound of the block of each by-block term that would hold it (the others' term bounds
+    /// standing in), so a block `B` of term `e` is read when that sum can reach the floor for
+    /// a document in `B` — one holding no whole term (`bound(B) + rest`) or one of the whole
+    /// terms' documents in its rows. A block not read then holds nothing that can be a
+    /// result, which the scorer relies on ([`Cursor::ensure`] passes it by).
+    fn plan_blocks(
+        &self,
+        terms: &[Option<TermData>],
+        k: usize,
+        keep: &dyn Fn(u64) -> bool,
+    ) -> BlobResult<Option<RunPlan>> {
+        let by_block: Vec<usize> = (0..terms.len())
+            .filter(|t| terms[*t].as_ref().is_some_and(|d| !d.postings.whole))
+            .collect();
+        if by_block.is_empty() {
+            return Ok(None);
+        }
+        let whole: Vec<usize> = (0..terms.len())
+            .filter(|t| terms[*t].as_ref().is_some_and(|d| d.postings.whole))
+            .collect();
+        let every = |t: usize| {
+            let n = terms[t].as_ref().map_or(0, |d| d.postings.skips.len());
+            (t, (0..n).collect::<Vec<usize>>())
+        };
+        let all = RunPlan {
+            floor: f64::NEG_INFINITY,
+            need: by_block.iter().map(|t| every(*t)).collect(),
+        };
+        if whole.is_empty() {
+            return Ok(Some(all));
+        }
+        // The whole terms' postings: (row, term, score), by row then term.
+        let mut posts: Vec<(u32, usize, f64)> = Vec::new();
+        let (mut rows, mut tfs, mut lens) =
+            ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
+        for &t in &whole {
+            let td = terms[t].as_ref().expect("whole");
+            let p = &td.postings;
+            for i in 0..p.skips.len() {
+                let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+                for j in 0..n {
+                    let norm = match self.norms.get(lens[j] as usize) {
+                        Some(x) => *x,
+                        None => norm(lens[j], self.avg_len),
+                    };
+                    posts.push((rows[j], t, bm25_norm(self.idfs[t], tfs[j], norm)));
+                }
+            }
+        }
+        posts.sort_unstable_by_key(|p| (p.0, p.1));
+        // Per kept row: its score over the whole terms (summed in query-term order, as a
+        // document's score is) and how many of them it holds.
+        let mut docs: Vec<(u32, f64, usize)> = Vec::new();
+        let mut i = 0;
+        while i < posts.len() {
+            let row = posts[i].0;
+            let mut j = i;
+            let mut score = 0.0;
+            while j < posts.len() && posts[j].0 == row {
+                score += posts[j].2;
+                j += 1;
+            }
+            if keep(u64::from(row)) {
+                docs.push((row, score, j - i));
+            }
+            i = j;
+        }
+        let bound = |t: usize, max_tf: u32, min_len: u32| {
+            bm25(self.idfs[t], max_tf, min_len, self.avg_len) * SLACK
+        };
+        if self.and {
+            let need = by_block
+                .iter()
+                .map(|&e| {
+                    let p = &terms[e].as_ref().expect("by block").postings;
+                    let mut want: Vec<usize> = docs
+                        .iter()
+                        .filter(|d| d.2 == whole.len())
+                        .filter_map(|d| p.block_of(d.0))
+                        .collect();
+                    want.dedup();
+                    (e, want)
+                })
+                .collect();
+            return Ok(Some(RunPlan {
+                floor: f64::NEG_INFINITY,
+                need,
+            }));
+        }
+        if docs.len() < k {
+            return Ok(Some(all));
+        }
+        let mut scores: Vec<f64> = docs.iter().map(|d| d.1).collect();
+        let (_, kth, _) = scores.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+        let floor = *kth;
+        let theta = loose(floor);
+        let ub: Vec<f64> = by_block
+            .iter()
+            .map(|&t| {
+                let e = &terms[t].as_ref().expect("by block").entry;
+                bound(t, e.max_tf, e.min_len)
+            })
+            .collect();
+        let total: f64 = ub.iter().sum();
+        let mut need = Vec::with_capacity(by_block.len());
+        for (x, &e) in by_block.iter().enumerate() {
+            let p = &terms[e].as_ref().expect("by block").postings;
+            let rest = total - ub[x];
+            let mut want = vec![false; p.skips.len()];
+            for (i, s) in p.skips.iter().enumerate() {
+                want[i] = bound(e, s.max_tf, s.min_len) + rest >= theta;
+            }
+            for d in &docs {
+                if d.1 + ub[x] + rest < theta {
+                    continue;
+                }
+                if let Some(i) = p.block_of(d.0) {
+                    let s = &p.skips[i];
+                    if d.1 + bound(e, s.max_tf, s.min_len) + rest >= theta {
+                        want[i] = true;
+                    }
+                }
+            }
+            need.push((e, (0..want.len()).filter(|i| want[*i]).collect()));
+        }
+        Ok(Some(RunPlan { floor, need }))
+    }
+}
+
 impl Scorer<'_> {
     fn score_scanned(&self, hits: &[ScanDoc], keep: &dyn Fn(u64) -> bool, top: &mut TopK) {
         for d in hits {
@@ -1668,7 +2038,7 @@ impl Scorer<'_> {
             k: top.k,
             heap: BinaryHeap::new(),
         };
-        let bar = |local: &TopK| top.threshold().max(local.threshold());
+        let bar = |local: &TopK| top.threshold().max(local.threshold()).max(self.floor);
         if self.and {
             // Lead with the rarest term, probe the others; a lead block whose bound (with the
             // others' bounds) cannot beat the bar is skipped undecoded.

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! Blob       = "SKF1" Postings* Positions* TermBlock* Directory
-//! Directory  = "SKFD" u8 version(1) u8 tokenizer u8 flags(bit 0: positions) u8 0
+//! Directory  = "SKFD" u8 version(1) u8 tokenizer
+//!              u8 flags(bit 0: positions, bit 1: interleaved, bit 2: checked blocks) u8 0
 //!              u64 rows u64 docs u64 tokens u64 terms u64 positions_start
 //!              u32 block_docs(128) u32 n  BlockRef*ⁿ
 //! BlockRef   = varint first_len first_term varint offset varint length varint terms u32 crc32
@@ -13,9 +14,10 @@
 //! TermEntry  = varint shared varint suffix_len suffix varint df varint max_tf varint min_len
 //!              varint postings_offset varint postings_length u32 postings_crc32
 //!              [varint positions_offset varint positions_length u32 positions_crc32]
+//!              [varint skips_length u32 skips_crc32]                 (checked blocks)
 //! Postings   = varint blocks  Skip*ᵇˡᵒᶜᵏˢ  Block*ᵇˡᵒᶜᵏˢ
 //! Skip       = varint last_row_delta varint length varint max_tf varint min_len
-//!              varint positions_length
+//!              varint positions_length [u32 block_crc32]             (checked blocks)
 //! Block      = Packed(row gaps) Packed(tf - 1) Packed(document lengths)   (≤128 postings)
 //! Packed     = u8 width  ⌈count·width/8⌉ bytes, values LSB-first
 //! Positions  = per block, per posting: tf varints (first position, then gaps)
@@ -27,6 +29,10 @@
 //! the block's scores under any table statistics. The manifest records the directory's
 //! place and SHA-256; the directory a CRC-32 per term block; a term entry a CRC-32 of its
 //! postings and positions — every byte a search reads is checked before it is decoded.
+//! With checked blocks (flag bit 2, table runs), the entry also records the length and
+//! CRC-32 of the postings' skip section and each skip the CRC-32 of its block, so a reader
+//! may fetch a term's skips alone, then only the blocks it needs ([`Postings::parse_skips`],
+//! [`Postings::decode_block`]), each checked before it is decoded.
 
 pub mod run;
 
@@ -265,7 +271,7 @@ impl FulltextWriter {
             Vec::with_capacity(self.terms.iter().map(|t| t.rows.len() * 3).sum::<usize>() + 1024);
         out.extend_from_slice(MAGIC);
         let mut positions: Vec<u8> = Vec::new();
-        let mut dict = DictWriter::new(self.positions);
+        let mut dict = DictWriter::new(self.positions, false);
         let mut postings = 0u64;
         let mut lens: Vec<u32> = Vec::new();
         for id in &order {
@@ -283,7 +289,7 @@ impl FulltextWriter {
             lens.extend(t.rows.iter().map(|r| self.doc_len[*r as usize]));
             let p0 = out.len();
             let q0 = positions.len();
-            let (max_tf, min_len) = encode_term(
+            let code = encode_term(
                 TermPostingsRef {
                     rows: &t.rows,
                     tfs: &t.tfs,
@@ -291,6 +297,7 @@ impl FulltextWriter {
                     positions: &t.positions,
                 },
                 self.positions,
+                false,
                 &mut out,
                 &mut positions,
             );
@@ -298,8 +305,9 @@ impl FulltextWriter {
                 t.term.as_bytes(),
                 &EntryFacts {
                     df: t.rows.len() as u64,
-                    max_tf,
-                    min_len,
+                    max_tf: code.max_tf,
+                    min_len: code.min_len,
+                    skips: None,
                     postings: p0 as u64..out.len() as u64,
                     postings_crc: crc32fast::hash(&out[p0..]),
                     positions: q0 as u64..positions.len() as u64,
@@ -314,6 +322,7 @@ impl FulltextWriter {
             tokenizer: self.analyzer.tokenizer(),
             positions: self.positions,
             interleaved: false,
+            checked: false,
             rows,
             docs: self.docs,
             tokens: self.tokens,
@@ -346,6 +355,8 @@ pub struct EntryFacts {
     pub df: u64,
     pub max_tf: u32,
     pub min_len: u32,
+    /// Checked blocks: the length and CRC-32 of the postings' skip section.
+    pub skips: Option<(u64, u32)>,
     /// Within the blob.
     pub postings: Range<u64>,
     pub postings_crc: u32,
@@ -361,6 +372,9 @@ pub struct DirectoryFacts {
     /// Positions follow each term's postings (a table run, [`run`]): `positions_start` is 0
     /// and positions offsets are from the blob's start.
     pub interleaved: bool,
+    /// Checked blocks: every term entry records its skip section, every skip its block's
+    /// CRC-32 (table runs).
+    pub checked: bool,
     pub rows: u64,
     pub docs: u64,
     pub tokens: u64,
@@ -371,12 +385,15 @@ pub struct DirectoryFacts {
 const FLAG_POSITIONS: u8 = 1;
 /// Directory flag: positions are interleaved with postings (table runs).
 const FLAG_INTERLEAVED: u8 = 2;
+/// Directory flag: checked blocks (skip sections and blocks carry their own CRC-32s).
+const FLAG_CHECKED: u8 = 4;
 
 /// The term blocks and directory of a blob, built term by term (terms ascending): finished
 /// term blocks are kept as bytes (a few bytes per term), so a table run's dictionary of
 /// millions of terms costs its encoded size, not its entries'.
 pub struct DictWriter {
     positions: bool,
+    checked: bool,
     /// Finished term blocks, back to back.
     blocks: Vec<u8>,
     /// Per finished block: first term, offset in `blocks`, length, terms, CRC-32.
@@ -390,9 +407,12 @@ pub struct DictWriter {
 }
 
 impl DictWriter {
-    pub fn new(positions: bool) -> DictWriter {
+    /// A dictionary whose entries record positions when `positions`, and skip sections when
+    /// `checked` (every entry added must then carry [`EntryFacts::skips`]).
+    pub fn new(positions: bool, checked: bool) -> DictWriter {
         DictWriter {
             positions,
+            checked,
             blocks: Vec::new(),
             refs: Vec::new(),
             block: Vec::new(),
@@ -442,6 +462,11 @@ impl DictWriter {
             put_varint(block, f.positions.end - f.positions.start);
             block.extend_from_slice(&f.positions_crc.to_le_bytes());
         }
+        if self.checked {
+            let (len, crc) = f.skips.expect("a checked dictionary's entries carry skips");
+            put_varint(block, len);
+            block.extend_from_slice(&crc.to_le_bytes());
+        }
         self.in_block += 1;
         self.terms += 1;
         self.prev.clear();
@@ -488,7 +513,8 @@ impl DictWriter {
                     FLAG_INTERLEAVED
                 } else {
                     0
-                },
+                }
+                | if facts.checked { FLAG_CHECKED } else { 0 },
         );
         out.push(0);
         for v in [
@@ -524,15 +550,25 @@ pub struct TermPostingsRef<'a> {
     pub positions: &'a [u32],
 }
 
+/// What [`encode_term`] wrote: the term's bound (its largest tf and smallest document
+/// length) and, with checked blocks, the length and CRC-32 of its skip section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TermCode {
+    pub max_tf: u32,
+    pub min_len: u32,
+    pub skips: Option<(u64, u32)>,
+}
+
 /// Encodes one term's postings into `out` (and its positions into `positions`): the bytes a
-/// term entry's `postings` and `positions` ranges hold. The term's bound: its largest tf and
-/// smallest document length.
+/// term entry's `postings` and `positions` ranges hold. With `checked`, each skip carries
+/// its block's CRC-32 (a table run's layout).
 pub fn encode_term(
     t: TermPostingsRef<'_>,
     with_positions: bool,
+    checked: bool,
     out: &mut Vec<u8>,
     positions: &mut Vec<u8>,
-) -> (u32, u32) {
+) -> TermCode {
     let mut skips: Vec<u8> = Vec::new();
     let mut blocks: Vec<u8> = Vec::new();
     let mut vals: Vec<u32> = Vec::with_capacity(BLOCK_DOCS);
@@ -581,11 +617,20 @@ pub fn encode_term(
         put_varint(&mut skips, u64::from(max_tf));
         put_varint(&mut skips, u64::from(min_len));
         put_varint(&mut skips, (positions.len() - q0) as u64);
+        if checked {
+            skips.extend_from_slice(&crc32fast::hash(&blocks[b0..]).to_le_bytes());
+        }
     }
+    let s0 = out.len();
     put_varint(out, nblocks as u64);
     out.extend_from_slice(&skips);
+    let skip_section = checked.then(|| ((out.len() - s0) as u64, crc32fast::hash(&out[s0..])));
     out.extend_from_slice(&blocks);
-    (term_max_tf, term_min_len)
+    TermCode {
+        max_tf: term_max_tf,
+        min_len: term_min_len,
+        skips: skip_section,
+    }
 }
 
 /// Appends `vals` bit-packed at the width of the largest.
@@ -669,6 +714,8 @@ pub struct FulltextDirectory {
     pub positions: bool,
     /// Positions follow each term's postings ([`DirectoryFacts::interleaved`]).
     pub interleaved: bool,
+    /// Skip sections and blocks carry CRC-32s ([`DirectoryFacts::checked`]).
+    pub checked: bool,
     pub rows: u64,
     /// Rows with a non-NULL value.
     pub docs: u64,
@@ -709,11 +756,12 @@ impl FulltextDirectory {
         }
         let tokenizer =
             Tokenizer::from_id(bytes[5]).ok_or(BlobError::Corrupt("unknown tokenizer"))?;
-        if bytes[6] & !(FLAG_POSITIONS | FLAG_INTERLEAVED) != 0 {
+        if bytes[6] & !(FLAG_POSITIONS | FLAG_INTERLEAVED | FLAG_CHECKED) != 0 {
             return Err(BlobError::Corrupt("unknown flags"));
         }
         let positions = bytes[6] & FLAG_POSITIONS != 0;
         let interleaved = bytes[6] & FLAG_INTERLEAVED != 0;
+        let checked = bytes[6] & FLAG_CHECKED != 0;
         let rows = le_u64(bytes, 8);
         let docs = le_u64(bytes, 16);
         let tokens = le_u64(bytes, 24);
@@ -771,6 +819,7 @@ impl FulltextDirectory {
             tokenizer,
             positions,
             interleaved,
+            checked,
             rows,
             docs,
             tokens,
@@ -800,6 +849,9 @@ pub struct TermEntry {
     pub postings_crc32: u32,
     /// Within the blob (`None` without positions).
     pub positions: Option<(Range<u64>, u32)>,
+    /// Checked blocks: the length of the postings' skip section (from their start) and its
+    /// CRC-32.
+    pub skips: Option<(u64, u32)>,
 }
 
 /// Parses a term block (checking its CRC-32 against the directory's).
@@ -874,6 +926,16 @@ pub fn parse_term_block(
         } else {
             None
         };
+        let skips = if dir.checked {
+            let len = get_varint(bytes, &mut pos)?;
+            let crc = get_u32(bytes, &mut pos)?;
+            if len == 0 || len > postings.end - postings.start {
+                return Err(BlobError::Corrupt("skip section outside the postings"));
+            }
+            Some((len, crc))
+        } else {
+            None
+        };
         prev.clone_from(&term);
         out.push(TermEntry {
             term,
@@ -883,6 +945,7 @@ pub fn parse_term_block(
             postings,
             postings_crc32,
             positions,
+            skips,
         });
     }
     if pos != bytes.len() {
@@ -902,19 +965,98 @@ pub struct Skip {
     pub last_row: u32,
     /// Rows in the block.
     pub count: u32,
+    /// The block's bytes, from the start of the term's postings.
     pub start: usize,
     pub end: usize,
     pub max_tf: u32,
     pub min_len: u32,
     pub positions: (usize, usize),
+    /// Checked blocks: the block's CRC-32.
+    pub crc32: Option<u32>,
 }
 
-/// One term's postings, checked and indexed by block (decoded a block at a time).
+/// One term's postings, checked and indexed by block (decoded a block at a time): whole, or
+/// (checked blocks) their skips alone, the blocks then read one by one.
 #[derive(Clone, Debug)]
 pub struct Postings {
+    /// The whole postings (empty when only the skips were read).
     pub bytes: bytes::Bytes,
     pub skips: Vec<Skip>,
     pub df: u64,
+    /// Whether `bytes` holds the whole postings.
+    pub whole: bool,
+}
+
+/// A skip list parsed from the start of a term's postings: the skips, and where the blocks
+/// start.
+fn parse_skip_list(
+    bytes: &[u8],
+    e: &TermEntry,
+    rows: u64,
+    checked: bool,
+) -> Result<(Vec<Skip>, u64), BlobError> {
+    let mut pos = 0usize;
+    let n = get_varint(bytes, &mut pos)?;
+    if n != e.df.div_ceil(BLOCK_DOCS as u64) || n > bytes.len() as u64 / 5 {
+        return Err(BlobError::Corrupt(
+            "block count disagrees with the document count",
+        ));
+    }
+    let mut raw = Vec::with_capacity(n as usize);
+    let mut last: u64 = 0;
+    for i in 0..n {
+        let delta = get_varint(bytes, &mut pos)?;
+        last = last
+            .checked_add(delta)
+            .ok_or(BlobError::Corrupt("overflow"))?;
+        if last >= rows || (i > 0 && delta == 0) {
+            return Err(BlobError::Corrupt("row out of range"));
+        }
+        let len = get_varint(bytes, &mut pos)?;
+        let max_tf = get_varint(bytes, &mut pos)?;
+        let min_len = get_varint(bytes, &mut pos)?;
+        let plen = get_varint(bytes, &mut pos)?;
+        let crc = if checked {
+            Some(get_u32(bytes, &mut pos)?)
+        } else {
+            None
+        };
+        raw.push((last as u32, len, max_tf as u32, min_len as u32, plen, crc));
+    }
+    let mut skips = Vec::with_capacity(raw.len());
+    let mut at = pos as u64;
+    let mut pat = 0u64;
+    let limit = e.postings.end - e.postings.start;
+    for (i, (last_row, len, max_tf, min_len, plen, crc32)) in raw.into_iter().enumerate() {
+        let end = at.checked_add(len).ok_or(BlobError::Corrupt("overflow"))?;
+        let pend = pat
+            .checked_add(plen)
+            .ok_or(BlobError::Corrupt("overflow"))?;
+        if end > limit {
+            return Err(BlobError::Corrupt("postings block outside the postings"));
+        }
+        let count = if (i as u64 + 1) * (BLOCK_DOCS as u64) <= e.df {
+            BLOCK_DOCS as u32
+        } else {
+            (e.df % BLOCK_DOCS as u64) as u32
+        };
+        skips.push(Skip {
+            last_row,
+            count,
+            start: at as usize,
+            end: end as usize,
+            max_tf,
+            min_len,
+            positions: (pat as usize, pend as usize),
+            crc32,
+        });
+        at = end;
+        pat = pend;
+    }
+    if at != limit {
+        return Err(BlobError::Corrupt("trailing bytes after the postings"));
+    }
+    Ok((skips, pos as u64))
 }
 
 impl Postings {
@@ -924,69 +1066,49 @@ impl Postings {
         if crc32fast::hash(&bytes) != e.postings_crc32 {
             return Err(BlobError::Checksum("full-text postings"));
         }
-        let mut pos = 0usize;
-        let n = get_varint(&bytes, &mut pos)?;
-        if n != e.df.div_ceil(BLOCK_DOCS as u64) || n > bytes.len() as u64 / 5 {
-            return Err(BlobError::Corrupt(
-                "block count disagrees with the document count",
-            ));
+        if bytes.len() as u64 != e.postings.end - e.postings.start {
+            return Err(BlobError::Corrupt("postings of another length"));
         }
-        let mut raw = Vec::with_capacity(n as usize);
-        let mut last: u64 = 0;
-        for i in 0..n {
-            let delta = get_varint(&bytes, &mut pos)?;
-            last = last
-                .checked_add(delta)
-                .ok_or(BlobError::Corrupt("overflow"))?;
-            if last >= rows || (i > 0 && delta == 0) {
-                return Err(BlobError::Corrupt("row out of range"));
-            }
-            let len = get_varint(&bytes, &mut pos)?;
-            let max_tf = get_varint(&bytes, &mut pos)?;
-            let min_len = get_varint(&bytes, &mut pos)?;
-            let plen = get_varint(&bytes, &mut pos)?;
-            raw.push((last as u32, len, max_tf as u32, min_len as u32, plen));
-        }
-        let mut skips = Vec::with_capacity(raw.len());
-        let mut at = pos as u64;
-        let mut pat = 0u64;
-        for (i, (last_row, len, max_tf, min_len, plen)) in raw.into_iter().enumerate() {
-            let end = at.checked_add(len).ok_or(BlobError::Corrupt("overflow"))?;
-            let pend = pat
-                .checked_add(plen)
-                .ok_or(BlobError::Corrupt("overflow"))?;
-            if end > bytes.len() as u64 {
-                return Err(BlobError::Corrupt("postings block outside the postings"));
-            }
-            let count = if (i as u64 + 1) * (BLOCK_DOCS as u64) <= e.df {
-                BLOCK_DOCS as u32
-            } else {
-                (e.df % BLOCK_DOCS as u64) as u32
-            };
-            skips.push(Skip {
-                last_row,
-                count,
-                start: at as usize,
-                end: end as usize,
-                max_tf,
-                min_len,
-                positions: (pat as usize, pend as usize),
-            });
-            at = end;
-            pat = pend;
-        }
-        if at != bytes.len() as u64 {
-            return Err(BlobError::Corrupt("trailing bytes after the postings"));
-        }
+        let (skips, _) = parse_skip_list(&bytes, e, rows, e.skips.is_some())?;
         Ok(Postings {
             bytes,
             skips,
             df: e.df,
+            whole: true,
+        })
+    }
+
+    /// Parses the skip section of `e`'s postings alone (checked blocks; `bytes`: the first
+    /// `e.skips` bytes of `e.postings`), checking its CRC-32: the blocks are then read one by
+    /// one and decoded with [`Postings::decode_block`].
+    pub fn parse_skips(
+        bytes: bytes::Bytes,
+        e: &TermEntry,
+        rows: u64,
+    ) -> Result<Postings, BlobError> {
+        let (len, crc) = e
+            .skips
+            .ok_or(BlobError::Corrupt("postings without a skip section"))?;
+        if bytes.len() as u64 != len {
+            return Err(BlobError::Corrupt("skip section of another length"));
+        }
+        if crc32fast::hash(&bytes) != crc {
+            return Err(BlobError::Checksum("full-text skips"));
+        }
+        let (skips, end) = parse_skip_list(&bytes, e, rows, true)?;
+        if end != len {
+            return Err(BlobError::Corrupt("skip section disagrees with its entry"));
+        }
+        Ok(Postings {
+            bytes: bytes::Bytes::new(),
+            skips,
+            df: e.df,
+            whole: false,
         })
     }
 
     /// Decodes block `i` into `rows`, `tfs` and `lens` (each at least [`BLOCK_DOCS`] long);
-    /// the number of postings.
+    /// the number of postings. Only whole postings hold their blocks.
     pub fn decode(
         &self,
         i: usize,
@@ -998,7 +1120,51 @@ impl Postings {
             .skips
             .get(i)
             .ok_or(BlobError::Corrupt("no such block"))?;
-        let b = &self.bytes[s.start..s.end];
+        if !self.whole {
+            return Err(BlobError::Corrupt("postings block not read"));
+        }
+        self.decode_checked(i, &self.bytes[s.start..s.end], rows, tfs, lens)
+    }
+
+    /// Decodes block `i` from its bytes read alone (`block`: `skips[i].start..end` of the
+    /// postings), checking them against the skip's CRC-32 first.
+    pub fn decode_block(
+        &self,
+        i: usize,
+        block: &[u8],
+        rows: &mut [u32],
+        tfs: &mut [u32],
+        lens: &mut [u32],
+    ) -> Result<usize, BlobError> {
+        self.check_block(i, block)?;
+        self.decode_checked(i, block, rows, tfs, lens)
+    }
+
+    /// Checks block `i`'s bytes read alone against its skip's length and CRC-32.
+    pub fn check_block(&self, i: usize, block: &[u8]) -> Result<(), BlobError> {
+        let s = self
+            .skips
+            .get(i)
+            .ok_or(BlobError::Corrupt("no such block"))?;
+        if block.len() != s.end - s.start {
+            return Err(BlobError::Corrupt("postings block of another length"));
+        }
+        match s.crc32 {
+            Some(c) if crc32fast::hash(block) == c => Ok(()),
+            Some(_) => Err(BlobError::Checksum("full-text postings block")),
+            None => Err(BlobError::Corrupt("postings block without a checksum")),
+        }
+    }
+
+    fn decode_checked(
+        &self,
+        i: usize,
+        b: &[u8],
+        rows: &mut [u32],
+        tfs: &mut [u32],
+        lens: &mut [u32],
+    ) -> Result<usize, BlobError> {
+        let s = &self.skips[i];
         let n = s.count as usize;
         let mut pos = 0usize;
         unpack(b, &mut pos, n, rows)?;
@@ -1031,6 +1197,15 @@ impl Postings {
             }
         }
         Ok(n)
+    }
+
+    /// The rows block `i` may hold: from past the previous block's last row to its own.
+    pub fn block_rows(&self, i: usize) -> std::ops::RangeInclusive<u32> {
+        let lo = match i {
+            0 => 0,
+            _ => self.skips[i - 1].last_row + 1,
+        };
+        lo..=self.skips[i].last_row
     }
 
     /// The block that would hold `row` (the first whose last row is at or past it).

@@ -9,7 +9,10 @@
 //! blobs take three per file. The layout is the per-file blob's (`docs/fulltext-index.md`)
 //! with directory flag bit 1 ("interleaved") set: each term's positions directly follow its
 //! postings, `positions_start` is 0 and positions offsets are from the blob's start, so the
-//! run streams out term by term with nothing held back but the term blocks.
+//! run streams out term by term with nothing held back but the term blocks; and bit 2
+//! ("checked blocks"): each term entry records its skip section's length and CRC-32 and each
+//! skip its block's CRC-32, so a search may read a frequent term's skips, then only the
+//! blocks that can still hold a top document.
 //!
 //! [`RunWriter`] writes it a term at a time (a build merges the files' blobs into it,
 //! `admin::fulltext_run`); the per-file readers read it unchanged.
@@ -55,7 +58,7 @@ impl RunWriter {
     pub fn new(positions: bool) -> RunWriter {
         RunWriter {
             positions,
-            dict: DictWriter::new(positions),
+            dict: DictWriter::new(positions, true),
             pending: MAGIC.to_vec(),
             taken: 0,
             postings: 0,
@@ -69,8 +72,13 @@ impl RunWriter {
         debug_assert!(!t.rows.is_empty());
         let at = self.taken + self.pending.len() as u64;
         self.scratch.clear();
-        let (max_tf, min_len) =
-            encode_term(t, self.positions, &mut self.pending, &mut self.scratch);
+        let code = encode_term(
+            t,
+            self.positions,
+            true,
+            &mut self.pending,
+            &mut self.scratch,
+        );
         let p_end = self.taken + self.pending.len() as u64;
         let postings_crc = crc32fast::hash(&self.pending[(at - self.taken) as usize..]);
         self.pending.extend_from_slice(&self.scratch);
@@ -79,8 +87,9 @@ impl RunWriter {
             term,
             &EntryFacts {
                 df: t.rows.len() as u64,
-                max_tf,
-                min_len,
+                max_tf: code.max_tf,
+                min_len: code.min_len,
+                skips: code.skips,
                 postings: at..p_end,
                 postings_crc,
                 positions: p_end..p_end + self.scratch.len() as u64,
@@ -109,6 +118,7 @@ impl RunWriter {
             tokenizer,
             positions: self.positions,
             interleaved: true,
+            checked: true,
             rows,
             docs,
             tokens,
@@ -330,6 +340,96 @@ mod tests {
                 "rows past 2^32 are refused"
             );
         }
+    }
+
+    /// Checked blocks: a term's skip section parses alone, each block read alone decodes to
+    /// what the whole postings hold, and a damaged skip section or block is refused by its
+    /// CRC-32 — every byte of either, never a panic.
+    #[test]
+    fn checked_blocks_read_alone_equal_the_whole() {
+        let d = docs(7, 3000);
+        let mut w = RunWriter::new(false);
+        let mut one = FulltextWriter::new(Tokenizer::Simple, false);
+        for (i, t) in d.iter().enumerate() {
+            one.add(i as u64, t.as_deref()).unwrap();
+        }
+        let blob = one.finish(d.len() as u64);
+        let mut g = TermGather::default();
+        let whole = read_all(&blob.bytes, blob.directory.clone()).unwrap();
+        for (term, list) in &whole {
+            g.clear();
+            for p in list {
+                g.rows.push(p.row);
+                g.tfs.push(p.tf);
+                g.lens.push(p.len);
+            }
+            w.term(term, g.as_ref());
+        }
+        let mut out = w.take();
+        let tail = w.finish(Tokenizer::Simple, blob.rows, blob.docs, blob.tokens);
+        out.extend_from_slice(&tail.bytes);
+        let dir = super::super::FulltextDirectory::parse(
+            &out[tail.directory.start as usize..],
+            Some(&tail.directory_sha256),
+            out.len() as u64,
+        )
+        .unwrap();
+        assert!(dir.checked);
+        let mut seen_many = false;
+        for r in &dir.blocks {
+            let tb = &out[r.offset as usize..(r.offset + r.length) as usize];
+            for e in super::super::parse_term_block(tb, r, &dir, out.len() as u64).unwrap() {
+                let all = &out[e.postings.start as usize..e.postings.end as usize];
+                let (len, _) = e.skips.expect("a checked entry records its skips");
+                let whole =
+                    Postings::parse(bytes::Bytes::copy_from_slice(all), &e, dir.rows).unwrap();
+                let skips = Postings::parse_skips(
+                    bytes::Bytes::copy_from_slice(&all[..len as usize]),
+                    &e,
+                    dir.rows,
+                )
+                .unwrap();
+                assert!(whole.whole && !skips.whole);
+                assert_eq!(whole.skips, skips.skips);
+                seen_many |= skips.skips.len() > 3;
+                let mut a = ([0u32; 128], [0u32; 128], [0u32; 128]);
+                let mut b = ([0u32; 128], [0u32; 128], [0u32; 128]);
+                for (i, sk) in skips.skips.iter().enumerate() {
+                    let block = &all[sk.start..sk.end];
+                    let n = whole.decode(i, &mut a.0, &mut a.1, &mut a.2).unwrap();
+                    let m = skips
+                        .decode_block(i, block, &mut b.0, &mut b.1, &mut b.2)
+                        .unwrap();
+                    assert_eq!(
+                        (n, &a.0[..n], &a.1[..n], &a.2[..n]),
+                        (m, &b.0[..m], &b.1[..m], &b.2[..m])
+                    );
+                    assert!(skips.decode(i, &mut b.0, &mut b.1, &mut b.2).is_err());
+                    for k in 0..block.len() {
+                        let mut bad = block.to_vec();
+                        bad[k] ^= 0x21;
+                        assert!(skips
+                            .decode_block(i, &bad, &mut b.0, &mut b.1, &mut b.2)
+                            .is_err());
+                    }
+                    assert!(skips
+                        .decode_block(i, &block[1..], &mut b.0, &mut b.1, &mut b.2)
+                        .is_err());
+                }
+                for k in 0..len as usize {
+                    let mut bad = all[..len as usize].to_vec();
+                    bad[k] ^= 0x40;
+                    assert!(Postings::parse_skips(bytes::Bytes::from(bad), &e, dir.rows).is_err());
+                }
+                assert!(Postings::parse_skips(
+                    bytes::Bytes::copy_from_slice(&all[..len as usize - 1]),
+                    &e,
+                    dir.rows
+                )
+                .is_err());
+            }
+        }
+        assert!(seen_many, "some term spans several blocks");
     }
 
     #[test]
