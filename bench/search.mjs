@@ -27,8 +27,8 @@ const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.
 
 console.log(`${spec.docs} documents, 2-term top-10 searches (${spec.queries.length} queries); wasm over HTTP with ${LATENCY} ms per response; default options`);
 console.log();
-console.log('| layout | side | p50 | p95 | round trips | requests/query | bytes/query |');
-console.log('|---|---|---|---|---|---|---|');
+console.log('| layout | side | p50 | p95 | round trips | requests/query | bytes/query (mean) | bytes p50 / p95 |');
+console.log('|---|---|---|---|---|---|---|---|');
 const rows = {};
 for (const files of spec.layouts) {
   const tables = { docs: `${server.url}/data-${files}` };
@@ -36,7 +36,7 @@ for (const files of spec.layouts) {
   const ask = (query) => ({ query, k: 10, columns: [] });
   const answers = [];
   const measure = async (label, queries, run) => {
-    const ms = []; let trips = 0, req = 0, bytes = 0;
+    const ms = []; const each = []; let trips = 0, req = 0, bytes = 0;
     for (const q of queries) {
       server.reset();
       const t = performance.now();
@@ -44,10 +44,12 @@ for (const files of spec.layouts) {
       ms.push(performance.now() - t);
       answers.push(r.scores.map((s) => s.toFixed(9)).join(','));
       trips = Math.max(trips, server.stats.trips); req += server.stats.requests; bytes += server.stats.bytes;
+      each.push(server.stats.bytes);
+      if (process.env.SKERRY_BENCH_VERBOSE) console.log(`  ${label} ${files} "${q}": ${server.stats.trips} trips, ${server.stats.requests} requests, ${server.stats.bytes} bytes, ${(performance.now() - t).toFixed(1)} ms`);
     }
     const n = queries.length;
     const row = { p50: pct(ms, 0.5), p95: pct(ms, 0.95), trips, requests: req / n, bytes: bytes / n };
-    console.log(`| ${files} files | ${label} | ${row.p50.toFixed(1)} ms | ${row.p95.toFixed(1)} ms | ${row.trips} | ${row.requests.toFixed(2)} | ${(row.bytes / 1e3).toFixed(0)} KB |`);
+    console.log(`| ${files} files | ${label} | ${row.p50.toFixed(1)} ms | ${row.p95.toFixed(1)} ms | ${row.trips} | ${row.requests.toFixed(2)} | ${(row.bytes / 1e3).toFixed(0)} KB | ${(pct(each, 0.5) / 1e3).toFixed(0)} / ${(pct(each, 0.95) / 1e3).toFixed(0)} KB |`);
     (rows[label] ||= {})[files] = row;
   };
   await measure('cold (open + search)', spec.queries.slice(0, COLD), async (q) => (await open()).search('docs', ask(q)));

@@ -95,7 +95,7 @@ test('a search costs the same in 10 and in 200 files: within 1.5× natively and 
       server.reset();
       const r = await reader.search('docs', { query, k: 10, columns: [] });
       trips = Math.max(trips, server.stats.trips);
-      assert.ok(server.stats.trips <= 4 && r.stats.rounds <= 3, `${files} files cold: ${server.stats.trips} trips ${JSON.stringify(server.stats.log)}`);
+      assert.ok(server.stats.trips <= 4 && r.stats.rounds <= 4, `${files} files cold: ${server.stats.trips} trips ${JSON.stringify(server.stats.log)}`);
       assert.ok(!server.stats.log.some((l) => l.path.includes(`/data${files}/`)), `${files} files: a data file was touched`);
       creq += server.stats.requests;
       cbytes += server.stats.bytes;

@@ -530,20 +530,29 @@ async fn frequent_terms_read_by_block_match_brute_force() {
         .await
         .unwrap();
     assert_eq!(whole.stats.files_by_run, 4);
-    // With a rarer word, a few of its blocks.
+    // With a rarer word: its skips, then (here, for the best document) a few of its blocks.
+    let best = |query: &str| Search { k: 1, ..q(query) };
     let cold = open()
         .await
         .snapshot()
-        .search("t", &q("the w150"))
+        .search("t", &best("the w150"))
         .await
         .unwrap();
     assert_eq!(cold.rounds, 4, "{:?}", cold.stats);
+    check(
+        &t,
+        &o,
+        Tokenizer::Simple,
+        &best("the w150"),
+        "by block, k 1",
+    )
+    .await;
     // What "the" costs beside the directory, term block and "w150"'s postings: under half
     // of its postings read whole.
     let rare = open()
         .await
         .snapshot()
-        .search("t", &q("w150"))
+        .search("t", &best("w150"))
         .await
         .unwrap();
     let (by_block, whole_postings) = (

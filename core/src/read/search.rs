@@ -190,10 +190,17 @@ const NORM_TABLE: usize = 1024;
 /// then only the blocks that can hold a top document ([`Pinned::run_blocks`]).
 pub const BY_BLOCK_BYTES: u64 = 32 * 1024;
 
+/// When every query term of a run passes [`BY_BLOCK_BYTES`], the smallest is still read
+/// whole — to give the others a floor — if its postings are at most this.
+pub const FLOOR_TERM_BYTES: u64 = 512 * 1024;
+
 /// Merged reads of postings blocks of one search at most (shared among its terms read by
-/// block, 4 each at least): nearby blocks are read in one request, bridging gaps up to what
-/// keeps the requests under this.
-const BLOCK_REQUESTS: usize = 16;
+/// block, 8 each at least), after bridging every gap up to [`BLOCK_GAP`]: past that, the
+/// smallest gaps are bridged.
+const BLOCK_REQUESTS: usize = 32;
+
+/// Gaps between blocks read that are always bridged (about what a request costs).
+const BLOCK_GAP: u64 = 4096;
 
 /// BM25's inverse document frequency (Lucene's, never negative). The logarithm is `libm`'s
 /// on every target: the addon and the wasm reader score bit for bit alike.
@@ -1334,7 +1341,7 @@ impl Pinned<'_> {
     ) -> std::result::Result<bool, RejectReason> {
         use crate::index::ordered::BlobError;
         let bundle = b.bundle_path;
-        let cap = (BLOCK_REQUESTS / plan.need.len().max(1)).max(4);
+        let cap = (BLOCK_REQUESTS / plan.need.len().max(1)).max(8);
         // Merged reads, each with the term it serves and its blocks (`None`: the whole
         // postings).
         let mut reads: Vec<(std::ops::Range<u64>, usize, Option<Vec<usize>>)> = Vec::new();
@@ -1424,10 +1431,44 @@ impl Pinned<'_> {
         Ok(true)
     }
 
+    /// Which of a run's query terms `found` to read by block: those whose postings pass
+    /// [`BY_BLOCK_BYTES`] (with checked blocks, not cached whole) — when another term is read
+    /// whole to give a floor: one under [`BY_BLOCK_BYTES`] or cached, else the smallest when
+    /// under [`FLOOR_TERM_BYTES`]. `None`: every term whole (a floor would be unknown, and
+    /// every block read a round later).
+    fn by_block(&self, b: BlobRef<'_>, found: &[Option<TermEntry>]) -> Option<Vec<usize>> {
+        // Per term found: its postings' bytes, and whether it may be read by block.
+        let terms: Vec<(usize, u64, bool)> = found
+            .iter()
+            .enumerate()
+            .filter_map(|(x, te)| {
+                let te = te.as_ref()?;
+                let n = te.postings.end - te.postings.start;
+                let cached = abs(b.offset, te.postings.start, n)
+                    .map(|(p0, p1)| self.cache.postings(b.bundle_path, p0, p1).is_some())
+                    .unwrap_or(false);
+                Some((x, n, te.skips.is_some() && !cached && n > BY_BLOCK_BYTES))
+            })
+            .collect();
+        let mut large: Vec<usize> = terms.iter().filter(|t| t.2).map(|t| t.0).collect();
+        if large.is_empty() {
+            return None;
+        }
+        if large.len() == terms.len() {
+            // No term read whole: the smallest, when small enough, gives the floor.
+            let (x, n, _) = *terms.iter().min_by_key(|t| t.1)?;
+            if n > FLOOR_TERM_BYTES || large.len() < 2 {
+                return None;
+            }
+            large.retain(|t| *t != x);
+        }
+        Some(large)
+    }
+
     /// The terms' postings (and positions for a phrase), checked against their CRC-32s and
     /// cached parsed; whether anything was read. With `by_block` (a table run, checked
-    /// blocks), a term whose postings pass [`BY_BLOCK_BYTES`] and are not cached whole is
-    /// read as its skips alone, its blocks left to [`Pinned::run_blocks`].
+    /// blocks), the terms [`Pinned::by_block`] picks are read as their skips alone, their
+    /// blocks left to [`Pinned::run_blocks`].
     async fn text_postings(
         &self,
         b: BlobRef<'_>,
@@ -1438,9 +1479,10 @@ impl Pinned<'_> {
     ) -> std::result::Result<(Vec<Option<TermData>>, bool), RejectReason> {
         let bundle = b.bundle_path;
         let mut fetch: Vec<std::ops::Range<u64>> = Vec::new();
+        let by_block = by_block.then(|| self.by_block(b, &found)).flatten();
         // The postings range each term is read as: whole, or its skip section.
         let mut span: Vec<Option<(u64, u64, bool)>> = Vec::with_capacity(found.len());
-        for te in found.iter() {
+        for (x, te) in found.iter().enumerate() {
             let Some(te) = te else {
                 span.push(None);
                 continue;
@@ -1450,14 +1492,8 @@ impl Pinned<'_> {
                 te.postings.start,
                 te.postings.end - te.postings.start,
             )?;
-            let (p0, p1, whole) = match te.skips {
-                Some((len, _))
-                    if by_block
-                        && p1 - p0 > BY_BLOCK_BYTES
-                        && self.cache.postings(bundle, p0, p1).is_none() =>
-                {
-                    (p0, p0 + len, false)
-                }
+            let (p0, p1, whole) = match (te.skips, &by_block) {
+                (Some((len, _)), Some(terms)) if terms.contains(&x) => (p0, p0 + len, false),
                 _ => (p0, p1, true),
             };
             span.push(Some((p0, p1, whole)));
@@ -1810,9 +1846,10 @@ fn probe_rest(
     Ok((score >= theta).then(|| canonical_score(parts)))
 }
 
-/// `spans` (ascending, disjoint) merged into at most `cap` reads with the fewest bytes: the
-/// smallest gaps between neighbours are bridged.
+/// `spans` (ascending, disjoint) merged into at most `cap` reads with the fewest bytes: gaps
+/// up to [`BLOCK_GAP`] are bridged, then the smallest others while the reads pass `cap`.
 fn merge_reads(spans: Vec<std::ops::Range<u64>>, cap: usize) -> Vec<std::ops::Range<u64>> {
+    let spans = crate::io::coalesce_ranges(&spans, BLOCK_GAP);
     let cap = cap.max(1);
     if spans.len() <= cap {
         return spans;
@@ -1888,8 +1925,8 @@ impl Scorer<'_> {
         if whole.is_empty() {
             return Ok(Some(all));
         }
-        // The whole terms' postings: (row, term, score), by row then term.
-        let mut posts: Vec<(u32, usize, f64)> = Vec::new();
+        // The whole terms' postings: (row, term, score, document length), by row then term.
+        let mut posts: Vec<(u32, usize, f64, u32)> = Vec::new();
         let (mut rows, mut tfs, mut lens) =
             ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
         for &t in &whole {
@@ -1902,14 +1939,14 @@ impl Scorer<'_> {
                         Some(x) => *x,
                         None => norm(lens[j], self.avg_len),
                     };
-                    posts.push((rows[j], t, bm25_norm(self.idfs[t], tfs[j], norm)));
+                    posts.push((rows[j], t, bm25_norm(self.idfs[t], tfs[j], norm), lens[j]));
                 }
             }
         }
         posts.sort_unstable_by_key(|p| (p.0, p.1));
         // Per kept row: its score over the whole terms (summed in query-term order, as a
-        // document's score is) and how many of them it holds.
-        let mut docs: Vec<(u32, f64, usize)> = Vec::new();
+        // document's score is), how many of them it holds, and its length.
+        let mut docs: Vec<(u32, f64, usize, u32)> = Vec::new();
         let mut i = 0;
         while i < posts.len() {
             let row = posts[i].0;
@@ -1920,7 +1957,7 @@ impl Scorer<'_> {
                 j += 1;
             }
             if keep(u64::from(row)) {
-                docs.push((row, score, j - i));
+                docs.push((row, score, j - i, posts[i].3));
             }
             i = j;
         }
@@ -1974,8 +2011,10 @@ impl Scorer<'_> {
                     continue;
                 }
                 if let Some(i) = p.block_of(d.0) {
+                    // The document's own length (its whole terms' postings hold it) bounds
+                    // closer than the block's shortest.
                     let s = &p.skips[i];
-                    if d.1 + bound(e, s.max_tf, s.min_len) + rest >= theta {
+                    if d.1 + bound(e, s.max_tf, d.3.max(s.min_len)) + rest >= theta {
                         want[i] = true;
                     }
                 }
@@ -2201,6 +2240,35 @@ impl Scorer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Block reads: gaps up to `BLOCK_GAP` always bridged, then the smallest others until the
+    /// reads fit the cap; every block inside exactly one read.
+    #[test]
+    fn block_reads_bridge_the_smallest_gaps() {
+        let spans = |v: &[(u64, u64)]| v.iter().map(|&(a, z)| a..z).collect::<Vec<_>>();
+        // A gap of 4096 is bridged, 4097 is not.
+        let s = spans(&[(0, 100), (4196, 4300), (8397, 8500)]);
+        assert_eq!(merge_reads(s, 8), spans(&[(0, 4300), (8397, 8500)]));
+        // Cap 2 over gaps of 10k, 50k, 20k: the 10k and 20k ones are bridged.
+        let s = spans(&[
+            (0, 200),
+            (10_200, 10_400),
+            (60_400, 60_600),
+            (80_600, 80_800),
+        ]);
+        let got = merge_reads(s.clone(), 2);
+        assert_eq!(got, spans(&[(0, 10_400), (60_400, 80_800)]));
+        for b in &s {
+            assert_eq!(
+                got.iter()
+                    .filter(|m| m.start <= b.start && b.end <= m.end)
+                    .count(),
+                1
+            );
+        }
+        assert_eq!(merge_reads(s.clone(), 1), spans(&[(0, 80_800)]));
+        assert_eq!(merge_reads(s.clone(), 4), s);
+    }
 
     #[test]
     fn phrase_offsets_match_and_miss() {
