@@ -569,11 +569,29 @@ async fn frequent_terms_read_by_block_match_brute_force() {
     let got = open().await.snapshot().search("t", &and).await.unwrap();
     assert_eq!(got.rounds, 4, "{:?}", got.stats);
     check(&t, &o, Tokenizer::Simple, &and, "and by block").await;
-    // Warm: nothing read.
+    // A reader that asks for "the" again reads it whole (one round), then nothing.
     let reader = open().await;
-    reader.snapshot().search("t", &q("the w150")).await.unwrap();
-    let warm = reader.snapshot().search("t", &q("the w150")).await.unwrap();
+    let first = reader
+        .snapshot()
+        .search("t", &best("the w150"))
+        .await
+        .unwrap();
+    assert_eq!(first.rounds, 4, "{:?}", first.stats);
+    let again = reader
+        .snapshot()
+        .search("t", &best("the w150"))
+        .await
+        .unwrap();
+    assert_eq!(again.rounds, 1, "{:?}", again.stats);
+    assert!(again.stats.index_bytes > by_block, "{:?}", again.stats);
+    let warm = reader
+        .snapshot()
+        .search("t", &best("the w150"))
+        .await
+        .unwrap();
     assert_eq!((warm.rounds, warm.stats.index_requests), (0, 0));
+    assert_eq!(warm.rows, first.rows);
+    assert_eq!(warm.scores, first.scores);
     for _ in 0..15 {
         let s = pick(&t, &mut r);
         check(&t, &o, Tokenizer::Simple, &s, "run by block").await;

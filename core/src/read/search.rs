@@ -1432,10 +1432,11 @@ impl Pinned<'_> {
     }
 
     /// Which of a run's query terms `found` to read by block: those whose postings pass
-    /// [`BY_BLOCK_BYTES`] (with checked blocks, not cached whole) — when another term is read
-    /// whole to give a floor: one under [`BY_BLOCK_BYTES`] or cached, else the smallest when
-    /// under [`FLOOR_TERM_BYTES`]. `None`: every term whole (a floor would be unknown, and
-    /// every block read a round later).
+    /// [`BY_BLOCK_BYTES`] (with checked blocks, neither cached whole nor read by block by this
+    /// reader before) — when another term is read whole to give a floor: one under
+    /// [`BY_BLOCK_BYTES`] or cached, else the smallest when under [`FLOOR_TERM_BYTES`].
+    /// `None`: every term whole (a floor would be unknown, and every block read a round
+    /// later).
     fn by_block(&self, b: BlobRef<'_>, found: &[Option<TermEntry>]) -> Option<Vec<usize>> {
         // Per term found: its postings' bytes, and whether it may be read by block.
         let terms: Vec<(usize, u64, bool)> = found
@@ -1444,10 +1445,17 @@ impl Pinned<'_> {
             .filter_map(|(x, te)| {
                 let te = te.as_ref()?;
                 let n = te.postings.end - te.postings.start;
-                let cached = abs(b.offset, te.postings.start, n)
-                    .map(|(p0, p1)| self.cache.postings(b.bundle_path, p0, p1).is_some())
-                    .unwrap_or(false);
-                Some((x, n, te.skips.is_some() && !cached && n > BY_BLOCK_BYTES))
+                // Whole when cached whole — or read by block before: a reader that keeps
+                // asking for the term then holds it whole, and its later searches read
+                // nothing (warm), as without blocks.
+                let (len, _) = te.skips?;
+                let seen = abs(b.offset, te.postings.start, n)
+                    .map(|(p0, p1)| {
+                        self.cache.postings(b.bundle_path, p0, p1).is_some()
+                            || self.cache.postings(b.bundle_path, p0, p0 + len).is_some()
+                    })
+                    .unwrap_or(true);
+                Some((x, n, !seen && n > BY_BLOCK_BYTES))
             })
             .collect();
         let mut large: Vec<usize> = terms.iter().filter(|t| t.2).map(|t| t.0).collect();
