@@ -489,6 +489,19 @@ impl ReadCache {
         self.put(block_key(bundle, start, end), Entry::Postings(p), bytes);
     }
 
+    /// Drops what is cached at `start..end` of `bundle` (bytes or parsed postings), if
+    /// anything: an entry another one now supersedes.
+    pub fn forget(&self, bundle: &str, start: u64, end: u64) {
+        self.lru
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&Key::Block {
+                bundle: Arc::from(bundle),
+                start,
+                end,
+            });
+    }
+
     /// The bytes `start..end` of `bundle`, when cached.
     pub fn block(&self, bundle: &str, start: u64, end: u64) -> Option<Bytes> {
         match self.get(&Key::Block {

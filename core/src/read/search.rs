@@ -392,6 +392,9 @@ struct TermData {
     /// index. A block not read holds no document that can reach the search's floor (or, for
     /// `and`, no candidate): [`Pinned::run_blocks`] read every other.
     blocks: HashMap<usize, bytes::Bytes>,
+    /// Read by block, its skips found in the cache: an earlier search read the term by
+    /// block, so this one reads it whole if it needs a block not cached.
+    seen: bool,
 }
 
 struct ScanDoc {
@@ -1374,7 +1377,10 @@ impl Pinned<'_> {
             }
             let merged = merge_reads(wanted.iter().map(|w| w.1.clone()).collect(), cap);
             let bytes: u64 = merged.iter().map(|m| m.end - m.start).sum();
-            if bytes * 2 > p1 - p0 {
+            // Whole when most of it is wanted — or when an earlier search read it by block
+            // too: a reader that keeps asking for the term then holds it whole, and its
+            // later searches read nothing, as without blocks.
+            if bytes * 2 > p1 - p0 || td.seen {
                 match self.cache.postings(bundle, p0, p1) {
                     Some(p) => {
                         td.postings = p;
@@ -1408,6 +1414,16 @@ impl Pinned<'_> {
                 let p = Postings::parse(by, &td.entry, rows).map_err(|err| b.corrupt(err))?;
                 let p = Arc::new(p);
                 self.cache.put_postings(bundle, r.start, r.end, p.clone());
+                // The whole postings supersede the skips and blocks cached before.
+                if let Some((len, _)) = td.entry.skips {
+                    self.cache.forget(bundle, r.start, r.start + len);
+                }
+                for (i, s) in td.postings.skips.iter().enumerate() {
+                    if td.blocks.contains_key(&i) {
+                        self.cache
+                            .forget(bundle, r.start + s.start as u64, r.start + s.end as u64);
+                    }
+                }
                 td.postings = p;
                 td.blocks.clear();
                 continue;
@@ -1432,8 +1448,8 @@ impl Pinned<'_> {
     }
 
     /// Which of a run's query terms `found` to read by block: those whose postings pass
-    /// [`BY_BLOCK_BYTES`] (with checked blocks, neither cached whole nor read by block by this
-    /// reader before) — when another term is read whole to give a floor: one under
+    /// [`BY_BLOCK_BYTES`] (with checked blocks, not cached whole) — when another term is read
+    /// whole to give a floor: one under
     /// [`BY_BLOCK_BYTES`] or cached, else the smallest when under [`FLOOR_TERM_BYTES`].
     /// `None`: every term whole (a floor would be unknown, and every block read a round
     /// later).
@@ -1445,17 +1461,10 @@ impl Pinned<'_> {
             .filter_map(|(x, te)| {
                 let te = te.as_ref()?;
                 let n = te.postings.end - te.postings.start;
-                // Whole when cached whole — or read by block before: a reader that keeps
-                // asking for the term then holds it whole, and its later searches read
-                // nothing (warm), as without blocks.
-                let (len, _) = te.skips?;
-                let seen = abs(b.offset, te.postings.start, n)
-                    .map(|(p0, p1)| {
-                        self.cache.postings(b.bundle_path, p0, p1).is_some()
-                            || self.cache.postings(b.bundle_path, p0, p0 + len).is_some()
-                    })
+                let cached = abs(b.offset, te.postings.start, n)
+                    .map(|(p0, p1)| self.cache.postings(b.bundle_path, p0, p1).is_some())
                     .unwrap_or(true);
-                Some((x, n, !seen && n > BY_BLOCK_BYTES))
+                Some((x, n, te.skips.is_some() && !cached && n > BY_BLOCK_BYTES))
             })
             .collect();
         let mut large: Vec<usize> = terms.iter().filter(|t| t.2).map(|t| t.0).collect();
@@ -1537,7 +1546,9 @@ impl Pinned<'_> {
                 terms.push(None);
                 continue;
             };
-            let postings = match self.cache.postings(bundle, p0, p1) {
+            let cached = self.cache.postings(bundle, p0, p1);
+            let seen = !whole && cached.is_some();
+            let postings = match cached {
                 Some(p) => p,
                 None => {
                     let by = got.get(&(p0, p1)).cloned().unwrap_or_default();
@@ -1572,6 +1583,7 @@ impl Pinned<'_> {
                 postings,
                 positions,
                 blocks: HashMap::new(),
+                seen,
             }));
         }
         Ok((terms, read))
