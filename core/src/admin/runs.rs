@@ -442,6 +442,18 @@ impl Overlay {
         else {
             return Ok(None);
         };
+        // A small directory rides in the manifest, so a cold search skips its read.
+        let directory = {
+            let streamed = blob_length - tail.bytes.len() as u64;
+            let dir = &tail.directory;
+            (dir.end - dir.start <= crate::index::fulltext::run::INLINE_DIRECTORY_MAX
+                && dir.start >= streamed)
+                .then(|| {
+                    hex::encode(
+                        &tail.bytes[(dir.start - streamed) as usize..(dir.end - streamed) as usize],
+                    )
+                })
+        };
         Ok(Some(TableRun {
             bundle_path,
             blob_offset,
@@ -463,7 +475,7 @@ impl Overlay {
                     ..run_file(f, a)
                 })
                 .collect(),
-            directory: None,
+            directory,
         }))
     }
 

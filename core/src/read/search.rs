@@ -983,6 +983,7 @@ impl Pinned<'_> {
             }
         }
         if let Some(r) = run {
+            self.run_text_directory(r.run);
             blobs.push((n, r.blob()));
         }
         let scan = |i: usize| self.scan_text(t, &t.files[i], spec, field, q, s);
@@ -1199,6 +1200,30 @@ impl Pinned<'_> {
             },
             st,
         ))
+    }
+
+    /// Caches the run's inline directory (when the manifest carries one and it verifies
+    /// against the manifest's SHA-256), so [`Pinned::text_directory`] reads none; one that does
+    /// not verify is ignored and the bundle's is read.
+    fn run_text_directory(&self, run: &TableRun) {
+        let Some(h) = &run.directory else {
+            return;
+        };
+        let sha = &run.ordered.directory_sha256;
+        if self
+            .cache
+            .text_directory(&run.bundle_path, run.blob_offset, sha)
+            .is_some()
+        {
+            return;
+        }
+        let parsed = hex::decode(h)
+            .ok()
+            .and_then(|bytes| FulltextDirectory::parse(&bytes, Some(sha), run.blob_length).ok());
+        if let Some(d) = parsed {
+            self.cache
+                .put_text_directory(&run.bundle_path, run.blob_offset, sha, Arc::new(d));
+        }
     }
 
     /// The blob's directory, checked against the manifest and the index definition; whether

@@ -27,6 +27,11 @@ use crate::index::analyzer::Tokenizer;
 /// Rows a run addresses at most (its postings hold rows as u32).
 pub const MAX_RUN_ROWS: u64 = u32::MAX as u64;
 
+/// A run directory of at most this many bytes rides in the manifest (`TableRun::directory`,
+/// hex), so a cold search reads no directory: a few KiB for tens of thousands of terms, and
+/// the manifest every reader loads stays small for dictionaries of millions.
+pub const INLINE_DIRECTORY_MAX: u64 = 32 << 10;
+
 /// Writes a run term by term (terms ascending), handing its bytes out as they are made.
 pub struct RunWriter {
     positions: bool,
