@@ -4,6 +4,8 @@
 //! the catalog) and with deleted rows; both tokenizers; damaged blobs never change an
 //! answer; the lifecycle (staged builds, verify, drop) carries the kind.
 
+mod support;
+
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
@@ -460,13 +462,7 @@ async fn english_search_matches_brute_force() {
 async fn large_files_and_rounds() {
     let (t, o, mut r) = setup(0x51_7CC1_B727_220A, 3, 3000, Tokenizer::Simple).await;
     o.publish().await.unwrap();
-    let url = format!("file://{}", t.dir.path().join("overlay").display());
-    let reader = skerry_core::read::reader::OverlayReader::open(
-        &url,
-        skerry_core::io::store::OpenOptions::default(),
-    )
-    .await
-    .unwrap();
+    let reader = support::open_reader(&t.dir.path().join("overlay")).await;
     let s = Search {
         query: "quick w40".into(),
         k: 10,
@@ -508,15 +504,8 @@ async fn large_files_and_rounds() {
 async fn frequent_terms_read_by_block_match_brute_force() {
     let (mut t, o, mut r) = setup(0x3C6E_F372_FE94_F82B, 4, 12000, Tokenizer::Simple).await;
     o.publish().await.unwrap();
-    let url = format!("file://{}", t.dir.path().join("overlay").display());
-    let open = || async {
-        skerry_core::read::reader::OverlayReader::open(
-            &url,
-            skerry_core::io::store::OpenOptions::default(),
-        )
-        .await
-        .unwrap()
-    };
+    let overlay_dir = t.dir.path().join("overlay");
+    let open = || support::open_reader(&overlay_dir);
     let q = |query: &str| Search {
         query: query.into(),
         k: 10,

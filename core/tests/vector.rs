@@ -6,6 +6,8 @@
 //! satisfy the filter; staged builds byte-identical to one-shot builds; verify; damaged
 //! bundles never change an answer; reads cold and warm.
 
+mod support;
+
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch};
@@ -759,15 +761,8 @@ async fn damage_and_rounds() {
     vector_index(&o, "knn", MetricName::L2).await;
     o.build("t", |_| {}).await.unwrap();
     o.publish().await.unwrap();
-    let url = format!("file://{}", t.dir.path().join("overlay").display());
-    let open = || async {
-        skerry_core::read::reader::OverlayReader::open(
-            &url,
-            skerry_core::io::store::OpenOptions::default(),
-        )
-        .await
-        .unwrap()
-    };
+    let overlay_dir = t.dir.path().join("overlay");
+    let open = || support::open_reader(&overlay_dir);
     let reader = open().await;
     let n = Nearest {
         vector: g.vector(&mut r),
@@ -1004,15 +999,8 @@ async fn a_table_run_answers_whatever_the_file_count() {
         let run = ix.table_run().expect("a table run").clone();
         assert_eq!(run.files.len(), files);
         assert_eq!(run.ordered.entries, n as u64);
-        let url = format!("file://{}", t.dir.path().join("overlay").display());
-        let open = || async {
-            skerry_core::read::reader::OverlayReader::open(
-                &url,
-                skerry_core::io::store::OpenOptions::default(),
-            )
-            .await
-            .unwrap()
-        };
+        let overlay_dir = t.dir.path().join("overlay");
+        let open = || support::open_reader(&overlay_dir);
         let reader = open().await;
         let ask = |q: &Vec<f32>| Nearest {
             vector: q.clone(),

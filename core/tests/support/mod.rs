@@ -283,3 +283,14 @@ pub fn sorted_ids(r: &skerry_core::read::plan::QueryResult) -> Vec<i64> {
     v.sort();
     v
 }
+
+/// A read-only reader of the published overlay at `dir` (default options): what a service
+/// opens, each call a new reader with a cold cache.
+pub async fn open_reader(dir: &Path) -> skerry_core::read::reader::OverlayReader {
+    skerry_core::read::reader::OverlayReader::open(
+        &format!("file://{}", dir.display()),
+        skerry_core::io::store::OpenOptions::default(),
+    )
+    .await
+    .unwrap()
+}
