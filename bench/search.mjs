@@ -6,10 +6,12 @@
 //   cargo run --release -p skerry-bench-fulltext -- --keep /tmp/skerry-ftbench
 //   node bench/search.mjs /tmp/skerry-ftbench
 //
-// Per layout: cold (a new reader per query: open reads the manifest, the search the run's
-// directory, the terms' blocks and their postings) and warm (one reader, warmed by the other
-// queries of the set): time p50/p95, sequential round trips (counted by the server), requests
-// and bytes per query, and the ratio of the 200-file layout to the 20-file one.
+// Per layout: cold (a new reader per query: open reads the manifest, which carries the run's
+// small directory; the search reads the terms' blocks, their postings — a frequent term's
+// skips — and then the frequent terms' blocks that can hold a result) and warm (one reader,
+// warmed by the other queries of the set): time p50/p95, sequential round trips (counted by
+// the server), requests and bytes per query (mean, and p50 / p95), and the ratio of the
+// 200-file layout to the 20-file one. `SKERRY_BENCH_VERBOSE=1` prints each query.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
