@@ -1496,9 +1496,10 @@ impl Pinned<'_> {
         if large.is_empty() {
             return None;
         }
-        if large.len() == terms.len() {
-            // No term read whole: the smallest, when small enough, gives the floor.
-            let (x, n, _) = *terms.iter().min_by_key(|t| t.1)?;
+        // The floor comes from whole terms of at most FLOOR_TERM_BYTES (a term cached whole
+        // but larger only bounds); without one, the smallest large term, when small enough.
+        if !terms.iter().any(|t| !t.2 && t.1 <= FLOOR_TERM_BYTES) {
+            let (x, n, _) = *terms.iter().filter(|t| t.2).min_by_key(|t| t.1)?;
             if n > FLOOR_TERM_BYTES || large.len() < 2 {
                 return None;
             }
@@ -1935,7 +1936,9 @@ impl Scorer<'_> {
     /// The blocks of `terms` read by block that may hold a result of the run, and the floor
     /// the scorer may start from; `None` when every term was read whole.
     ///
-    /// The terms read whole (the rare ones) are decoded first. With `and`, a result holds
+    /// The terms read whole (the rare ones) are decoded first — those of at most
+    /// [`FLOOR_TERM_BYTES`]: a larger one read whole (cached) only bounds, as a by-block term
+    /// does, so a search never decodes a frequent term twice. With `and`, a result holds
     /// every term: a block is read when it may hold a row holding every whole term (all when
     /// none is whole). Otherwise the floor is the k-th best score of the kept documents over
     /// the whole terms; a document scores at most its whole terms' exact score, plus the
@@ -1956,8 +1959,16 @@ impl Scorer<'_> {
         if by_block.is_empty() {
             return Ok(None);
         }
+        // The floor's terms: read whole and at most FLOOR_TERM_BYTES (decoded here). A larger
+        // one read whole (cached) only bounds, like a term read by block.
+        let small = |d: &TermData| {
+            d.postings.whole && d.entry.postings.end - d.entry.postings.start <= FLOOR_TERM_BYTES
+        };
         let whole: Vec<usize> = (0..terms.len())
-            .filter(|t| terms[*t].as_ref().is_some_and(|d| d.postings.whole))
+            .filter(|t| terms[*t].as_ref().is_some_and(small))
+            .collect();
+        let bounding: Vec<usize> = (0..terms.len())
+            .filter(|t| terms[*t].as_ref().is_some_and(|d| !small(d)))
             .collect();
         let every = |t: usize| {
             let n = terms[t].as_ref().map_or(0, |d| d.postings.skips.len());
@@ -2035,24 +2046,22 @@ impl Scorer<'_> {
         let (_, kth, _) = scores.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
         let floor = *kth;
         let theta = loose(floor);
-        let ub: Vec<f64> = by_block
-            .iter()
-            .map(|&t| {
-                let e = &terms[t].as_ref().expect("by block").entry;
-                bound(t, e.max_tf, e.min_len)
-            })
-            .collect();
-        let total: f64 = ub.iter().sum();
+        let ub = |t: usize| {
+            let e = &terms[t].as_ref().expect("bounding").entry;
+            bound(t, e.max_tf, e.min_len)
+        };
+        let total: f64 = bounding.iter().map(|t| ub(*t)).sum();
         let mut need = Vec::with_capacity(by_block.len());
-        for (x, &e) in by_block.iter().enumerate() {
+        for &e in &by_block {
             let p = &terms[e].as_ref().expect("by block").postings;
-            let rest = total - ub[x];
+            let ub_e = ub(e);
+            let rest = total - ub_e;
             let mut want = vec![false; p.skips.len()];
             for (i, s) in p.skips.iter().enumerate() {
                 want[i] = bound(e, s.max_tf, s.min_len) + rest >= theta;
             }
             for d in &docs {
-                if d.1 + ub[x] + rest < theta {
+                if d.1 + ub_e + rest < theta {
                     continue;
                 }
                 if let Some(i) = p.block_of(d.0) {
