@@ -1443,11 +1443,10 @@ impl Pinned<'_> {
                 if let Some((len, _)) = td.entry.skips {
                     self.cache.forget(bundle, r.start, r.start + len);
                 }
-                for (i, s) in td.postings.skips.iter().enumerate() {
-                    if td.blocks.contains_key(&i) {
-                        self.cache
-                            .forget(bundle, r.start + s.start as u64, r.start + s.end as u64);
-                    }
+                for i in td.blocks.keys() {
+                    let s = &td.postings.skips[*i];
+                    self.cache
+                        .forget(bundle, r.start + s.start as u64, r.start + s.end as u64);
                 }
                 td.postings = p;
                 td.blocks.clear();
