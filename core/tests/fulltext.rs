@@ -215,6 +215,29 @@ impl Table {
 }
 
 async fn setup(seed: u64, files: usize, rows: usize, tok: Tokenizer) -> (Table, Overlay, Rng) {
+    setup_with(seed, files, rows, tok, doc).await
+}
+
+/// A document of 20 to 80 words drawn Zipf-like over 3,000 (`z0` the most frequent, in 98%
+/// of the documents): lengths spread like prose, so a block's best saturation varies.
+fn long_doc(r: &mut Rng) -> Option<String> {
+    let n = 20 + r.below(61);
+    let words: Vec<String> = (0..n)
+        .map(|_| {
+            let u = (r.below(1 << 20) as f64 + 0.5) / (1u64 << 20) as f64;
+            format!("z{}", (3000f64.powf(u) as usize).saturating_sub(1))
+        })
+        .collect();
+    Some(words.join(" "))
+}
+
+async fn setup_with(
+    seed: u64,
+    files: usize,
+    rows: usize,
+    tok: Tokenizer,
+    gen: fn(&mut Rng) -> Option<String>,
+) -> (Table, Overlay, Rng) {
     let mut t = Table {
         dir: tempfile::tempdir().unwrap(),
         files: vec![],
@@ -224,7 +247,7 @@ async fn setup(seed: u64, files: usize, rows: usize, tok: Tokenizer) -> (Table, 
     let mut r = Rng(seed);
     for f in 0..files {
         let rows: Rows = (0..rows)
-            .map(|i| ((f * rows + i) as i64, doc(&mut r), r.below(5) as i64))
+            .map(|i| ((f * rows + i) as i64, gen(&mut r), r.below(5) as i64))
             .collect();
         t.write(&format!("f{f:03}.parquet"), rows);
     }
@@ -500,6 +523,67 @@ async fn large_files_and_rounds() {
 /// a result are read — in one more round (three in all: the run's small directory comes with
 /// the manifest), a fraction of the bytes — with every answer the brute force's: OR, AND,
 /// phrases, `where`, deleted rows, a pending file, damaged blocks.
+/// Frequent terms in documents of 20 to 80 words, every term read by block from its block
+/// impacts: a term alone reads its skips and a few blocks; pairs and triples of frequent
+/// terms (where at this size the blocks that may hold a result lie too scattered to read
+/// apart, so the postings are read whole after the skips) answer exactly — k 1, 10 and 50,
+/// against the brute force.
+#[tokio::test]
+async fn frequent_terms_by_impacts_match_brute_force() {
+    let (t, o, _) = setup_with(0x5851_F42D_4C95_7F2D, 4, 10000, Tokenizer::Simple, long_doc).await;
+    o.publish().await.unwrap();
+    let overlay_dir = t.dir.path().join("overlay");
+    let ask = |query: &str, k: usize| Search {
+        query: query.into(),
+        k,
+        columns: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    let alone = support::open_reader(&overlay_dir)
+        .await
+        .snapshot()
+        .search("t", &ask("z0", 10))
+        .await
+        .unwrap();
+    let mut and = ask("z0", 10);
+    and.operator = Operator::And;
+    let whole = support::open_reader(&overlay_dir)
+        .await
+        .snapshot()
+        .search("t", &and)
+        .await
+        .unwrap();
+    assert_eq!((alone.rounds, whole.rounds), (3, 2));
+    assert!(
+        alone.stats.index_bytes * 3 < whole.stats.index_bytes,
+        "by impacts {} vs whole {}",
+        alone.stats.index_bytes,
+        whole.stats.index_bytes
+    );
+    for query in [
+        "z0", "z1", "z0 z1", "z0 z3", "z1 z2", "z0 z5", "z0 z1 z2", "z2 z40",
+    ] {
+        for k in [1, 10, 50] {
+            let s = ask(query, k);
+            let got = support::open_reader(&overlay_dir)
+                .await
+                .snapshot()
+                .search("t", &s)
+                .await
+                .unwrap();
+            assert!(got.rounds <= 3, "{query}: {:?}", got.stats);
+            check(&t, &o, Tokenizer::Simple, &s, "impacts, frequent terms").await;
+            // The cold reader's answer is the checked one, to the bit.
+            let want = o.search("t", &s).await.unwrap();
+            assert_eq!(
+                (&got.rows, &got.scores),
+                (&want.rows, &want.scores),
+                "{query} {k}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn frequent_terms_read_by_block_match_brute_force() {
     let (mut t, o, mut r) = setup(0x3C6E_F372_FE94_F82B, 4, 12000, Tokenizer::Simple).await;
@@ -512,14 +596,54 @@ async fn frequent_terms_read_by_block_match_brute_force() {
         columns: Some(vec!["id".into()]),
         ..Default::default()
     };
-    // "the" alone: nothing read whole gives a floor, so its postings are read whole.
-    let whole = open()
+    // "the" alone with `and`: nothing gives a floor, so its postings are read whole.
+    let mut and_the = q("the");
+    and_the.operator = Operator::And;
+    let whole = open().await.snapshot().search("t", &and_the).await.unwrap();
+    assert_eq!(whole.stats.files_by_run, 4);
+    assert_eq!(whole.rounds, 2, "{:?}", whole.stats);
+    // With `or`, its block impacts give the floor: its skips, then the few blocks that can
+    // hold a top-10 document — well under half of its postings.
+    let alone = open()
         .await
         .snapshot()
         .search("t", &q("the"))
         .await
         .unwrap();
-    assert_eq!(whole.stats.files_by_run, 4);
+    assert_eq!(alone.rounds, 3, "{:?}", alone.stats);
+    assert!(
+        alone.stats.index_bytes * 2 < whole.stats.index_bytes,
+        "by block {} vs whole {}",
+        alone.stats.index_bytes,
+        whole.stats.index_bytes
+    );
+    check(&t, &o, Tokenizer::Simple, &q("the"), "impacts, one term").await;
+    // Every term frequent: the impacts' floor and the others' block bounds over the same
+    // rows decide which blocks to read, in one more round. Here (documents of 1 to 30
+    // words, every block holding a short one) no block can be ruled out, so the terms are
+    // read whole after their skips: a round and the skips more than `and`, no more.
+    for query in ["the of", "the of and", "of and"] {
+        let got = open()
+            .await
+            .snapshot()
+            .search("t", &q(query))
+            .await
+            .unwrap();
+        assert_eq!(got.rounds, 3, "{query}: {:?}", got.stats);
+        let mut and = q(query);
+        and.operator = Operator::And;
+        let both = open().await.snapshot().search("t", &and).await.unwrap();
+        assert!(
+            got.stats.index_bytes * 10 < both.stats.index_bytes * 11,
+            "{query}: by block {} vs whole {}",
+            got.stats.index_bytes,
+            both.stats.index_bytes
+        );
+        for k in [1, 10, 100] {
+            let s = Search { k, ..q(query) };
+            check(&t, &o, Tokenizer::Simple, &s, "impacts, all frequent").await;
+        }
+    }
     // With a rarer word: its skips, then (here, for the best document) a few of its blocks.
     let best = |query: &str| Search { k: 1, ..q(query) };
     let cold = open()

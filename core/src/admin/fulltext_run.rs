@@ -218,7 +218,7 @@ pub(crate) async fn write(
             Err(()) => return Ok(None),
         }
     }
-    let mut w = RunWriter::new(spec.positions);
+    let mut w = RunWriter::new(spec.positions, docs, tokens);
     let mut g = TermGather::default();
     let mut holders: Vec<u32> = Vec::new();
     while let Some(Reverse((term, o))) = heap.pop() {
@@ -277,7 +277,7 @@ pub(crate) async fn write(
             sink.put(w.take()).await?;
         }
     }
-    Ok(Some(w.finish(spec.tokenizer, rows, docs, tokens)))
+    Ok(Some(w.finish(spec.tokenizer, rows)))
 }
 
 #[cfg(test)]

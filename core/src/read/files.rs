@@ -109,6 +109,11 @@ impl<'m> Files<'m> {
         self.allowed.as_ref().map(|m| m.get(&i))
     }
 
+    /// Whether a `where` pre-filters the rows.
+    pub(crate) fn filtered(&self) -> bool {
+        self.allowed.is_some()
+    }
+
     /// Whether `row` of file `i` is answerable: not deleted, and kept by the pre-filter.
     pub(crate) fn keeps(&self, i: usize, deleted: Option<&RoaringTreemap>, row: u64) -> bool {
         !deleted.is_some_and(|d| d.contains(row))

@@ -47,10 +47,7 @@ use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
 use crate::read::ranked::{abs, assemble, reject_drifted};
 
-/// BM25's term-frequency saturation.
-pub const K1: f64 = 1.2;
-/// BM25's length normalization.
-pub const B: f64 = 0.75;
+pub use crate::index::fulltext::{B, K1};
 /// Most results a search returns.
 pub const MAX_SEARCH_K: usize = 10_000;
 /// Most distinct terms a query may hold.
@@ -722,7 +719,8 @@ impl Pinned<'_> {
                     };
                     let mut sc = Scorer { hit: &hit, ..base };
                     // Its frequent terms read by block: the blocks that may hold a result.
-                    let plan = match sc.plan_blocks(terms, s.k, &keep) {
+                    let all = deleted.is_empty() && !files.filtered();
+                    let plan = match sc.plan_blocks(terms, s.k, &Keep { row: &keep, all }) {
                         Ok(p) => p,
                         Err(e) => {
                             stats.rejections.push(run_rejected(r.blob().corrupt(e)));
@@ -1048,7 +1046,12 @@ impl Pinned<'_> {
                 .map(|(i, b, d, found)| async move {
                     let phrase = s.phrase && q.phrase.len() > 1;
                     // The run's frequent terms by block, when nothing is subtracted from it.
-                    let by_block = i == n && !phrase && run.is_some_and(TextRun::answers_all);
+                    let by_block = (i == n && !phrase && run.is_some_and(TextRun::answers_all))
+                        .then_some(if s.operator == Operator::And {
+                            Combine::And
+                        } else {
+                            Combine::Or
+                        });
                     let r = self.text_postings(b, &d, found, phrase, by_block).await;
                     (i, d, r)
                 })
@@ -1472,12 +1475,18 @@ impl Pinned<'_> {
     }
 
     /// Which of a run's query terms `found` to read by block: those whose postings pass
-    /// [`BY_BLOCK_BYTES`] (with checked blocks, not cached whole) — when another term is read
-    /// whole to give a floor: one under
+    /// [`BY_BLOCK_BYTES`] (with checked blocks, not cached whole) — when a floor can be
+    /// known: for [`Combine::Or`] from their block impacts (every large term has them), or
+    /// from another term read whole: one under
     /// [`BY_BLOCK_BYTES`] or cached, else the smallest when under [`FLOOR_TERM_BYTES`].
     /// `None`: every term whole (a floor would be unknown, and every block read a round
     /// later).
-    fn by_block(&self, b: BlobRef<'_>, found: &[Option<TermEntry>]) -> Option<Vec<usize>> {
+    fn by_block(
+        &self,
+        b: BlobRef<'_>,
+        found: &[Option<TermEntry>],
+        how: Combine,
+    ) -> Option<Vec<usize>> {
         // Per term found: its postings' bytes, and whether it may be read by block.
         let terms: Vec<(usize, u64, bool)> = found
             .iter()
@@ -1496,8 +1505,16 @@ impl Pinned<'_> {
             return None;
         }
         // The floor comes from whole terms of at most FLOOR_TERM_BYTES (a term cached whole
-        // but larger only bounds); without one, the smallest large term, when small enough.
-        if !terms.iter().any(|t| !t.2 && t.1 <= FLOOR_TERM_BYTES) {
+        // but larger only bounds), or for `or` from the block impacts of every term; without
+        // either, the smallest large term, when small enough.
+        let impacts = how == Combine::Or
+            && large
+                .iter()
+                .all(|x| found[*x].as_ref().is_some_and(|e| e.impacts.is_some()));
+        // With impacts, every large term is read by block: a mid-frequency term read by block
+        // beside a frequent one reads less than read whole for its documents' exact scores
+        // (`bench/search.mjs`: 579 → 290 KB for "uypr kkymhdmd").
+        if !impacts && !terms.iter().any(|t| !t.2 && t.1 <= FLOOR_TERM_BYTES) {
             let (x, n, _) = *terms.iter().filter(|t| t.2).min_by_key(|t| t.1)?;
             if n > FLOOR_TERM_BYTES || large.len() < 2 {
                 return None;
@@ -1517,11 +1534,11 @@ impl Pinned<'_> {
         dir: &FulltextDirectory,
         found: Vec<Option<TermEntry>>,
         phrase: bool,
-        by_block: bool,
+        by_block: Option<Combine>,
     ) -> std::result::Result<(Vec<Option<TermData>>, bool), RejectReason> {
         let bundle = b.bundle_path;
         let mut fetch: Vec<std::ops::Range<u64>> = Vec::new();
-        let by_block = by_block.then(|| self.by_block(b, &found)).flatten();
+        let by_block = by_block.and_then(|how| self.by_block(b, &found, how));
         // The postings range each term is read as: whole, or its skip section.
         let mut span: Vec<Option<(u64, u64, bool)>> = Vec::with_capacity(found.len());
         for (x, te) in found.iter().enumerate() {
@@ -1811,7 +1828,7 @@ impl<'p> Cursor<'p> {
         self.p.skips.get(self.block).map(|s| {
             (
                 s.last_row,
-                bm25(self.idf, s.max_tf, s.min_len, self.avg_len) * SLACK,
+                block_bound(self.p, self.block, self.idf, self.avg_len, None),
             )
         })
     }
@@ -1823,9 +1840,9 @@ impl<'p> Cursor<'p> {
         while self.shallow < skips.len() && u64::from(skips[self.shallow].last_row) < row {
             self.shallow += 1;
         }
-        match skips.get(self.shallow) {
-            Some(s) => bm25(self.idf, s.max_tf, s.min_len, self.avg_len) * SLACK,
-            None => 0.0,
+        match self.shallow < skips.len() {
+            true => block_bound(self.p, self.shallow, self.idf, self.avg_len, None),
+            false => 0.0,
         }
     }
 
@@ -1921,11 +1938,36 @@ fn merge_reads(spans: Vec<std::ops::Range<u64>>, cap: usize) -> Vec<std::ops::Ra
     out
 }
 
+/// Which rows of a run may be results: `row` says for one; `all` that every row of the run
+/// may (no deleted rows, no `where`).
+struct Keep<'a> {
+    row: &'a dyn Fn(u64) -> bool,
+    all: bool,
+}
+
+/// How a search's terms combine, as far as reading a run by block goes: `Or` may take its
+/// floor from block impacts (any document of a term scores at least its share), `And` not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Combine {
+    And,
+    Or,
+}
+
+/// Rows a block may span for its impact to count toward a floor ([`Scorer::impact_floor`]):
+/// every row of it is checked kept, so the document the impact proves is a kept one.
+const FLOOR_SPAN_ROWS: u32 = 4096;
+/// Rows [`Scorer::impact_floor`] checks at most per term.
+const FLOOR_CHECK_ROWS: u64 = 1 << 16;
+/// Passes [`Scorer::plan_blocks`] makes at most, each ruling out blocks by the others' blocks
+/// still in.
+const PLAN_PASSES: usize = 4;
+
 /// What a search reads of its table run's terms read by block ([`Scorer::plan_blocks`]).
 struct RunPlan {
     /// A score that the run's k-th best kept document is known to reach (`-inf`: unknown) —
     /// the k-th largest of the documents' scores over the terms read whole alone, each at
-    /// most its full score. No document below it can be a result.
+    /// most its full score, or of a term's block impacts' lower ends. No document below it
+    /// can be a result.
     floor: f64,
     /// Per query term read by block: the blocks that may hold a result.
     need: Vec<(usize, Vec<usize>)>,
@@ -1939,19 +1981,23 @@ impl Scorer<'_> {
     /// [`FLOOR_TERM_BYTES`]: a larger one read whole (cached) only bounds, as a by-block term
     /// does, so a search never decodes a frequent term twice. With `and`, a result holds
     /// every term: a block is read when it may hold a row holding every whole term (all when
-    /// none is whole). Otherwise the floor is the k-th best score of the kept documents over
-    /// the whole terms; a document scores at most its whole terms' exact score, plus the
-    /// bound of the block of each by-block term that would hold it (the others' term bounds
-    /// standing in), so a block `B` of term `e` is read when that sum can reach the floor for
-    /// a document in `B` — one holding no whole term (`bound(B) + rest`) or one of the whole
-    /// terms' documents in its rows. A block not read then holds nothing that can be a
-    /// result, which the scorer relies on ([`Cursor::ensure`] passes it by).
+    /// none is whole). Otherwise the floor is the better of the k-th best score of the kept
+    /// documents over the whole terms, and per term the k-th best lower end of its blocks'
+    /// impacts ([`Scorer::impact_floor`]). A document scores at most its whole terms' exact
+    /// score, plus the bound of the block of each by-block term that would hold it (its
+    /// impact's upper end, or `max_tf` at `min_len` when closer), plus for every other term
+    /// not read whole the largest bound of its blocks over the same rows — so a block `B` of
+    /// term `e` is read when that sum can reach the floor for a document in `B`: one holding
+    /// no whole term (`bound(B) + rest(B)`) or one of the whole terms' documents in its rows.
+    /// A block not read then holds nothing that can be a result, which the scorer relies on
+    /// ([`Cursor::ensure`] passes it by).
     fn plan_blocks(
         &self,
         terms: &[Option<TermData>],
         k: usize,
-        keep: &dyn Fn(u64) -> bool,
+        keep: &Keep<'_>,
     ) -> BlobResult<Option<RunPlan>> {
+        let (keep, all_kept) = (keep.row, keep.all);
         let by_block: Vec<usize> = (0..terms.len())
             .filter(|t| terms[*t].as_ref().is_some_and(|d| !d.postings.whole))
             .collect();
@@ -1977,9 +2023,6 @@ impl Scorer<'_> {
             floor: f64::NEG_INFINITY,
             need: by_block.iter().map(|t| every(*t)).collect(),
         };
-        if whole.is_empty() {
-            return Ok(Some(all));
-        }
         // The whole terms' postings: (row, term, score, document length), by row then term.
         let mut posts: Vec<(u32, usize, f64, u32)> = Vec::new();
         let (mut rows, mut tfs, mut lens) =
@@ -2016,10 +2059,10 @@ impl Scorer<'_> {
             }
             i = j;
         }
-        let bound = |t: usize, max_tf: u32, min_len: u32| {
-            bm25(self.idfs[t], max_tf, min_len, self.avg_len) * SLACK
-        };
         if self.and {
+            if whole.is_empty() {
+                return Ok(Some(all));
+            }
             let need = by_block
                 .iter()
                 .map(|&e| {
@@ -2038,44 +2081,185 @@ impl Scorer<'_> {
                 need,
             }));
         }
-        if docs.len() < k {
+        let mut floor = f64::NEG_INFINITY;
+        if docs.len() >= k {
+            let mut scores: Vec<f64> = docs.iter().map(|d| d.1).collect();
+            let (_, kth, _) = scores.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+            floor = *kth;
+        }
+        for (t, td) in terms.iter().enumerate() {
+            if let Some(td) = td {
+                floor = floor.max(self.impact_floor(t, &td.postings, k, keep, all_kept));
+            }
+        }
+        if floor == f64::NEG_INFINITY {
             return Ok(Some(all));
         }
-        let mut scores: Vec<f64> = docs.iter().map(|d| d.1).collect();
-        let (_, kth, _) = scores.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
-        let floor = *kth;
         let theta = loose(floor);
-        let ub = |t: usize| {
-            let e = &terms[t].as_ref().expect("bounding").entry;
-            bound(t, e.max_tf, e.min_len)
-        };
-        let total: f64 = bounding.iter().map(|t| ub(*t)).sum();
-        let mut need = Vec::with_capacity(by_block.len());
-        for &e in &by_block {
-            let p = &terms[e].as_ref().expect("by block").postings;
-            let ub_e = ub(e);
-            let rest = total - ub_e;
-            let mut want = vec![false; p.skips.len()];
-            for (i, s) in p.skips.iter().enumerate() {
-                want[i] = bound(e, s.max_tf, s.min_len) + rest >= theta;
-            }
-            for d in &docs {
-                if d.1 + ub_e + rest < theta {
-                    continue;
-                }
-                if let Some(i) = p.block_of(d.0) {
-                    // The document's own length (its whole terms' postings hold it) bounds
-                    // closer than the block's shortest.
-                    let s = &p.skips[i];
-                    if d.1 + bound(e, s.max_tf, d.3.max(s.min_len)) + rest >= theta {
-                        want[i] = true;
+        // Every term not decoded here: its blocks' rows and bounds, to bound the others'
+        // blocks over the same rows.
+        let spans: Vec<(usize, Vec<(u32, u32, f64)>)> = bounding
+            .iter()
+            .map(|&t| {
+                let p = &terms[t].as_ref().expect("a term").postings;
+                let bounds = (0..p.skips.len())
+                    .map(|i| {
+                        let r = p.block_rows(i);
+                        (*r.start(), *r.end(), self.block_bound(t, p, i, None))
+                    })
+                    .collect();
+                (t, bounds)
+            })
+            .collect();
+        // Which blocks of each such term may hold a result: first every one; then, pass by
+        // pass, those whose bound (or a whole-term document's score with it) plus the other
+        // terms' largest bounds over the same rows — among *their* blocks that may hold a
+        // result — can reach the floor. A result's block of each term it holds stays in every
+        // pass (its bound and the others' blocks holding it reach its score), so each pass
+        // only drops blocks no result is in.
+        let mut want: Vec<Vec<bool>> = spans.iter().map(|s| vec![true; s.1.len()]).collect();
+        for _ in 0..PLAN_PASSES {
+            let mut changed = false;
+            for x in 0..spans.len() {
+                let (e, own) = (spans[x].0, &spans[x].1);
+                let p = &terms[e].as_ref().expect("a term").postings;
+                let others = (0..spans.len())
+                    .filter(|y| *y != x)
+                    .map(|y| (spans[y].1.as_slice(), want[y].as_slice()));
+                let rest = rest_over(own, others);
+                let mut next: Vec<bool> = (0..own.len())
+                    .map(|i| own[i].2 + rest[i] >= theta)
+                    .collect();
+                for d in &docs {
+                    if let Some(i) = p.block_of(d.0) {
+                        // The document's own length (its whole terms' postings hold it)
+                        // bounds closer than the block's shortest.
+                        if !next[i] && d.1 + self.block_bound(e, p, i, Some(d.3)) + rest[i] >= theta
+                        {
+                            next[i] = true;
+                        }
                     }
                 }
+                // Never more than the pass before (bounds only tighten).
+                for (n, w) in next.iter_mut().zip(&want[x]) {
+                    *n &= *w;
+                }
+                changed |= next != want[x];
+                want[x] = next;
             }
-            need.push((e, (0..want.len()).filter(|i| want[*i]).collect()));
+            if !changed {
+                break;
+            }
         }
+        let need = by_block
+            .iter()
+            .map(|&e| {
+                let x = spans
+                    .iter()
+                    .position(|s| s.0 == e)
+                    .expect("a by-block term bounds");
+                (e, (0..want[x].len()).filter(|i| want[x][*i]).collect())
+            })
+            .collect();
         Ok(Some(RunPlan { floor, need }))
     }
+
+    fn block_bound(&self, t: usize, p: &Postings, i: usize, len: Option<u32>) -> f64 {
+        block_bound(p, i, self.idfs[t], self.avg_len, len)
+    }
+
+    /// A score `k` kept documents of term `t` reach, from its block impacts (`-inf` without
+    /// them or fewer than `k` blocks found whole kept): each block's impact proves a
+    /// document in its rows scoring at least the lower end for `t` alone — at least that in
+    /// all, since every term adds — and blocks are disjoint, so the k-th largest lower end
+    /// over blocks whose every row is kept (deleted and `where` rows are not; spans checked
+    /// up to [`FLOOR_SPAN_ROWS`], [`FLOOR_CHECK_ROWS`] in all) is a floor of the k-th result.
+    fn impact_floor(
+        &self,
+        t: usize,
+        p: &Postings,
+        k: usize,
+        keep: &dyn Fn(u64) -> bool,
+        all_kept: bool,
+    ) -> f64 {
+        let mut lows: Vec<(f64, usize)> = (0..p.skips.len())
+            .filter_map(|i| p.impact_range(i, self.avg_len).map(|(lo, _)| (lo, i)))
+            .collect();
+        if k == 0 || lows.len() < k {
+            return f64::NEG_INFINITY;
+        }
+        lows.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+        let (mut found, mut checked) = (0usize, 0u64);
+        for (lo, i) in lows {
+            let kept = all_kept || {
+                let r = p.block_rows(i);
+                let span = r.end() - r.start() + 1;
+                if span > FLOOR_SPAN_ROWS {
+                    continue;
+                }
+                checked += u64::from(span);
+                if checked > FLOOR_CHECK_ROWS {
+                    break;
+                }
+                r.clone().all(|row| keep(u64::from(row)))
+            };
+            if kept {
+                found += 1;
+                if found == k {
+                    // Below the true scores by far more than any rounding of theirs.
+                    return self.idfs[t] * (K1 + 1.0) * lo * (1.0 - 1e-9);
+                }
+            }
+        }
+        f64::NEG_INFINITY
+    }
+}
+
+/// Block `i` of postings `p` of a term of `idf`: a bound of its documents' scores for the
+/// term (of a document of length `len` when given) under a mean length of `avg_len` —
+/// `max_tf` at `min_len` (or `len`), or the upper end of the block's impact when closer.
+fn block_bound(p: &Postings, i: usize, idf: f64, avg_len: f64, len: Option<u32>) -> f64 {
+    let s = &p.skips[i];
+    let b = bm25(
+        idf,
+        s.max_tf,
+        len.map_or(s.min_len, |l| l.max(s.min_len)),
+        avg_len,
+    );
+    let b = match p.impact_range(i, avg_len) {
+        Some((_, hi)) => b.min(idf * (K1 + 1.0) * hi),
+        None => b,
+    };
+    b * SLACK
+}
+
+/// For each block of one term (`blocks`: rows and bound, ascending), the sum over the
+/// `others` terms (their blocks, and which of them may hold a result) of the largest bound
+/// among those blocks over the same rows (0 for a term with none there): what the other
+/// terms can add to a result in the block.
+fn rest_over<'a>(
+    blocks: &[(u32, u32, f64)],
+    others: impl Iterator<Item = (&'a [(u32, u32, f64)], &'a [bool])>,
+) -> Vec<f64> {
+    let mut rest = vec![0.0f64; blocks.len()];
+    for (o, live) in others {
+        let mut j = 0;
+        for (i, &(lo, hi, _)) in blocks.iter().enumerate() {
+            while j < o.len() && o[j].1 < lo {
+                j += 1;
+            }
+            let mut m = 0.0f64;
+            let mut x = j;
+            while x < o.len() && o[x].0 <= hi {
+                if live[x] {
+                    m = m.max(o[x].2);
+                }
+                x += 1;
+            }
+            rest[i] += m;
+        }
+    }
+    rest
 }
 
 impl Scorer<'_> {

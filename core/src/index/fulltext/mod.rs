@@ -6,7 +6,8 @@
 //! ```text
 //! Blob       = "SKF1" Postings* Positions* TermBlock* Directory
 //! Directory  = "SKFD" u8 version(1) u8 tokenizer
-//!              u8 flags(bit 0: positions, bit 1: interleaved, bit 2: checked blocks) u8 0
+//!              u8 flags(bit 0: positions, bit 1: interleaved, bit 2: checked blocks,
+//!                       bit 3: block impacts) u8 0
 //!              u64 rows u64 docs u64 tokens u64 terms u64 positions_start
 //!              u32 block_docs(128) u32 n  BlockRef*ⁿ
 //! BlockRef   = varint first_len first_term varint offset varint length varint terms u32 crc32
@@ -17,7 +18,8 @@
 //!              [varint skips_length u32 skips_crc32]                 (checked blocks)
 //! Postings   = varint blocks  Skip*ᵇˡᵒᶜᵏˢ  Block*ᵇˡᵒᶜᵏˢ
 //! Skip       = varint last_row_delta varint length varint max_tf varint min_len
-//!              varint positions_length [u32 block_crc32]             (checked blocks)
+//!              varint positions_length [u16 impact]                  (block impacts)
+//!              [u32 block_crc32]                                     (checked blocks)
 //! Block      = Packed(row gaps) Packed(tf - 1) Packed(document lengths)   (≤128 postings)
 //! Packed     = u8 width  ⌈count·width/8⌉ bytes, values LSB-first
 //! Positions  = per block, per posting: tf varints (first position, then gaps)
@@ -32,7 +34,11 @@
 //! With checked blocks (flag bit 2, table runs), the entry also records the length and
 //! CRC-32 of the postings' skip section and each skip the CRC-32 of its block, so a reader
 //! may fetch a term's skips alone, then only the blocks it needs ([`Postings::parse_skips`],
-//! [`Postings::decode_block`]), each checked before it is decoded.
+//! [`Postings::decode_block`]), each checked before it is decoded. With block impacts
+//! (flag bit 3, beside bit 2), each skip also records its block's best BM25 saturation
+//! ([`block_impact`]) against the blob's own mean length: a bound of the block's scores close
+//! enough to skip blocks no result is in, and the proof that some document in it scores at
+//! least so much ([`Postings::block_floor`]).
 
 pub mod run;
 
@@ -50,6 +56,12 @@ pub const DIRECTORY_MAGIC: &[u8; 4] = b"SKFD";
 pub const VERSION: u8 = 1;
 /// Postings per block.
 pub const BLOCK_DOCS: usize = 128;
+/// BM25's term-frequency saturation.
+pub const K1: f64 = 1.2;
+/// BM25's length normalization.
+pub const B: f64 = 0.75;
+/// A block impact's scale: the saturation in (0, 1] in steps of 1/65535, rounded up.
+pub const IMPACT_SCALE: f64 = 65535.0;
 /// A term block is cut once it holds this many bytes.
 pub const TERM_BLOCK_BYTES: usize = 4096;
 const DIRECTORY_HEADER: usize = 8 + 5 * 8 + 8;
@@ -296,8 +308,10 @@ impl FulltextWriter {
                     lens: &lens,
                     positions: &t.positions,
                 },
-                self.positions,
-                false,
+                Layout {
+                    positions: self.positions,
+                    ..Layout::default()
+                },
                 &mut out,
                 &mut positions,
             );
@@ -323,6 +337,7 @@ impl FulltextWriter {
             positions: self.positions,
             interleaved: false,
             checked: false,
+            impacts: false,
             rows,
             docs: self.docs,
             tokens: self.tokens,
@@ -375,6 +390,9 @@ pub struct DirectoryFacts {
     /// Checked blocks: every term entry records its skip section, every skip its block's
     /// CRC-32 (table runs).
     pub checked: bool,
+    /// Block impacts: every skip records its block's [`block_impact`] against `tokens /
+    /// docs` (table runs; needs `checked`).
+    pub impacts: bool,
     pub rows: u64,
     pub docs: u64,
     pub tokens: u64,
@@ -387,6 +405,8 @@ const FLAG_POSITIONS: u8 = 1;
 const FLAG_INTERLEAVED: u8 = 2;
 /// Directory flag: checked blocks (skip sections and blocks carry their own CRC-32s).
 const FLAG_CHECKED: u8 = 4;
+/// Directory flag: block impacts (every skip records its block's best saturation).
+const FLAG_IMPACTS: u8 = 8;
 
 /// The term blocks and directory of a blob, built term by term (terms ascending): finished
 /// term blocks are kept as bytes (a few bytes per term), so a table run's dictionary of
@@ -514,7 +534,8 @@ impl DictWriter {
                 } else {
                     0
                 }
-                | if facts.checked { FLAG_CHECKED } else { 0 },
+                | if facts.checked { FLAG_CHECKED } else { 0 }
+                | if facts.impacts { FLAG_IMPACTS } else { 0 },
         );
         out.push(0);
         for v in [
@@ -559,16 +580,62 @@ pub struct TermCode {
     pub skips: Option<(u64, u32)>,
 }
 
+/// How [`encode_term`] lays a term's postings out: a per-file blob's skips
+/// (`Layout::default()`), or a table run's, whose skips carry their block's CRC-32
+/// (`checked`) and impact against the run's mean document length (`impacts`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Layout {
+    pub positions: bool,
+    pub checked: bool,
+    pub impacts: Option<ImpactRef>,
+}
+
+/// The statistics a blob's block impacts are computed against: its directory's documents
+/// and tokens (their mean is the reference length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImpactRef {
+    pub docs: u64,
+    pub tokens: u64,
+}
+
+impl ImpactRef {
+    /// The mean document length impacts are computed against.
+    pub fn avg_len(&self) -> f64 {
+        self.tokens as f64 / self.docs.max(1) as f64
+    }
+}
+
+/// BM25's saturation of a posting: `tf / (tf + K1 (1 - B + B len / avg_len))`, in (0, 1).
+/// A document's score for a term is `idf (K1 + 1)` times it.
+#[inline]
+pub fn saturation(tf: u32, len: u32, avg_len: f64) -> f64 {
+    let tf = f64::from(tf);
+    tf / (tf + K1 * (1.0 - B + B * f64::from(len) / avg_len))
+}
+
+/// A block's impact: its postings' largest [`saturation`] against `avg_len`, times
+/// [`IMPACT_SCALE`] and rounded up, at least 1. The writer and the reader's check both
+/// compute it here, so the two agree to the bit on every target.
+pub fn block_impact(tfs: &[u32], lens: &[u32], avg_len: f64) -> u16 {
+    let best = tfs
+        .iter()
+        .zip(lens)
+        .map(|(t, l)| saturation(*t, *l, avg_len))
+        .fold(0.0f64, f64::max);
+    // `as` saturates (NaN to 0): never a panic, whatever the statistics.
+    (best * IMPACT_SCALE).ceil().clamp(1.0, IMPACT_SCALE) as u16
+}
+
 /// Encodes one term's postings into `out` (and its positions into `positions`): the bytes a
-/// term entry's `postings` and `positions` ranges hold. With `checked`, each skip carries
-/// its block's CRC-32 (a table run's layout).
+/// term entry's `postings` and `positions` ranges hold, laid out as `layout` says.
 pub fn encode_term(
     t: TermPostingsRef<'_>,
-    with_positions: bool,
-    checked: bool,
+    layout: Layout,
     out: &mut Vec<u8>,
     positions: &mut Vec<u8>,
 ) -> TermCode {
+    let with_positions = layout.positions;
+    let checked = layout.checked;
     let mut skips: Vec<u8> = Vec::new();
     let mut blocks: Vec<u8> = Vec::new();
     let mut vals: Vec<u32> = Vec::with_capacity(BLOCK_DOCS);
@@ -617,6 +684,10 @@ pub fn encode_term(
         put_varint(&mut skips, u64::from(max_tf));
         put_varint(&mut skips, u64::from(min_len));
         put_varint(&mut skips, (positions.len() - q0) as u64);
+        if let Some(r) = layout.impacts {
+            let impact = block_impact(tfs, lens, r.avg_len());
+            skips.extend_from_slice(&impact.to_le_bytes());
+        }
         if checked {
             skips.extend_from_slice(&crc32fast::hash(&blocks[b0..]).to_le_bytes());
         }
@@ -716,6 +787,8 @@ pub struct FulltextDirectory {
     pub interleaved: bool,
     /// Skip sections and blocks carry CRC-32s ([`DirectoryFacts::checked`]).
     pub checked: bool,
+    /// Skips carry block impacts ([`DirectoryFacts::impacts`]).
+    pub impacts: bool,
     pub rows: u64,
     /// Rows with a non-NULL value.
     pub docs: u64,
@@ -756,8 +829,12 @@ impl FulltextDirectory {
         }
         let tokenizer =
             Tokenizer::from_id(bytes[5]).ok_or(BlobError::Corrupt("unknown tokenizer"))?;
-        if bytes[6] & !(FLAG_POSITIONS | FLAG_INTERLEAVED | FLAG_CHECKED) != 0 {
+        if bytes[6] & !(FLAG_POSITIONS | FLAG_INTERLEAVED | FLAG_CHECKED | FLAG_IMPACTS) != 0 {
             return Err(BlobError::Corrupt("unknown flags"));
+        }
+        let impacts = bytes[6] & FLAG_IMPACTS != 0;
+        if impacts && bytes[6] & FLAG_CHECKED == 0 {
+            return Err(BlobError::Corrupt("block impacts without checked blocks"));
         }
         let positions = bytes[6] & FLAG_POSITIONS != 0;
         let interleaved = bytes[6] & FLAG_INTERLEAVED != 0;
@@ -820,6 +897,7 @@ impl FulltextDirectory {
             positions,
             interleaved,
             checked,
+            impacts,
             rows,
             docs,
             tokens,
@@ -852,6 +930,8 @@ pub struct TermEntry {
     /// Checked blocks: the length of the postings' skip section (from their start) and its
     /// CRC-32.
     pub skips: Option<(u64, u32)>,
+    /// Block impacts: the statistics the skips' impacts are computed against.
+    pub impacts: Option<ImpactRef>,
 }
 
 /// Parses a term block (checking its CRC-32 against the directory's).
@@ -946,6 +1026,10 @@ pub fn parse_term_block(
             postings_crc32,
             positions,
             skips,
+            impacts: dir.impacts.then_some(ImpactRef {
+                docs: dir.docs,
+                tokens: dir.tokens,
+            }),
         });
     }
     if pos != bytes.len() {
@@ -971,6 +1055,8 @@ pub struct Skip {
     pub max_tf: u32,
     pub min_len: u32,
     pub positions: (usize, usize),
+    /// Block impacts: the block's [`block_impact`] (0 without).
+    pub impact: u16,
     /// Checked blocks: the block's CRC-32.
     pub crc32: Option<u32>,
 }
@@ -985,6 +1071,8 @@ pub struct Postings {
     pub df: u64,
     /// Whether `bytes` holds the whole postings.
     pub whole: bool,
+    /// Block impacts: the mean document length they are computed against.
+    pub impact_avg: Option<f64>,
 }
 
 /// A skip list parsed from the start of a term's postings: the skips, and where the blocks
@@ -995,6 +1083,7 @@ fn parse_skip_list(
     rows: u64,
     checked: bool,
 ) -> Result<(Vec<Skip>, u64), BlobError> {
+    let impacts = e.impacts.is_some();
     let mut pos = 0usize;
     let n = get_varint(bytes, &mut pos)?;
     if n != e.df.div_ceil(BLOCK_DOCS as u64) || n > bytes.len() as u64 / 5 {
@@ -1016,18 +1105,36 @@ fn parse_skip_list(
         let max_tf = get_varint(bytes, &mut pos)?;
         let min_len = get_varint(bytes, &mut pos)?;
         let plen = get_varint(bytes, &mut pos)?;
+        let impact = if impacts {
+            let b = get_bytes(bytes, &mut pos, 2)?;
+            let q = u16::from_le_bytes([b[0], b[1]]);
+            if q == 0 {
+                return Err(BlobError::Corrupt("block impact out of range"));
+            }
+            q
+        } else {
+            0
+        };
         let crc = if checked {
             Some(get_u32(bytes, &mut pos)?)
         } else {
             None
         };
-        raw.push((last as u32, len, max_tf as u32, min_len as u32, plen, crc));
+        raw.push((
+            last as u32,
+            len,
+            max_tf as u32,
+            min_len as u32,
+            plen,
+            impact,
+            crc,
+        ));
     }
     let mut skips = Vec::with_capacity(raw.len());
     let mut at = pos as u64;
     let mut pat = 0u64;
     let limit = e.postings.end - e.postings.start;
-    for (i, (last_row, len, max_tf, min_len, plen, crc32)) in raw.into_iter().enumerate() {
+    for (i, (last_row, len, max_tf, min_len, plen, impact, crc32)) in raw.into_iter().enumerate() {
         let end = at.checked_add(len).ok_or(BlobError::Corrupt("overflow"))?;
         let pend = pat
             .checked_add(plen)
@@ -1048,6 +1155,7 @@ fn parse_skip_list(
             max_tf,
             min_len,
             positions: (pat as usize, pend as usize),
+            impact,
             crc32,
         });
         at = end;
@@ -1075,6 +1183,7 @@ impl Postings {
             skips,
             df: e.df,
             whole: true,
+            impact_avg: e.impacts.map(|r| r.avg_len()),
         })
     }
 
@@ -1104,6 +1213,7 @@ impl Postings {
             skips,
             df: e.df,
             whole: false,
+            impact_avg: e.impacts.map(|r| r.avg_len()),
         })
     }
 
@@ -1196,7 +1306,33 @@ impl Postings {
                 return Err(BlobError::Corrupt("posting beyond its block's bound"));
             }
         }
+        if let Some(avg) = self.impact_avg {
+            if block_impact(&tfs[..n], &lens[..n], avg) != s.impact {
+                return Err(BlobError::Corrupt(
+                    "block impact disagrees with its postings",
+                ));
+            }
+        }
         Ok(n)
+    }
+
+    /// Block `i`'s saturations ([`saturation`]) under a table whose mean document length is
+    /// `avg_len`, from its impact: `(lower, upper)` such that no posting of the block is above
+    /// `upper` and at least one is at or above `lower` (`None` without impacts). The impact
+    /// holds the best saturation against the blob's own mean `m`; against another mean `a`,
+    /// a posting's saturation moves by at most the ratio `a / m` (its denominator's length
+    /// term scales by `m / a`, the rest not at all).
+    pub fn impact_range(&self, i: usize, avg_len: f64) -> Option<(f64, f64)> {
+        let m = self.impact_avg?;
+        let q = f64::from(self.skips.get(i)?.impact);
+        let ratio = avg_len / m;
+        if !ratio.is_finite() || ratio <= 0.0 {
+            return None;
+        }
+        Some((
+            (q - 1.0) / IMPACT_SCALE * ratio.min(1.0),
+            q / IMPACT_SCALE * ratio.max(1.0),
+        ))
     }
 
     /// The rows block `i` may hold: from past the previous block's last row to its own.

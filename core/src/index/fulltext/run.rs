@@ -12,7 +12,9 @@
 //! run streams out term by term with nothing held back but the term blocks; and bit 2
 //! ("checked blocks"): each term entry records its skip section's length and CRC-32 and each
 //! skip its block's CRC-32, so a search may read a frequent term's skips, then only the
-//! blocks that can still hold a top document.
+//! blocks that can still hold a top document; and bit 3 ("block impacts"): each skip records
+//! its block's best BM25 saturation against the run's mean length, which bounds the block
+//! closely and proves a floor for the k-th score before any block is read.
 //!
 //! [`RunWriter`] writes it a term at a time (a build merges the files' blobs into it,
 //! `admin::fulltext_run`); the per-file readers read it unchanged.
@@ -21,7 +23,9 @@ use std::ops::Range;
 
 use sha2::{Digest, Sha256};
 
-use super::{encode_term, DictWriter, DirectoryFacts, EntryFacts, TermPostingsRef, MAGIC};
+use super::{
+    encode_term, DictWriter, DirectoryFacts, EntryFacts, ImpactRef, Layout, TermPostingsRef, MAGIC,
+};
 use crate::index::analyzer::Tokenizer;
 
 /// Rows a run addresses at most (its postings hold rows as u32).
@@ -35,6 +39,8 @@ pub const INLINE_DIRECTORY_MAX: u64 = 32 << 10;
 /// Writes a run term by term (terms ascending), handing its bytes out as they are made.
 pub struct RunWriter {
     positions: bool,
+    /// The run's documents and tokens (its directory's; the impacts' reference).
+    stats: ImpactRef,
     dict: DictWriter,
     /// Bytes made and not yet taken.
     pending: Vec<u8>,
@@ -60,9 +66,12 @@ pub struct RunTail {
 }
 
 impl RunWriter {
-    pub fn new(positions: bool) -> RunWriter {
+    /// A run over rows holding `docs` documents of `tokens` terms (the covered files' sums,
+    /// known before any term: every skip's impact is computed against their mean).
+    pub fn new(positions: bool, docs: u64, tokens: u64) -> RunWriter {
         RunWriter {
             positions,
+            stats: ImpactRef { docs, tokens },
             dict: DictWriter::new(positions, true),
             pending: MAGIC.to_vec(),
             taken: 0,
@@ -79,8 +88,11 @@ impl RunWriter {
         self.scratch.clear();
         let code = encode_term(
             t,
-            self.positions,
-            true,
+            Layout {
+                positions: self.positions,
+                checked: true,
+                impacts: Some(self.stats),
+            },
             &mut self.pending,
             &mut self.scratch,
         );
@@ -114,9 +126,10 @@ impl RunWriter {
         std::mem::take(&mut self.pending)
     }
 
-    /// Ends the run over `rows` rows holding `docs` documents of `tokens` terms: what remains
-    /// to write (the pending bytes, the term blocks, the directory) and the run's facts.
-    pub fn finish(mut self, tokenizer: Tokenizer, rows: u64, docs: u64, tokens: u64) -> RunTail {
+    /// Ends the run over `rows` rows: what remains to write (the pending bytes, the term
+    /// blocks, the directory) and the run's facts.
+    pub fn finish(mut self, tokenizer: Tokenizer, rows: u64) -> RunTail {
+        let ImpactRef { docs, tokens } = self.stats;
         let bounds = self.dict.bounds();
         let terms = self.dict.terms();
         let facts = DirectoryFacts {
@@ -124,6 +137,7 @@ impl RunWriter {
             positions: self.positions,
             interleaved: true,
             checked: true,
+            impacts: true,
             rows,
             docs,
             tokens,
@@ -275,7 +289,10 @@ mod tests {
             let mut terms: Vec<Vec<u8>> = per.iter().flatten().map(|(t, _)| t.clone()).collect();
             terms.sort();
             terms.dedup();
-            let mut w = RunWriter::new(positions);
+            let (docs, tokens) = blobs
+                .iter()
+                .fold((0, 0), |a, b| (a.0 + b.docs, a.1 + b.tokens));
+            let mut w = RunWriter::new(positions, docs, tokens);
             let mut out = Vec::new();
             let mut g = TermGather::default();
             for term in &terms {
@@ -297,10 +314,7 @@ mod tests {
                     out.extend(w.take());
                 }
             }
-            let (docs, tokens) = blobs
-                .iter()
-                .fold((0, 0), |a, b| (a.0 + b.docs, a.1 + b.tokens));
-            let tail = w.finish(Tokenizer::Simple, row, docs, tokens);
+            let tail = w.finish(Tokenizer::Simple, row);
             out.extend_from_slice(&tail.bytes);
             let run = read_all(&out, tail.directory.clone()).unwrap();
             assert_eq!(run, read_all(&one.bytes, one.directory.clone()).unwrap());
@@ -353,12 +367,12 @@ mod tests {
     #[test]
     fn checked_blocks_read_alone_equal_the_whole() {
         let d = docs(7, 3000);
-        let mut w = RunWriter::new(false);
         let mut one = FulltextWriter::new(Tokenizer::Simple, false);
         for (i, t) in d.iter().enumerate() {
             one.add(i as u64, t.as_deref()).unwrap();
         }
         let blob = one.finish(d.len() as u64);
+        let mut w = RunWriter::new(false, blob.docs, blob.tokens);
         let mut g = TermGather::default();
         let whole = read_all(&blob.bytes, blob.directory.clone()).unwrap();
         for (term, list) in &whole {
@@ -371,7 +385,7 @@ mod tests {
             w.term(term, g.as_ref());
         }
         let mut out = w.take();
-        let tail = w.finish(Tokenizer::Simple, blob.rows, blob.docs, blob.tokens);
+        let tail = w.finish(Tokenizer::Simple, blob.rows);
         out.extend_from_slice(&tail.bytes);
         let dir = super::super::FulltextDirectory::parse(
             &out[tail.directory.start as usize..],
@@ -437,10 +451,76 @@ mod tests {
         assert!(seen_many, "some term spans several blocks");
     }
 
+    /// Block impacts: under the run's own statistics and others (a mean length half and
+    /// twice as long), no posting of a block saturates above its range's upper end and one
+    /// reaches its lower end; an impact that disagrees with its block is refused on decode.
+    #[test]
+    fn block_impacts_bound_every_block_and_are_reached() {
+        let d = docs(11, 2500);
+        let mut one = FulltextWriter::new(Tokenizer::Simple, false);
+        for (i, t) in d.iter().enumerate() {
+            one.add(i as u64, t.as_deref()).unwrap();
+        }
+        let blob = one.finish(d.len() as u64);
+        let mut w = RunWriter::new(false, blob.docs, blob.tokens);
+        let mut g = TermGather::default();
+        for (term, list) in &read_all(&blob.bytes, blob.directory.clone()).unwrap() {
+            g.clear();
+            for p in list {
+                g.rows.push(p.row);
+                g.tfs.push(p.tf);
+                g.lens.push(p.len);
+            }
+            w.term(term, g.as_ref());
+        }
+        let mut out = w.take();
+        let tail = w.finish(Tokenizer::Simple, blob.rows);
+        out.extend_from_slice(&tail.bytes);
+        let dir = super::super::FulltextDirectory::parse(
+            &out[tail.directory.start as usize..],
+            Some(&tail.directory_sha256),
+            out.len() as u64,
+        )
+        .unwrap();
+        assert!(dir.checked && dir.impacts);
+        let avg = blob.tokens as f64 / blob.docs as f64;
+        let (mut blocks, mut tight) = (0, 0);
+        for r in &dir.blocks {
+            let tb = &out[r.offset as usize..(r.offset + r.length) as usize];
+            for e in super::super::parse_term_block(tb, r, &dir, out.len() as u64).unwrap() {
+                let all = &out[e.postings.start as usize..e.postings.end as usize];
+                let p = Postings::parse(bytes::Bytes::copy_from_slice(all), &e, dir.rows).unwrap();
+                let mut x = ([0u32; 128], [0u32; 128], [0u32; 128]);
+                for i in 0..p.skips.len() {
+                    let n = p.decode(i, &mut x.0, &mut x.1, &mut x.2).unwrap();
+                    for a in [avg, avg * 0.5, avg * 2.0, avg * 1.01] {
+                        let (lo, hi) = p.impact_range(i, a).unwrap();
+                        let best = (0..n)
+                            .map(|j| super::super::saturation(x.1[j], x.2[j], a))
+                            .fold(0.0, f64::max);
+                        assert!(best <= hi && best >= lo, "{best} outside {lo}..{hi}");
+                        if a == avg {
+                            tight += usize::from(hi - best < 1.0 / 65535.0);
+                        }
+                    }
+                    blocks += 1;
+                    let mut lying = p.clone();
+                    lying.skips[i].impact = if p.skips[i].impact > 1 {
+                        p.skips[i].impact - 1
+                    } else {
+                        2
+                    };
+                    assert!(lying.decode(i, &mut x.0, &mut x.1, &mut x.2).is_err());
+                }
+            }
+        }
+        assert!(blocks > 50 && tight == blocks, "{tight} of {blocks}");
+    }
+
     #[test]
     fn an_empty_run_reads_back_empty() {
-        let w = RunWriter::new(true);
-        let tail = w.finish(Tokenizer::Simple, 10, 0, 0);
+        let w = RunWriter::new(true, 0, 0);
+        let tail = w.finish(Tokenizer::Simple, 10);
         // The magic was still pending: the tail is the whole blob.
         let out = &tail.bytes;
         assert!(read_all(out, tail.directory.clone()).unwrap().is_empty());
