@@ -844,6 +844,117 @@ async fn frequent_terms_read_by_block_match_brute_force() {
 
 /// A flipped byte anywhere in a bundle never changes an answer: the blob is rejected (its
 /// file scanned) or the damage is outside what the search reads.
+/// The published manifest keeps the run in the root and the entries of the files it answers
+/// in a part beside it (format 3): a search the run answers never reads that part — here it
+/// is damaged and every answer is still the catalog's — while a pending file's entry stays
+/// inline and answers from its blob. `verify` answers file by file, so it reads the part and
+/// refuses a damaged one (`E_MANIFEST`); restored, it answers like the catalog.
+#[tokio::test]
+async fn covered_part_is_read_only_when_the_run_stops_answering() {
+    let (mut t, o, mut r) = setup(0x6A09_E667_F3BC_C908, 6, 150, Tokenizer::Simple).await;
+    o.set_part_min_bytes(0);
+    let rows: Rows = (0..90)
+        .map(|i| (6000 + i, doc(&mut r), r.below(5) as i64))
+        .collect();
+    t.write("f006.parquet", rows);
+    o.register_files("t", &["f006.parquet".into()])
+        .await
+        .unwrap();
+    o.publish().await.unwrap();
+    let overlay_dir = t.dir.path().join("overlay");
+    let head: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(overlay_dir.join("manifests/HEAD")).unwrap())
+            .unwrap();
+    let root: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(overlay_dir.join(head["path"].as_str().unwrap())).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(root["format_version"], 3);
+    let ix = &root["tables"][0]["indexes"][0];
+    assert!(ix["run"].is_object(), "the run stays in the root");
+    assert_eq!(
+        ix["files"].as_array().unwrap().len(),
+        1,
+        "f006's entry stays inline"
+    );
+    assert_eq!(ix["part"]["files"], 6);
+    let part = overlay_dir.join(ix["part"]["path"].as_str().unwrap());
+    let good = std::fs::read(&part).unwrap();
+    let mut bad = good.clone();
+    bad[20] ^= 0x01;
+    std::fs::write(&part, &bad).unwrap();
+    for _ in 0..25 {
+        let s = pick(&t, &mut r);
+        let got = support::open_reader(&overlay_dir)
+            .await
+            .snapshot()
+            .search("t", &s)
+            .await
+            .unwrap();
+        assert_eq!(got.stats.files_by_run, 6, "{s:?}");
+        check(&t, &o, Tokenizer::Simple, &s, "covered part unread").await;
+        let want = o.search("t", &s).await.unwrap();
+        assert_eq!(
+            (&got.rows, &got.scores),
+            (&want.rows, &want.scores),
+            "{s:?}"
+        );
+    }
+    let mut s = pick(&t, &mut r);
+    s.verify_files = true;
+    let reader = support::open_reader(&overlay_dir).await;
+    let e = reader.snapshot().search("t", &s).await.unwrap_err();
+    assert_eq!(e.code(), "E_MANIFEST", "{e}");
+    std::fs::write(&part, &good).unwrap();
+    let got = support::open_reader(&overlay_dir)
+        .await
+        .snapshot()
+        .search("t", &s)
+        .await
+        .unwrap();
+    let want = o.search("t", &s).await.unwrap();
+    assert_eq!(got.stats.files_by_run, 0);
+    assert_eq!((&got.rows, &got.scores), (&want.rows, &want.scores));
+    // Hostile shapes are refused `E_MANIFEST`: a version-2 root with a run beside a part, a
+    // part naming a file the root lists, a part with a run of its own.
+    use skerry_core::formats::manifest::{IndexPart, Manifest};
+    let root_bytes = std::fs::read(overlay_dir.join(head["path"].as_str().unwrap())).unwrap();
+    let m = Manifest::from_json(&root_bytes).unwrap();
+    let mut v2 = m.clone();
+    v2.format_version = 2;
+    assert_eq!(
+        Manifest::from_json(&v2.to_json()).unwrap_err().code(),
+        "E_MANIFEST"
+    );
+    let (tm, ixm) = (&m.tables[0], &m.tables[0].indexes[0]);
+    assert!(ixm.covered_part());
+    ixm.attach(m.version, tm, &good).unwrap();
+    let mut p: IndexPart = serde_json::from_slice(&good).unwrap();
+    p.files.push(ixm.files[0].clone());
+    let m2 = Manifest::from_json(&root_bytes).unwrap();
+    let ix2 = &m2.tables[0].indexes[0];
+    let mut twice = serde_json::to_vec(&p).unwrap();
+    let mut pr = ix2.part.clone().unwrap();
+    pr.size = twice.len() as u64;
+    pr.files += 1;
+    use sha2::Digest;
+    pr.sha256 = hex::encode(sha2::Sha256::digest(&twice));
+    let mut ix3 = ix2.clone();
+    ix3.part = Some(pr);
+    let e = ix3.attach(m2.version, &m2.tables[0], &twice).unwrap_err();
+    assert_eq!(e.code(), "E_MANIFEST", "{e}");
+    let mut p: IndexPart = serde_json::from_slice(&good).unwrap();
+    p.run = ix2.run.clone();
+    twice = serde_json::to_vec(&p).unwrap();
+    let mut pr = ix2.part.clone().unwrap();
+    pr.size = twice.len() as u64;
+    pr.sha256 = hex::encode(sha2::Sha256::digest(&twice));
+    let mut ix4 = ix2.clone();
+    ix4.part = Some(pr);
+    let e = ix4.attach(m2.version, &m2.tables[0], &twice).unwrap_err();
+    assert_eq!(e.code(), "E_MANIFEST", "{e}");
+}
+
 #[tokio::test]
 async fn damaged_blobs_never_change_an_answer() {
     let (t, o, mut r) = setup(0xD1B5_4A32_D192_ED03, 4, 200, Tokenizer::Simple).await;

@@ -10,14 +10,19 @@ use crate::io::{Location, RangeReader};
 use crate::values::FieldInfo;
 use crate::values::KeySchema;
 
-/// Newest manifest format version this build reads: 1, or 2 when some index lists are
-/// split out into parts ([`PartRef`]; a version-1 reader would otherwise see those indexes
-/// empty and scan every file). Writers write 1 unless they split.
-pub const MANIFEST_FORMAT_VERSION: u32 = FORMAT_VERSION_SPLIT;
+/// Newest manifest format version this build reads: 1, 2 when some index lists are split
+/// out into parts ([`PartRef`]; a version-1 reader would otherwise see those indexes empty
+/// and scan every file), 3 when an index keeps its run in the root and only the entries of
+/// the files the run answers in a part ([`COVERED_PART_MIN_BYTES`]). Writers write 1 unless
+/// they split.
+pub const MANIFEST_FORMAT_VERSION: u32 = FORMAT_VERSION_COVERED;
 /// The format version of a manifest that holds all its lists inline.
 pub const FORMAT_VERSION_WHOLE: u32 = 1;
 /// The format version of a manifest with parts (and of the parts).
 pub const FORMAT_VERSION_SPLIT: u32 = 2;
+/// The format version of a manifest with a covered part (and of that part): a version-2
+/// reader would refuse its run beside a part, so it refuses the version instead.
+pub const FORMAT_VERSION_COVERED: u32 = 3;
 /// Path of the pointer to the newest manifest, relative to the overlay root.
 pub const HEAD_PATH: &str = "manifests/HEAD";
 /// Largest manifest object a reader accepts.
@@ -300,6 +305,13 @@ pub struct IndexPart {
 /// index headers, and each index's lists are read when a query first uses that index.
 pub const PART_MIN_BYTES: usize = 1 << 20;
 
+/// A full-text index with a table run keeps the entries of the files its run answers in a
+/// part beside the root once they serialize to more than this (and its run, at most
+/// [`PART_MIN_BYTES`], in the root): a search answered by the run never reads them — at 200
+/// files they were 175 KB of a 269 KB manifest every cold search read. The other files'
+/// entries (new, rewritten since the run) stay inline.
+pub const COVERED_PART_MIN_BYTES: usize = 8 << 10;
+
 /// Path of the part holding index `index_id` of table `table_id` in manifest `version`.
 pub fn part_path(version: u64, table_id: u64, index_id: u64) -> String {
     format!("manifests/{version:020}/{table_id}-{index_id}.json")
@@ -312,23 +324,29 @@ impl IndexManifest {
     }
 
     /// Per data file that has the index. For a split index whose part is not loaded yet
-    /// this is empty — every file is then answered by scanning (the same answer, slower):
-    /// readers load parts ([`crate::read::lookup::Pinned::load_part`]) before planning.
+    /// this is only the entries kept inline (none, or with a covered part those of the files
+    /// its run does not answer) — the others are then answered by scanning (the same
+    /// answer, slower): readers load parts ([`crate::read::lookup::Pinned::load_part`])
+    /// before planning, unless the run answers those files.
     pub fn file_entries(&self) -> &[IndexFileEntry] {
         match (&self.part, self.loaded.get()) {
-            (None, _) => &self.files,
             (Some(_), Some(p)) => &p.files,
-            (Some(_), None) => &[],
+            _ => &self.files,
         }
     }
 
     /// The table-wide run (see [`IndexManifest::file_entries`] for split indexes).
     pub fn table_run(&self) -> Option<&TableRun> {
-        match (&self.part, self.loaded.get()) {
-            (None, _) => self.run.as_ref(),
-            (Some(_), Some(p)) => p.run.as_ref(),
-            (Some(_), None) => None,
-        }
+        self.run
+            .as_ref()
+            .or_else(|| self.loaded.get().and_then(|p| p.run.as_ref()))
+    }
+
+    /// Whether the part holds only the entries of files the run (kept in the root)
+    /// answers ([`COVERED_PART_MIN_BYTES`]): a read answering those files from the run needs
+    /// no part.
+    pub fn covered_part(&self) -> bool {
+        self.part.is_some() && self.run.is_some()
     }
 
     /// Whether the index's lists are at hand (inline, or the part loaded).
@@ -339,7 +357,7 @@ impl IndexManifest {
     /// How many data files the index lists (without reading a part).
     pub fn listed_files(&self) -> u64 {
         match &self.part {
-            Some(p) => p.files,
+            Some(p) => p.files + self.files.len() as u64,
             None => self.files.len() as u64,
         }
     }
@@ -363,7 +381,7 @@ impl IndexManifest {
         if hex::encode(sha2::Sha256::digest(bytes)) != r.sha256.to_ascii_lowercase() {
             return Err(Error::Manifest(format!("{what}: SHA-256 mismatch")));
         }
-        let p: IndexPart =
+        let mut p: IndexPart =
             serde_json::from_slice(bytes).map_err(|e| Error::Manifest(format!("{what}: {e}")))?;
         if p.format_version > MANIFEST_FORMAT_VERSION
             || p.version != version
@@ -375,7 +393,26 @@ impl IndexManifest {
                 "{what} belongs to another manifest, table or index"
             )));
         }
-        validate_lists(&table.name, &self.name, &p.files, p.run.as_ref())?;
+        if self.covered_part() {
+            // The covered files' entries join the inline ones; the run stays the root's.
+            if p.run.is_some() {
+                return Err(Error::Manifest(format!(
+                    "{what} holds a run beside the root's"
+                )));
+            }
+            let mut seen: std::collections::HashSet<u64> =
+                self.files.iter().map(|e| e.file_id).collect();
+            if let Some(e) = p.files.iter().find(|e| !seen.insert(e.file_id)) {
+                return Err(Error::Manifest(format!(
+                    "{what} lists file id {} the root lists too",
+                    e.file_id
+                )));
+            }
+            p.files.extend(self.files.iter().cloned());
+            validate_lists(&table.name, &self.name, &p.files, self.run.as_ref())?;
+        } else {
+            validate_lists(&table.name, &self.name, &p.files, p.run.as_ref())?;
+        }
         let _ = self.loaded.set(std::sync::Arc::new(p));
         Ok(())
     }
@@ -518,7 +555,11 @@ impl Manifest {
                 if let Some(p) = &ix.part {
                     let what = format!("index {tn}.{}: part", ix.name);
                     path(&p.path, &what)?;
-                    if !p.path.starts_with("manifests/") || !ix.files.is_empty() || ix.run.is_some()
+                    // A part replaces the inline lists, or (format 3) holds the entries of
+                    // the files the run kept inline answers.
+                    let covered = ix.run.is_some() && self.format_version >= FORMAT_VERSION_COVERED;
+                    if !p.path.starts_with("manifests/")
+                        || !covered && (!ix.files.is_empty() || ix.run.is_some())
                     {
                         return Err(bad(format!(
                             "{what} must be under manifests/ and replace the inline lists"
@@ -544,16 +585,80 @@ impl Manifest {
     }
 
     /// Moves every index's lists that serialize to more than `min_bytes` (normally
-    /// [`PART_MIN_BYTES`]) into a part, returning the parts' (path, bytes) for the publisher to write before the root;
-    /// the manifest becomes format version 2 when it splits anything.
+    /// [`PART_MIN_BYTES`]) into a part, returning the parts' (path, bytes) for the publisher
+    /// to write before the root; the manifest becomes format version 2 when it splits
+    /// anything. A full-text index with a run of at most [`PART_MIN_BYTES`] (or `min_bytes`,
+    /// when larger) keeps it in the root and
+    /// moves only the entries of the files it answers, once they pass the smaller of
+    /// `min_bytes` and [`COVERED_PART_MIN_BYTES`] (format version 3).
     pub fn split_parts(&mut self, min_bytes: usize) -> Vec<(String, Vec<u8>)> {
         use sha2::Digest;
         let mut out = Vec::new();
         let version = self.version;
+        let mut covered_any = false;
         for t in &mut self.tables {
-            for ix in &mut t.indexes {
+            let coverage: Vec<Option<std::collections::HashSet<u64>>> = t
+                .indexes
+                .iter()
+                .map(|ix| {
+                    let run = ix.run.as_ref().filter(|_| {
+                        ix.part.is_none() && ix.kind() == crate::index::IndexKind::Fulltext
+                    })?;
+                    let ids = t
+                        .run_coverage(run)
+                        .into_iter()
+                        .flatten()
+                        .map(|i| t.files[i].file_id)
+                        .collect();
+                    Some(ids)
+                })
+                .collect();
+            for (ix, covered) in t.indexes.iter_mut().zip(coverage) {
                 if ix.part.is_some() {
                     continue;
+                }
+                if let Some(ids) = covered {
+                    let run_bytes = serde_json::to_vec(&ix.run).expect("run serializes").len();
+                    let (inside, inline): (Vec<IndexFileEntry>, Vec<IndexFileEntry>) =
+                        std::mem::take(&mut ix.files)
+                            .into_iter()
+                            .partition(|e| ids.contains(&e.file_id));
+                    let part = IndexPart {
+                        format_version: FORMAT_VERSION_COVERED,
+                        version,
+                        table_id: t.table_id,
+                        index_id: ix.index_id,
+                        files: inside,
+                        run: None,
+                    };
+                    let bytes = serde_json::to_vec(&part).expect("part serializes");
+                    if run_bytes <= min_bytes.max(PART_MIN_BYTES)
+                        && bytes.len() > min_bytes.min(COVERED_PART_MIN_BYTES)
+                        && !part.files.is_empty()
+                    {
+                        let path = part_path(version, t.table_id, ix.index_id);
+                        ix.files = inline;
+                        ix.part = Some(PartRef {
+                            path: path.clone(),
+                            size: bytes.len() as u64,
+                            sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+                            files: part.files.len() as u64,
+                        });
+                        out.push((path, bytes));
+                        covered_any = true;
+                        continue;
+                    }
+                    // Not worth a covered part: back in file order, as they were.
+                    let order: std::collections::HashMap<u64, usize> = t
+                        .files
+                        .iter()
+                        .enumerate()
+                        .map(|(i, f)| (f.file_id, i))
+                        .collect();
+                    let mut all = part.files;
+                    all.extend(inline);
+                    all.sort_by_key(|e| order.get(&e.file_id).copied().unwrap_or(usize::MAX));
+                    ix.files = all;
                 }
                 let part = IndexPart {
                     format_version: FORMAT_VERSION_SPLIT,
@@ -579,7 +684,9 @@ impl Manifest {
                 out.push((path, bytes));
             }
         }
-        if !out.is_empty() {
+        if covered_any {
+            self.format_version = FORMAT_VERSION_COVERED;
+        } else if !out.is_empty() {
             self.format_version = FORMAT_VERSION_SPLIT;
         }
         out
@@ -672,6 +779,30 @@ impl TableManifest {
                 kind: "index",
                 name: format!("{}.{}", self.name, name),
             })
+    }
+
+    /// For each ordinal of `run`, the index in `files` of the file it still covers: the
+    /// file's current facts (path, SHA-256, record count) equal the run's and its snapshot is
+    /// not in the future; `None` for an ordinal whose file drifted or left the table.
+    pub fn run_coverage(&self, run: &TableRun) -> Vec<Option<usize>> {
+        let by_id: std::collections::HashMap<u64, usize> = self
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.file_id, i))
+            .collect();
+        run.files
+            .iter()
+            .map(|rf| {
+                let &i = by_id.get(&rf.file_id)?;
+                let f = &self.files[i];
+                (f.path == rf.path
+                    && f.sha256.eq_ignore_ascii_case(&rf.sha256)
+                    && f.record_count == rf.record_count
+                    && rf.sequence_number <= self.snapshot.sequence_number)
+                    .then_some(i)
+            })
+            .collect()
     }
 
     /// Full location (URL) of a data file: the table's location and the file's object name,

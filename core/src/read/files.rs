@@ -35,6 +35,9 @@ pub(crate) struct Files<'m> {
     allowed: Option<HashMap<usize, RoaringTreemap>>,
     /// Blob entries by file id (empty when the verb scans).
     entries: HashMap<u64, &'m IndexFileEntry>,
+    /// The index, whose covered part ([`IndexManifest::covered_part`]) was left unread
+    /// (`Some`: [`Files::load_covered`] reads it when the run stops answering).
+    unread: Option<&'m IndexManifest>,
     /// Files a failed blob read sent to a scan.
     forced: HashSet<usize>,
 }
@@ -47,6 +50,9 @@ pub(crate) struct FileOptions<'a> {
     pub pin_versions: bool,
     /// Whether blobs may be used at all (not scan-only, not poisoned, …).
     pub use_blobs: bool,
+    /// Whether the verb answers the files the index's table run covers from the run: a
+    /// covered part (their entries alone) is then not read.
+    pub by_run: bool,
 }
 
 impl<'m> Files<'m> {
@@ -89,8 +95,12 @@ impl<'m> Files<'m> {
             }
             Some(m)
         };
+        let unread =
+            (o.use_blobs && o.by_run && ix.covered_part() && !ix.lists_ready()).then_some(ix);
         let entries = if o.use_blobs {
-            l.load_part(t, ix).await?;
+            if unread.is_none() {
+                l.load_part(t, ix).await?;
+            }
             ix.file_entries().iter().map(|e| (e.file_id, e)).collect()
         } else {
             HashMap::new()
@@ -99,8 +109,19 @@ impl<'m> Files<'m> {
             t,
             allowed,
             entries,
+            unread,
             forced: HashSet::new(),
         })
+    }
+
+    /// Reads the covered part left unread ([`FileOptions::by_run`]) once the run no longer
+    /// answers the files it covers, so they are answered by their own blobs.
+    pub(crate) async fn load_covered(&mut self, l: &Pinned<'_>) -> Result<()> {
+        if let Some(ix) = self.unread.take() {
+            l.load_part(self.t, ix).await?;
+            self.entries = ix.file_entries().iter().map(|e| (e.file_id, e)).collect();
+        }
+        Ok(())
     }
 
     /// The pre-filter's rows of file `i`: `None` without a `where`, `Some(None)` when it

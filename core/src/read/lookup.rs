@@ -824,28 +824,10 @@ pub(crate) fn run_rejected(
     r
 }
 
-/// For each run ordinal, the index in `t.files` of the file it still covers: the file's
-/// current facts (path, SHA-256, record count) equal the run's and its snapshot is not in the
-/// future; `None` for an ordinal whose file drifted or left the table.
+/// For each run ordinal, the index in `t.files` of the file it still covers
+/// ([`TableManifest::run_coverage`]).
 pub(crate) fn run_coverage(t: &TableManifest, run: &TableRun) -> Vec<Option<usize>> {
-    let by_id: HashMap<u64, usize> = t
-        .files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.file_id, i))
-        .collect();
-    run.files
-        .iter()
-        .map(|rf| {
-            let &i = by_id.get(&rf.file_id)?;
-            let f = &t.files[i];
-            (f.path == rf.path
-                && f.sha256.eq_ignore_ascii_case(&rf.sha256)
-                && f.record_count == rf.record_count
-                && rf.sequence_number <= t.snapshot.sequence_number)
-                .then_some(i)
-        })
-        .collect()
+    t.run_coverage(run)
 }
 
 fn range_err(e: RangeError) -> Error {

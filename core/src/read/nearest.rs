@@ -327,6 +327,7 @@ impl Pinned<'_> {
                 verify_files: n.verify_files,
                 pin_versions: n.pin_versions,
                 use_blobs,
+                by_run: false,
             },
         )
         .await?;

@@ -558,6 +558,13 @@ impl Pinned<'_> {
         if !use_blobs && !self.scan_only && ix.state != IndexState::Poisoned {
             stats.index_declined = Some("the index keeps no positions: phrases are scanned".into());
         }
+        // The index's table run, while it holds (a failed check turns it off for this search).
+        let table_run = ix.table_run().filter(|_| {
+            use_blobs
+                && !s.verify_files
+                && crate::index::kind::of(ix.kind()).and_then(|k| k.run())
+                    == Some(crate::index::kind::RunLayout::Concatenated)
+        });
         let mut files = Files::open(
             self,
             table,
@@ -568,16 +575,11 @@ impl Pinned<'_> {
                 verify_files: s.verify_files,
                 pin_versions: s.pin_versions,
                 use_blobs,
+                // The run answers its files: their own entries are read only if it stops.
+                by_run: table_run.is_some(),
             },
         )
         .await?;
-        // The index's table run, while it holds (a failed check turns it off for this search).
-        let table_run = ix.table_run().filter(|_| {
-            use_blobs
-                && !s.verify_files
-                && crate::index::kind::of(ix.kind()).and_then(|k| k.run())
-                    == Some(crate::index::kind::RunLayout::Concatenated)
-        });
         let mut run_off = false;
         // A run failing a check is reported against every file (`*`), then left for the search.
         let run_rejected = |reason| run_rejected(table_run, ix.index_id, reason);
@@ -585,6 +587,10 @@ impl Pinned<'_> {
             let run = table_run
                 .filter(|_| !run_off)
                 .and_then(|r| TextRun::usable(t, r, &files));
+            if run.is_none() {
+                // The files the run covered answer by their own entries.
+                files.load_covered(self).await?;
+            }
             // Load every file's statistics and postings.
             let mut fstats = QueryStats::default();
             let loads = self
