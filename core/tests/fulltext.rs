@@ -283,6 +283,41 @@ async fn setup_with(
     (t, o, r)
 }
 
+/// f006: 90 rows registered after the build (outside the run; registering indexes it).
+async fn add_pending(t: &mut Table, o: &Overlay, r: &mut Rng) {
+    let rows: Rows = (0..90)
+        .map(|i| (6000 + i, doc(r), r.below(5) as i64))
+        .collect();
+    t.write("f006.parquet", rows);
+    o.register_files("t", &["f006.parquet".into()])
+        .await
+        .unwrap();
+}
+
+/// [`check`]s `s` (simple tokenizer) and searches it with a cold reader of the published
+/// overlay, whose answer must be the checked one to the bit; the cold answer.
+async fn check_cold(
+    t: &Table,
+    o: &Overlay,
+    s: &Search,
+    what: &str,
+) -> skerry_core::read::search::SearchResult {
+    check(t, o, Tokenizer::Simple, s, what).await;
+    let got = support::open_reader(&t.dir.path().join("overlay"))
+        .await
+        .snapshot()
+        .search("t", s)
+        .await
+        .unwrap();
+    let want = o.search("t", s).await.unwrap();
+    assert_eq!(
+        (&got.rows, &got.scores),
+        (&want.rows, &want.scores),
+        "{what} {s:?}"
+    );
+    got
+}
+
 /// A query drawn from the corpus: 1–3 words, a phrase of 2–3 consecutive words of a document,
 /// or a word no document holds.
 fn pick(t: &Table, r: &mut Rng) -> Search {
@@ -385,13 +420,7 @@ async fn differential(tok: Tokenizer, seed: u64) {
     let s = pick(&t, &mut r);
     assert_eq!(o.search("t", &s).await.unwrap().stats.files_by_run, 6);
     // f006: registered after the build (outside the run).
-    let rows: Rows = (0..90)
-        .map(|i| (6000 + i, doc(&mut r), r.below(5) as i64))
-        .collect();
-    t.write("f006.parquet", rows);
-    o.register_files("t", &["f006.parquet".into()])
-        .await
-        .unwrap();
+    add_pending(&mut t, &o, &mut r).await;
     // f002: deleted rows.
     let dead: Vec<u64> = (0..150).filter(|p| p % 3 == 1).collect();
     o.register_deletes(
@@ -565,21 +594,8 @@ async fn frequent_terms_by_impacts_match_brute_force() {
     ] {
         for k in [1, 10, 50] {
             let s = ask(query, k);
-            let got = support::open_reader(&overlay_dir)
-                .await
-                .snapshot()
-                .search("t", &s)
-                .await
-                .unwrap();
+            let got = check_cold(&t, &o, &s, "impacts, frequent terms").await;
             assert!(got.rounds <= 3, "{query}: {:?}", got.stats);
-            check(&t, &o, Tokenizer::Simple, &s, "impacts, frequent terms").await;
-            // The cold reader's answer is the checked one, to the bit.
-            let want = o.search("t", &s).await.unwrap();
-            assert_eq!(
-                (&got.rows, &got.scores),
-                (&want.rows, &want.scores),
-                "{query} {k}"
-            );
         }
     }
 }
@@ -853,13 +869,7 @@ async fn frequent_terms_read_by_block_match_brute_force() {
 async fn covered_part_is_read_only_when_the_run_stops_answering() {
     let (mut t, o, mut r) = setup(0x6A09_E667_F3BC_C908, 6, 150, Tokenizer::Simple).await;
     o.set_part_min_bytes(0);
-    let rows: Rows = (0..90)
-        .map(|i| (6000 + i, doc(&mut r), r.below(5) as i64))
-        .collect();
-    t.write("f006.parquet", rows);
-    o.register_files("t", &["f006.parquet".into()])
-        .await
-        .unwrap();
+    add_pending(&mut t, &o, &mut r).await;
     o.publish().await.unwrap();
     let overlay_dir = t.dir.path().join("overlay");
     let head: serde_json::Value =
@@ -885,20 +895,8 @@ async fn covered_part_is_read_only_when_the_run_stops_answering() {
     std::fs::write(&part, &bad).unwrap();
     for _ in 0..25 {
         let s = pick(&t, &mut r);
-        let got = support::open_reader(&overlay_dir)
-            .await
-            .snapshot()
-            .search("t", &s)
-            .await
-            .unwrap();
+        let got = check_cold(&t, &o, &s, "covered part unread").await;
         assert_eq!(got.stats.files_by_run, 6, "{s:?}");
-        check(&t, &o, Tokenizer::Simple, &s, "covered part unread").await;
-        let want = o.search("t", &s).await.unwrap();
-        assert_eq!(
-            (&got.rows, &got.scores),
-            (&want.rows, &want.scores),
-            "{s:?}"
-        );
     }
     let mut s = pick(&t, &mut r);
     s.verify_files = true;

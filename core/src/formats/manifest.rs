@@ -342,6 +342,26 @@ impl IndexManifest {
             .or_else(|| self.loaded.get().and_then(|p| p.run.as_ref()))
     }
 
+    /// Points this index at `part` (serialized as `bytes`) of manifest `version`: the part's
+    /// path and bytes, for the publisher to write before the root.
+    fn refer_part(
+        &mut self,
+        version: u64,
+        table_id: u64,
+        part: &IndexPart,
+        bytes: Vec<u8>,
+    ) -> (String, Vec<u8>) {
+        use sha2::Digest;
+        let path = part_path(version, table_id, self.index_id);
+        self.part = Some(PartRef {
+            path: path.clone(),
+            size: bytes.len() as u64,
+            sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+            files: part.files.len() as u64,
+        });
+        (path, bytes)
+    }
+
     /// Whether the part holds only the entries of files the run (kept in the root)
     /// answers ([`COVERED_PART_MIN_BYTES`]): a read answering those files from the run needs
     /// no part.
@@ -592,7 +612,6 @@ impl Manifest {
     /// moves only the entries of the files it answers, once they pass the smaller of
     /// `min_bytes` and [`COVERED_PART_MIN_BYTES`] (format version 3).
     pub fn split_parts(&mut self, min_bytes: usize) -> Vec<(String, Vec<u8>)> {
-        use sha2::Digest;
         let mut out = Vec::new();
         let version = self.version;
         let mut covered_any = false;
@@ -636,15 +655,8 @@ impl Manifest {
                         && bytes.len() > min_bytes.min(COVERED_PART_MIN_BYTES)
                         && !part.files.is_empty()
                     {
-                        let path = part_path(version, t.table_id, ix.index_id);
                         ix.files = inline;
-                        ix.part = Some(PartRef {
-                            path: path.clone(),
-                            size: bytes.len() as u64,
-                            sha256: hex::encode(sha2::Sha256::digest(&bytes)),
-                            files: part.files.len() as u64,
-                        });
-                        out.push((path, bytes));
+                        out.push(ix.refer_part(version, t.table_id, &part, bytes));
                         covered_any = true;
                         continue;
                     }
@@ -674,14 +686,7 @@ impl Manifest {
                     ix.run = part.run;
                     continue;
                 }
-                let path = part_path(version, t.table_id, ix.index_id);
-                ix.part = Some(PartRef {
-                    path: path.clone(),
-                    size: bytes.len() as u64,
-                    sha256: hex::encode(sha2::Sha256::digest(&bytes)),
-                    files: part.files.len() as u64,
-                });
-                out.push((path, bytes));
+                out.push(ix.refer_part(version, t.table_id, &part, bytes));
             }
         }
         if covered_any {

@@ -361,12 +361,15 @@ mod tests {
         }
     }
 
-    /// Checked blocks: a term's skip section parses alone, each block read alone decodes to
-    /// what the whole postings hold, and a damaged skip section or block is refused by its
-    /// CRC-32 — every byte of either, never a panic.
-    #[test]
-    fn checked_blocks_read_alone_equal_the_whole() {
-        let d = docs(7, 3000);
+    /// One file's blob (no positions) and the run written from it alone: the blob, the run's
+    /// bytes and its parsed directory.
+    fn one_file_run(
+        d: &[Option<String>],
+    ) -> (
+        super::super::FulltextBlob,
+        Vec<u8>,
+        super::super::FulltextDirectory,
+    ) {
         let mut one = FulltextWriter::new(Tokenizer::Simple, false);
         for (i, t) in d.iter().enumerate() {
             one.add(i as u64, t.as_deref()).unwrap();
@@ -374,8 +377,7 @@ mod tests {
         let blob = one.finish(d.len() as u64);
         let mut w = RunWriter::new(false, blob.docs, blob.tokens);
         let mut g = TermGather::default();
-        let whole = read_all(&blob.bytes, blob.directory.clone()).unwrap();
-        for (term, list) in &whole {
+        for (term, list) in &read_all(&blob.bytes, blob.directory.clone()).unwrap() {
             g.clear();
             for p in list {
                 g.rows.push(p.row);
@@ -393,6 +395,16 @@ mod tests {
             out.len() as u64,
         )
         .unwrap();
+        (blob, out, dir)
+    }
+
+    /// Checked blocks: a term's skip section parses alone, each block read alone decodes to
+    /// what the whole postings hold, and a damaged skip section or block is refused by its
+    /// CRC-32 — every byte of either, never a panic.
+    #[test]
+    fn checked_blocks_read_alone_equal_the_whole() {
+        let d = docs(7, 3000);
+        let (_, out, dir) = one_file_run(&d);
         assert!(dir.checked);
         let mut seen_many = false;
         for r in &dir.blocks {
@@ -457,31 +469,7 @@ mod tests {
     #[test]
     fn block_impacts_bound_every_block_and_are_reached() {
         let d = docs(11, 2500);
-        let mut one = FulltextWriter::new(Tokenizer::Simple, false);
-        for (i, t) in d.iter().enumerate() {
-            one.add(i as u64, t.as_deref()).unwrap();
-        }
-        let blob = one.finish(d.len() as u64);
-        let mut w = RunWriter::new(false, blob.docs, blob.tokens);
-        let mut g = TermGather::default();
-        for (term, list) in &read_all(&blob.bytes, blob.directory.clone()).unwrap() {
-            g.clear();
-            for p in list {
-                g.rows.push(p.row);
-                g.tfs.push(p.tf);
-                g.lens.push(p.len);
-            }
-            w.term(term, g.as_ref());
-        }
-        let mut out = w.take();
-        let tail = w.finish(Tokenizer::Simple, blob.rows);
-        out.extend_from_slice(&tail.bytes);
-        let dir = super::super::FulltextDirectory::parse(
-            &out[tail.directory.start as usize..],
-            Some(&tail.directory_sha256),
-            out.len() as u64,
-        )
-        .unwrap();
+        let (blob, out, dir) = one_file_run(&d);
         assert!(dir.checked && dir.impacts);
         let avg = blob.tokens as f64 / blob.docs as f64;
         let (mut blocks, mut tight) = (0, 0);
