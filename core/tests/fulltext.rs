@@ -722,6 +722,27 @@ async fn frequent_terms_read_by_block_match_brute_force() {
         let warm = reader.snapshot().search("t", &query).await.unwrap();
         assert_eq!((warm.rounds, warm.stats.index_requests), (0, 0));
     }
+    // A cache too small to hold "the" whole among other entries (its postings take over
+    // 1/32 of it): a search needing other blocks reads those blocks, not the postings, and
+    // answers the same; then nothing again.
+    let small = open().await;
+    small.snapshot().cache().set_budget(1 << 20);
+    small
+        .snapshot()
+        .search("t", &best("the w150"))
+        .await
+        .unwrap();
+    let more = small.snapshot().search("t", &q("the w150")).await.unwrap();
+    assert_eq!(more.rounds, 1, "{:?}", more.stats);
+    assert!(
+        more.stats.index_bytes * 2 < whole_postings,
+        "blocks {} vs whole {whole_postings}",
+        more.stats.index_bytes
+    );
+    let want = o.search("t", &q("the w150")).await.unwrap();
+    assert_eq!((&more.rows, &more.scores), (&want.rows, &want.scores));
+    let again = small.snapshot().search("t", &q("the w150")).await.unwrap();
+    assert_eq!((again.rounds, again.stats.index_requests), (0, 0));
     for _ in 0..15 {
         let s = pick(&t, &mut r);
         check(&t, &o, Tokenizer::Simple, &s, "run by block").await;

@@ -1412,9 +1412,13 @@ impl Pinned<'_> {
             let merged = merge_reads(wanted.iter().map(|w| w.1.clone()).collect(), cap);
             let bytes: u64 = merged.iter().map(|m| m.end - m.start).sum();
             // Whole when most of it is wanted — or when an earlier search read it by block
-            // too: a reader that keeps asking for the term then holds it whole, and its
-            // later searches read nothing, as without blocks.
-            if bytes * 2 > p1 - p0 || td.seen {
+            // too and the cache can hold it whole among others (at most 1/WHOLE_SHARE of
+            // it): a reader that keeps asking for the term then holds it whole, and its later
+            // searches read nothing, as without blocks. A term too large for that stays read
+            // by block, its blocks cached alone: read whole, a few such terms would evict
+            // each other and every warm search would read megabytes again.
+            let holdable = p1 - p0 <= self.cache.budget() / WHOLE_SHARE;
+            if bytes * 2 > p1 - p0 || td.seen && holdable {
                 match self.cache.postings(bundle, p0, p1) {
                     Some(p) => {
                         td.postings = p;
@@ -1964,6 +1968,10 @@ enum Combine {
 const FLOOR_SPAN_ROWS: u32 = 4096;
 /// Rows [`Scorer::impact_floor`] checks at most per term.
 const FLOOR_CHECK_ROWS: u64 = 1 << 16;
+/// A term read by block is read whole once a second search asks for blocks not cached
+/// only when its postings take at most this share of the read cache's budget
+/// ([`Pinned::run_blocks`]).
+const WHOLE_SHARE: u64 = 32;
 /// Passes [`Scorer::plan_blocks`] makes at most, each ruling out blocks by the others' blocks
 /// still in.
 const PLAN_PASSES: usize = 4;
