@@ -248,6 +248,14 @@ async fn main() {
         let reader = OverlayReader::open(&url, skerry_core::io::store::OpenOptions::default())
             .await
             .unwrap();
+        // `BENCH_FULLTEXT_CACHE_BYTES`: another read cache, to find what a service should set.
+        if let Some(n) = std::env::var("BENCH_FULLTEXT_CACHE_BYTES")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            reader.snapshot().cache().set_budget(n);
+            println!("(read cache {n} bytes)");
+        }
         println!();
         println!("### {docs} documents in {files} files");
         println!();

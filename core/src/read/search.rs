@@ -725,7 +725,7 @@ impl Pinned<'_> {
                     };
                     let mut sc = Scorer { hit: &hit, ..base };
                     // Its frequent terms read by block: the blocks that may hold a result.
-                    let all = deleted.is_empty() && !files.filtered();
+                    let all = r.answers_all() && deleted.is_empty() && !files.filtered();
                     let plan = match sc.plan_blocks(terms, s.k, &Keep { row: &keep, all }) {
                         Ok(p) => p,
                         Err(e) => {
