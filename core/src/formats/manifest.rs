@@ -620,8 +620,12 @@ impl Manifest {
                 .indexes
                 .iter()
                 .map(|ix| {
+                    // Runs whose readers answer covered files from the run alone and read
+                    // their entries only when it stops (full text's, `read::search`).
+                    let layout = crate::index::kind::of(ix.kind()).and_then(|k| k.run());
                     let run = ix.run.as_ref().filter(|_| {
-                        ix.part.is_none() && ix.kind() == crate::index::IndexKind::Fulltext
+                        ix.part.is_none()
+                            && layout == Some(crate::index::kind::RunLayout::Concatenated)
                     })?;
                     let ids = t
                         .run_coverage(run)
