@@ -291,7 +291,8 @@ async fn cache_works_over_object_store_as_a_trait_object() {
 }
 
 /// Local ranges up to `LOCAL_INLINE_MAX` are read in place, larger ones through the store:
-/// the same bytes, the same version check (the store's own ETag), the same typed errors.
+/// the same bytes, the same version check (the store's own ETag), the same typed errors —
+/// also when several ranges of one object are read from one open file.
 #[tokio::test]
 async fn local_reads_in_place_and_through_the_store_agree() {
     let n = (LOCAL_INLINE_MAX * 3) as usize;
@@ -308,6 +309,33 @@ async fn local_reads_in_place_and_through_the_store_agree() {
         let got = r.read_range(&pinned, range.clone()).await.unwrap();
         assert_eq!(&got[..], &bytes[range.start as usize..range.end as usize]);
     }
+    // Several ranges: each merged range one request, the answers in input order.
+    let ranges = [
+        LOCAL_INLINE_MAX..LOCAL_INLINE_MAX + 8,
+        0..10,
+        20..30,
+        n as u64 - 4..n as u64,
+    ];
+    let before = r.stats().requests;
+    let got = r.read_ranges_gap(&pinned, &ranges, 16).await.unwrap();
+    for (g, range) in got.iter().zip(&ranges) {
+        assert_eq!(&g[..], &bytes[range.start as usize..range.end as usize]);
+    }
+    assert_eq!(r.stats().requests - before, 3, "0..10 and 20..30 share one");
+    assert!(matches!(
+        r.read_ranges_gap(&loc, &[0..4, n as u64 - 2..n as u64 + 1], 0)
+            .await,
+        Err(IoError::OutOfRange { size, .. }) if size == n as u64
+    ));
+    assert!(matches!(
+        r.read_ranges_gap(&loc, &[8..4, 10..12], 0).await,
+        Err(IoError::InvalidRange { .. })
+    ));
+    assert!(matches!(
+        r.read_ranges_gap(&Location::new("missing.bin"), &[0..4, 10..12], 0)
+            .await,
+        Err(IoError::NotFound { .. })
+    ));
     // A new modification time alone changes the version: refused in place and by the store.
     let f = std::fs::File::options()
         .write(true)
@@ -325,6 +353,13 @@ async fn local_reads_in_place_and_through_the_store_agree() {
             "a stale pin is refused"
         );
     }
+    assert!(
+        matches!(
+            r.read_ranges_gap(&pinned, &[0..4, 100..104], 0).await,
+            Err(IoError::Changed { .. })
+        ),
+        "a stale pin is refused for several ranges too"
+    );
     let now = r.head(&loc).await.unwrap().version.unwrap();
     assert_ne!(now, v);
     assert_eq!(

@@ -252,17 +252,20 @@ impl Codebook {
     /// The `nprobe` partitions nearest to `q`, nearest first (ties by number): every centroid
     /// scanned, so a query's probes are exact.
     pub fn probe(&self, q: &[f32], nprobe: usize) -> Vec<u32> {
-        let mut d: Vec<(f32, u32)> = (0..self.nlist())
-            .map(|c| (l2(q, self.centroid(c)), c as u32))
+        // (distance, centroid) as one integer that orders like `total_cmp`, then the number.
+        let mut d: Vec<u64> = (0..self.nlist())
+            .map(|c| u64::from(crate::ordered_bits(l2(q, self.centroid(c)))) << 32 | c as u64)
             .collect();
         let n = nprobe.min(d.len());
         if n == 0 {
             return vec![];
         }
-        d.select_nth_unstable_by(n - 1, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        d.truncate(n);
-        d.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        d.into_iter().map(|(_, c)| c).collect()
+        if n < d.len() {
+            d.select_nth_unstable(n - 1);
+            d.truncate(n);
+        }
+        d.sort_unstable();
+        d.into_iter().map(|k| k as u32).collect()
     }
 }
 

@@ -327,8 +327,8 @@ impl Quantizer {
             }
         }
         let bytes = dim.div_ceil(2);
-        let mut table = vec![0f32; bytes * 256];
-        for j in 0..bytes {
+        let mut table = vec![[0f32; 256]; bytes];
+        for (j, t) in table.iter_mut().enumerate() {
             let mut lo = [0f32; 16];
             let mut hi = [0f32; 16];
             for l in 0..16u8 {
@@ -339,8 +339,11 @@ impl Quantizer {
                     0.0
                 };
             }
-            for b in 0..256usize {
-                table[j * 256 + b] = lo[b & 15] + hi[b >> 4];
+            // Byte `b` = `h << 4 | l`: row `h` is `lo` shifted by `hi[h]` (vectorizes).
+            for (h, row) in t.chunks_exact_mut(16).enumerate() {
+                for (t, l) in row.iter_mut().zip(&lo) {
+                    *t = l + hi[h];
+                }
             }
         }
         NibbleQuery { table, c }
@@ -350,25 +353,26 @@ impl Quantizer {
 /// A query against 4-bit codes: `c + Σ table[j][code[j]]` approximates the L2 distance.
 #[derive(Clone, Debug)]
 pub struct NibbleQuery {
-    table: Vec<f32>,
+    /// Per code byte, its 256 values.
+    table: Vec<[f32; 256]>,
     c: f32,
 }
 
 impl NibbleQuery {
     pub fn distance(&self, code: &[u8]) -> f32 {
         let mut acc = [0f32; LANES];
-        let n = code.len().min(self.table.len() / 256);
-        let mut chunks = code[..n].chunks_exact(LANES);
-        let mut j = 0;
-        for c in &mut chunks {
+        let n = code.len().min(self.table.len());
+        // Byte `j` looks up row `j`, a 256-value array: no index is checked in the loop.
+        let mut codes = code[..n].chunks_exact(LANES);
+        let mut rows = self.table[..n].chunks_exact(LANES);
+        for (c, t) in (&mut codes).zip(&mut rows) {
             for l in 0..LANES {
-                acc[l] += self.table[(j + l) * 256 + c[l] as usize];
+                acc[l] += t[l][c[l] as usize];
             }
-            j += LANES;
         }
         let mut tail = 0f32;
-        for (k, b) in chunks.remainder().iter().enumerate() {
-            tail += self.table[(j + k) * 256 + *b as usize];
+        for (b, t) in codes.remainder().iter().zip(rows.remainder()) {
+            tail += t[*b as usize];
         }
         self.c + reduce(acc) + tail
     }
@@ -411,6 +415,18 @@ impl QueryCodes {
     }
 }
 
+/// `x`'s bits turned so that unsigned order is [`f32::total_cmp`]'s order (negative values
+/// flipped whole, the others' sign bit set).
+#[inline]
+pub fn ordered_bits(x: f32) -> u32 {
+    let b = x.to_bits();
+    if b >> 31 == 1 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
 pub(crate) fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -421,6 +437,33 @@ pub(crate) fn splitmix(mut x: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ordered_bits_order_like_total_cmp() {
+        let xs = [
+            f32::NEG_INFINITY,
+            -3.5,
+            -f32::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f32::MIN_POSITIVE,
+            1.0,
+            1.0000001,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NAN,
+            -f32::NAN,
+        ];
+        for a in xs {
+            for b in xs {
+                assert_eq!(
+                    ordered_bits(a).cmp(&ordered_bits(b)),
+                    a.total_cmp(&b),
+                    "{a:?} vs {b:?}"
+                );
+            }
+        }
+    }
 
     fn clustered(n: usize, dim: usize, seed: u64) -> Vec<f32> {
         let mut s = seed;

@@ -261,12 +261,10 @@ impl BundleBuilder {
     /// A builder writing to the overlay at `url` (the URL its committer opened), reading data
     /// with `options.storage` (credentials, endpoints).
     pub fn open(url: &str, options: OpenOptions) -> Result<BundleBuilder> {
-        let store = open_store(url, &options.storage, true)?;
-        let reader = Arc::new(
-            ObjectStoreReader::new(store.clone(), Path::from("")).with_timeout(options.timeout),
-        );
+        let opened = open_store(url, &options.storage, true)?;
+        let reader = Arc::new(opened.reader(options.timeout));
         Ok(BundleBuilder {
-            store,
+            store: opened.store,
             reader,
             data: Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout)),
             trusted: false,

@@ -249,8 +249,7 @@ impl Overlay {
     /// Opens the overlay at `url` (`file:///dir`, `memory://`, `s3://bucket/prefix`), creating
     /// its catalog when absent. Every catalog commit is durable when the call making it returns.
     pub async fn open(url: &str, options: OpenOptions) -> Result<Overlay> {
-        let store = open_store(url, &options.storage, true)?;
-        Self::open_with_store(store, options).await
+        Self::open_at(open_store(url, &options.storage, true)?, options).await
     }
 
     /// Opens the overlay kept in `store` (its root is the overlay's root), creating its
@@ -260,10 +259,13 @@ impl Overlay {
         store: Arc<dyn ObjectStore>,
         options: OpenOptions,
     ) -> Result<Overlay> {
+        Self::open_at(crate::io::store::OverlayStore::of(store), options).await
+    }
+
+    async fn open_at(at: crate::io::store::OverlayStore, options: OpenOptions) -> Result<Overlay> {
+        let store = at.store.clone();
         let catalog = Catalog::open(store.clone()).await?;
-        let reader = Arc::new(
-            ObjectStoreReader::new(store.clone(), Path::from("")).with_timeout(options.timeout),
-        );
+        let reader = Arc::new(at.reader(options.timeout));
         Ok(Overlay {
             store,
             reader,

@@ -416,30 +416,43 @@ pub trait RangeReader: MaybeSend + MaybeSync {
         ranges: &'a [Range<u64>],
         max_gap: u64,
     ) -> BoxFut<'a, Result<Vec<Bytes>, IoError>> {
-        Box::pin(async move {
-            for r in ranges {
-                check_range(loc, r)?;
-            }
-            let merged = coalesce_ranges(ranges, max_gap);
-            let fetched = futures::future::try_join_all(
-                merged.iter().map(|m| self.read_range(loc, m.clone())),
-            )
-            .await?;
-            Ok(ranges
-                .iter()
-                .map(|r| {
-                    let i = merged.partition_point(|m| m.end < r.end);
-                    let m = &merged[i];
-                    fetched[i].slice((r.start - m.start) as usize..(r.end - m.start) as usize)
-                })
-                .collect())
-        })
+        Box::pin(read_ranges_each(self, loc, ranges, max_gap))
     }
 
     /// Snapshot of this reader's counters.
     fn stats(&self) -> IoStats {
         self.counters().snapshot()
     }
+}
+
+/// [`RangeReader::read_ranges_gap`] as every reader does it: `ranges` merged across gaps of at
+/// most `max_gap`, one [`RangeReader::read_range`] per merged range, all in parallel.
+pub async fn read_ranges_each<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    ranges: &[Range<u64>],
+    max_gap: u64,
+) -> Result<Vec<Bytes>, IoError> {
+    for x in ranges {
+        check_range(loc, x)?;
+    }
+    let merged = coalesce_ranges(ranges, max_gap);
+    let fetched =
+        futures::future::try_join_all(merged.iter().map(|m| r.read_range(loc, m.clone()))).await?;
+    Ok(slice_merged(ranges, &merged, &fetched))
+}
+
+/// Each of `ranges` cut from the bytes `fetched` of the merged ranges `merged` that
+/// [`coalesce_ranges`] made of them.
+pub fn slice_merged(ranges: &[Range<u64>], merged: &[Range<u64>], fetched: &[Bytes]) -> Vec<Bytes> {
+    ranges
+        .iter()
+        .map(|r| {
+            let i = merged.partition_point(|m| m.end < r.end);
+            let m = &merged[i];
+            fetched[i].slice((r.start - m.start) as usize..(r.end - m.start) as usize)
+        })
+        .collect()
 }
 
 /// The bytes of every range of `ranges`, taking those `have` holds (same order, `None` for

@@ -41,6 +41,16 @@ impl ObjectStoreReader {
         }
     }
 
+    /// A reader over the local file system `store` (whose own prefix, if any, maps paths to
+    /// files), resolving locations below `root`: ranges up to [`LOCAL_INLINE_MAX`] are read in
+    /// place on the calling task, the rest through the store.
+    pub fn local(store: Arc<::object_store::local::LocalFileSystem>, root: Path) -> Self {
+        ObjectStoreReader {
+            local: Some(store.clone()),
+            ..Self::new(store, root)
+        }
+    }
+
     /// Fails every request that has not completed (body included) within `timeout` with
     /// [`IoError::Timeout`] instead of waiting for ever. Needs a tokio runtime with timers.
     pub fn with_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
@@ -81,10 +91,7 @@ impl ObjectStoreReader {
                     .map_err(|_| invalid("not a local path".into()))?;
                 let store = Arc::new(::object_store::local::LocalFileSystem::new());
                 let root = Path::from_absolute_path(&dir).map_err(|e| invalid(e.to_string()))?;
-                Ok(ObjectStoreReader {
-                    local: Some(store.clone()),
-                    ..Self::new(store, root)
-                })
+                Ok(Self::local(store, root))
             }
             "memory" => {
                 let root = Path::parse(parsed.path()).map_err(|e| invalid(e.to_string()))?;
@@ -164,62 +171,95 @@ fn map_err(loc: &Location, e: ::object_store::Error) -> IoError {
     }
 }
 
-/// A range of a local file read in place: a small `pread` from the page cache costs less than
-/// the two hops through tokio's blocking pool that `LocalFileSystem::get_opts` and its
-/// payload take (a point query makes several such reads in sequence). Same answers and errors
-/// as the store: the version pin is checked against the store's own ETag of the file
-/// (`"{inode:x}-{mtime µs:x}-{size:x}"`, object_store 0.14's `local.rs`), a range past the
-/// end is [`IoError::OutOfRange`].
-fn read_local(file: &std::path::Path, loc: &Location, range: Range<u64>) -> Result<Bytes, IoError> {
-    use std::io::{Read, Seek};
-    use std::os::unix::fs::MetadataExt;
-    let other = |e: std::io::Error| IoError::Other {
-        path: loc.path.to_string(),
-        message: e.to_string(),
-        source: super::Source::new(e),
-    };
-    let not_found = || IoError::NotFound {
-        path: loc.path.to_string(),
-    };
-    let f = std::fs::File::open(file).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => not_found(),
-        _ => other(e),
-    })?;
-    let md = f.metadata().map_err(other)?;
-    if md.is_dir() {
-        return Err(not_found());
+/// A local file opened to be read in place: a small `pread` from the page cache costs less
+/// than the two hops through tokio's blocking pool that `LocalFileSystem::get_opts` and its
+/// payload take (a point query makes several such reads in sequence, a vector search a hundred
+/// at once). Same answers and errors as the store: the version pin is checked against the
+/// store's own ETag of the file (`"{inode:x}-{mtime µs:x}-{size:x}"`, object_store 0.14's
+/// `local.rs`), a range past the end is [`IoError::OutOfRange`].
+#[cfg(unix)]
+struct LocalFile<'l> {
+    file: std::fs::File,
+    size: u64,
+    loc: &'l Location,
+}
+
+#[cfg(unix)]
+impl<'l> LocalFile<'l> {
+    fn open(file: &std::path::Path, loc: &'l Location) -> Result<LocalFile<'l>, IoError> {
+        use std::os::unix::fs::MetadataExt;
+        let not_found = || IoError::NotFound {
+            path: loc.path.to_string(),
+        };
+        let f = std::fs::File::open(file).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => not_found(),
+            _ => Self::other(loc, e),
+        })?;
+        let md = f.metadata().map_err(|e| Self::other(loc, e))?;
+        if md.is_dir() {
+            return Err(not_found());
+        }
+        if let Some(want) = loc.version.as_deref() {
+            let mtime = md
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::SystemTime::UNIX_EPOCH).ok())
+                .unwrap_or_default()
+                .as_micros();
+            let etag = format!("\"{:x}-{mtime:x}-{:x}\"", md.ino(), md.len());
+            if want != "*" && !want.split(',').any(|w| w.trim() == etag) {
+                return Err(IoError::Changed {
+                    path: loc.path.to_string(),
+                    expected: want.to_string(),
+                });
+            }
+        }
+        Ok(LocalFile {
+            file: f,
+            size: md.len(),
+            loc,
+        })
     }
-    if let Some(want) = loc.version.as_deref() {
-        let mtime = md
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::SystemTime::UNIX_EPOCH).ok())
-            .unwrap_or_default()
-            .as_micros();
-        let etag = format!("\"{:x}-{mtime:x}-{:x}\"", md.ino(), md.len());
-        if want != "*" && !want.split(',').any(|w| w.trim() == etag) {
-            return Err(IoError::Changed {
-                path: loc.path.to_string(),
-                expected: want.to_string(),
-            });
+
+    fn other(loc: &Location, e: std::io::Error) -> IoError {
+        IoError::Other {
+            path: loc.path.to_string(),
+            message: e.to_string(),
+            source: super::Source::new(e),
         }
     }
-    let size = md.len();
-    if range.end > size {
-        return Err(super::past_end(loc, &range, size));
+
+    /// The bytes of `range` (a positioned read: the file's offset is not used).
+    fn read(&self, range: Range<u64>) -> Result<Bytes, IoError> {
+        use std::os::unix::fs::FileExt;
+        if range.end > self.size {
+            return Err(super::past_end(self.loc, &range, self.size));
+        }
+        // Reserved, not zeroed: `read_at` fills it front to back.
+        let n = (range.end - range.start) as usize;
+        let mut buf: Vec<u8> = Vec::with_capacity(n);
+        let mut done = 0usize;
+        while done < n {
+            let spare = &mut buf.spare_capacity_mut()[..n - done];
+            // SAFETY: `read_at` only writes into the slice; `u8` has no invalid bit patterns,
+            // and only the bytes it reports written are exposed by `set_len` below.
+            let spare = unsafe {
+                std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), n - done)
+            };
+            match self.file.read_at(spare, range.start + done as u64) {
+                // Shorter than its metadata said: it changed while being read.
+                Ok(0) => return Err(super::past_end(self.loc, &range, self.size)),
+                Ok(k) => {
+                    done += k;
+                    // SAFETY: the first `done` bytes were written by `read_at`.
+                    unsafe { buf.set_len(done) };
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Self::other(self.loc, e)),
+            }
+        }
+        Ok(Bytes::from(buf))
     }
-    // Seek and `read_to_end` into reserved capacity: the buffer is not zeroed first.
-    let n = range.end - range.start;
-    let mut f = f;
-    f.seek(std::io::SeekFrom::Start(range.start))
-        .map_err(other)?;
-    let mut buf = Vec::with_capacity(n as usize);
-    f.take(n).read_to_end(&mut buf).map_err(other)?;
-    if buf.len() as u64 != n {
-        // Shorter than its metadata said: it changed while being read.
-        return Err(super::past_end(loc, &range, size));
-    }
-    Ok(Bytes::from(buf))
 }
 
 fn meta(m: &::object_store::ObjectMeta) -> ObjectMeta {
@@ -256,7 +296,7 @@ impl ObjectStoreReader {
             if let Some(fs) = &self.local {
                 if range.end - range.start <= LOCAL_INLINE_MAX {
                     let file = fs.path_to_filesystem(&path).map_err(|e| map_err(loc, e))?;
-                    let bytes = read_local(&file, loc, range)?;
+                    let bytes = LocalFile::open(&file, loc)?.read(range)?;
                     self.counters.record_request(bytes.len() as u64);
                     return Ok(bytes);
                 }
@@ -356,5 +396,43 @@ impl RangeReader for ObjectStoreReader {
 
     fn counters(&self) -> &IoCounters {
         &self.counters
+    }
+
+    /// On the local file system, small merged ranges are read in place from one open file
+    /// (a request each, as counted); elsewhere as every reader does.
+    fn read_ranges_gap<'a>(
+        &'a self,
+        loc: &'a Location,
+        ranges: &'a [Range<u64>],
+        max_gap: u64,
+    ) -> BoxFut<'a, Result<Vec<Bytes>, IoError>> {
+        Box::pin(async move {
+            #[cfg(unix)]
+            if let Some(fs) = &self.local {
+                for r in ranges {
+                    check_range(loc, r)?;
+                }
+                let merged = super::coalesce_ranges(ranges, max_gap);
+                if merged.len() > 1 && merged.iter().all(|m| m.end - m.start <= LOCAL_INLINE_MAX) {
+                    let merged = &merged;
+                    let fetched = self
+                        .timed(loc, async move {
+                            let path = self.resolve(&loc.path)?;
+                            let file = fs.path_to_filesystem(&path).map_err(|e| map_err(loc, e))?;
+                            let f = LocalFile::open(&file, loc)?;
+                            let mut out = Vec::with_capacity(merged.len());
+                            for m in merged {
+                                let bytes = f.read(m.clone())?;
+                                self.counters.record_request(bytes.len() as u64);
+                                out.push(bytes);
+                            }
+                            Ok(out)
+                        })
+                        .await?;
+                    return Ok(super::slice_merged(ranges, merged, &fetched));
+                }
+            }
+            super::read_ranges_each(self, loc, ranges, max_gap).await
+        })
     }
 }

@@ -41,12 +41,38 @@ pub(crate) fn store_err(e: object_store::Error) -> IoError {
     }
 }
 
+/// An overlay's object store rooted at its prefix, and the same store as the local file
+/// system when the overlay is on local disk (`file://`): its reader then reads small ranges in
+/// place ([`ObjectStoreReader::local`]) instead of through the store's blocking pool.
+#[derive(Clone, Debug)]
+pub(crate) struct OverlayStore {
+    pub store: Arc<dyn ObjectStore>,
+    pub local: Option<Arc<object_store::local::LocalFileSystem>>,
+}
+
+impl OverlayStore {
+    /// A store of any kind (a wrapper, a custom client): read through its own `get`.
+    pub fn of(store: Arc<dyn ObjectStore>) -> OverlayStore {
+        OverlayStore { store, local: None }
+    }
+
+    /// The reader of the overlay's objects, each request limited to `timeout`.
+    pub fn reader(&self, timeout: Option<std::time::Duration>) -> ObjectStoreReader {
+        let root = object_store::path::Path::from("");
+        match &self.local {
+            Some(fs) => ObjectStoreReader::local(fs.clone(), root),
+            None => ObjectStoreReader::new(self.store.clone(), root),
+        }
+        .with_timeout(timeout)
+    }
+}
+
 /// The overlay's object store rooted at its prefix.
 pub(crate) fn open_store(
     url: &str,
     options: &[(String, String)],
     create: bool,
-) -> Result<Arc<dyn ObjectStore>, IoError> {
+) -> Result<OverlayStore, IoError> {
     let parsed = url::Url::parse(url).map_err(|e| IoError::InvalidUrl {
         url: url.into(),
         reason: e.to_string(),
@@ -70,16 +96,20 @@ pub(crate) fn open_store(
         let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
             .map_err(store_err)?
             .with_fsync(true);
-        return Ok(Arc::new(fs));
+        let fs = Arc::new(fs);
+        return Ok(OverlayStore {
+            store: fs.clone(),
+            local: Some(fs),
+        });
     }
     let r = ObjectStoreReader::from_url(url, options)?;
     if r.root().as_ref().is_empty() {
-        Ok(r.store().clone())
+        Ok(OverlayStore::of(r.store().clone()))
     } else {
-        Ok(Arc::new(PrefixStore::new(
+        Ok(OverlayStore::of(Arc::new(PrefixStore::new(
             r.store().clone(),
             r.root().clone(),
-        )))
+        ))))
     }
 }
 
@@ -87,6 +117,26 @@ pub(crate) fn open_store(
 mod tests {
     use super::*;
     use crate::error::Error;
+
+    /// A `file://` overlay's own objects are read in place like data files (the reader knows
+    /// the local file system); any other store through its own `get`.
+    #[test]
+    fn a_local_overlay_is_read_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        let at = open_store(&url, &[], true).unwrap();
+        assert!(at.local.is_some());
+        std::fs::write(dir.path().join("HEAD"), b"0123456789").unwrap();
+        let r = at.reader(None);
+        let got = crate::io::block_on(crate::io::RangeReader::read_range(
+            &r,
+            &crate::io::Location::new("HEAD"),
+            2..6,
+        ))
+        .unwrap();
+        assert_eq!(&got[..], b"2345");
+        assert!(open_store("memory:///", &[], true).unwrap().local.is_none());
+    }
 
     #[test]
     fn store_errors_keep_their_path_and_source() {

@@ -557,24 +557,25 @@ impl Pinned<'_> {
             }
             // The best `ef` entries of every blob by code, re-ranked exactly from their raw
             // vectors: one round, a batch per blob (the run's, or a file's own).
-            let key = |x: &(Approx, usize)| {
-                (
-                    x.0.score,
-                    t.files[x.1]
-                        .row_id_at(u64::from(x.0.position))
-                        .unwrap_or(u64::MAX),
-                    x.1,
-                    x.0.position,
-                )
-            };
+            // Keyed once (a key per comparison would look each row id up again and again).
             let r = ef.min(approx.len());
             if r > 0 && r < approx.len() {
-                approx.select_nth_unstable_by(r - 1, |a, b| {
-                    let (ka, kb) = (key(a), key(b));
-                    ka.0.total_cmp(&kb.0)
-                        .then((ka.1, ka.2, ka.3).cmp(&(kb.1, kb.2, kb.3)))
-                });
-                approx.truncate(r);
+                let mut keyed: Vec<((u32, u64, usize, u32), u32)> = approx
+                    .iter()
+                    .enumerate()
+                    .map(|(k, x)| {
+                        let row_id = t.files[x.1]
+                            .row_id_at(u64::from(x.0.position))
+                            .unwrap_or(u64::MAX);
+                        let score = skerry_vector::ordered_bits(x.0.score);
+                        ((score, row_id, x.1, x.0.position), k as u32)
+                    })
+                    .collect();
+                keyed.select_nth_unstable_by(r - 1, |a, b| a.0.cmp(&b.0));
+                approx = keyed[..r]
+                    .iter()
+                    .map(|(_, k)| approx[*k as usize])
+                    .collect();
             }
             // By blob the raw vectors are read from: a file's own (`Some(file)`), or the run
             // for every file it answers (`None`): (source, entry indexes, (file, position)).

@@ -83,6 +83,8 @@ pub async fn candidates(
     }
     let spans: Vec<_> = parts.iter().map(|(_, p)| dir.codes_range(p)).collect();
     let got = blob.read(&spans).await?;
+    // At most every entry of the probed partitions (counts the directory bounded by the blob).
+    out.reserve(parts.iter().map(|(_, p)| p.entries as usize).sum());
     let rows = blob.rows();
     for ((rank, p), bytes) in parts.iter().zip(got) {
         let pq = query(*rank, p.id);
