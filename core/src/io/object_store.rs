@@ -235,28 +235,14 @@ impl<'l> LocalFile<'l> {
         if range.end > self.size {
             return Err(super::past_end(self.loc, &range, self.size));
         }
-        // Reserved, not zeroed: `read_at` fills it front to back.
-        let n = (range.end - range.start) as usize;
-        let mut buf: Vec<u8> = Vec::with_capacity(n);
-        let mut done = 0usize;
-        while done < n {
-            let spare = &mut buf.spare_capacity_mut()[..n - done];
-            // SAFETY: `read_at` only writes into the slice; `u8` has no invalid bit patterns,
-            // and only the bytes it reports written are exposed by `set_len` below.
-            let spare = unsafe {
-                std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), n - done)
-            };
-            match self.file.read_at(spare, range.start + done as u64) {
-                // Shorter than its metadata said: it changed while being read.
-                Ok(0) => return Err(super::past_end(self.loc, &range, self.size)),
-                Ok(k) => {
-                    done += k;
-                    // SAFETY: the first `done` bytes were written by `read_at`.
-                    unsafe { buf.set_len(done) };
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Self::other(self.loc, e)),
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        match self.file.read_exact_at(&mut buf, range.start) {
+            Ok(()) => {}
+            // Shorter than its metadata said: it changed while being read.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(super::past_end(self.loc, &range, self.size))
             }
+            Err(e) => return Err(Self::other(self.loc, e)),
         }
         Ok(Bytes::from(buf))
     }
