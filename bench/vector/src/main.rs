@@ -14,7 +14,7 @@
 //! through the read path users get (`OverlayReader`, default cache), metric `--metric`
 //! (default `l2`).
 //!
-//!     cargo run --release -p skerry-bench-vector -- [--n N] [--files 20,200] [--queries Q] [--metric l2] [--peer] [--keep DIR]
+//!     cargo run --release -p skerry-bench-vector -- [--n N] [--files 20,200] [--queries Q] [--metric l2] [--ef N] [--peer] [--keep DIR]
 //!
 //! `--keep DIR` leaves the data, the overlay and `bench.json` in DIR for `bench/vector.mjs`
 //! (the wasm reader over HTTP).
@@ -230,6 +230,12 @@ async fn main() {
             MetricName::parse(s).expect("--metric l2|cosine|dot")
         });
     let with_peer = args.iter().any(|a| a == "--peer");
+    // `--ef N`: candidates re-ranked exactly (default: the reader's, 100).
+    let ef_override = args
+        .iter()
+        .position(|a| a == "--ef")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.parse::<usize>().expect("--ef N"));
     let mut r = Rng(0x5EED_0019_BE4C);
     let centres: Vec<Vec<f32>> = (0..CLUSTERS)
         .map(|_| (0..DIM).map(|_| r.unit() * 8.0 - 4.0).collect())
@@ -401,6 +407,7 @@ async fn main() {
                 vector: q.to_vec(),
                 k: K,
                 nprobe: Some(nprobe),
+                ef: ef_override,
                 columns: Some(vec![]),
                 ..Default::default()
             };
