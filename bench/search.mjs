@@ -15,7 +15,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { startRangeServer } from '../scripts/range-server.mjs';
+import { startBenchServer } from '../scripts/range-server.mjs';
 
 const require = createRequire(import.meta.url);
 const { OverlayReader } = require('skerry-wasm');
@@ -24,10 +24,12 @@ const root = path.resolve(process.argv[2] || '/tmp/skerry-ftbench');
 const spec = JSON.parse(fs.readFileSync(path.join(root, 'bench.json'), 'utf8'));
 const LATENCY = 20;
 const COLD = Number(process.env.SKERRY_BENCH_COLD || 20);
-const server = await startRangeServer(root, { latencyMs: LATENCY });
+// The range server runs in its own process (a real one is another machine; see
+// `startBenchServer`): the time measured is the reader's.
+const server = await startBenchServer(root, { latencyMs: LATENCY });
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * p))]; };
 
-console.log(`${spec.docs} documents, 2-term top-10 searches (${spec.queries.length} queries); wasm over HTTP with ${LATENCY} ms per response; default options`);
+console.log(`${spec.docs} documents, 2-term top-10 searches (${spec.queries.length} queries); wasm over HTTP with ${LATENCY} ms per response (server ${server.where}); default options`);
 console.log();
 console.log('| layout | side | p50 | p95 | round trips | requests/query | bytes/query (mean) | bytes p50 / p95 |');
 console.log('|---|---|---|---|---|---|---|---|');
@@ -40,14 +42,15 @@ for (const files of spec.layouts) {
   const measure = async (label, queries, run) => {
     const ms = []; const each = []; let trips = 0, req = 0, bytes = 0;
     for (const q of queries) {
-      server.reset();
+      await server.reset();
       const t = performance.now();
       const r = await run(q);
       ms.push(performance.now() - t);
+      const st = await server.stats();
       answers.push(r.scores.map((s) => s.toFixed(9)).join(','));
-      trips = Math.max(trips, server.stats.trips); req += server.stats.requests; bytes += server.stats.bytes;
-      each.push(server.stats.bytes);
-      if (process.env.SKERRY_BENCH_VERBOSE) console.log(`  ${label} ${files} "${q}": ${server.stats.trips} trips, ${server.stats.requests} requests, ${server.stats.bytes} bytes, ${(performance.now() - t).toFixed(1)} ms`);
+      trips = Math.max(trips, st.trips); req += st.requests; bytes += st.bytes;
+      each.push(st.bytes);
+      if (process.env.SKERRY_BENCH_VERBOSE) console.log(`  ${label} ${files} "${q}": ${st.trips} trips, ${st.requests} requests, ${st.bytes} bytes, ${(performance.now() - t).toFixed(1)} ms`);
     }
     const n = queries.length;
     const row = { p50: pct(ms, 0.5), p95: pct(ms, 0.95), trips, requests: req / n, bytes: bytes / n };
@@ -60,7 +63,7 @@ for (const files of spec.layouts) {
   await measure('warm', spec.queries, (q) => reader.search('docs', ask(q)));
   (rows.answers ||= {})[files] = answers;
 }
-server.close();
+await server.close();
 if (spec.layouts.length === 2) {
   const [a, b] = spec.layouts;
   console.log();

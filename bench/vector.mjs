@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { startRangeServer } from '../scripts/range-server.mjs';
+import { startBenchServer } from '../scripts/range-server.mjs';
 
 const require = createRequire(import.meta.url);
 const { OverlayReader } = require('skerry-wasm');
@@ -21,7 +21,9 @@ const root = path.resolve(process.argv[2] || '/tmp/skerry-vbench');
 const spec = JSON.parse(fs.readFileSync(path.join(root, 'bench.json'), 'utf8'));
 const LATENCY = 20;
 const COLD = Number(process.env.SKERRY_BENCH_COLD || 10);
-const server = await startRangeServer(root, { latencyMs: LATENCY });
+// The range server runs in its own process (a real one is another machine; see
+// `startBenchServer`): the time measured is the reader's.
+const server = await startBenchServer(root, { latencyMs: LATENCY });
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * p))]; };
 
 function recall(layout, truth, rows) {
@@ -29,7 +31,7 @@ function recall(layout, truth, rows) {
   return truth.filter((t) => got.has(t)).length;
 }
 
-console.log(`${spec.n} × 64-d vectors, k = ${spec.k}, metric ${spec.metric}; wasm over HTTP with ${LATENCY} ms per response; default options`);
+console.log(`${spec.n} × 64-d vectors, k = ${spec.k}, metric ${spec.metric}; wasm over HTTP with ${LATENCY} ms per response (server ${server.where}); default options`);
 console.log();
 console.log('| layout | side | recall@10 | p50 | p95 | round trips | requests/query | bytes/query |');
 console.log('|---|---|---|---|---|---|---|---|');
@@ -41,11 +43,12 @@ for (const layout of spec.layouts) {
     const ms = []; let trips = 0, req = 0, bytes = 0, hit = 0;
     const n = label.startsWith('wasm cold') ? COLD : spec.queries.length;
     for (let i = 0; i < n; i++) {
-      server.reset();
+      await server.reset();
       const t = performance.now();
       const r = await run(spec.queries[i]);
       ms.push(performance.now() - t);
-      trips = Math.max(trips, server.stats.trips); req += server.stats.requests; bytes += server.stats.bytes;
+      const st = await server.stats();
+      trips = Math.max(trips, st.trips); req += st.requests; bytes += st.bytes;
       if (r.refs.length !== spec.k) throw new Error(`${label}: ${r.refs.length} results`);
       hit += recall(layout, spec.truth[i], r.refs);
     }
@@ -61,4 +64,4 @@ for (const layout of spec.layouts) {
   for (const v of spec.warmups) await reader.nearest(layout.table, ask(v));
   await measure('wasm warm', (v) => reader.nearest(layout.table, ask(v)));
 }
-server.close();
+await server.close();

@@ -628,7 +628,7 @@ export interface NearestOptions {
   k?: number;
   /** Partitions probed, nearest centroid first (default 48, at most 65536): more is slower and nearer to exact. A `where` keeping a share s of a file probes that file's nprobe / s nearest. */
   nprobe?: number;
-  /** Candidates re-ranked by their exact distance, over all files (default 100, at least `k`, at most 10000). */
+  /** Candidates re-ranked by their exact distance, over all files (default 50, at least `k`, at most 10000). */
   ef?: number;
   /** The vector column (default: the table's only vector index's). */
   column?: string;

@@ -5,6 +5,7 @@ import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 
+const SMALL_READ = 4 << 20;
 const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': 'text/javascript', '.html': 'text/html', '.json': 'application/json' };
 
 // With `{ cache: true }` responses are cacheable (`Cache-Control: max-age`, `Last-Modified`),
@@ -32,11 +33,19 @@ export async function startRangeServer(root, { cache = false, latencyMs = 0 } = 
       'Access-Control-Expose-Headers': 'Content-Range, Content-Length, Accept-Ranges, ETag',
     };
     if (req.method === 'OPTIONS') { res.writeHead(204, cors); res.end(); return; }
-    if (!file.startsWith(root) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
+    // One open file per request: stat and read through it (a file replaced meanwhile is
+    // served whole from the version opened).
+    let fd = null;
+    let st = null;
+    try {
+      if (file.startsWith(root)) { fd = fs.openSync(file, 'r'); st = fs.fstatSync(fd); }
+    } catch { fd = null; }
+    if (fd === null || !st.isFile()) {
+      if (fd !== null) fs.closeSync(fd);
       stats.requests++; stats.log.push({ method: req.method, path: url.pathname, status: 404 });
       res.writeHead(404, cors); res.end(); return;
     }
-    const st = fs.statSync(file);
+    res.on('close', () => { if (fd !== null) { fs.closeSync(fd); fd = null; } });
     const size = st.size;
     const etag = `"${st.ino.toString(16)}-${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
     const headers = { ...cors, 'Accept-Ranges': 'bytes', ETag: etag, 'Content-Type': TYPES[path.extname(file)] || 'application/octet-stream' };
@@ -70,7 +79,21 @@ export async function startRangeServer(root, { cache = false, latencyMs = 0 } = 
     res.writeHead(status, headers);
     if (req.method === 'HEAD') { res.end(); return; }
     stats.bytes += len;
-    fs.createReadStream(file, { start, end }).pipe(res);
+    if (len <= SMALL_READ) {
+      // Small ranges (most of a reader's) in one positioned read.
+      const buf = Buffer.allocUnsafe(len);
+      let got = 0;
+      while (got < len) {
+        const n = fs.readSync(fd, buf, got, len - got, start + got);
+        if (n === 0) break;
+        got += n;
+      }
+      res.end(got === len ? buf : buf.subarray(0, got));
+    } else {
+      const stream = fs.createReadStream(null, { fd, start, end, autoClose: false });
+      stream.on('error', () => res.destroy());
+      stream.pipe(res);
+    }
   }
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address();
@@ -80,4 +103,54 @@ export async function startRangeServer(root, { cache = false, latencyMs = 0 } = 
     reset() { stats.requests = 0; stats.bytes = 0; stats.trips = 0; answered = 0; stats.log.length = 0; },
     close: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(resolve); }),
   };
+}
+
+// The same server in a child process, for benchmarks: the reader's process then spends no
+// time serving (a real server is another machine), and its measured time is its own.
+// `stats()` and `reset()` are asynchronous (one IPC message each, outside what is timed).
+export async function startRangeServerProcess(root, options = {}) {
+  const { fork } = await import('node:child_process');
+  const { fileURLToPath } = await import('node:url');
+  const child = fork(fileURLToPath(import.meta.url), ['--serve', root, JSON.stringify(options)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const waiting = new Map();
+  let next = 0;
+  const ask = (op) => new Promise((resolve) => { const id = next++; waiting.set(id, resolve); child.send({ id, op }); });
+  const ready = new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`range server exited (${code})`)));
+    child.on('message', (m) => {
+      if (m.url) resolve(m.url);
+      else { waiting.get(m.id)?.(m.value); waiting.delete(m.id); }
+    });
+  });
+  const url = await ready;
+  return {
+    url,
+    stats: () => ask('stats'),
+    reset: () => ask('reset'),
+    close: () => new Promise((resolve) => { child.removeAllListeners('exit'); child.once('exit', resolve); child.kill(); }),
+  };
+}
+
+if (process.argv[2] === '--serve' && process.send) {
+  const { fileURLToPath } = await import('node:url');
+  if (path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+    const s = await startRangeServer(path.resolve(process.argv[3]), JSON.parse(process.argv[4] || '{}'));
+    process.on('message', (m) => {
+      if (m.op === 'reset') s.reset();
+      process.send({ id: m.id, value: m.op === 'stats' ? { requests: s.stats.requests, bytes: s.stats.bytes, trips: s.stats.trips, log: s.stats.log } : null });
+    });
+    process.send({ url: s.url });
+  }
+}
+
+// What the HTTP benchmarks serve from: the range server in its own process, or with
+// `SKERRY_BENCH_SERVER=inproc` in the reader's (its serving time then counts in every
+// query's, as in the benchmarks before stop 56). Either way `stats()` and `reset()` are async.
+export async function startBenchServer(root, options = {}) {
+  if (process.env.SKERRY_BENCH_SERVER === 'inproc') {
+    const s = await startRangeServer(root, options);
+    return { url: s.url, where: "in the reader's process", stats: async () => s.stats, reset: async () => s.reset(), close: s.close };
+  }
+  return { ...(await startRangeServerProcess(root, options)), where: 'in its own process' };
 }

@@ -7,6 +7,10 @@
 //! top-10 by brute force. Bytes are what a reader fetches: each probed partition's entries
 //! (`dim` code bytes + 12) and `R` raw vectors.
 //!
+//! `BOUNDS=1` (4-bit codes) also compares, at nprobe 48, re-ranking a fixed `ef` by code with
+//! re-ranking every entry whose lower bound can reach the k-th upper bound, for several bound
+//! widths (decision 62); `HEAVY=1` makes every fourth dimension heavy-tailed.
+//!
 //!     cargo run --release -p skerry-vector --example ivf_scale -- [N] [QUERIES] [SAMPLE_PER_CENTROID] [NLIST]
 
 use std::time::Instant;
@@ -32,8 +36,13 @@ impl Rng {
     }
     fn vector(&mut self, centres: &[Vec<f32>], out: &mut Vec<f32>) {
         let c = &centres[(self.next() % centres.len() as u64) as usize];
-        for x in c {
-            let g = self.gauss();
+        let heavy = std::env::var("HEAVY").is_ok();
+        for (d, x) in c.iter().enumerate() {
+            let mut g = self.gauss();
+            if heavy && d % 4 == 0 {
+                // Heavy-tailed dimensions: a Gaussian over a random scale (Student-t-like).
+                g /= self.unit().max(0.02).sqrt();
+            }
             out.push(x + g * 0.4);
         }
     }
@@ -143,6 +152,102 @@ fn main() {
             d[..10].iter().map(|x| x.1).collect()
         })
         .collect();
+    if std::env::var("BOUNDS").is_ok() && bits == 4 {
+        // RFC 0003 experiment: per-entry reconstruction error, candidates whose lower bound
+        // can reach the k-th upper bound, for several widths t (1 = triangle inequality).
+        let mut eps = Vec::with_capacity(n);
+        for (i, v) in data.chunks_exact(DIM).enumerate() {
+            let c = &book.centroids[assigned[i] as usize * DIM..][..DIM];
+            let code = &codes[i * code_bytes..][..code_bytes];
+            let mut e2 = 0f32;
+            for d in 0..DIM {
+                let l = (code[d / 2] >> (4 * (d % 2))) & 15;
+                let rec = c[d] + quant.min[d] + quant.scale[d] * f32::from(l);
+                e2 += (v[d] - rec) * (v[d] - rec);
+            }
+            eps.push(e2.sqrt());
+        }
+        let mut es = eps.clone();
+        es.sort_by(f32::total_cmp);
+        println!(
+            "eps p50 {:.3} p99 {:.3} max {:.3}",
+            es[n / 2],
+            es[n * 99 / 100],
+            es[n - 1]
+        );
+        for nprobe in [48usize] {
+            for ef in [30usize, 50, 100] {
+                let mut hit = 0;
+                for (q, want) in queries.chunks_exact(DIM).zip(&truth) {
+                    let probed = book.probe(q, nprobe);
+                    let mut cands: Vec<(f32, u32)> = Vec::new();
+                    for p in &probed {
+                        let c = &book.centroids[*p as usize * DIM..][..DIM];
+                        let rq: Vec<f32> = q.iter().zip(c).map(|(x, m)| x - m).collect();
+                        let qc = quant.query4(&rq);
+                        for i in &members[*p as usize] {
+                            cands.push((
+                                qc.distance(&codes[*i as usize * code_bytes..][..code_bytes]),
+                                *i,
+                            ));
+                        }
+                    }
+                    cands.select_nth_unstable_by(ef - 1, |a, b| a.0.total_cmp(&b.0));
+                    let mut exact: Vec<(f32, u32)> = cands[..ef]
+                        .iter()
+                        .map(|c| (l2(q, &data[c.1 as usize * DIM..][..DIM]), c.1))
+                        .collect();
+                    exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    hit += exact[..10].iter().filter(|x| want.contains(&x.1)).count();
+                }
+                println!(
+                    "fixed ef {ef}: recall@10 {:.3}",
+                    hit as f64 / (10 * nq) as f64
+                );
+            }
+            for t in [1.0f32, 0.5, 0.375, 0.25, 0.1875, 0.125] {
+                let (mut hit, mut cnt, mut maxc) = (0usize, 0usize, 0usize);
+                for (q, want) in queries.chunks_exact(DIM).zip(&truth) {
+                    let probed = book.probe(q, nprobe);
+                    let mut cands: Vec<(f32, f32, u32)> = Vec::new();
+                    for p in &probed {
+                        let c = &book.centroids[*p as usize * DIM..][..DIM];
+                        let rq: Vec<f32> = q.iter().zip(c).map(|(x, m)| x - m).collect();
+                        let qc = quant.query4(&rq);
+                        for i in &members[*p as usize] {
+                            let s = qc
+                                .distance(&codes[*i as usize * code_bytes..][..code_bytes])
+                                .max(0.0);
+                            let e = eps[*i as usize];
+                            let mid = s + e * e;
+                            let w = 2.0 * t * s.sqrt() * e;
+                            cands.push((mid - w, mid + w, *i));
+                        }
+                    }
+                    let mut ubs: Vec<f32> = cands.iter().map(|c| c.1).collect();
+                    ubs.select_nth_unstable_by(9, f32::total_cmp);
+                    let u = ubs[9];
+                    let mut exact: Vec<(f32, u32)> = cands
+                        .iter()
+                        .filter(|c| c.0 <= u)
+                        .map(|c| (l2(q, &data[c.2 as usize * DIM..][..DIM]), c.2))
+                        .collect();
+                    cnt += exact.len();
+                    maxc = maxc.max(exact.len());
+                    exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    hit += exact[..10.min(exact.len())]
+                        .iter()
+                        .filter(|x| want.contains(&x.1))
+                        .count();
+                }
+                println!(
+                    "bounds t {t:.3} nprobe {nprobe}: recall@10 {:.3}, candidates mean {:.1} max {maxc}",
+                    hit as f64 / (10 * nq) as f64,
+                    cnt as f64 / nq as f64
+                );
+            }
+        }
+    }
     for rerank in [64usize] {
         for nprobe in [16usize, 24, 32, 48, 64] {
             let (mut hit, mut coarse, mut bytes, mut us) = (0, 0, 0u64, 0f64);

@@ -659,10 +659,12 @@ impl Pinned<'_> {
             all.sort_by(order);
             all.truncate(n.k);
             // The results' rows, with their vectors: every distance computed again. Asked for
-            // no column, the rows are not read: the winners' files are confirmed by their
-            // metadata alone (size, record count; the version under `verify`), as `search`
-            // does.
+            // no column, the answer is the results' places and distances (computed from the
+            // index's CRC-checked copies of the vectors): the published manifest is trusted
+            // for their files as `search`, `lookup` and `count` trust it — no request to a
+            // data file — unless `verify` asks that each be confirmed.
             let recheck = !fields.is_empty();
+            let confirm = recheck || n.verify_files;
             let mut read_fields = fields.clone();
             let extra = !read_fields.iter().any(|f| f.field_id == field);
             if extra {
@@ -673,7 +675,7 @@ impl Pinned<'_> {
                 .position(|f| f.field_id == field)
                 .expect("the vector column is read");
             let mut order_files: Vec<usize> = Vec::new();
-            for c in &all {
+            for c in all.iter().filter(|_| confirm) {
                 if !order_files.contains(&c.file) {
                     order_files.push(c.file);
                 }
@@ -764,7 +766,7 @@ impl Pinned<'_> {
             let mut batch = if recheck {
                 assemble(parts, &place, &read_fields)?
             } else {
-                assemble(parts, &place, &[])?
+                assemble(parts, &(0..all.len()).collect::<Vec<_>>(), &[])?
             };
             if recheck && extra {
                 batch.remove_column(batch.num_columns() - 1);

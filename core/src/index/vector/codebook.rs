@@ -5,15 +5,25 @@
 //! reader side by side; not yet written by builds.
 //!
 //! ```text
-//! codebook = "SKCB" u8 version u8 metric u8 bits u8 0
+//! codebook = "SKCB" u8 version u8 metric u8 bits u8 centroid_bits
 //!            u32 dim u32 space_dim u32 nlist u32 groups
 //!            u64 seed u64 sample (vectors trained on) f32 phi
 //!            space_dim × f32 min, space_dim × f32 scale
-//!            nlist × space_dim × f32 centroids
+//!            version 1 (centroid_bits 0):
+//!              nlist × space_dim × f32 centroids
+//!            version 2 (centroid_bits 8 or 16; decision 62):
+//!              space_dim × f32 cmin, space_dim × f32 cstep
+//!              nlist × space_dim × u8|u16 levels     centroid[d] = cmin[d] + cstep[d] · level
 //!            groups × space_dim × f32 group centroids
 //!            if groups > 0: (groups + 1) × u32 offsets (0 ascending to nlist; group g's
 //!                           centroids are offsets[g]..offsets[g + 1])
 //! ```
+//!
+//! Version 2 stores each centroid on a per-dimension grid, and the vectors are assigned and
+//! coded against the centroids *as stored*: the grid moves a centroid by at most half a step,
+//! which only shifts the residuals the quantizer is fitted to. 8 bits when a step is at most
+//! half the residuals' standard deviation in every dimension, else 16 — a quarter or half of
+//! the f32 centroids a cold reader fetches.
 //!
 //! `groups` is 0 for a flat codebook (at most 256 centroids) and `⌈√nlist⌉` or fewer for a
 //! two-level one ([`skerry_vector::ivf::Codebook`]: a vector is assigned among the centroids
@@ -32,7 +42,86 @@ use crate::index::blob::{check_sha256, BlobError};
 pub const MAGIC: &[u8; 4] = b"SKCB";
 /// The largest codebook object a reader fetches (65,536 centroids of 1,000 dimensions).
 pub const MAX_BYTES: u64 = 256 << 20;
-pub const VERSION: u8 = 1;
+/// The version new codebooks are written in (a version 1 object, f32 centroids, still reads).
+pub const VERSION: u8 = 2;
+
+/// Centroids on a per-dimension grid (codebook version 2): `cmin[d] + cstep[d] · level`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CentroidGrid {
+    /// 8 or 16.
+    pub bits: u8,
+    pub min: Vec<f32>,
+    pub step: Vec<f32>,
+    /// `nlist × space_dim` levels, each below `2^bits`.
+    pub levels: Vec<u16>,
+}
+
+impl CentroidGrid {
+    /// A centroid component from its level: the one expression writer and readers use.
+    #[inline]
+    fn value(min: f32, step: f32, level: u16) -> f32 {
+        min + step * f32::from(level)
+    }
+
+    /// Places `centroids` (`dim` per centroid, every one finite) on a grid of 8 bits when a
+    /// step is at most half of `sd[d]` (the residuals' standard deviation) in every dimension,
+    /// else 16; `None` when a dimension's span is not a finite float.
+    fn fit(centroids: &[f32], dim: usize, sd: &[f64]) -> Option<CentroidGrid> {
+        let mut lo = vec![f32::INFINITY; dim];
+        let mut hi = vec![f32::NEG_INFINITY; dim];
+        for c in centroids.chunks_exact(dim.max(1)) {
+            for d in 0..dim {
+                lo[d] = lo[d].min(c[d]);
+                hi[d] = hi[d].max(c[d]);
+            }
+        }
+        let span: Vec<f32> = (0..dim)
+            .map(|d| if lo[d] <= hi[d] { hi[d] - lo[d] } else { 0.0 })
+            .collect();
+        if span.iter().chain(&lo).any(|x| !x.is_finite()) && !centroids.is_empty() {
+            return None;
+        }
+        let fine8 = (0..dim).all(|d| f64::from(span[d] / 255.0) <= 0.5 * sd[d]);
+        let (bits, top) = if fine8 {
+            (8u8, 255.0f32)
+        } else {
+            (16, 65535.0)
+        };
+        let step: Vec<f32> = span.iter().map(|s| s / top).collect();
+        let min: Vec<f32> = (0..dim)
+            .map(|d| if lo[d].is_finite() { lo[d] } else { 0.0 })
+            .collect();
+        let levels = centroids
+            .chunks_exact(dim.max(1))
+            .flat_map(|c| {
+                let (min, step) = (&min, &step);
+                (0..dim).map(move |d| {
+                    if step[d] > 0.0 {
+                        ((c[d] - min[d]) / step[d]).round().clamp(0.0, top) as u16
+                    } else {
+                        0
+                    }
+                })
+            })
+            .collect();
+        Some(CentroidGrid {
+            bits,
+            min,
+            step,
+            levels,
+        })
+    }
+
+    /// The centroids as stored.
+    fn centroids(&self) -> Vec<f32> {
+        let dim = self.min.len().max(1);
+        self.levels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Self::value(self.min[i % dim], self.step[i % dim], *l))
+            .collect()
+    }
+}
 
 /// Code width of new codebooks (decision 54: 4-bit residual codes lose no recall@10 after
 /// exact re-ranking of 64 and halve the bytes a query reads).
@@ -106,6 +195,8 @@ pub struct VectorCodebook {
     pub bits: u8,
     pub space: Space,
     pub centroids: Centroids,
+    /// Where the centroids are stored on a grid (version 2); `None`: as f32 (version 1).
+    pub grid: Option<CentroidGrid>,
     /// Of the residuals to the centroids, in the space.
     pub quantizer: Quantizer,
     pub seed: u64,
@@ -132,14 +223,26 @@ impl VectorCodebook {
             space.data(v, &mut mapped);
         }
         let sd = space.graph_dim();
-        let centroids = Centroids::train(&mapped, sd, nlist, seed);
-        let mut residuals = Vec::with_capacity(mapped.len());
-        for v in mapped.chunks_exact(sd.max(1)) {
-            let c = centroids.assign(v) as usize;
-            let at = &centroids.centroids[c * sd..(c + 1) * sd];
-            residuals.extend(v.iter().zip(at).map(|(x, m)| x - m));
+        let mut centroids = Centroids::train(&mapped, sd, nlist, seed);
+        let residuals = |centroids: &Centroids| {
+            let mut out = Vec::with_capacity(mapped.len());
+            for v in mapped.chunks_exact(sd.max(1)) {
+                let c = centroids.assign(v) as usize;
+                let at = &centroids.centroids[c * sd..(c + 1) * sd];
+                out.extend(v.iter().zip(at).map(|(x, m)| x - m));
+            }
+            out
+        };
+        // The centroids go on their grid first; the quantizer is fitted to the residuals to
+        // the centroids as stored, which every blob is coded against.
+        let spread = std_devs(&residuals(&centroids), sd);
+        let grid = CentroidGrid::fit(&centroids.centroids, sd, &spread);
+        if let Some(g) = &grid {
+            centroids.centroids = g.centroids();
         }
+        let residuals = residuals(&centroids);
         VectorCodebook {
+            grid,
             bits,
             quantizer: if bits == 8 {
                 Quantizer::fit(sd, &residuals)
@@ -193,7 +296,11 @@ impl VectorCodebook {
         let sd = self.space.graph_dim();
         let mut o = Vec::new();
         o.extend_from_slice(MAGIC);
-        o.extend_from_slice(&[VERSION, self.space.metric.code(), self.bits, 0]);
+        let (version, cbits) = match &self.grid {
+            Some(g) => (VERSION, g.bits),
+            None => (1, 0),
+        };
+        o.extend_from_slice(&[version, self.space.metric.code(), self.bits, cbits]);
         for v in [
             self.space.dim as u32,
             sd as u32,
@@ -205,14 +312,29 @@ impl VectorCodebook {
         o.extend_from_slice(&self.seed.to_le_bytes());
         o.extend_from_slice(&self.sample.to_le_bytes());
         o.extend_from_slice(&self.space.phi.to_le_bytes());
-        for x in self
-            .quantizer
-            .min
-            .iter()
-            .chain(&self.quantizer.scale)
-            .chain(&self.centroids.centroids)
-            .chain(&self.centroids.top)
-        {
+        for x in self.quantizer.min.iter().chain(&self.quantizer.scale) {
+            o.extend_from_slice(&x.to_le_bytes());
+        }
+        match &self.grid {
+            None => {
+                for x in &self.centroids.centroids {
+                    o.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+            Some(g) => {
+                for x in g.min.iter().chain(&g.step) {
+                    o.extend_from_slice(&x.to_le_bytes());
+                }
+                for l in &g.levels {
+                    if g.bits == 8 {
+                        o.push(*l as u8);
+                    } else {
+                        o.extend_from_slice(&l.to_le_bytes());
+                    }
+                }
+            }
+        }
+        for x in &self.centroids.top {
             o.extend_from_slice(&x.to_le_bytes());
         }
         for g in &self.centroids.groups {
@@ -231,36 +353,69 @@ impl VectorCodebook {
             return Err(BlobError::Corrupt("not a vector codebook"));
         }
         let head = c.take(4)?;
-        if head[0] != VERSION {
-            return Err(BlobError::Corrupt("vector codebook version"));
-        }
+        let cbits = match (head[0], head[3]) {
+            (1, 0) => 32u64,
+            (2, b @ (8 | 16)) => u64::from(b),
+            (1 | 2, _) => return Err(BlobError::Corrupt("vector codebook centroid width")),
+            _ => return Err(BlobError::Corrupt("vector codebook version")),
+        };
         let metric =
             Metric::from_code(head[1]).ok_or(BlobError::Corrupt("vector codebook metric"))?;
         let bits = head[2];
-        if !matches!(bits, 4 | 8) || head[3] != 0 {
+        if !matches!(bits, 4 | 8) {
             return Err(BlobError::Corrupt("vector codebook code width"));
         }
         let (dim, sd, nlist) = (c.u32()? as u64, c.u32()? as u64, c.u32()? as u64);
         let groups = c.u32()? as u64;
         let (seed, sample, phi) = (c.u64()?, c.u64()?, c.f32()?);
         let want_sd = dim + u64::from(metric == Metric::Dot);
-        let floats = nlist
-            .checked_add(2)
-            .and_then(|n| n.checked_add(groups))
-            .and_then(|n| n.checked_mul(sd));
+        // f32 vectors besides the centroids: min and scale, the grid's cmin and cstep, the
+        // group centroids; then the centroids at `cbits` a component, then the offsets.
+        let vectors = if cbits == 32 { 2 } else { 4 };
+        let floats = groups.checked_add(vectors).and_then(|n| n.checked_mul(sd));
+        let centroid_bytes = nlist.checked_mul(sd).and_then(|n| n.checked_mul(cbits / 8));
         let offsets = if groups == 0 { 0 } else { groups + 1 };
         let len = floats
             .and_then(|f| f.checked_add(offsets))
-            .and_then(|f| f.checked_mul(4));
+            .and_then(|f| f.checked_mul(4))
+            .and_then(|f| f.checked_add(centroid_bytes?));
         if sd != want_sd || groups > nlist || len != Some((bytes.len() - c.at) as u64) {
             return Err(BlobError::Corrupt("vector codebook length"));
         }
         let sd = sd as usize;
-        let mut f = |n: usize| -> Result<Vec<f32>, BlobError> { (0..n).map(|_| c.f32()).collect() };
-        let min = f(sd)?;
-        let scale = f(sd)?;
-        let centroids = f(nlist as usize * sd)?;
-        let top = f(groups as usize * sd)?;
+        let f = |c: &mut Cur, n: usize| -> Result<Vec<f32>, BlobError> {
+            (0..n).map(|_| c.f32()).collect()
+        };
+        let min = f(&mut c, sd)?;
+        let scale = f(&mut c, sd)?;
+        let (grid, centroids) = if cbits == 32 {
+            (None, f(&mut c, nlist as usize * sd)?)
+        } else {
+            let gmin = f(&mut c, sd)?;
+            let step = f(&mut c, sd)?;
+            if gmin.iter().any(|x| !x.is_finite())
+                || step.iter().any(|x| !x.is_finite() || *x < 0.0)
+            {
+                return Err(BlobError::Corrupt("vector codebook centroid grid"));
+            }
+            let raw = c.take(nlist as usize * sd * (cbits / 8) as usize)?;
+            let levels: Vec<u16> = if cbits == 8 {
+                raw.iter().map(|b| u16::from(*b)).collect()
+            } else {
+                raw.chunks_exact(2)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                    .collect()
+            };
+            let g = CentroidGrid {
+                bits: cbits as u8,
+                min: gmin,
+                step,
+                levels,
+            };
+            let centroids = g.centroids();
+            (Some(g), centroids)
+        };
+        let top = f(&mut c, groups as usize * sd)?;
         let offsets: Vec<u32> = (0..offsets).map(|_| c.u32()).collect::<Result<_, _>>()?;
         if !offsets.is_empty()
             && (offsets[0] != 0
@@ -282,11 +437,35 @@ impl VectorCodebook {
                 top,
                 groups: offsets,
             },
+            grid,
             quantizer: Quantizer { min, scale },
             seed,
             sample,
         })
     }
+}
+
+/// Each dimension's standard deviation over `v` (`dim` per vector), summed in f64 in order.
+fn std_devs(v: &[f32], dim: usize) -> Vec<f64> {
+    let mut sum = vec![0f64; dim];
+    let mut sq = vec![0f64; dim];
+    let n = v.len().checked_div(dim).unwrap_or(0);
+    for x in v.chunks_exact(dim.max(1)) {
+        for d in 0..dim {
+            let y = f64::from(x[d]);
+            sum[d] += y;
+            sq[d] += y * y;
+        }
+    }
+    (0..dim)
+        .map(|d| {
+            if n == 0 {
+                return 0.0;
+            }
+            let m = sum[d] / n as f64;
+            (sq[d] / n as f64 - m * m).max(0.0).sqrt()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -331,6 +510,65 @@ mod tests {
             let (bytes, sha) = a.write();
             assert_eq!(VectorCodebook::parse(&bytes, Some(&sha)).unwrap(), a);
         }
+    }
+
+    #[test]
+    fn centroids_sit_on_a_grid_of_8_or_16_bits_and_version_1_still_reads() {
+        // 3,000 distinct points (`sample` repeats itself: every centroid would be a point).
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let v: Vec<f32> = (0..3_000 * 4)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 24) as f32 * 10.0 - 5.0
+            })
+            .collect();
+        let a = VectorCodebook::train(Metric::L2, 4, &v, 300, 8, 4);
+        let g = a.grid.as_ref().expect("version 2");
+        assert_eq!(g.bits, 8, "steps small beside the residuals");
+        // The centroids vectors are assigned to are the stored ones, and the grid is within
+        // half a step of what k-means found.
+        assert_eq!(a.centroids.centroids, g.centroids());
+        let (bytes, sha) = a.write();
+        assert_eq!(bytes[4], 2);
+        assert_eq!(bytes[7], 8);
+        let parsed = VectorCodebook::parse(&bytes, Some(&sha)).unwrap();
+        assert_eq!(parsed, a);
+        // A quarter of the f32 centroids' bytes (plus the grid's two vectors).
+        let v1 = VectorCodebook {
+            grid: None,
+            ..a.clone()
+        };
+        let (old, old_sha) = v1.write();
+        assert_eq!((old[4], old[7]), (1, 0));
+        assert_eq!(
+            old.len() - bytes.len(),
+            a.centroids.centroids.len() * 3 - 2 * 4 * 4
+        );
+        assert_eq!(VectorCodebook::parse(&old, Some(&old_sha)).unwrap(), v1);
+        // A width other than 8 or 16, or a grid width on version 1: refused.
+        for (at, b) in [(7usize, 12u8), (7, 0), (4, 3)] {
+            let mut bad = bytes.clone();
+            bad[at] = b;
+            assert!(VectorCodebook::parse(&bad, None).is_err(), "{at} {b}");
+        }
+        let mut bad = old.clone();
+        bad[7] = 8;
+        assert!(VectorCodebook::parse(&bad, None).is_err());
+        // A dimension whose centroids span far more than its residuals spread: 16 bits, and
+
+        let mut wide = Vec::new();
+        for (i, x) in v.chunks_exact(4).enumerate() {
+            let far = (i % 3) as f32 * 100.0 + (i % 7) as f32 * 1e-3;
+            wide.extend_from_slice(&[x[0], far, x[2], x[3]]);
+        }
+        let w = VectorCodebook::train(Metric::L2, 4, &wide, 12, 8, 4);
+        let g = w.grid.as_ref().unwrap();
+        assert_eq!(g.bits, 16);
+        assert!(g.step[1] <= 200.0 / 65535.0 + 1e-6, "{:?}", g.step);
+        let (bytes, sha) = w.write();
+        assert_eq!(VectorCodebook::parse(&bytes, Some(&sha)).unwrap(), w);
     }
 
     #[test]
