@@ -8,6 +8,7 @@ export CC_wasm32_unknown_unknown="${CC_wasm32_unknown_unknown:-clang}"
 # Pinned tool versions (the wasm-bindgen CLI must equal the crate version in Cargo.lock).
 export WASM_BINDGEN_VERSION=0.2.130
 export WASM_PACK_VERSION=0.15.1
+export CARGO_FUZZ_VERSION=0.13.2
 export MOTO_VERSION=5.2.1
 export PYICEBERG_VERSION=0.12.0
 export S3FS_VERSION=2026.9.0

@@ -36,6 +36,14 @@ if [ "$(wasm-pack --version 2>/dev/null | awk '{print $2}')" != "$WASM_PACK_VERS
   cargo install --root "$SKERRY_TOOLS" wasm-pack --version "$WASM_PACK_VERSION" --locked
 fi
 
+# Coverage-guided fuzzing of the decoders (scripts/fuzz.sh): cargo-fuzz, on the nightly
+# toolchain when the machine has one (without it the fuzz step says so and is skipped).
+if rustup toolchain list | grep -q '^nightly' \
+  && [ "$(cargo-fuzz --version 2>/dev/null | awk '{print $2}')" != "$CARGO_FUZZ_VERSION" ]; then
+  step "cargo install cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo +nightly install --root "$SKERRY_TOOLS" cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
+fi
+
 # The S3-compatible server the s3:// lifecycle test starts (moto's standalone server, PyPI).
 if ! command -v moto_server >/dev/null 2>&1; then
   step "pip install moto[server] $MOTO_VERSION"

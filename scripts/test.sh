@@ -24,3 +24,7 @@ node --test --test-concurrency=1 tests/
 bash scripts/build.sh test-kinds
 echo "== test: the toy kind through the addon and the wasm reader"
 SKERRY_TEST_KINDS="$PWD/target/test-kinds" node --test --test-concurrency=1 tests/kinds/toy-kind.mjs tests/conformance.test.mjs
+
+# Every decoder of bytes a reader did not write, fuzzed with coverage guidance for a bounded
+# time from the checked-in seeds (fuzz/; a crash fails the suite).
+bash scripts/fuzz.sh "${SKERRY_FUZZ_SECONDS:-20}"

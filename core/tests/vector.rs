@@ -120,6 +120,19 @@ struct Table {
 }
 
 impl Table {
+    /// An empty table directory of `dim`-d vectors written in row groups of `group` rows.
+    fn new(dim: usize, group: usize) -> Table {
+        let t = Table {
+            dir: tempfile::tempdir().unwrap(),
+            dim,
+            group,
+            files: vec![],
+            deleted: vec![],
+        };
+        std::fs::create_dir_all(t.data()).unwrap();
+        t
+    }
+
     fn data(&self) -> std::path::PathBuf {
         self.dir.path().join("t")
     }
@@ -267,21 +280,15 @@ async fn check(t: &Table, o: &Overlay, metric: MetricName, n: &Nearest, what: &s
 /// Exact differential: `nprobe` covering every partition and `ef` every candidate make the
 /// index re-rank every allowed vector, so its answer must be exact.
 async fn differential(metric: MetricName, seed: u64) {
-    let mut r = Rng(seed);
-    let dim = 12;
-    let g = Gen::new(&mut r, dim, 6);
-    let mut t = Table {
-        dir: tempfile::tempdir().unwrap(),
-        dim,
+    let shape = Shape {
+        dim: 12,
+        centres: 6,
         group: 64,
-        files: vec![],
-        deleted: vec![],
+        files: 5,
+        rows: 300,
+        stride: 1000,
     };
-    std::fs::create_dir_all(t.data()).unwrap();
-    for f in 0..5 {
-        let rows = rows_of(&mut r, &g, f * 1000, 300);
-        t.write(&format!("f{f:03}.parquet"), rows);
-    }
+    let (mut t, mut r, g) = clustered(seed, shape);
     let o = overlay(&t).await;
     vector_index(&o, "emb_knn", metric).await;
     o.build("t", |_| {}).await.unwrap();
@@ -453,14 +460,7 @@ async fn recall_at_scale_for_every_metric() {
     let mut r = Rng(0x5EED_0019);
     let dim = 64;
     let g = Gen::new(&mut r, dim, 64);
-    let mut t = Table {
-        dir: tempfile::tempdir().unwrap(),
-        dim,
-        group: 65536,
-        files: vec![],
-        deleted: vec![],
-    };
-    std::fs::create_dir_all(t.data()).unwrap();
+    let mut t = Table::new(dim, 65536);
     let rows: Rows = (0..n)
         .map(|i| (i as i64, Some(g.vector(&mut r)), r.below(50) as i64))
         .collect();
@@ -566,22 +566,38 @@ async fn recall_at_scale_for_every_metric() {
     o.close().await.unwrap();
 }
 
-async fn small_table(seed: u64, files: i64, rows: usize) -> (Table, Overlay, Rng, Gen) {
+/// `files` files `f000.parquet`… of `rows` clustered `dim`-d vectors around `centres` centres
+/// (row groups of `group`), file `f`'s ids from `f · stride`.
+struct Shape {
+    dim: usize,
+    centres: usize,
+    group: usize,
+    files: i64,
+    rows: usize,
+    stride: i64,
+}
+
+fn clustered(seed: u64, s: Shape) -> (Table, Rng, Gen) {
     let mut r = Rng(seed);
-    let dim = 8;
-    let g = Gen::new(&mut r, dim, 4);
-    let mut t = Table {
-        dir: tempfile::tempdir().unwrap(),
-        dim,
-        group: 100,
-        files: vec![],
-        deleted: vec![],
-    };
-    std::fs::create_dir_all(t.data()).unwrap();
-    for f in 0..files {
-        let rows = rows_of(&mut r, &g, f * 10_000, rows);
+    let g = Gen::new(&mut r, s.dim, s.centres);
+    let mut t = Table::new(s.dim, s.group);
+    for f in 0..s.files {
+        let rows = rows_of(&mut r, &g, f * s.stride, s.rows);
         t.write(&format!("f{f:03}.parquet"), rows);
     }
+    (t, r, g)
+}
+
+async fn small_table(seed: u64, files: i64, rows: usize) -> (Table, Overlay, Rng, Gen) {
+    let shape = Shape {
+        dim: 8,
+        centres: 4,
+        group: 100,
+        files,
+        rows,
+        stride: 10_000,
+    };
+    let (t, r, g) = clustered(seed, shape);
     let o = overlay(&t).await;
     (t, o, r, g)
 }
@@ -994,14 +1010,7 @@ async fn a_table_run_answers_whatever_the_file_count() {
     let queries: Vec<Vec<f32>> = (0..30).map(|_| g.vector(&mut r)).collect();
     let mut measured = Vec::new();
     for files in [10usize, 200] {
-        let mut t = Table {
-            dir: tempfile::tempdir().unwrap(),
-            dim,
-            group: 8192,
-            files: vec![],
-            deleted: vec![],
-        };
-        std::fs::create_dir_all(t.data()).unwrap();
+        let mut t = Table::new(dim, 8192);
         let per = n / files;
         for f in 0..files {
             t.write(
@@ -1111,4 +1120,58 @@ async fn a_table_run_answers_whatever_the_file_count() {
         a.1,
         b.1
     );
+}
+
+/// A `where` keeping more rows than a query may return (1,000,000 without a limit) is a
+/// pre-filter, answered as each file's matching positions: `nearest` over 1,000,050 matching
+/// rows gives the exact answer (the 2M scale run of `recall_at_scale_for_every_metric` met
+/// `E_LIMIT` here), while `query` with the same `where` and no limit is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_keeping_more_rows_than_a_query_may_return() {
+    let shape = Shape {
+        dim: 2,
+        centres: 4,
+        group: 65_536,
+        files: 2,
+        rows: 525_000,
+        stride: 1_000_000,
+    };
+    let (t, mut r, g) = clustered(0xF117_E400, shape);
+    let o = overlay(&t).await;
+    // Defined, not built: every file is scanned, after the pre-filter.
+    vector_index(&o, "knn", MetricName::L2).await;
+    let cats: Vec<i64> = (0..10).collect();
+    let matching: usize = t
+        .files
+        .iter()
+        .map(|f| f.1.iter().filter(|x| cats.contains(&x.2)).count())
+        .sum();
+    assert!(matching > 1_000_000, "{matching}");
+    let conditions = vec![Condition::new(
+        "cat",
+        Op::In(cats.iter().map(|c| Value::Int(*c)).collect()),
+    )];
+    let n = Nearest {
+        vector: g.vector(&mut r),
+        k: 10,
+        conditions: conditions.clone(),
+        ..Default::default()
+    };
+    check(&t, &o, MetricName::L2, &n, "a filter keeping 1M rows").await;
+    let refused = o
+        .query(
+            "t",
+            &skerry_core::Query {
+                conditions,
+                columns: Some(vec![]),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, skerry_core::Error::Limit { .. }),
+        "{refused:?}"
+    );
+    o.close().await.unwrap();
 }

@@ -492,6 +492,21 @@ fn float_from_bits(t: u64) -> f64 {
     f64::from_bits(bits)
 }
 
+/// The float whose one encoding is `t`: a NaN other than the canonical one, or −0, is never
+/// written ([`float_bits`]) and is refused, so every key decodes to the value that encodes
+/// back to its bytes (found by the `keys` fuzz target).
+fn canonical_float(t: u64, column: usize) -> Result<f64, KeyError> {
+    let f = float_from_bits(t);
+    if float_bits(f) != t {
+        return Err(KeyError::Malformed {
+            column,
+            reason:
+                "a float not in its canonical encoding (a NaN other than the canonical one, or -0)",
+        });
+    }
+    Ok(f)
+}
+
 fn escaped(out: &mut Vec<u8>, column: usize, bytes: &[u8]) -> Result<(), KeyError> {
     if bytes.len() > MAX_VALUE_BYTES {
         return Err(KeyError::ValueTooLarge {
@@ -762,7 +777,7 @@ fn decode_component(
         KeyType::UInt32 => uranged(u64::from_be_bytes(c.array()?), u32::MAX as u64)?,
         KeyType::UInt64 => Value::UInt(u64::from_be_bytes(c.array()?)),
         KeyType::Float32 => {
-            let f = float_from_bits(u64::from_be_bytes(c.array()?));
+            let f = canonical_float(u64::from_be_bytes(c.array()?), column)?;
             let g = f as f32;
             if !f.is_nan() && g as f64 != f {
                 return Err(KeyError::Malformed {
@@ -772,7 +787,9 @@ fn decode_component(
             }
             Value::Float32(g)
         }
-        KeyType::Float64 => Value::Float64(float_from_bits(u64::from_be_bytes(c.array()?))),
+        KeyType::Float64 => {
+            Value::Float64(canonical_float(u64::from_be_bytes(c.array()?), column)?)
+        }
         KeyType::Decimal { precision, .. } => {
             let d = (u128::from_be_bytes(c.array()?) ^ (1 << 127)) as i128;
             if d.unsigned_abs() >= 10u128.pow(precision as u32) {
@@ -968,6 +985,46 @@ mod tests {
             .encode(&[Value::Float64(1.5)])
             .unwrap();
         assert_eq!(f, d);
+    }
+
+    #[test]
+    fn floats_decode_only_from_their_canonical_bytes() {
+        for ty in [KeyType::Float32, KeyType::Float64] {
+            let s = one(ty.clone());
+            // NaN and 0 encode to one form each, and that form decodes back to its bytes.
+            for v in [f64::NAN, -f64::NAN, 0.0, -0.0, 1.5, -2.25] {
+                let value = if ty == KeyType::Float32 {
+                    Value::Float32(v as f32)
+                } else {
+                    Value::Float64(v)
+                };
+                let b = s.encode(&[value]).unwrap();
+                // The encoded bytes of a NaN are the canonical NaN's, whatever its sign.
+                assert_eq!(s.encode(&s.decode(&b).unwrap()).unwrap(), b, "{ty:?} {v}");
+            }
+            // Another NaN's bits, or -0's: refused (the fuzz target's finding).
+            let float = |v: f64| {
+                if ty == KeyType::Float32 {
+                    Value::Float32(v as f32)
+                } else {
+                    Value::Float64(v)
+                }
+            };
+            let mut other_nan = s.encode(&[float(f64::NAN)]).unwrap();
+            let n = other_nan.len();
+            other_nan[n - 1] ^= 1;
+            assert!(matches!(
+                s.decode(&other_nan),
+                Err(KeyError::Malformed { .. })
+            ));
+            let mut neg_zero = s.encode(&[float(0.0)]).unwrap();
+            let t = !(-0.0f64).to_bits();
+            neg_zero[n - 8..].copy_from_slice(&t.to_be_bytes());
+            assert!(matches!(
+                s.decode(&neg_zero),
+                Err(KeyError::Malformed { .. })
+            ));
+        }
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl Pinned<'_> {
         let mut estimated_rows = None;
         let mut index_requests = 0u64;
         if let Some(p) = &plan {
-            let (estimate, declined) = self.weigh(t, p, q).await;
+            let (estimate, declined) = self.weigh(t, p, q, q.limit.is_none()).await;
             estimated_rows = estimate;
             if let Some(why) = declined {
                 reason = why;

@@ -17,7 +17,6 @@ use crate::error::Result;
 use crate::formats::lineage::{GateDecision, Rejection};
 use crate::formats::manifest::{IndexFileEntry, IndexManifest, TableManifest};
 use crate::read::lookup::Pinned;
-use crate::read::plan::Query;
 use crate::read::predicate::Condition;
 
 /// How a verb answers one file.
@@ -65,35 +64,15 @@ impl<'m> Files<'m> {
         ix: &'m IndexManifest,
         o: FileOptions<'_>,
     ) -> Result<Files<'m>> {
+        // `where` answered first into each file's matching positions (no row limit: a
+        // filter keeping millions of rows is a bitmap per file).
         let allowed = if o.conditions.is_empty() {
             None
         } else {
-            let r = l
-                .query(
-                    table,
-                    &Query {
-                        conditions: o.conditions.to_vec(),
-                        columns: Some(vec![]),
-                        limit: None,
-                        verify_files: o.verify_files,
-                        pin_versions: o.pin_versions,
-                        snapshot: None,
-                    },
-                )
-                .await?;
-            let by_path: HashMap<&str, usize> = t
-                .files
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.path.as_str(), i))
-                .collect();
-            let mut m: HashMap<usize, RoaringTreemap> = HashMap::new();
-            for row in &r.rows {
-                if let Some(&i) = by_path.get(row.file.as_str()) {
-                    m.entry(i).or_default().insert(row.position);
-                }
-            }
-            Some(m)
+            Some(
+                l.matching_positions(table, o.conditions, o.verify_files, o.pin_versions)
+                    .await?,
+            )
         };
         let unread =
             (o.use_blobs && o.by_run && ix.covered_part() && !ix.lists_ready()).then_some(ix);

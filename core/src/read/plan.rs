@@ -370,9 +370,46 @@ impl Pinned<'_> {
     /// (`E_UNSUPPORTED`), data files that cannot be read (`E_IO`, `E_PARQUET`). A rejected or
     /// missing index never fails a query.
     pub async fn query(&self, table: &str, q: &Query) -> Result<QueryResult> {
+        self.run_query(table, q, None).await
+    }
+
+    /// The positions of every row of `table` matching `conditions`, by file index, with no
+    /// row limit and no row built: the pre-filter of `nearest` and `search` (a `where` that
+    /// keeps millions of rows is a bitmap per file, not a list of [`RowRef`]s). Rows the
+    /// index names are re-checked as for [`Pinned::query`].
+    pub(crate) async fn matching_positions(
+        &self,
+        table: &str,
+        conditions: &[crate::read::predicate::Condition],
+        verify_files: bool,
+        pin_versions: bool,
+    ) -> Result<HashMap<usize, roaring::RoaringTreemap>> {
+        let q = Query {
+            conditions: conditions.to_vec(),
+            columns: Some(vec![]),
+            limit: None,
+            verify_files,
+            pin_versions,
+            snapshot: None,
+        };
+        let mut out = HashMap::new();
+        self.run_query(table, &q, Some(&mut out)).await?;
+        Ok(out)
+    }
+
+    /// [`Pinned::query`], or with `positions` the matching positions gathered there instead
+    /// of rows (no [`MAX_QUERY_ROWS`] limit: nothing per row is built).
+    async fn run_query(
+        &self,
+        table: &str,
+        q: &Query,
+        mut positions: Option<&mut HashMap<usize, roaring::RoaringTreemap>>,
+    ) -> Result<QueryResult> {
         let (o0, d0, h0) = (self.overlay.stats(), self.data.stats(), self.cache.hits());
         let t = self.manifest.table(table)?;
         let pred = Predicate::bind(t, &q.conditions)?;
+        // Refused without a limit above this many rows (never for `positions`).
+        let capped = q.limit.is_none() && positions.is_none();
         if q.limit.is_some_and(|l| l > MAX_QUERY_ROWS) {
             return Err(Error::Limit {
                 what: "query limit",
@@ -407,7 +444,7 @@ impl Pinned<'_> {
         let mut stats = QueryStats::default();
         // Never worse than a scan (see [`SCAN_SHARE`]).
         if let Some(p) = &plan {
-            if let (_, Some(why)) = self.weigh(t, p, q).await {
+            if let (_, Some(why)) = self.weigh(t, p, q, capped).await {
                 stats.index_declined = Some(why);
                 plan = None;
             }
@@ -593,7 +630,7 @@ impl Pinned<'_> {
                     j += 1;
                 }
                 // Refused before any row is read: confirming never adds rows an index named.
-                if q.limit.is_none() && found.saturating_add(optimistic) > MAX_QUERY_ROWS {
+                if capped && found.saturating_add(optimistic) > MAX_QUERY_ROWS {
                     return Err(Error::Limit {
                         what: "rows matching a query without a limit",
                         count: found.saturating_add(optimistic),
@@ -623,7 +660,7 @@ impl Pinned<'_> {
                 }
                 k = j;
             }
-            if q.limit.is_none() && found > MAX_QUERY_ROWS {
+            if capped && found > MAX_QUERY_ROWS {
                 return Err(Error::Limit {
                     what: "rows matching a query without a limit",
                     count: found,
@@ -640,6 +677,12 @@ impl Pinned<'_> {
         for (i, mut h) in hits {
             stats.add(std::mem::take(&mut h.stats));
             if left == 0 || h.positions.is_empty() {
+                continue;
+            }
+            if let Some(out) = positions.as_deref_mut() {
+                out.entry(i)
+                    .or_default()
+                    .extend(h.positions.iter().copied());
                 continue;
             }
             h.positions.truncate(left.min(usize::MAX as u64) as usize);
@@ -693,13 +736,14 @@ impl Pinned<'_> {
     /// The index's estimate of the entries it would name (from directories), and why a scan
     /// should answer instead, when the entries to read exceed 1/[`SCAN_SHARE`] of the rows the
     /// index answers (fewer when a `limit` caps them). An answer a query without a limit must
-    /// refuse (over [`MAX_QUERY_ROWS`]) keeps the index: it is refused from the index's count,
-    /// before any row is read.
+    /// refuse (over [`MAX_QUERY_ROWS`]; `capped`: the query is refused there) keeps the index:
+    /// it is refused from the index's count, before any row is read.
     pub(crate) async fn weigh(
         &self,
         t: &TableManifest,
         p: &IndexPlan<'_>,
         q: &Query,
+        capped: bool,
     ) -> (Option<u64>, Option<String>) {
         if p.ranges.is_empty() {
             return (None, None);
@@ -712,7 +756,7 @@ impl Pinned<'_> {
             return (None, None);
         };
         let wanted = entries.min(q.limit.unwrap_or(u64::MAX));
-        let refusable = q.limit.is_none() && entries > MAX_QUERY_ROWS;
+        let refusable = capped && entries > MAX_QUERY_ROWS;
         let why = (rows > 0 && wanted.saturating_mul(SCAN_SHARE) > rows && !refusable).then(|| {
             format!(
                 "{}: its blocks name up to {entries} of {rows} rows; a scan reads less",

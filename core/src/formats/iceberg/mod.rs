@@ -4,7 +4,8 @@
 //! rooted at the table's location, and every path the metadata names must lie under that
 //! location ([`relative_to`]) — Skerry never follows a manifest outside the table it mounted.
 
-mod avro;
+/// Avro object containers, decoded by Skerry itself (decision 38); public for the fuzz targets.
+pub mod avro;
 pub mod deletes;
 pub mod manifests;
 pub mod metadata;
