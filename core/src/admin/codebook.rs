@@ -17,7 +17,7 @@ use crate::admin::catalog::IndexRecord;
 use crate::error::{Error, Result};
 use crate::formats::manifest::CodebookRef;
 use crate::index::kind::Input;
-use crate::index::vector::codebook::{Trained, VectorCodebook, DEFAULT_BITS, MAX_BYTES};
+use crate::index::vector::codebook::{default_bits, Trained, VectorCodebook, MAX_BYTES};
 use crate::index::vector::{vector_of_entry, MIN_SAMPLE, SAMPLE_PER_CENTROID, SEED};
 use crate::io::{Location, ObjectStoreReader, RangeReader};
 
@@ -133,7 +133,7 @@ pub(crate) async fn train(
             &sample,
             nlist,
             SEED,
-            DEFAULT_BITS,
+            default_bits(metric),
         ))
     };
     tokio::task::spawn_blocking(work)
