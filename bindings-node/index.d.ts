@@ -485,8 +485,8 @@ export type RejectReason = 'missing' | 'checksum' | 'record_count' | 'future_sna
 export interface Rejection { dataFile: string; indexId?: bigint; bundlePath?: string; reason: RejectReason; message: string }
 /** How a lookup was answered. */
 export interface LookupStats {
-  files: number; filesByIndex: number; filesScanned: number; filesPruned: number;
-  rejections: Rejection[]; drifted: string[];
+  files: number; filesByIndex: number; filesByRun: number; filesScanned: number;
+  filesPruned: number; rejections: Rejection[]; drifted: string[];
   indexRequests: number; indexBytes: number; dataRequests: number; dataBytes: number;
 }
 export interface LookupResult { rows: RowRef[]; stats: LookupStats }

@@ -474,3 +474,80 @@ async fn every_kind_through_the_lifecycle() {
     let _ = t;
     o.close().await.unwrap();
 }
+
+/// Runs are tiers (RFC 0004) for bloom indexes: four appended files become a striped run of
+/// their own (the first run is not written again); a key is pruned with one stripe per run
+/// (two reads, in one round); answers equal brute force with a file rewritten under the first
+/// run (its stale filter there skipped, so its new keys are found); enough appended rows
+/// merge the runs into one.
+#[tokio::test]
+async fn appended_files_become_a_striped_run_of_their_own() {
+    let (mut t, o) = setup(40, 100, 0.01).await;
+    async fn runs_of(o: &Overlay) -> Vec<skerry_core::formats::manifest::TableRun> {
+        let m = o.snapshot_manifest(0).await.unwrap();
+        let ix = m.table("t").unwrap().index("bloom_k").unwrap();
+        ix.table_runs().into_iter().cloned().collect()
+    }
+    let write = |t: &mut Table, f: usize, salt: usize| {
+        let rows: Rows = (0..100)
+            .map(|i| (Some(key(f + salt, i)), (f * 100 + i) as i64))
+            .collect();
+        t.write(&format!("f{f:03}.parquet"), rows);
+    };
+    let first = runs_of(&o).await;
+    assert_eq!(first.len(), 1);
+    for f in 40..44 {
+        write(&mut t, f, 0);
+    }
+    let names: Vec<String> = (40..44).map(|f| format!("f{f:03}.parquet")).collect();
+    o.register_files("t", &names).await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], first[0]);
+    // f003 rewritten with other keys, then a build: its 100 rows are a quarter of the newer
+    // run's, so they join it; the first run's stale filter of f003 is skipped (its new keys
+    // are found, its old ones are not).
+    write(&mut t, 3, 5000);
+    o.refresh("t").await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], first[0]);
+    assert!(
+        now[1].files.iter().any(|f| f.path == "f003.parquet"),
+        "{now:?}"
+    );
+    async fn check(o: &Overlay, t: &Table, k: String) -> skerry_core::read::plan::QueryStats {
+        let want = t.count(&[Some(k.clone())]);
+        let c = o.count("t", &eq(&k)).await.unwrap();
+        assert_eq!(c.count, want, "{k}: {:?}", c.stats);
+        assert!(c.stats.rejections.is_empty(), "{:?}", c.stats);
+        c.stats
+    }
+    for (f, i) in [(0, 3), (3, 4), (5003, 4), (41, 9), (43, 99), (7777, 1)] {
+        check(&o, &t, key(f, i)).await;
+    }
+    // Warm: a key present in an appended file prunes the other files with one stripe per run
+    // (and the rewritten file's own filter).
+    let k = key(42, 17);
+    check(&o, &t, k.clone()).await;
+    let st = check(&o, &t, k).await;
+    assert!(st.files_pruned >= 40, "{st:?}");
+    assert_eq!(st.files_by_run, 44, "{st:?}");
+    assert!(st.index_requests <= 3, "{st:?}");
+    // Eight more files: one run of every file.
+    for f in 44..52 {
+        write(&mut t, f, 0);
+    }
+    let names: Vec<String> = (44..52).map(|f| format!("f{f:03}.parquet")).collect();
+    o.register_files("t", &names).await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(now[0].files.len(), 52);
+    for (f, i) in [(0, 3), (5003, 4), (41, 9), (50, 1), (7777, 1)] {
+        check(&o, &t, key(f, i)).await;
+    }
+    o.close().await.unwrap();
+}

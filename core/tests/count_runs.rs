@@ -361,6 +361,120 @@ async fn counts_through_a_run_are_exact_over_every_kind_of_file() {
     o.close().await.unwrap();
 }
 
+/// Runs are tiers (RFC 0004) for bitmap indexes: four appended files become a run of their
+/// own (the first run is not written again); a warm count reads one range per run; counts,
+/// queries and two-column counts stay exact with a file rewritten under the first run (its
+/// entries there skipped) and deleted rows in the newer run; enough appended rows merge the
+/// runs into one.
+#[tokio::test]
+async fn appended_files_become_a_bitmap_run_of_their_own() {
+    let (mut t, o) = setup(40_000, 40).await;
+    async fn runs_of(o: &Overlay) -> Vec<skerry_core::formats::manifest::TableRun> {
+        let m = o.snapshot_manifest(0).await.unwrap();
+        let ix = m.table("t").unwrap().index("by_region").unwrap();
+        ix.table_runs().into_iter().cloned().collect()
+    }
+    let first = runs_of(&o).await;
+    assert_eq!(first.len(), 1);
+    let cases: Vec<(Vec<String>, Option<Vec<i64>>)> = vec![
+        (vec![region(0)], None),
+        (vec![region(3), region(17), region(49)], None),
+        (vec![region(1)], Some(vec![2, 5])),
+        ((0..50).map(region).collect(), Some(vec![9])),
+    ];
+    type Cases = [(Vec<String>, Option<Vec<i64>>)];
+    async fn exact(t: &Table, o: &Overlay, runs: u64, by_run: u64, cases: &Cases) {
+        for (regions, ns) in cases {
+            let c = o
+                .count("t", &count_q(regions, ns.as_deref()))
+                .await
+                .unwrap();
+            let want = t.count(regions, ns.as_deref());
+            assert_eq!(c.count, want, "{regions:?} {ns:?}: {:?}", c.stats);
+            assert!(c.stats.rejections.is_empty(), "{:?}", c.stats);
+            assert_eq!(c.stats.files_scanned, 0, "{:?}", c.stats);
+        }
+        // Warm: one range per run.
+        let q = count_q(&[region(5)], None);
+        o.count("t", &q).await.unwrap();
+        let c = o.count("t", &q).await.unwrap();
+        assert_eq!(c.count, t.count(&[region(5)], None));
+        assert!(c.stats.index_requests <= runs, "{runs} runs: {:?}", c.stats);
+        assert_eq!(c.stats.files_by_run, by_run, "{:?}", c.stats);
+    }
+    /// Files `f<lo>`..`f<hi>` of 1,000 rows each, registered and built; their names.
+    async fn append(t: &mut Table, o: &Overlay, files: std::ops::Range<usize>) -> Vec<String> {
+        let mut names = Vec::new();
+        for f in files {
+            let name = format!("f{f:03}.parquet");
+            t.write(&name, (f * 1000..(f + 1) * 1000).map(row).collect());
+            names.push(name);
+        }
+        o.register_files("t", &names).await.unwrap();
+        o.build("t", |_| {}).await.unwrap();
+        names
+    }
+    exact(&t, &o, 1, 40, &cases).await;
+    let names = append(&mut t, &o, 40..44).await;
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], first[0]);
+    assert_eq!(
+        now[1]
+            .files
+            .iter()
+            .map(|f| f.path.clone())
+            .collect::<Vec<_>>(),
+        names
+    );
+    exact(&t, &o, 2, 44, &cases).await;
+    // Deleted rows in a file of the newer run; f003 rewritten; three more files: the four no
+    // run covers merge with the newer run.
+    let dead: Vec<u64> = (0..1_000).filter(|p| p % 4 == 1).collect();
+    o.register_deletes(
+        "t",
+        &[FileDeletes {
+            file: "f041.parquet".into(),
+            positions: dead.clone(),
+        }],
+    )
+    .await
+    .unwrap();
+    t.deleted.push(("f041.parquet".into(), dead));
+    exact(&t, &o, 2, 44, &cases).await;
+    t.write("f003.parquet", (70_000..71_000).map(row).collect());
+    o.refresh("t").await.unwrap();
+    append(&mut t, &o, 44..47).await;
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], first[0], "the first run is not written again");
+    assert_eq!(now[1].files.len(), 8);
+    exact(&t, &o, 2, 47, &cases).await;
+    // A fresh reader of the published manifest agrees.
+    o.publish().await.unwrap();
+    let reader = skerry_core::read::reader::OverlayReader::open(
+        &format!("file://{}", t.dir.path().join("overlay").display()),
+        skerry_core::io::store::OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    for (regions, ns) in &cases {
+        let c = reader
+            .snapshot()
+            .count("t", &count_q(regions, ns.as_deref()))
+            .await
+            .unwrap();
+        assert_eq!(c.count, t.count(regions, ns.as_deref()));
+    }
+    // Eight more files (8,000 rows): one run of every file.
+    append(&mut t, &o, 47..55).await;
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(now[0].files.len(), 55);
+    exact(&t, &o, 1, 55, &cases).await;
+    o.close().await.unwrap();
+}
+
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = vec![];
     if let Ok(rd) = std::fs::read_dir(dir) {

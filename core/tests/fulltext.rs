@@ -458,13 +458,58 @@ async fn differential(tok: Tokenizer, seed: u64) {
         assert_eq!(got.stats.files_by_run, 5, "{s:?} {:?}", got.stats);
     }
     assert!(scanned > 0);
-    // Rebuilt: f001 and f006 get blobs and the run covers all seven files again.
+    // Rebuilt: f001 gets a blob. The two files no run covers (f001, f006: fewer than
+    // RUN_MIN_FILES, under a quarter of the run's rows) answer by their own blobs — RFC 0004's
+    // delta — beside the run's five; the run is not written again.
     o.build("t", |_| {}).await.unwrap();
     for _ in 0..30 {
         let s = pick(&t, &mut r);
-        check(&t, &o, tok, &s, "rebuilt run").await;
+        check(&t, &o, tok, &s, "rebuilt, a delta of two").await;
         let got = o.search("t", &s).await.unwrap();
-        assert_eq!(got.stats.files_by_run, 7, "{s:?}");
+        assert_eq!(got.stats.files_by_run, 5, "{s:?}");
+        assert_eq!(got.stats.files_scanned, 0, "{s:?}");
+    }
+    // Two small files more: the four no run covers become a second run (180 rows, under a
+    // quarter of the first run's 750 live ones): two runs answer every file, the statistics
+    // summed over both, f001's stale share subtracted from the first.
+    for (name, first) in [("f007.parquet", 7000), ("f008.parquet", 8000)] {
+        let rows: Rows = (0..10)
+            .map(|i| (first + i, doc(&mut r), r.below(5) as i64))
+            .collect();
+        t.write(name, rows);
+        o.register_files("t", &[name.into()]).await.unwrap();
+    }
+    o.build("t", |_| {}).await.unwrap();
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let runs = m
+        .table("t")
+        .unwrap()
+        .index("body_text")
+        .unwrap()
+        .table_runs()
+        .len();
+    assert_eq!(runs, 2);
+    for _ in 0..30 {
+        let s = pick(&t, &mut r);
+        check(&t, &o, tok, &s, "two runs").await;
+        let got = o.search("t", &s).await.unwrap();
+        assert_eq!(got.stats.files_by_run, 9, "{s:?}");
+    }
+    // Deleted rows in a file of the second run.
+    let dead: Vec<u64> = (0..90).filter(|p| p % 4 == 3).collect();
+    o.register_deletes(
+        "t",
+        &[FileDeletes {
+            file: "f006.parquet".into(),
+            positions: dead.clone(),
+        }],
+    )
+    .await
+    .unwrap();
+    t.deleted.push(("f006.parquet".into(), dead));
+    for _ in 0..20 {
+        let s = pick(&t, &mut r);
+        check(&t, &o, tok, &s, "two runs, deleted rows").await;
     }
     // f003: removed from the table (the run leaves it out, its share subtracted).
     std::fs::remove_file(t.data().join("f003.parquet")).unwrap();
@@ -474,7 +519,7 @@ async fn differential(tok: Tokenizer, seed: u64) {
         let s = pick(&t, &mut r);
         check(&t, &o, tok, &s, "removed file").await;
         let got = o.search("t", &s).await.unwrap();
-        assert_eq!(got.stats.files_by_run, 6, "{s:?}");
+        assert_eq!(got.stats.files_by_run, 8, "{s:?}");
     }
     // f004: rewritten behind the catalog (drift): `verify` confirms every file.
     let rows: Rows = (0..150)

@@ -1137,9 +1137,10 @@ async fn runs_merge_incrementally() {
 }
 
 /// Files with key spans of their own (ids written in order) make their run by copying blocks
-/// (positions mapped), on both cores; a registration beyond them extends the run the same
-/// way, and one that overlaps them falls back to the merge. Every id answers from the run,
-/// ranges across file boundaries in order.
+/// (positions mapped), on both cores; a registration beyond them, large enough to merge into
+/// the run (RFC 0004: a quarter of its rows), extends it the same way, and one that overlaps
+/// them falls back to the merge. Every id answers from the run, ranges across file boundaries
+/// in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_of_ordered_keys_concatenate() {
     use skerry_core::values::ValueBound;
@@ -1147,8 +1148,8 @@ async fn runs_of_ordered_keys_concatenate() {
     for i in 0..4 {
         d.write_range(&format!("p{i}.parquet"), i * 60_000, 60_000, 20_000);
     }
-    d.write_range("after.parquet", 500_000, 1000, 250);
-    d.write_range("overlap.parquet", 59_990, 20, 10);
+    d.write_range("after.parquet", 500_000, 60_000, 20_000);
+    d.write_range("overlap.parquet", 59_990, 75_000, 25_000);
     let mut o = open(&d.overlay_url("overlay")).await;
     o.set_run_part_bytes(4096);
     table(
@@ -1215,7 +1216,7 @@ async fn runs_of_ordered_keys_concatenate() {
         .await
         .unwrap();
     o.build("t", |_| {}).await.unwrap();
-    assert_eq!(run_entries().await, 241_000);
+    assert_eq!(run_entries().await, 300_000);
     let r = range(239_999, 500_001, false).await;
     assert_eq!(
         ids(&r),
@@ -1232,7 +1233,7 @@ async fn runs_of_ordered_keys_concatenate() {
         .await
         .unwrap();
     o.build("t", |_| {}).await.unwrap();
-    assert_eq!(run_entries().await, 241_020);
+    assert_eq!(run_entries().await, 375_000);
     let r = range(59_999, 60_000, false).await;
     assert_eq!(
         ids(&r),

@@ -284,3 +284,47 @@ async fn small_manifests_do_not_split() {
     assert_eq!(parts.len(), 2);
     assert_eq!(m.format_version, 2);
 }
+
+/// A manifest's tiers (RFC 0004) are checked like its run: tiers without the run they follow,
+/// more than 16 runs, a tier path leaving the overlay or a tier naming a file twice are
+/// `E_MANIFEST`; the same tiers after a run are accepted and read back as they were.
+#[tokio::test]
+async fn tiers_are_checked_like_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let (_, o) =
+        support::orders_overlay(d.path(), 8, 100, 50, &[("by_customer", "customer", false)]).await;
+    let m = o.snapshot_manifest(1).await.unwrap();
+    let run = m.tables[0].indexes[0]
+        .run
+        .clone()
+        .expect("a run over 8 files");
+    let with = |run: Option<manifest::TableRun>, tiers: Vec<manifest::TableRun>| {
+        let mut m = m.clone();
+        m.tables[0].indexes[0].run = run;
+        m.tables[0].indexes[0].tiers = tiers;
+        Manifest::from_json(&m.to_json())
+    };
+    let back = with(Some(run.clone()), vec![run.clone(), run.clone()]).unwrap();
+    let ix = &back.tables[0].indexes[0];
+    assert_eq!(ix.table_runs().len(), 3);
+    assert_eq!(ix.tiers, vec![run.clone(), run.clone()]);
+    let code = |r: Result<Manifest, skerry_core::error::Error>| r.unwrap_err().code();
+    assert_eq!(code(with(None, vec![run.clone()])), "E_MANIFEST");
+    assert_eq!(
+        code(with(Some(run.clone()), vec![run.clone(); 16])),
+        "E_MANIFEST"
+    );
+    let mut outside = run.clone();
+    outside.bundle_path = "../elsewhere.puffin".into();
+    assert_eq!(code(with(Some(run.clone()), vec![outside])), "E_MANIFEST");
+    let mut twice = run.clone();
+    twice.files.push(twice.files[0].clone());
+    assert_eq!(code(with(Some(run.clone()), vec![twice])), "E_MANIFEST");
+    // A reader covers each file by the newest run only: the same run listed three times
+    // answers every file once, from the last.
+    let t = &back.tables[0];
+    let cov = t.tier_coverage(&ix.table_runs());
+    assert!(cov[0].iter().chain(&cov[1]).all(Option::is_none));
+    assert_eq!(cov[2].iter().flatten().count(), t.files.len());
+    o.close().await.unwrap();
+}

@@ -133,7 +133,8 @@ async fn point_lookups_over_100_files_read_one_block() {
         .iter()
         .all(|x| x.file != "p005.parquet"
             || customer_of(777_000 + x.position as i64) == customer_of(1)));
-    // Rebuilding re-indexes that file and rebuilds the run over all 100 files again.
+    // Rebuilding re-indexes that file, answered by its own blob (one file is below
+    // RUN_MIN_FILES: RFC 0004's delta); the run is not written again and leaves it out.
     o.build("orders", |_| {}).await.unwrap();
     let r = o.lookup("orders", "by_customer", &key(1)).await.unwrap();
     assert_eq!(
@@ -149,10 +150,160 @@ async fn point_lookups_over_100_files_read_one_block() {
             .run
             .as_ref()
             .unwrap()
-            .files
-            .len(),
-        FILES as usize
+            .bundle_path,
+        run.bundle_path
     );
+}
+
+/// Runs are tiers (RFC 0004) for an ordered index: appended files become a run of their own
+/// once there are `RUN_MIN_FILES` of them (the first run is not written again); a lookup, a
+/// range and a query read each run once, in one round, and answer as file-by-file answering
+/// does; a file rewritten under the first run is answered by the newer run only; enough
+/// appended rows merge the runs into one.
+#[tokio::test]
+async fn appended_files_become_a_run_of_their_own() {
+    use skerry_core::read::plan::Query;
+    use skerry_core::read::predicate::{Condition, Op};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (overlay_url, o) = support::orders_overlay(
+        dir.path(),
+        40,
+        ROWS,
+        200,
+        &[("by_customer", "customer", false)],
+    )
+    .await;
+    let runs_of = |m: &manifest::Manifest| -> Vec<manifest::TableRun> {
+        let ix = m.table("orders").unwrap().index("by_customer").unwrap();
+        ix.table_runs().into_iter().cloned().collect()
+    };
+    let first = runs_of(&o.snapshot_manifest(0).await.unwrap());
+    assert_eq!(first.len(), 1);
+    let mut next = 40;
+    let mut append = |n: i64| -> Vec<String> {
+        (0..n)
+            .map(|_| {
+                let name = format!("p{next:03}.parquet");
+                std::fs::write(
+                    data.join(&name),
+                    orders_parquet(next * ROWS, ROWS as usize, 200, SampleCodec::Snappy).unwrap(),
+                )
+                .unwrap();
+                next += 1;
+                name
+            })
+            .collect()
+    };
+    let key = |id: i64| vec![Value::String(customer_of(id).unwrap())];
+    // Answers against file-by-file answering (the runs dropped from the manifest).
+    let same_as_by_file = |m: &manifest::Manifest, runs: usize, by_run: u64| {
+        let m = m.clone();
+        let url = overlay_url.clone();
+        async move {
+            let reader = ObjectStoreReader::from_url(&url, &[]).unwrap();
+            let data_reader = UrlReader::new(vec![]);
+            let (c1, c2) = (ReadCache::default(), ReadCache::default());
+            let l = Pinned {
+                overlay: &reader,
+                data: &data_reader,
+                manifest: &m,
+                cache: &c1,
+                scan_only: false,
+            };
+            let mut plain_m = m.clone();
+            for t in &mut plain_m.tables {
+                for ix in &mut t.indexes {
+                    ix.run = None;
+                    ix.tiers.clear();
+                }
+            }
+            let plain = Pinned {
+                overlay: &reader,
+                data: &data_reader,
+                manifest: &plain_m,
+                cache: &c2,
+                scan_only: false,
+            };
+            let t = m.table("orders").unwrap();
+            let files = t.files.len() as u64;
+            let ix = t.index("by_customer").unwrap();
+            let by_runs = t
+                .tier_coverage(&ix.table_runs())
+                .iter()
+                .flatten()
+                .flatten()
+                .count();
+            let uncovered = files - by_runs as u64;
+            for id in [1, 7, 1234, 16_000, 16_001, 17_999] {
+                let before = reader.stats();
+                let r = l.lookup("orders", "by_customer", &key(id)).await.unwrap();
+                let cold = reader.stats().since(&before);
+                let p = plain
+                    .lookup("orders", "by_customer", &key(id))
+                    .await
+                    .unwrap();
+                assert_eq!(r.rows, p.rows, "customer of {id}");
+                assert_eq!(r.stats.files_by_index, files, "{:?}", r.stats);
+                assert_eq!(r.stats.files_by_run, by_run, "{:?}", r.stats);
+                assert!(r.stats.rejections.is_empty(), "{:?}", r.stats);
+                // One block per run (their directories are in the manifest), and one
+                // directory and block per file no run covers, at most.
+                assert!(
+                    cold.requests <= runs as u64 + 2 * uncovered,
+                    "{id}: {cold:?} with {runs} runs"
+                );
+                let q = Query {
+                    conditions: vec![Condition::new("customer", Op::Eq(key(id).remove(0)))],
+                    columns: Some(vec!["order_id".into()]),
+                    ..Default::default()
+                };
+                let a = l.query("orders", &q).await.unwrap();
+                let b = plain.query("orders", &q).await.unwrap();
+                assert_eq!(a.batch, b.batch, "query for the customer of {id}");
+                assert_eq!(a.stats.files_by_run, by_run, "{:?}", a.stats);
+            }
+        }
+    };
+    same_as_by_file(&o.snapshot_manifest(0).await.unwrap(), 1, 40).await;
+    // Four files: a run of their own (1,600 rows, under a quarter of 16,000).
+    let names = append(4);
+    o.register_files("orders", &names).await.unwrap();
+    o.build("orders", |_| {}).await.unwrap();
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let runs = runs_of(&m);
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0], first[0]);
+    let covered: Vec<String> = runs[1].files.iter().map(|f| f.path.clone()).collect();
+    assert_eq!(covered, names);
+    same_as_by_file(&m, 2, 44).await;
+    // p003 rewritten (new rows), three more files: the four no run covers join the second
+    // run (their 1,600 rows outweigh a quarter of its 1,600).
+    std::fs::write(
+        data.join("p003.parquet"),
+        orders_parquet(990_000, ROWS as usize, 200, SampleCodec::Snappy).unwrap(),
+    )
+    .unwrap();
+    o.refresh("orders").await.unwrap();
+    let names = append(3);
+    o.register_files("orders", &names).await.unwrap();
+    o.build("orders", |_| {}).await.unwrap();
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let runs = runs_of(&m);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0], first[0], "the first run is not written again");
+    assert_eq!(runs[1].files.len(), 8);
+    assert!(runs[1].files.iter().any(|f| f.path == "p003.parquet"));
+    same_as_by_file(&m, 2, 47).await;
+    // Eight more: one run of every file.
+    let names = append(8);
+    o.register_files("orders", &names).await.unwrap();
+    o.build("orders", |_| {}).await.unwrap();
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let runs = runs_of(&m);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].files.len(), 55);
+    same_as_by_file(&m, 1, 55).await;
 }
 
 /// Manifest at scale (issue 14): a 100,000-file manifest where the index's key bounds prune

@@ -247,6 +247,15 @@ fn rows_of(r: &mut Rng, g: &Gen, first: i64, n: usize) -> Rows {
         .collect()
 }
 
+/// A result's rows as (file, position, distance as f32): what [`Table::brute`] gives.
+fn placed(got: &skerry_core::read::nearest::NearestResult) -> Vec<(String, u64, f32)> {
+    got.rows
+        .iter()
+        .zip(&got.distances)
+        .map(|(r, d)| (r.file.clone(), r.position, *d as f32))
+        .collect()
+}
+
 async fn check(t: &Table, o: &Overlay, metric: MetricName, n: &Nearest, what: &str) -> u64 {
     let cats: Option<Vec<i64>> = n.conditions.first().map(|c| match &c.op {
         Op::In(v) => v
@@ -261,13 +270,7 @@ async fn check(t: &Table, o: &Overlay, metric: MetricName, n: &Nearest, what: &s
     });
     let want = t.brute(metric, &n.vector, n.k, cats.as_deref());
     let got = o.nearest("t", n).await.unwrap();
-    let got_rows: Vec<(String, u64, f32)> = got
-        .rows
-        .iter()
-        .zip(&got.distances)
-        .map(|(r, d)| (r.file.clone(), r.position, *d as f32))
-        .collect();
-    assert_eq!(got_rows, want, "{what}: {:?}", got.stats);
+    assert_eq!(placed(&got), want, "{what}: {:?}", got.stats);
     // The rows returned are the rows named.
     let ids = got.batch.column_by_name("id").unwrap();
     let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
@@ -1174,5 +1177,171 @@ async fn a_filter_keeping_more_rows_than_a_query_may_return() {
         matches!(refused, skerry_core::Error::Limit { .. }),
         "{refused:?}"
     );
+    o.close().await.unwrap();
+}
+
+/// Runs are tiers (RFC 0004): a build after an append writes a run of the files no run
+/// covers — not the whole index again — once there are `RUN_MIN_FILES` of them, and runs
+/// merge by size; every answer stays exact across tiers, with a file rewritten under an
+/// older run (its stale entries there skipped), with a damaged tier (its files answered their
+/// own way), after vacuum, and from a fresh reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_tiers_and_a_build_writes_what_they_lack() {
+    use skerry_core::admin::lifecycle::VacuumOptions;
+    use skerry_core::formats::manifest::TableRun;
+    let (mut t, o, mut r, g) = small_table(0x71E5, 40, 100).await;
+    vector_index(&o, "knn", MetricName::L2).await;
+    o.build("t", |_| {}).await.unwrap();
+    async fn runs_of(o: &Overlay) -> Vec<TableRun> {
+        o.publish().await.unwrap();
+        let m = o.snapshot().await.unwrap().manifest().clone();
+        let ix = m.table("t").unwrap().index("knn").unwrap();
+        ix.table_runs().into_iter().cloned().collect()
+    }
+    let names = |r: &TableRun| -> Vec<String> { r.files.iter().map(|f| f.path.clone()).collect() };
+    let exact = |r: &mut Rng| Nearest {
+        vector: g.vector(r),
+        k: 7,
+        nprobe: Some(skerry_core::read::nearest::MAX_NPROBE),
+        ef: Some(10_000),
+        columns: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    let base = runs_of(&o).await;
+    assert_eq!(base.len(), 1);
+    assert_eq!(base[0].files.len(), 40);
+    let mut next = 0;
+    let mut add = |t: &mut Table, r: &mut Rng, n: usize| -> Vec<String> {
+        let new: Vec<String> = (0..n)
+            .map(|_| {
+                next += 1;
+                let name = format!("g{next:03}.parquet");
+                t.write(&name, rows_of(r, &g, 100_000 * next, 100));
+                name
+            })
+            .collect();
+        new
+    };
+    // One file appended: below RUN_MIN_FILES, it is answered by its own blob; the run stays.
+    let one = add(&mut t, &mut r, 1);
+    o.register_files("t", &one).await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let now = runs_of(&o).await;
+    assert_eq!(now, base);
+    for i in 0..5 {
+        let n = exact(&mut r);
+        assert_eq!(
+            check(&t, &o, MetricName::L2, &n, "one appended").await,
+            41,
+            "{i}"
+        );
+    }
+    // Three more: the four are written as a run of their own (400 rows, under a quarter of
+    // the first run's 4,000), the first run untouched.
+    let three = add(&mut t, &mut r, 3);
+    o.register_files("t", &three).await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], base[0]);
+    let mut four = one.clone();
+    four.extend(three);
+    assert_eq!(names(&now[1]), four);
+    for _ in 0..5 {
+        let n = exact(&mut r);
+        let got = o.nearest("t", &n).await.unwrap();
+        assert!(got.stats.rejections.is_empty(), "{:?}", got.stats);
+        assert_eq!(got.stats.files_by_run, 44, "{:?}", got.stats);
+        assert_eq!(check(&t, &o, MetricName::L2, &n, "two runs").await, 44);
+    }
+    // f003 (under the first run) rewritten, then three more files: the five no run covers
+    // become a run, which merges with the four's (500 rows outweigh a quarter of 400).
+    t.write("f003.parquet", rows_of(&mut r, &g, 3_000_000, 100));
+    o.refresh("t").await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    for _ in 0..3 {
+        let n = exact(&mut r);
+        check(&t, &o, MetricName::L2, &n, "rewritten under the first run").await;
+    }
+    let three = add(&mut t, &mut r, 3);
+    o.register_files("t", &three).await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], base[0], "the first run is not written again");
+    let mut want: Vec<String> = vec!["f003.parquet".into()];
+    want.extend(four.iter().cloned());
+    want.extend(three.iter().cloned());
+    let mut got = names(&now[1]);
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    for _ in 0..5 {
+        let n = exact(&mut r);
+        assert_eq!(
+            check(&t, &o, MetricName::L2, &n, "a file in two runs").await,
+            47
+        );
+    }
+    // A damaged newest run: caught, its files answered by their own blobs, exact.
+    let top = now[1].clone();
+    let p = t.dir.path().join("overlay").join(&top.bundle_path);
+    let orig = std::fs::read(&p).unwrap();
+    let mut b = orig.clone();
+    b[(top.blob_offset + 40) as usize] ^= 0x10;
+    std::fs::write(&p, &b).unwrap();
+    let overlay_dir = t.dir.path().join("overlay");
+    for _ in 0..3 {
+        let n = exact(&mut r);
+        let reader = support::open_reader(&overlay_dir).await;
+        let got = reader.snapshot().nearest("t", &n).await.unwrap();
+        assert_eq!(placed(&got), t.brute(MetricName::L2, &n.vector, n.k, None));
+        assert!(
+            got.stats
+                .rejections
+                .iter()
+                .any(|x| x.bundle_path.as_deref() == Some(top.bundle_path.as_str())),
+            "{:?}",
+            got.stats
+        );
+    }
+    std::fs::write(&p, &orig).unwrap();
+    // Vacuum keeps every run's bundle; a fresh reader answers from both runs.
+    o.vacuum(VacuumOptions::now(1)).await.unwrap();
+    for run in &now {
+        assert!(
+            overlay_dir.join(&run.bundle_path).exists(),
+            "{}",
+            run.bundle_path
+        );
+    }
+    let reader = support::open_reader(&overlay_dir).await;
+    for _ in 0..3 {
+        let n = exact(&mut r);
+        let got = reader.snapshot().nearest("t", &n).await.unwrap();
+        assert!(got.stats.rejections.is_empty(), "{:?}", got.stats);
+        assert_eq!(got.stats.files_by_index, 47);
+        assert_eq!(got.stats.files_by_run, 47, "{:?}", got.stats);
+        let want = t.brute(MetricName::L2, &n.vector, n.k, None);
+        let ids: Vec<(String, u64)> = got
+            .rows
+            .iter()
+            .map(|r| (r.file.clone(), r.position))
+            .collect();
+        let want: Vec<(String, u64)> = want.into_iter().map(|w| (w.0, w.1)).collect();
+        assert_eq!(ids, want);
+    }
+    // Four more files: their run outweighs a quarter of the second, which then outweighs a
+    // quarter of the first: one run of every file.
+    let four_more = add(&mut t, &mut r, 4);
+    o.register_files("t", &four_more).await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(now[0].files.len(), 51);
+    for _ in 0..3 {
+        let n = exact(&mut r);
+        assert_eq!(check(&t, &o, MetricName::L2, &n, "merged").await, 51);
+    }
     o.close().await.unwrap();
 }

@@ -18,6 +18,12 @@
 //!
 //! `--keep DIR` leaves the data, the overlay and `bench.json` in DIR for `bench/vector.mjs`
 //! (the wasm reader over HTTP).
+//!
+//! `--appends` then appends files of the last layout's size to its table — eight of one
+//! file, then 10 files, then 100 — building after each (RFC 0004's tiered runs): the build's
+//! time, the bytes it wrote, the runs after it and the bytes of a whole run (what a build
+//! wrote when every build rewrote the run), and after each the defaults' recall, latency and
+//! requests and bytes per query over the grown table.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -166,6 +172,14 @@ impl Peer {
 
 fn write_files(dir: &std::path::Path, data: &[Vec<f32>], files: usize) {
     std::fs::create_dir_all(dir).unwrap();
+    let per = data.len().div_ceil(files);
+    for (fi, chunk) in data.chunks(per).enumerate() {
+        write_file(dir, fi, (fi * per) as i64, chunk);
+    }
+}
+
+/// File `v<fi>.parquet` of `dir`: `chunk`'s vectors, ids from `first`.
+fn write_file(dir: &std::path::Path, fi: usize, first: i64, chunk: &[Vec<f32>]) {
     let item = Arc::new(Field::new("item", DataType::Float32, true));
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
@@ -175,27 +189,22 @@ fn write_files(dir: &std::path::Path, data: &[Vec<f32>], files: usize) {
             true,
         ),
     ]));
-    let per = data.len().div_ceil(files);
-    for (fi, chunk) in data.chunks(per).enumerate() {
-        let first = (fi * per) as i64;
-        let ids: Int64Array = (0..chunk.len() as i64).map(|i| Some(first + i)).collect();
-        let flat: Float32Array = chunk.iter().flatten().map(|x| Some(*x)).collect();
-        let emb = FixedSizeListArray::new(item.clone(), DIM as i32, Arc::new(flat), None);
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![Arc::new(ids) as ArrayRef, Arc::new(emb)],
-        )
-        .unwrap();
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_compression(parquet::basic::Compression::SNAPPY)
-            .set_max_row_group_row_count(Some(65_536))
-            .build();
-        let file = std::fs::File::create(dir.join(format!("v{fi:05}.parquet"))).unwrap();
-        let mut w =
-            parquet::arrow::ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-    }
+    let ids: Int64Array = (0..chunk.len() as i64).map(|i| Some(first + i)).collect();
+    let flat: Float32Array = chunk.iter().flatten().map(|x| Some(*x)).collect();
+    let emb = FixedSizeListArray::new(item, DIM as i32, Arc::new(flat), None);
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(ids) as ArrayRef, Arc::new(emb)],
+    )
+    .unwrap();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(65_536))
+        .build();
+    let file = std::fs::File::create(dir.join(format!("v{fi:05}.parquet"))).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
 }
 
 /// One layout's searches at one `nprobe`.
@@ -494,6 +503,13 @@ async fn main() {
             }
         }
     }
+    if args.iter().any(|a| a == "--appends") {
+        let files = *layouts.last().expect("a layout");
+        appends(
+            &url, &root, files, n, &data, &queries, &warmups, m, &mut r, &centres,
+        )
+        .await;
+    }
     if let Some((p, _)) = &peer {
         println!();
         println!("| hnsw_rs ef | recall@10 | p50 | p95 |");
@@ -513,4 +529,130 @@ async fn main() {
             );
         }
     }
+}
+
+/// `--appends`: files appended to table `t<files>` in groups, a build after each, then the
+/// defaults' recall, latency and cost per query over the grown table (see the module docs).
+#[allow(clippy::too_many_arguments)]
+async fn appends(
+    url: &str,
+    root: &std::path::Path,
+    files: usize,
+    n: usize,
+    data: &[Vec<f32>],
+    queries: &[Vec<f32>],
+    warmups: &[Vec<f32>],
+    m: MetricName,
+    r: &mut Rng,
+    centres: &[Vec<f32>],
+) {
+    let table = format!("t{files}");
+    let dir = root.join(format!("data{files}"));
+    let bundles = root.join("overlay").join("bundles");
+    let per = n.div_ceil(files);
+    let mut all: Vec<Vec<f32>> = data.to_vec();
+    let mut next = n.div_ceil(per);
+    println!();
+    println!("| appended | rows | build | bytes written | runs after | a whole run | recall@10 | p50 | requests/query | bytes/query |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for group in [1usize, 1, 1, 1, 1, 1, 1, 1, 10, 100] {
+        let mut names = Vec::new();
+        for _ in 0..group {
+            let chunk: Vec<Vec<f32>> = (0..per).map(|_| r.vector(centres)).collect();
+            write_file(&dir, next, (next * per) as i64, &chunk);
+            names.push(format!("v{next:05}.parquet"));
+            next += 1;
+            all.extend(chunk);
+        }
+        let o = Overlay::open(url, OpenOptions::default()).await.unwrap();
+        let before = dir_bytes(&bundles);
+        let t0 = Instant::now();
+        o.register_files(&table, &names).await.unwrap();
+        o.build(&table, |_| {}).await.unwrap();
+        let secs = t0.elapsed().as_secs_f64();
+        let wrote = dir_bytes(&bundles) - before;
+        let man = o.snapshot_manifest(0).await.unwrap();
+        let runs = man
+            .table(&table)
+            .unwrap()
+            .index("emb_knn")
+            .unwrap()
+            .table_runs();
+        let whole: u64 = runs.iter().map(|r| r.blob_length).sum();
+        let nruns = runs.len();
+        o.publish().await.unwrap();
+        o.close().await.unwrap();
+        let (recall, p50, req, bytes) = measure(url, &table, per, &all, queries, warmups, m).await;
+        println!(
+            "| {group} file{} | {} | {secs:.2} s | {:.1} MB | {nruns} | {:.1} MB | {recall:.3} | {p50:.2} ms | {req:.1} | {:.0} KB |",
+            if group == 1 { "" } else { "s" },
+            group * per,
+            wrote as f64 / 1e6,
+            whole as f64 / 1e6,
+            bytes / 1e3
+        );
+    }
+}
+
+/// Recall@10, p50 latency, index requests and bytes per query of `table` (rows `per` to a
+/// file) at the defaults, warm, against the exact answers over `all`.
+async fn measure(
+    url: &str,
+    table: &str,
+    per: usize,
+    all: &[Vec<f32>],
+    queries: &[Vec<f32>],
+    warmups: &[Vec<f32>],
+    m: MetricName,
+) -> (f64, f64, f64, f64) {
+    let truth: Vec<Vec<u32>> = queries
+        .iter()
+        .map(|q| {
+            let mut d: Vec<(f32, u32)> = all
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (exact(m.metric(), q, v), i as u32))
+                .collect();
+            d.select_nth_unstable_by(K, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            d[..K].iter().map(|x| x.1).collect()
+        })
+        .collect();
+    let reader = skerry_core::read::reader::OverlayReader::open(
+        url,
+        skerry_core::io::store::OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    let search = |q: &[f32]| Nearest {
+        vector: q.to_vec(),
+        k: K,
+        columns: Some(vec![]),
+        ..Default::default()
+    };
+    for q in warmups {
+        reader.snapshot().nearest(table, &search(q)).await.unwrap();
+    }
+    let (mut ts, mut hit, mut req, mut bytes) = (Vec::new(), 0, 0u64, 0u64);
+    for (qi, q) in queries.iter().enumerate() {
+        let t0 = Instant::now();
+        let a = reader.snapshot().nearest(table, &search(q)).await.unwrap();
+        ts.push(t0.elapsed().as_secs_f64() * 1e3);
+        hit += hits(
+            &truth[qi],
+            a.rows.iter().map(|r| {
+                let f: usize = r.file[1..6].parse().unwrap();
+                (f * per) as u64 + r.position
+            }),
+        );
+        req += a.stats.index_requests;
+        bytes += a.stats.index_bytes;
+    }
+    let nq = queries.len();
+    let run = run(ts, hit, nq);
+    (
+        run.recall,
+        run.p50,
+        req as f64 / nq as f64,
+        bytes as f64 / nq as f64,
+    )
 }

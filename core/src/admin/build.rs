@@ -325,7 +325,7 @@ impl Overlay {
         }
         t.delete(&cursor_key(ix.index_id))?;
         t.delete(&certificate_key(ix.index_id))?;
-        t.delete(&run_key(ix.index_id))?;
+        t.delete_runs(ix.index_id).await?;
         t.bump_version().await?;
         t.commit().await?;
         self.reclaim_prefix(&claim_prefix(ix.index_id)).await?;

@@ -35,7 +35,7 @@ use slatedb::config::Settings;
 use slatedb::{Db, DbTransaction, IsolationLevel};
 
 use crate::error::{Error, Result};
-use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState};
+use crate::formats::manifest::{FileEntry, IndexFileEntry, IndexState, TableRun};
 use crate::values::FieldInfo;
 use crate::values::KeySchema;
 
@@ -295,6 +295,14 @@ pub fn artifact_prefix(i: u64) -> String {
 pub fn run_key(i: u64) -> String {
     format!("r/{i:020}")
 }
+/// The runs written after an index's [`run_key`] run (RFC 0004 tiers), in order: each a
+/// [`TableRun`] under `r/<index>/<n>`, so every run of the catalog is one `r/` scan.
+pub fn tier_key(i: u64, n: usize) -> String {
+    format!("r/{i:020}/{n:020}")
+}
+pub fn tier_prefix(i: u64) -> String {
+    format!("r/{i:020}/")
+}
 pub fn tombstone_key(i: u64) -> String {
     format!("x/{i:020}")
 }
@@ -399,6 +407,39 @@ impl Txn<'_> {
 
     pub fn delete(&self, key: &str) -> Result<()> {
         self.txn.delete(key.as_bytes()).map_err(err)
+    }
+
+    /// Every run of index `i`, oldest first: its [`run_key`] run, then its tiers.
+    pub async fn runs(&self, i: u64) -> Result<Vec<TableRun>> {
+        let Some(first) = self.get::<TableRun>(&run_key(i)).await? else {
+            return Ok(vec![]);
+        };
+        let mut out = vec![first];
+        out.extend(self.scan::<TableRun>(&tier_prefix(i)).await?);
+        Ok(out)
+    }
+
+    /// Replaces every run of index `i` with `runs` (oldest first; none drops them all).
+    pub async fn put_runs(&self, i: u64, runs: &[TableRun]) -> Result<()> {
+        self.delete_runs(i).await?;
+        for (n, r) in runs.iter().enumerate() {
+            match n {
+                0 => self.put(&run_key(i), r)?,
+                n => self.put(&tier_key(i, n), r)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every run of index `i`.
+    pub async fn delete_runs(&self, i: u64) -> Result<()> {
+        self.delete(&run_key(i))?;
+        let keys: Vec<(String, serde::de::IgnoredAny)> =
+            self.scan_limit(&tier_prefix(i), usize::MAX).await?;
+        for (k, _) in keys {
+            self.delete(&k)?;
+        }
+        Ok(())
     }
 
     /// Allocates a fresh id.

@@ -893,7 +893,7 @@ impl Overlay {
                             .iter()
                             .map(|a| a.lineage.bundle_path.clone()),
                     );
-                    live.extend(ix.table_run().map(|r| r.bundle_path.clone()));
+                    live.extend(ix.table_runs().iter().map(|r| r.bundle_path.clone()));
                     live.extend(ix.codebook.as_ref().map(|c| c.path.clone()));
                 }
             }

@@ -713,7 +713,7 @@ impl Overlay {
         let version = t.bump_version().await?;
         t.delete(&index_key(tr.table_id, ix.index_id))?;
         t.delete(&index_name_key(tr.table_id, &ix.name))?;
-        t.delete(&run_key(ix.index_id))?;
+        t.delete_runs(ix.index_id).await?;
         t.put(
             &tombstone_key(ix.index_id),
             &Tombstone {
@@ -738,6 +738,7 @@ impl Overlay {
             let mut indexes = Vec::new();
             for ix in self.catalog.indexes(&t, tr.table_id).await? {
                 let artifacts = self.catalog.artifacts(&t, ix.index_id).await?;
+                let mut runs = t.runs(ix.index_id).await?.into_iter();
                 indexes.push(IndexManifest {
                     index_id: ix.index_id,
                     name: ix.name,
@@ -748,7 +749,8 @@ impl Overlay {
                     codebook: ix.codebook,
                     state: ix.state,
                     files: artifacts,
-                    run: t.get(&run_key(ix.index_id)).await?,
+                    run: runs.next(),
+                    tiers: runs.collect(),
                     part: None,
                     loaded: Default::default(),
                 });

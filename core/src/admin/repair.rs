@@ -141,7 +141,7 @@ impl Overlay {
         let mut withdrawn = false;
         for e in &entries {
             if e.file_id == 0 {
-                t.delete(&run_key(ix.index_id))?;
+                t.delete_runs(ix.index_id).await?;
                 withdrawn = true;
             } else if matches!(
                 e.reason.as_str(),

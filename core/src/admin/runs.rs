@@ -39,14 +39,79 @@ fn is_damage(e: &Error) -> bool {
     matches!(e, Error::Blob(_))
 }
 
+/// Most runs a tiered index keeps (RFC 0004): past this, its two newest merge.
+pub const MAX_TIERS: usize = 6;
+/// A tier merges into the one below it while it holds at least `1 / MERGE_RATIO` of that
+/// one's rows (size-tiered, as an LSM tree's compactor). Measured by the tier rule's test
+/// (`appends_cost_a_bounded_multiple_of_their_rows`) over 2,000 appends: 4 rewrites each
+/// appended row about 10 times over its life and keeps at most 5 runs (2: 7 times, 6 runs;
+/// 8: 17 times, 4 runs) — where rewriting every run on every append wrote each row hundreds
+/// of times.
+pub const MERGE_RATIO: u64 = 4;
+
+/// One step of a tiered index's build: which runs (by index, oldest first) are written
+/// again as one, with the files no run covers (the delta) when `delta` is set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TierStep {
+    /// The runs kept as they are, oldest first (indexes into the current runs).
+    pub keep: Vec<usize>,
+    /// The runs merged into the new one (indexes into the current runs, oldest first).
+    pub merge: Vec<usize>,
+    /// Whether the delta's files join the new run.
+    pub delta: bool,
+}
+
+/// The tier rule (RFC 0004, "Runs are tiers"), on rows: `live[i]` the rows of the files run
+/// `i` (oldest first) still answers, `delta` the files no run covers and their rows. The
+/// delta becomes a run once it holds [`RUN_MIN_FILES`] files or `1 / MERGE_RATIO` of the
+/// newest run's rows; then, while the newest run holds at least `1 / MERGE_RATIO` of the
+/// rows of the one below it (or there are more than [`MAX_TIERS`]), the two merge. A run
+/// that answers no file any more is dropped. `None`: nothing to write.
+pub(crate) fn tier_step(live: &[u64], delta: (usize, u64)) -> Option<TierStep> {
+    let kept: Vec<usize> = (0..live.len()).filter(|&i| live[i] > 0).collect();
+    let dropped = kept.len() != live.len();
+    let newest = kept.last().map_or(0, |&i| live[i]);
+    let flush = delta.0 > 0
+        && (kept.is_empty() && delta.0 >= RUN_MIN_FILES
+            || !kept.is_empty()
+                && (delta.0 >= RUN_MIN_FILES || delta.1.saturating_mul(MERGE_RATIO) >= newest));
+    if !flush {
+        return dropped.then(|| TierStep {
+            keep: kept,
+            merge: vec![],
+            delta: false,
+        });
+    }
+    // Sizes of the runs after the flush, newest last; the merged run's inputs.
+    let mut sizes: Vec<u64> = kept.iter().map(|&i| live[i]).collect();
+    let mut merge: Vec<usize> = Vec::new();
+    let mut top = delta.1;
+    while let Some(&below) = sizes.last() {
+        if top.saturating_mul(MERGE_RATIO) >= below || sizes.len() + 1 > MAX_TIERS {
+            sizes.pop();
+            top = top.saturating_add(below);
+            merge.insert(0, kept[sizes.len()]);
+        } else {
+            break;
+        }
+    }
+    Some(TierStep {
+        keep: kept[..sizes.len()].to_vec(),
+        merge,
+        delta: true,
+    })
+}
+
 impl Overlay {
-    /// (Re)builds the table-wide sorted run of every ready index whose covered files changed
-    /// since its run was built, on tables of at least [`RUN_MIN_FILES`] indexed files.
+    /// Takes a step of the tier rule ([`tier_step`]) for every ready index whose covered files
+    /// changed since its runs were built: the files no run covers written as a run of their
+    /// own once there are enough of them (on tables of at least [`RUN_MIN_FILES`] indexed
+    /// files), runs merged by size.
     pub(crate) async fn build_runs(&self, tr: &TableRecord) -> Result<()> {
         let t = self.catalog.begin()?;
         let files = self.catalog.files(&t, tr.table_id).await?;
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
-        let mut todo = Vec::new();
+        let mut steps = Vec::new();
         for ix in indexes
             .into_iter()
             // Runs merge ordered blobs, stripe bloom filters, lay vector codes out
@@ -57,63 +122,71 @@ impl Overlay {
         {
             let by_file: HashMap<u64, IndexFileEntry> =
                 self.catalog.artifacts_by_file(&t, ix.index_id).await?;
-            let current: Option<TableRun> = t.get(&run_key(ix.index_id)).await?;
+            let runs: Vec<TableRun> = t.runs(ix.index_id).await?;
             // The run covers the files whose artifact the gate accepts now.
             let covered: Vec<(FileEntry, IndexFileEntry)> = files
                 .iter()
                 .filter(|f| accepted(f, by_file.get(&f.file_id), tr))
                 .map(|f| (f.clone(), by_file[&f.file_id].clone()))
                 .collect();
-            if covered.len() < RUN_MIN_FILES {
-                continue;
-            }
-            let same = current.as_ref().is_some_and(|r| {
-                let run: HashMap<u64, &RunFile> =
-                    r.files.iter().map(|rf| (rf.file_id, rf)).collect();
-                r.files.len() == covered.len()
-                    && covered
-                        .iter()
-                        .all(|(f, a)| run.get(&f.file_id).is_some_and(|rf| same_file(rf, f, a)))
-            });
-            if !same {
-                todo.push((ix, covered, current));
+            if let Some(step) = plan_tiers(&runs, &covered) {
+                steps.push((ix, runs, step));
             }
         }
         drop(t);
-        for (ix, covered, current) in todo {
-            self.build_run(tr, &ix, &covered, current.as_ref()).await?;
+        for (ix, runs, step) in steps {
+            self.build_tiers(tr, &ix, runs, step).await?;
         }
         Ok(())
     }
 
-    /// Merges `previous` (what it covers unchanged) and the blobs of the other covered files
-    /// into a new run and commits it.
-    async fn build_run(
+    /// Takes one step of a tiered index's runs: writes the merged runs and the delta
+    /// (`step.inputs`) as one new run, and commits the kept runs and it — unless another
+    /// build changed the index's runs meanwhile (its step stands; this run's bundle is left
+    /// to vacuum).
+    async fn build_tiers(
         &self,
         tr: &TableRecord,
         ix: &IndexRecord,
-        covered: &[(FileEntry, IndexFileEntry)],
-        previous: Option<&TableRun>,
+        runs: Vec<TableRun>,
+        step: PlannedTiers,
     ) -> Result<()> {
-        let run = match ix.kind().kind().and_then(|k| k.run()) {
-            Some(RunLayout::Striped) => self.write_bloom_run(tr, ix, covered).await?,
-            Some(RunLayout::Merged) => self.write_run(tr, ix, covered, previous, None).await?,
-            Some(RunLayout::Partitioned) => self.write_vector_run(tr, ix, covered).await?,
-            Some(RunLayout::Stacked) => self.write_bitmap_run(tr, ix, covered).await?,
-            Some(RunLayout::Concatenated) => self.write_fulltext_run(tr, ix, covered).await?,
-            None => None,
-        };
-        let Some(run) = run else {
-            return Ok(());
-        };
+        let mut next: Vec<TableRun> = step.step.keep.iter().map(|&i| runs[i].clone()).collect();
+        if !step.inputs.is_empty() {
+            let previous: Vec<&TableRun> = step.step.merge.iter().map(|&i| &runs[i]).collect();
+            let run = match ix.kind().kind().and_then(|k| k.run()) {
+                Some(RunLayout::Partitioned) => self.write_vector_run(tr, ix, &step.inputs).await?,
+                Some(RunLayout::Merged) => {
+                    self.write_run(tr, ix, &step.inputs, &previous, None)
+                        .await?
+                }
+                Some(RunLayout::Striped) => self.write_bloom_run(tr, ix, &step.inputs).await?,
+                Some(RunLayout::Stacked) => self.write_bitmap_run(tr, ix, &step.inputs).await?,
+                Some(RunLayout::Concatenated) => {
+                    self.write_fulltext_run(tr, ix, &step.inputs).await?
+                }
+                None => None,
+            };
+            let Some(run) = run else {
+                return Ok(()); // cannot be made: the runs stay, their files' blobs serve
+            };
+            next.push(run);
+        }
         let t = self.catalog.begin()?;
-        t.put(&run_key(ix.index_id), &run)?;
+        let now = t.runs(ix.index_id).await?;
+        let paths =
+            |rs: &[TableRun]| -> Vec<String> { rs.iter().map(|r| r.bundle_path.clone()).collect() };
+        if paths(&now) != paths(&runs) {
+            return Ok(());
+        }
+        t.put_runs(ix.index_id, &next).await?;
         t.bump_version().await?;
         t.commit().await?;
         Ok(())
     }
 
-    /// Writes the run of `covered` (merging `previous` where it still holds) and returns its
+    /// Writes the run of `covered` (merging the runs `previous`, oldest first, where they
+    /// still hold: a file by the first of them that covers it unchanged) and returns its
     /// record, uncommitted; `None` when the run cannot be made (beyond its position encoding,
     /// or an input is damaged: per-file blobs serve the index). With `check` (a unique index
     /// about to become ready), two live rows of different files sharing a non-NULL key fail
@@ -123,7 +196,7 @@ impl Overlay {
         tr: &TableRecord,
         ix: &IndexRecord,
         covered: &[(FileEntry, IndexFileEntry)],
-        previous: Option<&TableRun>,
+        previous: &[&TableRun],
         check: Option<UniqueCheck>,
     ) -> Result<Option<TableRun>> {
         if covered.len() as u64 >= 1 << (64 - RUN_POSITION_BITS)
@@ -133,41 +206,37 @@ impl Overlay {
         {
             return Ok(None); // beyond the run's position encoding: per-file blobs serve it
         }
-        // Ordinals: the previous run's files still covered unchanged keep their order (so
-        // its entries stay sorted after renumbering), then the rest in file order.
+        // Ordinals: each previous run's files still covered unchanged keep their order (so
+        // its entries stay sorted after renumbering), run after run, then the rest in file
+        // order.
+        let by_id: HashMap<u64, usize> = covered
+            .iter()
+            .enumerate()
+            .map(|(i, (f, _))| (f.file_id, i))
+            .collect();
         let mut order: Vec<usize> = Vec::with_capacity(covered.len());
-        let mut remap: Vec<Option<u64>> = Vec::new();
-        if let Some(prev) = previous {
-            let by_id: HashMap<u64, usize> = covered
-                .iter()
-                .enumerate()
-                .map(|(i, (f, _))| (f.file_id, i))
-                .collect();
+        let mut taken = vec![false; covered.len()];
+        let mask = (1u64 << RUN_POSITION_BITS) - 1;
+        let mut specs: Vec<RunInput> = Vec::new();
+        for prev in previous {
+            let mut remap: Vec<Option<u64>> = Vec::with_capacity(prev.files.len());
             for rf in &prev.files {
                 match by_id
                     .get(&rf.file_id)
                     .copied()
-                    .filter(|&i| same_file(rf, &covered[i].0, &covered[i].1))
+                    .filter(|&i| !taken[i] && same_file(rf, &covered[i].0, &covered[i].1))
                 {
                     Some(i) => {
                         remap.push(Some(order.len() as u64));
+                        taken[i] = true;
                         order.push(i);
                     }
                     None => remap.push(None),
                 }
             }
-        }
-        let from_previous = order.len();
-        let mut taken = vec![false; covered.len()];
-        for &i in &order {
-            taken[i] = true;
-        }
-        order.extend((0..covered.len()).filter(|&i| !taken[i]));
-        // The inputs: where each blob is and how its positions become run positions.
-        let mask = (1u64 << RUN_POSITION_BITS) - 1;
-        let mut specs: Vec<RunInput> = Vec::new();
-        if let (Some(prev), true) = (previous, from_previous > 0) {
-            let remap = remap.clone();
+            if remap.iter().all(Option::is_none) {
+                continue;
+            }
             specs.push(RunInput {
                 path: prev.bundle_path.clone(),
                 offset: prev.blob_offset,
@@ -183,6 +252,9 @@ impl Overlay {
                 }),
             });
         }
+        let from_previous = order.len();
+        order.extend((0..covered.len()).filter(|&i| !taken[i]));
+        // The inputs: where each blob is and how its positions become run positions.
         for (ordinal, &i) in order.iter().enumerate().skip(from_previous) {
             let l = &covered[i].1.lineage;
             let tag = (ordinal as u64) << RUN_POSITION_BITS;
@@ -591,9 +663,12 @@ impl Overlay {
     ) -> Result<String> {
         let t = self.catalog.begin()?;
         let generation = t
-            .get::<TableRun>(&run_key(ix.index_id))
+            .runs(ix.index_id)
             .await?
-            .map_or(1, |r| run_generation(&r.bundle_path) + 1);
+            .iter()
+            .map(|r| run_generation(&r.bundle_path) + 1)
+            .max()
+            .unwrap_or(1);
         drop(t);
         Ok(format!(
             "bundles/{}/run-{}-g{}-{}.puffin",
@@ -938,8 +1013,141 @@ fn concat_order(
 }
 
 /// Does the run's record of a file still describe `f` and its artifact?
+/// A tier step and the files of the run it writes (the merged runs' files they still
+/// answer and the delta's, in table order).
+pub(crate) struct PlannedTiers {
+    step: TierStep,
+    inputs: Vec<(FileEntry, IndexFileEntry)>,
+}
+
+/// Which of `covered` (the files whose blobs the gate accepts, in table order) each of
+/// `runs` (oldest first) still answers — a file by the newest run whose facts it matches —
+/// and the step [`tier_step`] takes from there.
+fn plan_tiers(runs: &[TableRun], covered: &[(FileEntry, IndexFileEntry)]) -> Option<PlannedTiers> {
+    let by_id: HashMap<u64, usize> = covered
+        .iter()
+        .enumerate()
+        .map(|(i, (f, _))| (f.file_id, i))
+        .collect();
+    // By covered index: the run answering it.
+    let mut owner: Vec<Option<usize>> = vec![None; covered.len()];
+    for (ri, r) in runs.iter().enumerate().rev() {
+        for rf in &r.files {
+            if let Some(&i) = by_id.get(&rf.file_id) {
+                if owner[i].is_none() && same_file(rf, &covered[i].0, &covered[i].1) {
+                    owner[i] = Some(ri);
+                }
+            }
+        }
+    }
+    // Rows, a file counting at least one (a run answering only empty files still answers).
+    let rows = |i: usize| covered[i].0.record_count.max(1);
+    let mut live = vec![0u64; runs.len()];
+    let mut delta = (0usize, 0u64);
+    for (i, o) in owner.iter().enumerate() {
+        match o {
+            Some(r) => live[*r] += rows(i),
+            None => delta = (delta.0 + 1, delta.1 + rows(i)),
+        }
+    }
+    let step = tier_step(&live, delta)?;
+    let inputs = (0..covered.len())
+        .filter(|&i| match owner[i] {
+            Some(r) => step.merge.contains(&r),
+            None => step.delta,
+        })
+        .map(|i| covered[i].clone())
+        .collect();
+    Some(PlannedTiers { step, inputs })
+}
+
 fn same_file(rf: &RunFile, f: &FileEntry, a: &IndexFileEntry) -> bool {
     rf.file_id == f.file_id
         && rf.sha256 == a.lineage.source_sha256
         && rf.sequence_number == a.lineage.source_sequence_number
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Applies the tier rule to `live` after one more delta file of `rows`; the rows written.
+    fn append(live: &mut Vec<u64>, delta: &mut (usize, u64), rows: u64) -> u64 {
+        *delta = (delta.0 + 1, delta.1 + rows);
+        let Some(step) = tier_step(live, *delta) else {
+            return 0;
+        };
+        let merged: u64 = step.merge.iter().map(|&i| live[i]).sum();
+        let mut next: Vec<u64> = step.keep.iter().map(|&i| live[i]).collect();
+        assert!(step.keep.iter().chain(&step.merge).all(|&i| live[i] > 0));
+        // What is kept is below what is merged, in order.
+        assert!(step.keep.iter().max() < step.merge.iter().min().or(Some(&usize::MAX)));
+        let mut written = 0;
+        if step.delta {
+            next.push(merged + delta.1);
+            written = merged + delta.1;
+            *delta = (0, 0);
+        }
+        *live = next;
+        written
+    }
+
+    #[test]
+    fn appends_cost_a_bounded_multiple_of_their_rows() {
+        for (files, per, add) in [
+            (200u64, 10_000u64, 10_000u64),
+            (20, 100_000, 10_000),
+            (200, 10_000, 1_000_000),
+            (1000, 10_000, 1_000),
+        ] {
+            let mut live = vec![files * per];
+            let (mut delta, mut written, mut appended) = ((0, 0), 0u64, 0u64);
+            for _ in 0..2000 {
+                written += append(&mut live, &mut delta, add);
+                appended += add;
+                assert!(live.len() <= MAX_TIERS, "{live:?}");
+                assert!(delta.0 < RUN_MIN_FILES, "{delta:?}");
+                // Every run above the first is below a quarter of the one under it... until
+                // the delta is written again.
+                for w in live.windows(2) {
+                    assert!(w[1].saturating_mul(MERGE_RATIO) < w[0], "{live:?}");
+                }
+            }
+            let amp = written as f64 / appended as f64;
+            assert!(
+                amp < 13.0,
+                "{files} x {per} + {add}: each row written {amp:.1} times"
+            );
+        }
+    }
+
+    #[test]
+    fn the_delta_waits_for_enough_files_and_dead_runs_go() {
+        // No run yet: a run once RUN_MIN_FILES files are indexed.
+        assert_eq!(tier_step(&[], (RUN_MIN_FILES - 1, 1 << 30)), None);
+        let s = tier_step(&[], (RUN_MIN_FILES, 4)).unwrap();
+        assert_eq!((s.keep, s.merge, s.delta), (vec![], vec![], true));
+        // A small delta waits; a large one is written (and merges what it outweighs).
+        assert_eq!(tier_step(&[1000], (1, 10)), None);
+        let s = tier_step(&[1000], (1, 300)).unwrap();
+        assert_eq!((s.keep, s.merge, s.delta), (vec![], vec![0], true));
+        let s = tier_step(&[1000], (RUN_MIN_FILES, 40)).unwrap();
+        assert_eq!((s.keep, s.merge, s.delta), (vec![0], vec![], true));
+        // Merges cascade while the new run outweighs a quarter of the one below.
+        let s = tier_step(&[1000, 200, 40], (RUN_MIN_FILES, 40)).unwrap();
+        assert_eq!((s.keep, s.merge, s.delta), (vec![], vec![0, 1, 2], true));
+        let s = tier_step(&[100_000, 200, 40], (RUN_MIN_FILES, 40)).unwrap();
+        assert_eq!((s.keep, s.merge, s.delta), (vec![0], vec![1, 2], true));
+        // A run answering nothing is dropped, with or without a delta to write.
+        let s = tier_step(&[1000, 0], (1, 1)).unwrap();
+        assert_eq!((s.keep, s.merge, s.delta), (vec![0], vec![], false));
+        let s = tier_step(&[0, 0], (0, 0)).unwrap();
+        assert_eq!((s.keep, s.merge, s.delta), (vec![], vec![], false));
+        // Never more than MAX_TIERS.
+        let live: Vec<u64> = (0..MAX_TIERS as u32)
+            .map(|i| 1u64 << (60 - 4 * i))
+            .collect();
+        let s = tier_step(&live, (RUN_MIN_FILES, 1)).unwrap();
+        assert_eq!(s.keep.len() + 1, MAX_TIERS);
+    }
 }

@@ -393,7 +393,7 @@ impl Overlay {
             let artifacts: HashMap<u64, IndexFileEntry> =
                 self.catalog.artifacts_by_file(&t, ix.index_id).await?;
             let cursor: Option<BuildCursor> = t.get(&cursor_key(ix.index_id)).await?;
-            let previous: Option<TableRun> = t.get(&run_key(ix.index_id)).await?;
+            let previous: Vec<TableRun> = t.runs(ix.index_id).await?;
             drop(t);
             let live = indexed(&tr, &files, &artifacts)?;
             if cursor.is_some() || live.len() != files.len() {
@@ -414,7 +414,13 @@ impl Overlay {
                     index: format!("{}.{}", tr.name, ix.name),
                 };
                 run = match self
-                    .write_run(&tr, &ix, &covered, previous.as_ref(), Some(check))
+                    .write_run(
+                        &tr,
+                        &ix,
+                        &covered,
+                        &previous.iter().collect::<Vec<_>>(),
+                        Some(check),
+                    )
                     .await
                 {
                     Ok(run) => run,
@@ -440,7 +446,7 @@ impl Overlay {
                     rec.generation += 1;
                     t.put(&index_key(tr.table_id, ix.index_id), &rec)?;
                     if let Some(run) = &run {
-                        t.put(&run_key(ix.index_id), run)?;
+                        t.put_runs(ix.index_id, std::slice::from_ref(run)).await?;
                     }
                     t.delete(&certificate_key(ix.index_id))?;
                     t.bump_version().await?;

@@ -257,6 +257,13 @@ pub struct IndexManifest {
     /// through [`IndexManifest::table_run`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<TableRun>,
+    /// Runs written after `run` (RFC 0004, "Runs are tiers"), oldest first: each covers files
+    /// that arrived or changed since the runs before it were written. A file is answered by
+    /// the newest run whose facts it still matches ([`TableManifest::tier_coverage`]). A
+    /// reader that knows only `run` answers these files from their own blobs: slower, never
+    /// wrong. Readers go through [`IndexManifest::table_runs`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<TableRun>,
     /// Where `files` and `run` are when the manifest splits them out of the root document
     /// (large tables: see [`PART_MIN_BYTES`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -298,6 +305,8 @@ pub struct IndexPart {
     pub files: Vec<IndexFileEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<TableRun>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<TableRun>,
 }
 
 /// An index whose `files` and `run` serialize to more than this many bytes is published
@@ -340,6 +349,16 @@ impl IndexManifest {
         self.run
             .as_ref()
             .or_else(|| self.loaded.get().and_then(|p| p.run.as_ref()))
+    }
+
+    /// Every run of the index, oldest first: [`IndexManifest::table_run`] and the tiers
+    /// written after it (see [`IndexManifest::file_entries`] for split indexes).
+    pub fn table_runs(&self) -> Vec<&TableRun> {
+        let tiers = match (&self.run, self.loaded.get()) {
+            (None, Some(p)) => &p.tiers,
+            _ => &self.tiers,
+        };
+        self.table_run().into_iter().chain(tiers).collect()
     }
 
     /// Points this index at `part` (serialized as `bytes`) of manifest `version`: the part's
@@ -415,7 +434,7 @@ impl IndexManifest {
         }
         if self.covered_part() {
             // The covered files' entries join the inline ones; the run stays the root's.
-            if p.run.is_some() {
+            if p.run.is_some() || !p.tiers.is_empty() {
                 return Err(Error::Manifest(format!(
                     "{what} holds a run beside the root's"
                 )));
@@ -429,9 +448,16 @@ impl IndexManifest {
                 )));
             }
             p.files.extend(self.files.iter().cloned());
-            validate_lists(&table.name, &self.name, &p.files, self.run.as_ref())?;
+            let runs: Vec<&TableRun> = self.run.iter().chain(&self.tiers).collect();
+            validate_lists(&table.name, &self.name, &p.files, &runs)?;
         } else {
-            validate_lists(&table.name, &self.name, &p.files, p.run.as_ref())?;
+            if !self.tiers.is_empty() || p.run.is_none() && !p.tiers.is_empty() {
+                return Err(Error::Manifest(format!(
+                    "{what}: tiers without the run they follow, or beside the root's"
+                )));
+            }
+            let runs: Vec<&TableRun> = p.run.iter().chain(&p.tiers).collect();
+            validate_lists(&table.name, &self.name, &p.files, &runs)?;
         }
         let _ = self.loaded.set(std::sync::Arc::new(p));
         Ok(())
@@ -456,6 +482,10 @@ pub struct TableRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directory: Option<String>,
 }
+
+/// Most runs (the run and its tiers) an index lists: the build keeps at most
+/// `MAX_TIERS` (`admin::runs`); a manifest naming more is refused.
+pub const MAX_RUNS: usize = 16;
 
 /// Largest run directory a manifest carries inline ([`TableRun::directory`]).
 pub const INLINE_DIRECTORY_MAX: u64 = 256 << 10;
@@ -571,7 +601,14 @@ impl Manifest {
                 }
             }
             for ix in &t.indexes {
-                validate_lists(tn, &ix.name, &ix.files, ix.run.as_ref())?;
+                if ix.run.is_none() && !ix.tiers.is_empty() {
+                    return Err(bad(format!(
+                        "index {tn}.{}: tiers without the run they follow",
+                        ix.name
+                    )));
+                }
+                let runs: Vec<&TableRun> = ix.run.iter().chain(&ix.tiers).collect();
+                validate_lists(tn, &ix.name, &ix.files, &runs)?;
                 if let Some(p) = &ix.part {
                     let what = format!("index {tn}.{}: part", ix.name);
                     path(&p.path, &what)?;
@@ -641,7 +678,9 @@ impl Manifest {
                     continue;
                 }
                 if let Some(ids) = covered {
-                    let run_bytes = serde_json::to_vec(&ix.run).expect("run serializes").len();
+                    let run_bytes = serde_json::to_vec(&(&ix.run, &ix.tiers))
+                        .expect("runs serialize")
+                        .len();
                     let (inside, inline): (Vec<IndexFileEntry>, Vec<IndexFileEntry>) =
                         std::mem::take(&mut ix.files)
                             .into_iter()
@@ -653,6 +692,7 @@ impl Manifest {
                         index_id: ix.index_id,
                         files: inside,
                         run: None,
+                        tiers: vec![],
                     };
                     let bytes = serde_json::to_vec(&part).expect("part serializes");
                     if run_bytes <= min_bytes.max(PART_MIN_BYTES)
@@ -683,11 +723,13 @@ impl Manifest {
                     index_id: ix.index_id,
                     files: std::mem::take(&mut ix.files),
                     run: ix.run.take(),
+                    tiers: std::mem::take(&mut ix.tiers),
                 };
                 let bytes = serde_json::to_vec(&part).expect("part serializes");
                 if bytes.len() <= min_bytes || part.files.is_empty() && part.run.is_none() {
                     ix.files = part.files;
                     ix.run = part.run;
+                    ix.tiers = part.tiers;
                     continue;
                 }
                 out.push(ix.refer_part(version, t.table_id, &part, bytes));
@@ -722,7 +764,7 @@ fn validate_lists(
     table: &str,
     index: &str,
     files: &[IndexFileEntry],
-    run: Option<&TableRun>,
+    runs: &[&TableRun],
 ) -> Result<()> {
     fn bad(what: String) -> Error {
         Error::Manifest(what)
@@ -746,7 +788,10 @@ fn validate_lists(
         num(l.source_record_count, &what)?;
         ordered(&e.ordered, l.blob_length, &what)?;
     }
-    if let Some(r) = run {
+    if runs.len() > MAX_RUNS {
+        return Err(bad(format!("{what}: more than {MAX_RUNS} runs")));
+    }
+    for r in runs {
         path(&r.bundle_path, &what)?;
         num(r.blob_offset, &what)?;
         num(r.blob_length, &what)?;
@@ -788,6 +833,29 @@ impl TableManifest {
                 kind: "index",
                 name: format!("{}.{}", self.name, name),
             })
+    }
+
+    /// For each of `runs` (oldest first), [`TableManifest::run_coverage`] with every file
+    /// answered by one run only: the newest that still covers it.
+    pub fn tier_coverage(&self, runs: &[&TableRun]) -> Vec<Vec<Option<usize>>> {
+        let mut taken = vec![false; self.files.len()];
+        let mut out: Vec<Vec<Option<usize>>> = runs
+            .iter()
+            .rev()
+            .map(|r| {
+                let mut cov = self.run_coverage(r);
+                for c in &mut cov {
+                    if let Some(i) = *c {
+                        if std::mem::replace(&mut taken[i], true) {
+                            *c = None;
+                        }
+                    }
+                }
+                cov
+            })
+            .collect();
+        out.reverse();
+        out
     }
 
     /// For each ordinal of `run`, the index in `files` of the file it still covers: the

@@ -103,6 +103,7 @@ pub fn lookup_stats(s: LookupStats) -> HostValue {
     HostValue::object([
         ("files", HostValue::count(s.files)),
         ("filesByIndex", HostValue::count(s.files_by_index)),
+        ("filesByRun", HostValue::count(s.files_by_run)),
         ("filesScanned", HostValue::count(s.files_scanned)),
         ("filesPruned", HostValue::count(s.files_pruned)),
         ("rejections", rejections(s.rejections)),

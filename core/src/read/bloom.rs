@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use crate::formats::lineage::{GateDecision, RejectReason, Rejection};
 use crate::formats::manifest::{IndexFileEntry, IndexManifest, TableManifest};
-use crate::read::lookup::{reaches, run_coverage, BlobRef, Pinned, FILE_WINDOW};
+use crate::read::lookup::{reaches, BlobRef, Pinned, FILE_WINDOW};
 use crate::read::predicate::Predicate;
 use crate::read::range::ByteRange;
 use crate::values::KeyError;
@@ -25,6 +25,8 @@ pub struct BloomPrune<'m> {
     pub index: Option<&'m IndexManifest>,
     /// Per `t.files` index: no key can be in the file.
     pub pruned: Vec<bool>,
+    /// Files a table run answered for (pruned or not).
+    pub by_run: u64,
     pub rejections: Vec<Rejection>,
 }
 
@@ -56,18 +58,30 @@ impl Pinned<'_> {
         let mut out = BloomPrune {
             index: Some(ix),
             pruned: vec![false; t.files.len()],
+            by_run: 0,
             rejections: vec![],
         };
         let ranges: Vec<ByteRange> = keys.iter().map(|k| ByteRange::prefix(k.clone())).collect();
-        // 1. The striped run, for the files it still covers.
+        // 1. The striped runs (one stripe each, in one round), each for the files it
+        // answers: those it still covers and no newer run does.
         let mut covered = vec![false; t.files.len()];
-        if let Some(run) = ix.table_run() {
-            let coverage = run_coverage(t, run);
-            match self.probe_stripes(ix, run, &keys).await {
+        let runs = ix.table_runs();
+        let coverages = t.tier_coverage(&runs);
+        let probed =
+            futures::future::join_all(runs.iter().zip(&coverages).map(|(run, coverage)| async {
+                match coverage.iter().any(Option::is_some) {
+                    true => self.probe_stripes(ix, run, &keys).await,
+                    false => Ok(vec![]), // it answers no file
+                }
+            }))
+            .await;
+        for ((run, coverage), got) in runs.iter().zip(&coverages).zip(probed) {
+            match got {
                 Ok(may) => {
                     for (ordinal, file) in coverage.iter().enumerate() {
                         if let Some(i) = *file {
                             covered[i] = true;
+                            out.by_run += 1;
                             out.pruned[i] = !may[ordinal];
                         }
                     }

@@ -23,7 +23,7 @@ use crate::formats::manifest::{FileEntry, IndexFileEntry, TableManifest};
 use crate::index::access::{KeyProbe, Positions, RunPositions, RunWant};
 use crate::index::kind::RunLayout;
 use crate::io::Location;
-use crate::read::lookup::{reads_at, run_coverage, BlobRef, Pinned, FILE_WINDOW};
+use crate::read::lookup::{reads_at, BlobRef, Pinned, FILE_WINDOW};
 use crate::read::plan::{plan_index, IndexPlan, Query, QueryStats};
 use crate::read::predicate::Predicate;
 
@@ -37,11 +37,12 @@ pub struct CountResult {
 }
 
 /// What a column's table run answered ([`Pinned::count_run`]).
-enum FromRun {
-    /// The rows matching in all of `files` (indexes in `t.files`): each file is done.
-    Total { count: u64, files: Vec<usize> },
-    /// Per file (by index in `t.files`), its answer where the run covers it.
-    PerFile(Vec<Option<Positions>>),
+struct FromRun {
+    /// The rows matching in all of `done` (indexes in `t.files`): each of those files is done.
+    count: u64,
+    done: Vec<usize>,
+    /// Per file (by index in `t.files`), its answer where a run covers it.
+    per_file: Vec<Option<Positions>>,
 }
 
 /// One predicate column's index plan and its entries by file.
@@ -93,18 +94,18 @@ impl Pinned<'_> {
             .filter(|c| !c.is_empty() && !q.verify_files)
         {
             for c in cols {
-                match self.count_run(t, &pred, cols.len(), c, &mut stats).await? {
-                    FromRun::Total { count: n, files } => {
-                        count += n;
-                        stats.files += files.len() as u64;
-                        stats.files_by_index += files.len() as u64;
-                        for i in files {
-                            done[i] = true;
-                        }
-                        ran.push(vec![]);
-                    }
-                    FromRun::PerFile(v) => ran.push(v),
+                let r = self.count_run(t, &pred, cols.len(), c, &mut stats).await?;
+                if c.column == cols[0].column {
+                    stats.files_by_run +=
+                        (r.done.len() + r.per_file.iter().filter(|p| p.is_some()).count()) as u64;
                 }
+                count += r.count;
+                stats.files += r.done.len() as u64;
+                stats.files_by_index += r.done.len() as u64;
+                for i in r.done {
+                    done[i] = true;
+                }
+                ran.push(r.per_file);
             }
         }
         let mut pruned = vec![false; t.files.len()];
@@ -114,6 +115,7 @@ impl Pinned<'_> {
                 stats.index_kind = Some(ix.kind().to_string());
             }
             stats.rejections.extend(b.rejections);
+            stats.files_by_run += b.by_run;
             pruned = b.pruned;
         }
         for (w, window) in t.files.chunks(FILE_WINDOW).enumerate() {
@@ -200,64 +202,78 @@ impl Pinned<'_> {
         c: &ColumnIndex<'_>,
         stats: &mut QueryStats,
     ) -> Result<FromRun> {
-        let mut out: Vec<Option<Positions>> = (0..t.files.len()).map(|_| None).collect();
+        let mut out = FromRun {
+            count: 0,
+            done: vec![],
+            per_file: (0..t.files.len()).map(|_| None).collect(),
+        };
         let ix = c.plan.index;
         let Some(kind) = crate::index::kind::of(ix.kind()) else {
-            return Ok(FromRun::PerFile(out));
+            return Ok(out);
         };
-        let Some(run) = ix
-            .table_run()
-            .filter(|_| kind.run() == Some(RunLayout::Stacked))
-        else {
-            return Ok(FromRun::PerFile(out));
-        };
-        let coverage = run_coverage(t, run);
-        if coverage.iter().all(Option::is_none) {
-            return Ok(FromRun::PerFile(out));
+        if kind.run() != Some(RunLayout::Stacked) {
+            return Ok(out);
         }
-        let mut want = Vec::with_capacity(coverage.len());
-        for i in &coverage {
-            want.push(match i {
-                None => RunWant::Skip,
-                Some(i) => {
-                    let f = &t.files[*i];
-                    if columns > 1 || f.deleted()?.is_some() {
-                        RunWant::Set {
-                            rows: f.record_count,
+        // Every run (tier) answering a file, each file by the newest covering it; their
+        // ranges read in one round.
+        let runs = ix.table_runs();
+        let coverages = t.tier_coverage(&runs);
+        let mut asks = Vec::new();
+        for (run, coverage) in runs.iter().zip(coverages) {
+            if coverage.iter().all(Option::is_none) {
+                continue;
+            }
+            let mut want = Vec::with_capacity(coverage.len());
+            for i in &coverage {
+                want.push(match i {
+                    None => RunWant::Skip,
+                    Some(i) => {
+                        let f = &t.files[*i];
+                        if columns > 1 || f.deleted()?.is_some() {
+                            RunWant::Set {
+                                rows: f.record_count,
+                            }
+                        } else {
+                            RunWant::Count
                         }
-                    } else {
-                        RunWant::Count
                     }
-                }
-            });
+                });
+            }
+            asks.push((*run, coverage, want));
         }
         let keep = crate::read::predicate::column_keep(ix, &pred.columns[c.column]);
         let probe = KeyProbe {
             ranges: &c.plan.ranges,
             keep: Some(&keep),
         };
-        let blob = self.blobs().at(self.run_blob(run));
-        match kind.run_positions(&blob, probe, &want).await {
-            Ok(RunPositions::Total(n)) if want.iter().all(|w| *w == RunWant::Count) => {
-                return Ok(FromRun::Total {
-                    count: n,
-                    files: coverage.into_iter().flatten().collect(),
-                });
-            }
-            Ok(RunPositions::PerFile(answers)) if answers.len() == coverage.len() => {
-                for (i, a) in coverage.iter().zip(answers) {
-                    if let Some(i) = i {
-                        out[*i] = a;
+        let got = futures::future::join_all(asks.iter().map(|(run, _, want)| async move {
+            let blob = self.blobs().at(self.run_blob(run));
+            kind.run_positions(&blob, probe, want)
+                .await
+                .map_err(|err| blob.reject(err))
+        }))
+        .await;
+        for ((run, coverage, want), got) in asks.into_iter().zip(got) {
+            match got {
+                Ok(RunPositions::Total(n)) if want.iter().all(|w| *w == RunWant::Count) => {
+                    out.count += n;
+                    out.done.extend(coverage.into_iter().flatten());
+                }
+                Ok(RunPositions::PerFile(answers)) if answers.len() == coverage.len() => {
+                    for (i, a) in coverage.iter().zip(answers) {
+                        if let Some(i) = i {
+                            out.per_file[*i] = a;
+                        }
                     }
                 }
-            }
-            Ok(_) => {}
-            Err(err) => {
-                let r = crate::read::lookup::run_rejected(Some(run), ix.index_id, blob.reject(err));
-                stats.rejections.push(r);
+                Ok(_) => {}
+                Err(reason) => {
+                    let r = crate::read::lookup::run_rejected(Some(run), ix.index_id, reason);
+                    stats.rejections.push(r);
+                }
             }
         }
-        Ok(FromRun::PerFile(out))
+        Ok(out)
     }
 
     #[allow(clippy::too_many_arguments)]

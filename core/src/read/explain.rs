@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::formats::lineage::{GateDecision, ReadGate};
 use crate::formats::manifest::IndexFileEntry;
-use crate::read::lookup::{merged_run, reaches, run_coverage, Pinned};
+use crate::read::lookup::{merged_runs, reaches, Pinned};
 use crate::read::plan::{choose, Query};
 use crate::read::predicate::Predicate;
 
@@ -131,16 +131,16 @@ impl Pinned<'_> {
             ),
             None => (vec![], 0, vec![]),
         };
-        let covered: Vec<bool> = match plan.as_ref().and_then(|p| merged_run(p.index)) {
-            Some(run) => {
-                let mut c = vec![false; t.files.len()];
-                for i in run_coverage(t, run).into_iter().flatten() {
-                    c[i] = true;
-                }
-                c
-            }
-            None => vec![false; t.files.len()],
-        };
+        // The runs answering files (each file by the newest covering it).
+        let runs = plan
+            .as_ref()
+            .map(|p| merged_runs(p.index))
+            .unwrap_or_default();
+        let coverage = t.tier_coverage(&runs);
+        let mut covered = vec![false; t.files.len()];
+        for i in coverage.iter().flatten().flatten() {
+            covered[*i] = true;
+        }
         let by_file: std::collections::HashMap<u64, &IndexFileEntry> = plan
             .as_ref()
             .map(|p| {
@@ -216,12 +216,16 @@ impl Pinned<'_> {
                 metadata_cached,
             });
         }
-        let run_used = files.iter().any(|f| f.action == FileAction::Run);
-        if run_used {
-            let run = plan
-                .as_ref()
-                .and_then(|p| merged_run(p.index))
-                .expect("a run answers files");
+        let mut run_used = false;
+        for (run, cov) in runs.iter().zip(&coverage) {
+            let used = cov
+                .iter()
+                .flatten()
+                .any(|i| files[*i].action == FileAction::Run);
+            if !used {
+                continue;
+            }
+            run_used = true;
             let dir_cached = run.directory.is_some()
                 || self.cache.has_directory(
                     &run.bundle_path,

@@ -47,6 +47,8 @@ pub struct LookupStats {
     pub files: u64,
     /// Files answered by their index.
     pub files_by_index: u64,
+    /// Of those, the files a table run answered.
+    pub files_by_run: u64,
     /// Files answered by scanning the data file.
     pub files_scanned: u64,
     /// Files skipped because their index's key bounds exclude the key.
@@ -697,26 +699,45 @@ impl Pinned<'_> {
                 .fold(0u64, |a, n| a.saturating_add(*n))
         };
         let kind = crate::index::kind::of(ix.kind())?;
-        if let Some(run) = merged_run(ix) {
-            let blob = self.blobs().at(self.run_blob(run));
-            let entries = blob.estimate(kind, &ix.key, probe).await?;
-            return Some((entries, rows(&mut run.files.iter().map(|f| f.file_id))));
+        let runs = merged_runs(ix);
+        if !runs.is_empty() {
+            let mut entries = 0u64;
+            for run in &runs {
+                let blob = self.blobs().at(self.run_blob(run));
+                entries = entries.saturating_add(blob.estimate(kind, &ix.key, probe).await?);
+            }
+            let ids = runs.iter().flat_map(|r| r.files.iter().map(|f| f.file_id));
+            let ids: std::collections::HashSet<u64> = ids.collect();
+            return Some((entries, rows(&mut ids.into_iter())));
         }
         // A bitmap run's directory holds each value's table-wide cardinality: the estimate
         // reads no file's directory.
-        if let Some(run) = ix
-            .table_run()
-            .filter(|_| kind.run() == Some(RunLayout::Stacked))
-        {
+        let runs = match kind.run() == Some(RunLayout::Stacked) {
+            true => ix.table_runs(),
+            false => vec![],
+        };
+        if !runs.is_empty() {
             use crate::index::access::{KeyProbe, RunPositions, RunWant};
-            let blob = self.blobs().at(self.run_blob(run));
-            let want = vec![RunWant::Count; run.files.len()];
             let probe = KeyProbe {
                 ranges: &probe.ranges,
                 keep: None,
             };
-            if let Ok(RunPositions::Total(n)) = kind.run_positions(&blob, probe, &want).await {
-                return Some((n, rows(&mut run.files.iter().map(|f| f.file_id))));
+            let totals = futures::future::join_all(runs.iter().map(|run| async move {
+                let blob = self.blobs().at(self.run_blob(run));
+                let want = vec![RunWant::Count; run.files.len()];
+                match kind.run_positions(&blob, probe, &want).await {
+                    Ok(RunPositions::Total(n)) => Some(n),
+                    _ => None,
+                }
+            }))
+            .await;
+            if let Some(n) = totals
+                .into_iter()
+                .try_fold(0u64, |a, n| Some(a.saturating_add(n?)))
+            {
+                let ids = runs.iter().flat_map(|r| r.files.iter().map(|f| f.file_id));
+                let ids: std::collections::HashSet<u64> = ids.collect();
+                return Some((n, rows(&mut ids.into_iter())));
             }
         }
         let mut total = 0u64;
@@ -736,9 +757,10 @@ impl Pinned<'_> {
         ))
     }
 
-    /// Answers the files a table run covers with one probe of the run. Returns which files
-    /// (indexes into `t.files`) it covered and their entries as (key, file index, position);
-    /// an unusable run covers nothing (its files go the per-file way) and is reported.
+    /// Answers the files the index's table runs cover with one probe of each run (in one
+    /// round). Returns which files (indexes into `t.files`) they covered and their entries
+    /// as (key, file index, position); an unusable run covers nothing (its files go the
+    /// per-file way) and is reported.
     pub(crate) async fn probe_run(
         &self,
         t: &TableManifest,
@@ -747,26 +769,53 @@ impl Pinned<'_> {
         stats: &mut LookupStats,
     ) -> (Vec<bool>, Vec<(Vec<u8>, usize, u64)>) {
         let mut covered = vec![false; t.files.len()];
-        let Some(run) = merged_run(ix) else {
-            return (covered, vec![]);
-        };
-        let ordinal_to_file = run_coverage(t, run);
+        let runs = merged_runs(ix);
+        let coverage = t.tier_coverage(&runs);
+        let got = futures::future::join_all(
+            runs.iter()
+                .zip(&coverage)
+                .map(|(run, cov)| self.probe_one_run(t, ix, run, cov, probe)),
+        )
+        .await;
+        let mut out = Vec::new();
+        for (run, got) in runs.iter().zip(got) {
+            match got {
+                Ok((files, entries)) => {
+                    for i in files {
+                        covered[i] = true;
+                        stats.files += 1;
+                        stats.files_by_index += 1;
+                        stats.files_by_run += 1;
+                    }
+                    out.extend(entries);
+                }
+                Err(reason) => stats
+                    .rejections
+                    .push(run_rejected(Some(run), ix.index_id, reason)),
+            }
+        }
+        (covered, out)
+    }
+
+    /// One run of [`Pinned::probe_run`]: the files it answers (`ordinal_to_file`) and their
+    /// entries; `Err` rejects the run.
+    #[allow(clippy::type_complexity)]
+    async fn probe_one_run(
+        &self,
+        t: &TableManifest,
+        ix: &IndexManifest,
+        run: &TableRun,
+        ordinal_to_file: &[Option<usize>],
+        probe: &Probe,
+    ) -> std::result::Result<(Vec<usize>, Vec<(Vec<u8>, usize, u64)>), RejectReason> {
         if ordinal_to_file.iter().all(Option::is_none) {
-            return (covered, vec![]);
+            return Ok((vec![], vec![]));
         }
         let Some(kind) = crate::index::kind::of(ix.kind()) else {
-            return (covered, vec![]);
+            return Ok((vec![], vec![]));
         };
         let blob = self.blobs().at(self.run_blob(run));
-        let entries = match blob.rows(kind, &ix.key, probe).await {
-            Ok(e) => e.unwrap_or_default(),
-            Err(reason) => {
-                stats
-                    .rejections
-                    .push(run_rejected(Some(run), ix.index_id, reason));
-                return (covered, vec![]);
-            }
-        };
+        let entries = blob.rows(kind, &ix.key, probe).await?.unwrap_or_default();
         let mask = (1u64 << RUN_POSITION_BITS) - 1;
         let mut past_end = false;
         let out = entries
@@ -782,29 +831,21 @@ impl Pinned<'_> {
             })
             .collect();
         if past_end {
-            let reason = RejectReason::Corrupt {
+            return Err(RejectReason::Corrupt {
                 message: "an entry names a position past its file's rows".into(),
-            };
-            stats
-                .rejections
-                .push(run_rejected(Some(run), ix.index_id, reason));
-            return (covered, vec![]);
+            });
         }
-        for i in ordinal_to_file.iter().flatten() {
-            covered[*i] = true;
-            stats.files += 1;
-            stats.files_by_index += 1;
-        }
-        (covered, out)
+        Ok((ordinal_to_file.iter().flatten().copied().collect(), out))
     }
 }
 
-/// The index's table run when it is a sorted one ([`RunLayout::Merged`]): the run lookups,
-/// ranges and queries probe (other layouts serve other verbs).
-pub(crate) fn merged_run(ix: &IndexManifest) -> Option<&TableRun> {
-    ix.table_run().filter(|_| {
-        crate::index::kind::of(ix.kind()).and_then(|k| k.run()) == Some(RunLayout::Merged)
-    })
+/// The index's table runs (oldest first) when they are sorted ones ([`RunLayout::Merged`]):
+/// the runs lookups, ranges and queries probe (other layouts serve other verbs).
+pub(crate) fn merged_runs(ix: &IndexManifest) -> Vec<&TableRun> {
+    match crate::index::kind::of(ix.kind()).and_then(|k| k.run()) == Some(RunLayout::Merged) {
+        true => ix.table_runs(),
+        false => vec![],
+    }
 }
 
 /// The rejection of a table run (`data_file: "*"`: every file it covers), logged as the read
@@ -822,12 +863,6 @@ pub(crate) fn run_rejected(
     };
     tracing::warn!(target: "skerry::gate", "{r}");
     r
-}
-
-/// For each run ordinal, the index in `t.files` of the file it still covers
-/// ([`TableManifest::run_coverage`]).
-pub(crate) fn run_coverage(t: &TableManifest, run: &TableRun) -> Vec<Option<usize>> {
-    t.run_coverage(run)
 }
 
 fn range_err(e: RangeError) -> Error {

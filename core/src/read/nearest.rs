@@ -37,9 +37,7 @@ use crate::index::vector::ivf::IvfDirectory;
 use crate::index::vector::{self, read::Approx};
 use crate::io::{IoStats, Location};
 use crate::read::files::{FileOptions, Files, Source};
-use crate::read::lookup::{
-    index_io, reads_at, run_coverage, run_rejected, BlobRef, Pinned, RowRef, FILE_WINDOW,
-};
+use crate::read::lookup::{index_io, reads_at, run_rejected, BlobRef, Pinned, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
 use crate::read::ranked::{assemble, reject_drifted};
@@ -72,6 +70,14 @@ pub struct Nearest {
     pub pin_versions: bool,
     /// An Iceberg-backed table: search at this published upstream snapshot.
     pub snapshot: Option<i64>,
+}
+
+/// Where a candidate's raw vector is read from: a run (by index into the index's runs, oldest
+/// first) or a file's own blob (by index into the table's files). Runs sort first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum RawsOf {
+    Run(usize),
+    File(usize),
 }
 
 impl Default for Nearest {
@@ -341,10 +347,14 @@ impl Pinned<'_> {
         // codebook when each file is probed).
         // The index's table run (when built, and `verify` not asked: that checks each file
         // on its own): by ordinal, the file it still covers.
-        let run: Option<&TableRun> = ix.table_run().filter(|_| use_blobs && !n.verify_files);
-        let run_cov: Vec<Option<usize>> = run.map(|r| run_coverage(t, r)).unwrap_or_default();
+        // Every run (RFC 0004 tiers), each file answered by the newest that covers it.
+        let all_runs: Vec<&TableRun> = match use_blobs && !n.verify_files {
+            true => ix.table_runs(),
+            false => vec![],
+        };
+        let tier_cov: Vec<Vec<Option<usize>>> = t.tier_coverage(&all_runs);
         let mut by_run = vec![false; t.files.len()];
-        for i in run_cov.iter().flatten() {
+        for i in tier_cov.iter().flatten().flatten() {
             by_run[*i] = true;
         }
         let o_start = self.overlay.stats();
@@ -363,11 +373,11 @@ impl Pinned<'_> {
                     _ => None,
                 })
                 .collect();
-            let run_dir = run.map(|r| self.blobs().at(self.run_blob(r)));
+            let run_dirs = all_runs.iter().map(|r| self.blobs().at(self.run_blob(r)));
             let futs: Vec<_> = entries
                 .into_iter()
                 .map(|e| self.blobs().at(BlobRef::of(e)))
-                .chain(run_dir)
+                .chain(run_dirs)
                 .map(|blob| async move {
                     let _ = vector::read::directory(&blob, None, 0).await;
                 })
@@ -401,7 +411,8 @@ impl Pinned<'_> {
                 .collect(),
             _ => vec![],
         };
-        let mut run = run;
+        // The runs still answering (a damaged one is dropped for the rest of the search).
+        let mut runs: Vec<Option<&TableRun>> = all_runs.iter().copied().map(Some).collect();
         loop {
             let mut fstats = QueryStats {
                 files: t.files.len() as u64,
@@ -420,29 +431,42 @@ impl Pinned<'_> {
             // The run's directory (cached), checked against the codebook; the files it
             // answers: those it covers whose blob the gate accepts and is still the one the
             // run points into, and of which `where` keeps a row.
-            let mut in_run: Vec<Option<u32>> = vec![None; t.files.len()];
-            let mut run_dir: Option<Arc<IvfDirectory>> = None;
-            if let Some(r) = run {
-                match self.run_directory(r, &probe, metric, n).await {
-                    Ok(d) => {
-                        for (o, i) in run_cov.iter().enumerate() {
+            // By file: the run answering it; by run: its ordinals' files it answers.
+            let mut in_run: Vec<Option<usize>> = vec![None; t.files.len()];
+            let mut ordinals: Vec<Vec<Option<u32>>> = vec![vec![]; runs.len()];
+            let mut run_dirs: Vec<Option<Arc<IvfDirectory>>> = vec![None; runs.len()];
+            let dirs_got = futures::future::join_all(runs.iter().map(|r| async move {
+                match r {
+                    Some(r) => Some(self.run_directory(r, &probe, metric, n).await),
+                    None => None,
+                }
+            }))
+            .await;
+            for (ri, got) in dirs_got.into_iter().enumerate() {
+                match got {
+                    None => {}
+                    Some(Ok(d)) => {
+                        ordinals[ri] = vec![None; t.files.len()];
+                        for (o, i) in tier_cov[ri].iter().enumerate() {
                             let Some(i) = *i else { continue };
                             if matches!(files.source(i), Source::Index(_))
                                 && !matches!(files.allow(i), Some(None))
                             {
-                                in_run[i] = Some(o as u32);
+                                in_run[i] = Some(ri);
+                                ordinals[ri][i] = Some(o as u32);
                             }
                         }
-                        run_dir = Some(d);
+                        run_dirs[ri] = Some(d);
                     }
-                    Err(reason) => {
+                    Some(Err(reason)) => {
                         stats
                             .rejections
-                            .push(run_rejected(run.take(), ix.index_id, reason));
+                            .push(run_rejected(runs[ri].take(), ix.index_id, reason));
                     }
                 }
             }
-            let in_run = &in_run;
+            fstats.files_by_run = in_run.iter().flatten().count() as u64;
+            let (in_run, ordinals, run_dirs) = (&in_run, &ordinals, &run_dirs);
             let futs: Vec<_> = t
                 .files
                 .iter()
@@ -490,32 +514,41 @@ impl Pinned<'_> {
             let by_files = futures::stream::iter(futs)
                 .buffered(FILE_WINDOW)
                 .collect::<Vec<_>>();
-            let by_the_run = async {
-                match (run, &run_dir) {
-                    (Some(_), Some(d)) => Some(
-                        self.probe_vector_run(t, d, run.expect("a run"), &files, in_run, probe)
-                            .await,
-                    ),
-                    _ => None,
-                }
-            };
-            let (got, from_run) = futures::future::join(by_files, by_the_run).await;
+            let files_ref = &files;
+            let by_the_runs =
+                futures::future::join_all(runs.iter().enumerate().map(|(ri, r)| async move {
+                    match (r, &run_dirs[ri]) {
+                        (Some(r), Some(d)) => Some(
+                            self.probe_vector_run(t, d, r, files_ref, &ordinals[ri], probe)
+                                .await,
+                        ),
+                        _ => None,
+                    }
+                }));
+            let (got, from_runs) = futures::future::join(by_files, by_the_runs).await;
             let mut run_rounds = 0;
             let mut run_approx: Vec<(Approx, usize)> = Vec::new();
-            match from_run {
-                None => {}
-                Some(Err(e)) => return Err(e),
-                Some(Ok(Ok((a, r)))) => {
-                    run_approx = a;
-                    run_rounds = r;
+            let mut damaged_run = false;
+            for (ri, from_run) in from_runs.into_iter().enumerate() {
+                match from_run {
+                    None => {}
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(Ok((a, r)))) => {
+                        run_approx.extend(a);
+                        run_rounds = run_rounds.max(r);
+                    }
+                    Some(Ok(Err(reason))) => {
+                        // A damaged run: every file it answered goes its own way, from
+                        // the top.
+                        stats
+                            .rejections
+                            .push(run_rejected(runs[ri].take(), ix.index_id, reason));
+                        damaged_run = true;
+                    }
                 }
-                Some(Ok(Err(reason))) => {
-                    // A damaged run: every file it answered goes its own way, from the top.
-                    stats
-                        .rejections
-                        .push(run_rejected(run.take(), ix.index_id, reason));
-                    continue;
-                }
+            }
+            if damaged_run {
+                continue;
             }
             // Directories and partitions (and widening): the slowest file's rounds.
             let mut probed_rounds = 0;
@@ -577,12 +610,12 @@ impl Pinned<'_> {
                     .map(|(_, k)| approx[*k as usize])
                     .collect();
             }
-            // By blob the raw vectors are read from: a file's own (`Some(file)`), or the run
-            // for every file it answers (`None`): (source, entry indexes, (file, position)).
-            type Group = (Option<usize>, Vec<u64>, Vec<(usize, u32)>);
+            // By blob the raw vectors are read from: a file's own (`RawsOf::File`), or a run's
+            // for every file it answers: (source, entry indexes, (file, position)).
+            type Group = (RawsOf, Vec<u64>, Vec<(usize, u32)>);
             let mut groups: Vec<Group> = Vec::new();
-            let source = |fi: usize| in_run[fi].map_or(Some(fi), |_| None);
-            approx.sort_by_key(|x| (source(x.1).map_or(0, |f| f + 1), x.0.index));
+            let source = |fi: usize| in_run[fi].map_or(RawsOf::File(fi), RawsOf::Run);
+            approx.sort_by_key(|x| (source(x.1), x.0.index));
             for (a, fi) in &approx {
                 match groups.last_mut() {
                     Some(last) if last.0 == source(*fi) => {
@@ -595,13 +628,13 @@ impl Pinned<'_> {
             let raw_phase = self.overlay.stats();
             let raws = futures::future::join_all(groups.iter().map(|(src, idx, _)| {
                 let (at, dir) = match src {
-                    Some(fi) => (
+                    RawsOf::File(fi) => (
                         BlobRef::of(files.entry(*fi).expect("an indexed file has an entry")),
                         dirs[*fi].clone().expect("an indexed file has a directory"),
                     ),
-                    None => (
-                        self.run_blob(run.expect("a run")),
-                        run_dir.clone().expect("the run's directory"),
+                    RawsOf::Run(ri) => (
+                        self.run_blob(runs[*ri].expect("a run answering files")),
+                        run_dirs[*ri].clone().expect("the run's directory"),
                     ),
                 };
                 async move {
@@ -613,7 +646,7 @@ impl Pinned<'_> {
             }))
             .await;
             let raw_rounds = read_since(self.overlay.stats(), &raw_phase);
-            let mut damaged: Option<(Option<usize>, RejectReason)> = None;
+            let mut damaged: Option<(RawsOf, RejectReason)> = None;
             for ((src, _, at), got) in groups.iter().zip(raws) {
                 match got {
                     Err(reason) => {
@@ -637,7 +670,7 @@ impl Pinned<'_> {
                 // A damaged raw vector: that blob is rejected — a file's (the file is then
                 // scanned) or the run's (its files go their own way) — and the search
                 // starts over.
-                Some((Some(fi), reason)) => {
+                Some((RawsOf::File(fi), reason)) => {
                     stats.rejections.push(Rejection {
                         data_file: t.files[fi].path.clone(),
                         index_id: Some(ix.index_id),
@@ -647,10 +680,10 @@ impl Pinned<'_> {
                     files.force_scan(fi);
                     continue;
                 }
-                Some((None, reason)) => {
+                Some((RawsOf::Run(ri), reason)) => {
                     stats
                         .rejections
-                        .push(run_rejected(run.take(), ix.index_id, reason));
+                        .push(run_rejected(runs[ri].take(), ix.index_id, reason));
                     continue;
                 }
                 None => {}

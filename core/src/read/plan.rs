@@ -484,6 +484,7 @@ impl Pinned<'_> {
                         .collect();
                 }
                 stats.rejections.extend(b.rejections.iter().cloned());
+                stats.files_by_run += b.by_run;
                 b.pruned.clone()
             }
             None => vec![false; t.files.len()],
@@ -514,6 +515,7 @@ impl Pinned<'_> {
                         .await;
                 covered = c;
                 stats.rejections.extend(ls.rejections);
+                stats.files_by_run += ls.files_by_run;
                 for (k, i, pos) in entries {
                     run_hits.entry(i).or_default().push((k, pos));
                 }
@@ -526,6 +528,7 @@ impl Pinned<'_> {
             if !p.ranges.is_empty() {
                 for (i, ps) in self.bitmap_run_positions(t, &pred, p, &mut stats).await {
                     covered[i] = true;
+                    stats.files_by_run += 1;
                     run_positions.insert(i, ps);
                 }
             }
@@ -850,23 +853,7 @@ impl Pinned<'_> {
         ) else {
             return vec![];
         };
-        let Some(run) = ix
-            .table_run()
-            .filter(|_| kind.run() == Some(RunLayout::Stacked) && ix.fields.len() == 1)
-        else {
-            return vec![];
-        };
-        let coverage = crate::read::lookup::run_coverage(t, run);
-        let want: Vec<RunWant> = coverage
-            .iter()
-            .map(|i| match i {
-                Some(i) => RunWant::Set {
-                    rows: t.files[*i].record_count,
-                },
-                None => RunWant::Skip,
-            })
-            .collect();
-        if want.iter().all(|w| *w == RunWant::Skip) {
+        if kind.run() != Some(RunLayout::Stacked) || ix.fields.len() != 1 {
             return vec![];
         }
         let keep = crate::read::predicate::column_keep(ix, &pred.columns[column]);
@@ -874,23 +861,54 @@ impl Pinned<'_> {
             ranges: &p.ranges,
             keep: Some(&keep),
         };
-        let blob = self.blobs().at(self.run_blob(run));
-        match kind.run_positions(&blob, probe, &want).await {
-            Ok(RunPositions::PerFile(answers)) if answers.len() == coverage.len() => coverage
-                .iter()
-                .zip(answers)
-                .filter_map(|(i, a)| match (i, a) {
-                    (Some(i), Some(Positions::Set(ps))) => Some((*i, ps.into_iter().collect())),
-                    _ => None,
-                })
-                .collect(),
-            Ok(_) => vec![],
-            Err(err) => {
-                let r = crate::read::lookup::run_rejected(Some(run), ix.index_id, blob.reject(err));
-                stats.rejections.push(r);
-                vec![]
+        // Every run (tier), each file by the newest covering it, in one round.
+        let runs = ix.table_runs();
+        let coverages = t.tier_coverage(&runs);
+        let got = futures::future::join_all(runs.iter().zip(&coverages).map(
+            |(run, coverage)| async move {
+                let want: Vec<RunWant> = coverage
+                    .iter()
+                    .map(|i| match i {
+                        Some(i) => RunWant::Set {
+                            rows: t.files[*i].record_count,
+                        },
+                        None => RunWant::Skip,
+                    })
+                    .collect();
+                if want.iter().all(|w| *w == RunWant::Skip) {
+                    return Ok(None);
+                }
+                let blob = self.blobs().at(self.run_blob(run));
+                match kind.run_positions(&blob, probe, &want).await {
+                    Ok(r) => Ok(Some(r)),
+                    Err(err) => Err(blob.reject(err)),
+                }
+            },
+        ))
+        .await;
+        let mut out = Vec::new();
+        for ((run, coverage), got) in runs.iter().zip(&coverages).zip(got) {
+            match got {
+                Ok(Some(RunPositions::PerFile(answers))) if answers.len() == coverage.len() => out
+                    .extend(
+                        coverage
+                            .iter()
+                            .zip(answers)
+                            .filter_map(|(i, a)| match (i, a) {
+                                (Some(i), Some(Positions::Set(ps))) => {
+                                    Some((*i, ps.into_iter().collect()))
+                                }
+                                _ => None,
+                            }),
+                    ),
+                Ok(_) => {}
+                Err(reason) => {
+                    let r = crate::read::lookup::run_rejected(Some(run), ix.index_id, reason);
+                    stats.rejections.push(r);
+                }
             }
         }
+        out
     }
 
     async fn query_file(

@@ -40,9 +40,7 @@ use crate::index::fulltext::{
 };
 use crate::io::Location;
 use crate::read::files::{FileOptions, Files, Source};
-use crate::read::lookup::{
-    index_io, reads_at, run_coverage, run_rejected, BlobRef, Pinned, RowRef, FILE_WINDOW,
-};
+use crate::read::lookup::{index_io, reads_at, run_rejected, BlobRef, Pinned, RowRef, FILE_WINDOW};
 use crate::read::plan::{Query, QueryStats};
 use crate::read::predicate::Condition;
 use crate::read::ranked::{abs, assemble, reject_drifted};
@@ -263,7 +261,8 @@ enum Loaded {
 /// run's (`Err`: it failed a check, its files unloaded) and the rounds it took.
 struct Loads {
     files: Vec<Loaded>,
-    run: std::result::Result<Option<Loaded>, RejectReason>,
+    /// Per run searched (as given), its load.
+    runs: Vec<std::result::Result<Option<Loaded>, RejectReason>>,
     rounds: u64,
 }
 
@@ -289,9 +288,16 @@ impl<'m> TextRun<'m> {
     /// from the run's record of it, each term's documents counted in its rows of the run's
     /// postings ([`TextRun::subtract`]) — while the file, if still listed, answers by its own
     /// blob or a scan. `None` when no file is covered, or a left-out file's share is unknown.
-    fn usable(t: &TableManifest, run: &'m TableRun, files: &Files<'_>) -> Option<TextRun<'m>> {
-        let cov: Vec<Option<usize>> = run_coverage(t, run)
-            .into_iter()
+    /// `coverage` is the run's [`TableManifest::tier_coverage`]: a file a newer run answers
+    /// is left out of this one.
+    fn usable(
+        run: &'m TableRun,
+        coverage: &[Option<usize>],
+        files: &Files<'_>,
+    ) -> Option<TextRun<'m>> {
+        let cov: Vec<Option<usize>> = coverage
+            .iter()
+            .copied()
             .map(|i| i.filter(|i| !files.forced(*i)))
             .collect();
         if cov.iter().all(Option::is_none) {
@@ -558,13 +564,18 @@ impl Pinned<'_> {
         if !use_blobs && !self.scan_only && ix.state != IndexState::Poisoned {
             stats.index_declined = Some("the index keeps no positions: phrases are scanned".into());
         }
-        // The index's table run, while it holds (a failed check turns it off for this search).
-        let table_run = ix.table_run().filter(|_| {
-            use_blobs
-                && !s.verify_files
-                && crate::index::kind::of(ix.kind()).and_then(|k| k.run())
-                    == Some(crate::index::kind::RunLayout::Concatenated)
-        });
+        // The index's table runs (RFC 0004 tiers, oldest and largest first), each while it
+        // holds (a failed check turns it off for this search); a file is answered by the
+        // newest run covering it.
+        let table_runs: Vec<&TableRun> = match use_blobs
+            && !s.verify_files
+            && crate::index::kind::of(ix.kind()).and_then(|k| k.run())
+                == Some(crate::index::kind::RunLayout::Concatenated)
+        {
+            true => ix.table_runs(),
+            false => vec![],
+        };
+        let coverages = t.tier_coverage(&table_runs);
         let mut files = Files::open(
             self,
             table,
@@ -575,50 +586,65 @@ impl Pinned<'_> {
                 verify_files: s.verify_files,
                 pin_versions: s.pin_versions,
                 use_blobs,
-                // The run answers its files: their own entries are read only if it stops.
-                by_run: table_run.is_some(),
+                // The runs answer their files: their own entries are read only if the first
+                // (whose files' entries a covered part holds) stops.
+                by_run: !table_runs.is_empty(),
             },
         )
         .await?;
-        let mut run_off = false;
+        let mut run_off = vec![false; table_runs.len()];
         // A run failing a check is reported against every file (`*`), then left for the search.
-        let run_rejected = |reason| run_rejected(table_run, ix.index_id, reason);
+        let run_rejected =
+            |r: usize, reason| run_rejected(Some(table_runs[r]), ix.index_id, reason);
         loop {
-            let run = table_run
-                .filter(|_| !run_off)
-                .and_then(|r| TextRun::usable(t, r, &files));
-            if run.is_none() {
-                // The files the run covered answer by their own entries.
+            // The runs searched (by index in `table_runs`).
+            let runs: Vec<(usize, TextRun<'_>)> = table_runs
+                .iter()
+                .enumerate()
+                .filter(|(r, _)| !run_off[*r])
+                .filter_map(|(r, run)| Some((r, TextRun::usable(run, &coverages[r], &files)?)))
+                .collect();
+            if runs.first().is_none_or(|(r, _)| *r != 0) {
+                // The files the first run covered answer by their own entries.
                 files.load_covered(self).await?;
             }
             // Load every file's statistics and postings.
             let mut fstats = QueryStats::default();
+            let text_runs: Vec<&TextRun<'_>> = runs.iter().map(|(_, r)| r).collect();
             let loads = self
-                .load_all(t, &files, &spec, field, &q, s, run.as_ref(), &mut fstats)
+                .load_all(t, &files, &spec, field, &q, s, &text_runs, &mut fstats)
                 .await?;
-            let mut from_run = match loads.run {
-                Ok(l) => l,
-                Err(reason) => {
-                    stats.rejections.push(run_rejected(reason));
-                    run_off = true;
-                    continue;
+            let mut from_runs: Vec<Option<Loaded>> = Vec::with_capacity(runs.len());
+            let mut failed = false;
+            for ((r, _), l) in runs.iter().zip(loads.runs) {
+                match l {
+                    Ok(l) => from_runs.push(l),
+                    Err(reason) => {
+                        stats.rejections.push(run_rejected(*r, reason));
+                        run_off[*r] = true;
+                        failed = true;
+                    }
                 }
-            };
+            }
+            if failed {
+                continue;
+            }
             let (loaded, mut rounds) = (loads.files, loads.rounds);
             // Table statistics.
             let mut docs = 0u64;
             let mut tokens = 0u64;
             let mut df = vec![0u64; q.terms.len()];
-            // The run's share: its statistics less the files it no longer answers.
-            if let (
-                Some(r),
-                Some(Loaded::Indexed {
+            // Each run's share: its statistics less the files it no longer answers.
+            let mut failed = false;
+            for ((ri, r), l) in runs.iter().zip(&from_runs) {
+                let Some(Loaded::Indexed {
                     docs: d,
                     tokens: n,
                     terms,
-                }),
-            ) = (&run, &from_run)
-            {
+                }) = l
+                else {
+                    continue;
+                };
                 match r.subtract(*d, *n, terms) {
                     Ok((d, n, f)) => {
                         docs += d;
@@ -628,11 +654,16 @@ impl Pinned<'_> {
                         }
                     }
                     Err(e) => {
-                        stats.rejections.push(run_rejected(r.blob().corrupt(e)));
-                        run_off = true;
-                        continue;
+                        stats
+                            .rejections
+                            .push(run_rejected(*ri, r.blob().corrupt(e)));
+                        run_off[*ri] = true;
+                        failed = true;
                     }
                 }
+            }
+            if failed {
+                continue;
             }
             for l in &loaded {
                 match l {
@@ -697,8 +728,14 @@ impl Pinned<'_> {
             // A score the k-th result reaches, once the run's plan knows one.
             let mut floor = f64::NEG_INFINITY;
             if !q.terms.is_empty() && docs > 0 {
-                // The run first (it holds most documents, so its k-th score bars the files').
-                if let (Some(r), Some(Loaded::Indexed { terms, .. })) = (&run, &mut from_run) {
+                // The runs first, the oldest (largest) first: it holds most documents, so its
+                // k-th score bars the other runs' and the files'.
+                let mut failed = false;
+                for ((ri, r), l) in runs.iter().zip(from_runs.iter_mut()) {
+                    let Some(Loaded::Indexed { terms, .. }) = l else {
+                        continue;
+                    };
+                    let ri = *ri;
                     let deleted: HashMap<usize, roaring::RoaringTreemap> = r
                         .covered()
                         .map(|i| Ok(t.files[i].deleted()?.map(|d| (i, d))))
@@ -723,15 +760,21 @@ impl Pinned<'_> {
                             row,
                         }
                     };
-                    let mut sc = Scorer { hit: &hit, ..base };
-                    // Its frequent terms read by block: the blocks that may hold a result.
+                    let mut sc = Scorer {
+                        hit: &hit,
+                        floor,
+                        ..base
+                    };
+                    // Its frequent terms read by block (the first run's only): the blocks that
+                    // may hold a result.
                     let all = r.answers_all() && deleted.is_empty() && !files.filtered();
                     let plan = match sc.plan_blocks(terms, s.k, &Keep { row: &keep, all }) {
                         Ok(p) => p,
                         Err(e) => {
-                            stats.rejections.push(run_rejected(r.blob().corrupt(e)));
-                            run_off = true;
-                            continue;
+                            stats.rejections.push(run_rejected(ri, r.blob().corrupt(e)));
+                            run_off[ri] = true;
+                            failed = true;
+                            break;
                         }
                     };
                     if let Some(plan) = plan {
@@ -739,19 +782,24 @@ impl Pinned<'_> {
                         match self.run_blocks(r.blob(), rows, terms, &plan).await {
                             Ok(read) => rounds += u64::from(read),
                             Err(reason) => {
-                                stats.rejections.push(run_rejected(reason));
-                                run_off = true;
-                                continue;
+                                stats.rejections.push(run_rejected(ri, reason));
+                                run_off[ri] = true;
+                                failed = true;
+                                break;
                             }
                         }
-                        floor = plan.floor;
+                        floor = floor.max(plan.floor);
                         sc.floor = floor;
                     }
                     if let Err(e) = sc.score_indexed(terms, &keep, &mut top) {
-                        stats.rejections.push(run_rejected(r.blob().corrupt(e)));
-                        run_off = true;
-                        continue;
+                        stats.rejections.push(run_rejected(ri, r.blob().corrupt(e)));
+                        run_off[ri] = true;
+                        failed = true;
+                        break;
                     }
+                }
+                if failed {
+                    continue;
                 }
                 for (i, (f, l)) in t.files.iter().zip(&loaded).enumerate() {
                     if matches!(l, Loaded::InRun) {
@@ -952,7 +1000,7 @@ impl Pinned<'_> {
         field: i32,
         q: &Analyzed,
         s: &Search,
-        run: Option<&TextRun<'_>>,
+        runs: &[&TextRun<'_>],
         st: &mut QueryStats,
     ) -> Result<Loads> {
         use futures::StreamExt;
@@ -966,13 +1014,13 @@ impl Pinned<'_> {
             reason,
         };
         let mut in_run = vec![false; n];
-        if let Some(r) = run {
+        for r in runs {
             for i in r.covered() {
                 in_run[i] = true;
             }
         }
         let mut to_scan: Vec<usize> = Vec::new();
-        // Slots: file `i` at `i`, the run at `n`.
+        // Slots: file `i` at `i`, run `j` at `n + j`.
         let mut blobs: Vec<(usize, BlobRef<'_>)> = Vec::new();
         for i in 0..n {
             if in_run[i] {
@@ -986,9 +1034,9 @@ impl Pinned<'_> {
                 Source::Index(e) => blobs.push((i, BlobRef::of(e))),
             }
         }
-        if let Some(r) = run {
+        for (j, r) in runs.iter().enumerate() {
             self.run_text_directory(r.run);
-            blobs.push((n, r.blob()));
+            blobs.push((n + j, r.blob()));
         }
         let scan = |i: usize| self.scan_text(t, &t.files[i], spec, field, q, s);
         let pipeline = async {
@@ -999,7 +1047,7 @@ impl Pinned<'_> {
                 .iter()
                 .map(|&(i, b)| async move {
                     let head = async {
-                        if !s.verify_files || i == n {
+                        if !s.verify_files || i >= n {
                             return Ok(None);
                         }
                         let f = &t.files[i];
@@ -1051,13 +1099,15 @@ impl Pinned<'_> {
                 .into_iter()
                 .map(|(i, b, d, found)| async move {
                     let phrase = s.phrase && q.phrase.len() > 1;
-                    // The run's frequent terms by block, when nothing is subtracted from it.
-                    let by_block = (i == n && !phrase && run.is_some_and(TextRun::answers_all))
-                        .then_some(if s.operator == Operator::And {
-                            Combine::And
-                        } else {
-                            Combine::Or
-                        });
+                    // The first run's frequent terms by block, when nothing is subtracted from
+                    // it.
+                    let by_block =
+                        (i == n && !phrase && runs.first().is_some_and(|r| r.answers_all()))
+                            .then_some(if s.operator == Operator::And {
+                                Combine::And
+                            } else {
+                                Combine::Or
+                            });
                     let r = self.text_postings(b, &d, found, phrase, by_block).await;
                     (i, d, r)
                 })
@@ -1095,13 +1145,14 @@ impl Pinned<'_> {
         let (done, rejected, rounds) = indexed?;
         let mut out: Vec<Option<Loaded>> =
             (0..n).map(|i| in_run[i].then_some(Loaded::InRun)).collect();
-        let mut from_run = Ok(None);
+        let mut from_runs: Vec<std::result::Result<Option<Loaded>, RejectReason>> =
+            (0..runs.len()).map(|_| Ok(None)).collect();
         for (i, l) in done {
-            if i == n {
-                let covered = run.map_or(0, |r| r.covered().count() as u64);
+            if i >= n {
+                let covered = runs[i - n].covered().count() as u64;
                 st.files_by_index += covered;
                 st.files_by_run += covered;
-                from_run = Ok(Some(l));
+                from_runs[i - n] = Ok(Some(l));
                 continue;
             }
             st.files_by_index += 1;
@@ -1113,8 +1164,8 @@ impl Pinned<'_> {
             out[i] = Some(l);
         }
         for (i, reason) in rejected {
-            if i == n {
-                from_run = Err(reason);
+            if i >= n {
+                from_runs[i - n] = Err(reason);
                 continue;
             }
             if let RejectReason::Drifted { .. } = &reason {
@@ -1132,7 +1183,7 @@ impl Pinned<'_> {
                 .into_iter()
                 .map(|l| l.expect("every file loaded"))
                 .collect(),
-            run: from_run,
+            runs: from_runs,
             rounds,
         })
     }
