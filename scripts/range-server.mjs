@@ -12,9 +12,19 @@ const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': '
 // and `If-None-Match` / `If-Range` are honoured, so a browser's HTTP cache takes part.
 // `{ latencyMs }` delays every response (a network round trip). `stats.trips` counts
 // sequential round trips: a request that arrives after another one was answered is one trip
-// deeper than it; requests in flight together share a trip.
+// deeper than it; requests in flight together share a trip. `setFaults(rate, seed)` makes
+// that share of GET and HEAD requests fail — a 503, or the connection reset before any
+// byte — chosen by a seeded generator (`stats.faults` counts them).
 export async function startRangeServer(root, { cache = false, latencyMs = 0 } = {}) {
-  const stats = { requests: 0, bytes: 0, trips: 0, log: [] };
+  const stats = { requests: 0, bytes: 0, trips: 0, faults: 0, log: [] };
+  let faultRate = 0;
+  let rng = 1;
+  const roll = () => {
+    rng ^= rng << 13; rng >>>= 0;
+    rng ^= rng >>> 17;
+    rng ^= rng << 5; rng >>>= 0;
+    return rng / 2 ** 32;
+  };
   let answered = 0; // deepest trip answered so far
   const server = http.createServer((req, res) => {
     const depth = answered + 1;
@@ -33,6 +43,11 @@ export async function startRangeServer(root, { cache = false, latencyMs = 0 } = 
       'Access-Control-Expose-Headers': 'Content-Range, Content-Length, Accept-Ranges, ETag',
     };
     if (req.method === 'OPTIONS') { res.writeHead(204, cors); res.end(); return; }
+    if (faultRate > 0 && roll() < faultRate) {
+      stats.faults++;
+      if (roll() < 0.5) { res.writeHead(503, cors); res.end('injected fault'); } else req.socket.destroy();
+      return;
+    }
     // One open file per request: stat and read through it (a file replaced meanwhile is
     // served whole from the version opened).
     let fd = null;
@@ -101,6 +116,7 @@ export async function startRangeServer(root, { cache = false, latencyMs = 0 } = 
     url: `http://127.0.0.1:${port}`,
     stats,
     reset() { stats.requests = 0; stats.bytes = 0; stats.trips = 0; answered = 0; stats.log.length = 0; },
+    setFaults(rate, seed = 0x5eed) { faultRate = rate; rng = seed >>> 0 || 1; },
     close: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(resolve); }),
   };
 }

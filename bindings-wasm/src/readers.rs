@@ -32,7 +32,8 @@ export function deadline(ms, user) {
   return {
     signal: c.signal,
     timedOut: () => timedOut,
-    done: () => { if (timer !== null) clearTimeout(timer); if (onAbort) user.removeEventListener('abort', onAbort); },
+    done: () => { if (timer !== null) clearTimeout(timer); timer = null; if (onAbort) user.removeEventListener('abort', onAbort); onAbort = null; },
+    cancel: () => c.abort(),
   };
 }
 export function raceSignal(p, signal) {
@@ -88,6 +89,8 @@ extern "C" {
     fn timed_out(this: &Deadline) -> bool;
     #[wasm_bindgen(method)]
     fn done(this: &Deadline);
+    #[wasm_bindgen(method)]
+    fn cancel(this: &Deadline);
     #[wasm_bindgen(js_name = raceSignal)]
     fn race_signal(p: &Promise, signal: &JsValue) -> Promise;
     #[wasm_bindgen(js_name = readBody)]
@@ -141,9 +144,13 @@ impl Limits {
         F: FnOnce(JsValue) -> Fut,
         Fut: std::future::Future<Output = Result<T, JsValue>>,
     {
-        let d = deadline(self.timeout_ms, &self.signal);
-        let r = op(d.signal()).await;
-        d.done();
+        let mut d = Held {
+            deadline: deadline(self.timeout_ms, &self.signal),
+            ended: false,
+        };
+        let r = op(d.deadline.signal()).await;
+        d.ended = true;
+        let d = &d.deadline;
         r.map_err(|e| match error_name(&e).as_str() {
             "AbortError" | "TimeoutError" if d.timed_out() => IoError::Timeout {
                 path: path.to_string(),
@@ -171,6 +178,25 @@ impl Limits {
             }
             _ => io_err(path, e),
         })
+    }
+}
+
+/// A request's deadline while the request runs. Dropped — the request ended, or its future
+/// was dropped mid-flight because a sibling request of the same round failed — it clears its
+/// timer and listener, and aborts the request it no longer waits for: a dropped request keeps
+/// no timer that holds the host's event loop open for the whole timeout (a Node process that
+/// met one network error lingered 30 s before exiting) and no connection busy.
+struct Held {
+    deadline: Deadline,
+    ended: bool,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.deadline.cancel();
+        }
+        self.deadline.done();
     }
 }
 

@@ -262,3 +262,231 @@ async fn build_publish_read_and_vacuum_converge_under_store_faults() {
     o.close().await.unwrap();
     clean.close().await.unwrap();
 }
+
+/// Runs `f` with a fault at its first store call, then — after each typed, retryable failure
+/// — again with the fault one call later, until it succeeds past the armed call: a fault at
+/// every call of the verb's path (as its retries take it). Returns the result and the
+/// failures it reported and the faults injected.
+async fn sweep<T, F, Fut>(what: &str, faults: &FaultStore, mut f: F) -> (T, (u32, u64))
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let mut failed = 0;
+    let start = faults.total();
+    for n in 1.. {
+        faults.fail_nth(n);
+        match f().await {
+            // Past the armed call, or a fault absorbed (a best-effort delete): done.
+            Ok(v) => {
+                faults.fail_nth(0);
+                return (v, (failed, faults.total() - start));
+            }
+            Err(e) => {
+                assert!(
+                    e.retryable(),
+                    "{what}: a fault at call {n} surfaced as a non-retryable {}: {e}",
+                    e.code()
+                );
+                failed += 1;
+            }
+        }
+        assert!(n < 2_000, "{what} never converged");
+    }
+    unreachable!()
+}
+
+/// Writes `p<i>.parquet` of the sample orders (`ROWS` rows from id `first`) into `data`.
+fn write_part(data: &std::path::Path, i: i64, first: i64) -> String {
+    use skerry_core::admin::sample::{orders_parquet, SampleCodec};
+    let name = format!("p{i:03}.parquet");
+    let bytes = orders_parquet(first, ROWS as usize, 500, SampleCodec::Snappy).unwrap();
+    std::fs::write(data.join(&name), bytes).unwrap();
+    name
+}
+
+/// Every writer verb under store faults (issue "Faults, soak and fuzzing", the per-verb
+/// matrix): `registerFiles`, `registerDeletes`, `refresh`, `build` (with RFC 0004's tier
+/// steps: appended files become a run of their own), `planBuild` and `commitBuild` (a
+/// fan-out's receipts committed while the overlay's store fails), `publish` and `vacuum` each
+/// complete or fail typed and retryable, and retrying converges. Afterwards the overlay
+/// answers exactly as the same history applied without faults, `verify` certifies every
+/// index, and a fresh reader of what was published agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_writer_verb_converges_under_store_faults() {
+    use skerry_core::admin::fanout::{BundleBuilder, PlanOptions};
+    use skerry_core::admin::lifecycle::FileDeletes;
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    support::write_orders(&data, FILES, ROWS, 500);
+    let local = |name: &str| -> Arc<dyn ObjectStore> {
+        let p = d.path().join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(p).unwrap())
+    };
+    let clean = overlay(local("clean"), &data).await;
+    let faults = FaultStore::new(
+        local("faulty"),
+        &[
+            "bundles/",
+            "staging/",
+            "manifests/",
+            "HEAD",
+            "codebooks/",
+            "keys/",
+        ],
+        &[
+            Call::Put,
+            Call::Multipart,
+            Call::Get,
+            Call::Head,
+            Call::Delete,
+            Call::List,
+            Call::Copy,
+        ],
+        0.0,
+        0xFA17,
+    );
+    let o = overlay(Arc::new(Faulty(faults.clone())), &data).await;
+    let mut failures: Vec<(&str, (u32, u64))> = Vec::new();
+
+    // build: every file indexed, a run per index.
+    clean.build("orders", |_| {}).await.unwrap();
+    failures.push((
+        "build",
+        sweep("build", &faults, || o.build("orders", |_| {}))
+            .await
+            .1,
+    ));
+
+    // registerFiles + build: four appended files, a second run per index.
+    let added: Vec<String> = (FILES..FILES + 4)
+        .map(|i| write_part(&data, i, i * ROWS))
+        .collect();
+    clean.register_files("orders", &added).await.unwrap();
+    clean.build("orders", |_| {}).await.unwrap();
+    failures.push((
+        "registerFiles",
+        sweep("registerFiles", &faults, || {
+            o.register_files("orders", &added)
+        })
+        .await
+        .1,
+    ));
+    failures.push((
+        "build",
+        sweep("build", &faults, || o.build("orders", |_| {}))
+            .await
+            .1,
+    ));
+
+    // registerDeletes.
+    let deletes = vec![FileDeletes {
+        file: "p002.parquet".into(),
+        positions: (0..ROWS as u64).filter(|p| p % 7 == 3).collect(),
+    }];
+    clean.register_deletes("orders", &deletes).await.unwrap();
+    failures.push((
+        "registerDeletes",
+        sweep("registerDeletes", &faults, || {
+            o.register_deletes("orders", &deletes)
+        })
+        .await
+        .1,
+    ));
+
+    // refresh after a rewrite, then build.
+    write_part(&data, 5, 700_000);
+    clean.refresh("orders").await.unwrap();
+    clean.build("orders", |_| {}).await.unwrap();
+    failures.push((
+        "refresh",
+        sweep("refresh", &faults, || o.refresh("orders")).await.1,
+    ));
+    failures.push((
+        "build",
+        sweep("build", &faults, || o.build("orders", |_| {}))
+            .await
+            .1,
+    ));
+
+    // planBuild + workers + commitBuild: a new index on `amount`, its files built by workers
+    // (their own store, no faults) and committed through the faulty one.
+    let by_amount = IndexOptions::default();
+    for ov in [&clean, &o] {
+        ov.create_index("orders", "by_amount", &["amount".into()], by_amount.clone())
+            .await
+            .unwrap();
+    }
+    clean.build("orders", |_| {}).await.unwrap();
+    let plan = PlanOptions::default();
+    let (tasks, f) = sweep("planBuild", &faults, || o.plan_build("orders", &plan)).await;
+    failures.push(("planBuild", f));
+    let url = format!("file://{}", d.path().join("faulty").display());
+    let mut receipts = Vec::new();
+    for task in &tasks {
+        let b = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
+        receipts.push(b.build_bundle(task).await.unwrap());
+    }
+    let (report, f) = sweep("commitBuild", &faults, || o.commit_build(&receipts)).await;
+    failures.push(("commitBuild", f));
+    assert!(report.refused.is_empty(), "{report:?}");
+    assert_eq!(report.committed.len(), tasks.len(), "{report:?}");
+    assert!(tasks.len() as i64 > FILES, "{} tasks", tasks.len());
+
+    // publish and vacuum.
+    clean.publish().await.unwrap();
+    failures.push(("publish", sweep("publish", &faults, || o.publish()).await.1));
+    failures.push((
+        "vacuum",
+        sweep("vacuum", &faults, || o.vacuum(VacuumOptions::now(1)))
+            .await
+            .1,
+    ));
+    println!(
+        "failed attempts per verb: {failures:?}; {} faults injected",
+        faults.total()
+    );
+    // Every verb that calls the overlay's objects met faults it had to report, and then
+    // converged. `registerDeletes` and `refresh` write only the catalog (SlateDB, whose
+    // durability is its own) and read only data files: they make no call to fault.
+    for (verb, (failed, injected)) in &failures {
+        match *verb {
+            "registerDeletes" | "refresh" => assert_eq!(*injected, 0, "{verb}: {failures:?}"),
+            _ => assert!(*failed > 0, "{verb} met no fault: {failures:?}"),
+        }
+    }
+
+    // Faults off: the same answers as the clean history, every index certified, the same
+    // from a fresh reader of what was published.
+    faults.set_on(false);
+    let want = answers(&clean).await.unwrap();
+    assert_eq!(answers(&o).await.unwrap(), want);
+    for ix in ["by_id", "by_customer", "by_day", "by_amount"] {
+        let v = o.verify("orders", ix).await.unwrap();
+        assert_eq!(
+            (v.missing, v.mismatched, v.certified),
+            (0, 0, true),
+            "{ix}: {v:?}"
+        );
+        assert_eq!(
+            o.index_record("orders", ix).await.unwrap().state,
+            clean.index_record("orders", ix).await.unwrap().state,
+            "{ix}"
+        );
+    }
+    o.publish().await.unwrap();
+    let reader = skerry_core::read::reader::OverlayReader::open(
+        &url,
+        skerry_core::io::store::OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    for (q, (n, _)) in queries().iter().zip(&want) {
+        let c = reader.snapshot().count("orders", q).await.unwrap();
+        assert_eq!(c.count, *n, "{q:?}");
+        assert!(c.stats.rejections.is_empty(), "{:?}", c.stats.rejections);
+    }
+    o.close().await.unwrap();
+    clean.close().await.unwrap();
+}

@@ -1011,6 +1011,14 @@ impl Overlay {
             if refused.contains(&r.task.file.file_id) {
                 continue;
             }
+            // Committed already (an earlier attempt of this call failed after its
+            // transaction, or the receipt was handed in twice): every artifact the catalog
+            // holds for it is this receipt's, so it is reported committed and nothing is
+            // written — a retry converges to the same report instead of refusing its own work.
+            if self.committed_already(&t, r).await? {
+                report.committed.push(r.task.file.path.clone());
+                continue;
+            }
             let mut why = self.stale(&t, r).await?;
             // Two receipts for one file in one batch: the first is committed.
             if why.is_none() && !seen.insert((r.task.table.table_id, r.task.file.file_id)) {
@@ -1091,6 +1099,28 @@ impl Overlay {
             }
         }
         Ok(())
+    }
+
+    /// Whether every artifact `r` built is the one the catalog holds for its index and file
+    /// now (the same bundle, blob and facts).
+    async fn committed_already(&self, t: &Txn<'_>, r: &BuildReceipt) -> Result<bool> {
+        let Outcome::Built {
+            bundle, artifacts, ..
+        } = &r.outcome
+        else {
+            return Ok(false);
+        };
+        if artifacts.is_empty() {
+            return Ok(false);
+        }
+        for a in artifacts {
+            let now: Option<IndexFileEntry> =
+                t.get(&artifact_key(a.lineage.index_id, a.file_id)).await?;
+            if !now.is_some_and(|n| n.lineage.bundle_path == bundle.path && &n == a) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Why `r` may not be committed now (`None`: it may), read in `t`.

@@ -46,6 +46,9 @@ pub struct FaultStore {
     rate_ppm: AtomicU64,
     rng: Mutex<u64>,
     on: AtomicBool,
+    /// When set (`n` > 0): only the `n`th eligible call from [`FaultStore::fail_nth`] fails.
+    nth: AtomicU64,
+    seen: AtomicU64,
     /// Faults injected so far, per call kind (in `Call` order).
     pub injected: [AtomicU64; 7],
 }
@@ -73,6 +76,8 @@ impl FaultStore {
             rate_ppm: AtomicU64::new((rate * 1e6) as u64),
             rng: Mutex::new(seed | 1),
             on: AtomicBool::new(true),
+            nth: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
             injected: Default::default(),
         })
     }
@@ -80,6 +85,12 @@ impl FaultStore {
     /// Faults on or off (off: a plain pass-through).
     pub fn set_on(&self, on: bool) {
         self.on.store(on, Ordering::SeqCst);
+    }
+
+    /// From now on, the `n`th eligible call fails and no other (`n` = 0: back to the rate).
+    pub fn fail_nth(&self, n: u64) {
+        self.seen.store(0, Ordering::SeqCst);
+        self.nth.store(n, Ordering::SeqCst);
     }
 
     pub fn set_rate(&self, rate: f64) {
@@ -111,7 +122,15 @@ impl FaultStore {
                 .any(|x| p.as_ref().starts_with(x.as_str())),
             None => true,
         };
-        if !eligible || self.roll() >= self.rate_ppm.load(Ordering::SeqCst) {
+        if !eligible {
+            return false;
+        }
+        let nth = self.nth.load(Ordering::SeqCst);
+        if nth > 0 {
+            if self.seen.fetch_add(1, Ordering::SeqCst) + 1 != nth {
+                return false;
+            }
+        } else if self.roll() >= self.rate_ppm.load(Ordering::SeqCst) {
             return false;
         }
         let i = [
