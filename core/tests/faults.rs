@@ -16,7 +16,7 @@ use skerry_core::index::IndexKind;
 use skerry_core::read::plan::Query;
 use skerry_core::read::predicate::{Condition, Op};
 use skerry_core::values::Value;
-use support::faults::{Call, FaultStore, Faulty};
+use support::faults::{sweep, Call, FaultStore, Faulty};
 
 const FILES: i64 = 8;
 const ROWS: i64 = 1_500;
@@ -263,39 +263,6 @@ async fn build_publish_read_and_vacuum_converge_under_store_faults() {
     clean.close().await.unwrap();
 }
 
-/// Runs `f` with a fault at its first store call, then — after each typed, retryable failure
-/// — again with the fault one call later, until it succeeds past the armed call: a fault at
-/// every call of the verb's path (as its retries take it). Returns the result and the
-/// failures it reported and the faults injected.
-async fn sweep<T, F, Fut>(what: &str, faults: &FaultStore, mut f: F) -> (T, (u32, u64))
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, Error>>,
-{
-    let mut failed = 0;
-    let start = faults.total();
-    for n in 1.. {
-        faults.fail_nth(n);
-        match f().await {
-            // Past the armed call, or a fault absorbed (a best-effort delete): done.
-            Ok(v) => {
-                faults.fail_nth(0);
-                return (v, (failed, faults.total() - start));
-            }
-            Err(e) => {
-                assert!(
-                    e.retryable(),
-                    "{what}: a fault at call {n} surfaced as a non-retryable {}: {e}",
-                    e.code()
-                );
-                failed += 1;
-            }
-        }
-        assert!(n < 2_000, "{what} never converged");
-    }
-    unreachable!()
-}
-
 /// Writes `p<i>.parquet` of the sample orders (`ROWS` rows from id `first`) into `data`.
 fn write_part(data: &std::path::Path, i: i64, first: i64) -> String {
     use skerry_core::admin::sample::{orders_parquet, SampleCodec};
@@ -489,4 +456,131 @@ async fn every_writer_verb_converges_under_store_faults() {
     }
     o.close().await.unwrap();
     clean.close().await.unwrap();
+}
+
+/// Every read verb under store faults, natively (the wasm reader's are in
+/// `tests/read-faults.test.mjs`): over pyarrow files with text and vectors indexed by every
+/// kind that has a table run, `lookup`, `range`, `query`, `count`, `search` and `nearest`
+/// answer exactly what the same overlay answers without faults, or fail typed and retryable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_read_verb_is_exact_or_typed_under_store_faults() {
+    use skerry_core::index::vector::MetricName;
+    use skerry_core::read::nearest::Nearest;
+    use skerry_core::read::search::Search;
+    use skerry_core::values::ValueBound;
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    let status = std::process::Command::new("python3")
+        .args(["../tests/vector/make_vectors.py"])
+        .arg(&data)
+        .args(["8", "300", "8", "31"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let root = d.path().join("overlay");
+    std::fs::create_dir_all(&root).unwrap();
+    let local: Arc<dyn ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&root).unwrap());
+    let faults = FaultStore::new(
+        local,
+        &["bundles/", "manifests/", "HEAD", "codebooks/"],
+        &[Call::Get, Call::Head, Call::List],
+        0.0,
+        0x4EAD,
+    );
+    let o = Overlay::open_with_store(Arc::new(Faulty(faults.clone())), OpenOptions::default())
+        .await
+        .unwrap();
+    o.register_parquet_table(
+        "t",
+        &format!("file://{}", data.display()),
+        FileSelection::Prefix(String::new()),
+    )
+    .await
+    .unwrap();
+    for (name, col, kind) in [
+        ("by_id", "id", IndexKind::Ordered),
+        ("by_cat", "cat", IndexKind::Bitmap),
+        ("body_text", "body", IndexKind::Fulltext),
+        ("emb_l2", "emb", IndexKind::Vector),
+    ] {
+        let opts = IndexOptions {
+            kind,
+            metric: (kind == IndexKind::Vector).then_some(MetricName::L2),
+            ..Default::default()
+        };
+        o.create_index("t", name, &[col.into()], opts)
+            .await
+            .unwrap();
+    }
+    o.build("t", |_| {}).await.unwrap();
+    o.publish().await.unwrap();
+    // Every verb, shaped for comparison.
+    type Shape = Vec<String>;
+    async fn all(o: &Overlay) -> Result<Vec<Shape>, Error> {
+        let refs = |rows: &[skerry_core::read::lookup::RowRef]| -> Shape {
+            rows.iter()
+                .map(|r| format!("{}:{}", r.file, r.position))
+                .collect()
+        };
+        let mut out = Vec::new();
+        out.push(refs(
+            &o.lookup("t", "by_id", &[Value::Int(200_017)]).await?.rows,
+        ));
+        let lo = ValueBound::Included(vec![Value::Int(300_010)]);
+        let hi = ValueBound::Excluded(vec![Value::Int(300_090)]);
+        out.push(refs(&o.range("t", "by_id", lo, hi, false).await?.rows));
+        let q = Query {
+            conditions: vec![Condition::new("cat", Op::Eq(Value::Int(3)))],
+            columns: Some(vec!["id".into()]),
+            ..Default::default()
+        };
+        out.push(refs(&o.query("t", &q).await?.rows));
+        out.push(vec![o.count("t", &q).await?.count.to_string()]);
+        let s = Search {
+            query: "harbor stone".into(),
+            k: 10,
+            columns: Some(vec![]),
+            ..Default::default()
+        };
+        let r = o.search("t", &s).await?;
+        let mut shape = refs(&r.rows);
+        shape.extend(r.scores.iter().map(|x| x.to_bits().to_string()));
+        out.push(shape);
+        let n = Nearest {
+            vector: vec![0.5, -1.0, 2.0, 0.0, 1.5, -0.5, 3.0, 1.0],
+            k: 10,
+            columns: Some(vec!["id".into()]),
+            ..Default::default()
+        };
+        let r = o.nearest("t", &n).await?;
+        let mut shape = refs(&r.rows);
+        shape.extend(r.distances.iter().map(|x| x.to_bits().to_string()));
+        out.push(shape);
+        Ok(out)
+    }
+    let want = all(&o).await.unwrap();
+    assert!(want.iter().all(|s| !s.is_empty()), "{want:?}");
+    // Nothing cached: every read goes to the store.
+    o.set_cache_bytes(0);
+    faults.set_rate(0.15);
+    let (mut exact, mut failed) = (0, 0);
+    for _ in 0..15 {
+        match all(&o).await {
+            Ok(got) => {
+                assert_eq!(got, want, "an answer under faults is wrong");
+                exact += 1;
+            }
+            Err(e) => {
+                assert!(e.retryable(), "{}: {e}", e.code());
+                failed += 1;
+            }
+        }
+    }
+    println!(
+        "reads under faults: {exact} exact, {failed} failed typed; {} faults injected",
+        faults.total()
+    );
+    assert!(exact > 0 && faults.total() > 0);
+    o.close().await.unwrap();
 }

@@ -615,3 +615,88 @@ async fn a_small_sync_of_a_table_of_many_files_costs_the_change() {
     let again = o.sync_iceberg("many", Some(&metadata[1])).await.unwrap();
     assert_eq!(again.requests, 1);
 }
+
+/// `syncIceberg` under store faults (issue "Faults, soak and fuzzing"): the overlay's store
+/// fails the Nth call of each sync in turn (bundles, manifests, HEAD; the SlateDB catalog's
+/// own objects never do); every failure is typed and retryable, retrying converges, and at
+/// every snapshot the answers are the model's — through the indexes and by scan — as a
+/// fault-free sync gives them.
+#[tokio::test]
+async fn syncs_converge_under_store_faults() {
+    use std::sync::Arc;
+    use support::faults::{sweep, Call, FaultStore, Faulty};
+    let (dir, expected) = make_mor();
+    let root = dir.path().join("faulty");
+    std::fs::create_dir_all(&root).unwrap();
+    let local: Arc<dyn object_store::ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&root).unwrap());
+    let faults = FaultStore::new(
+        local,
+        &["bundles/", "staging/", "manifests/", "HEAD"],
+        &[
+            Call::Put,
+            Call::Multipart,
+            Call::Get,
+            Call::Head,
+            Call::Delete,
+            Call::List,
+            Call::Copy,
+        ],
+        0.0,
+        0x51C,
+    );
+    let o = Overlay::open_with_store(Arc::new(Faulty(faults.clone())), OpenOptions::default())
+        .await
+        .unwrap();
+    let snaps = expected["db.mor"]["snapshots"].as_array().unwrap();
+    let want = |s: &Value| -> Vec<i64> {
+        s["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect()
+    };
+    let meta = |s: &Value| s["metadata_location"].as_str().unwrap().to_string();
+    let first = meta(&snaps[0]);
+    let (_, (mount_failed, _)) = sweep("mount", &faults, || o.mount_iceberg("mor", &first)).await;
+    o.create_index("mor", "by_region", &["region".into()], Default::default())
+        .await
+        .unwrap();
+    o.create_index("mor", "by_id", &["id".into()], Default::default())
+        .await
+        .unwrap();
+    let (_, (build_failed, _)) = sweep("build", &faults, || o.build("mor", |_| {})).await;
+    let mut sync_failed = 0;
+    for s in &snaps[1..] {
+        let label = s["label"].as_str().unwrap();
+        let at = meta(s);
+        let (r, (failed, _)) = sweep("sync", &faults, || o.sync_iceberg("mor", Some(&at))).await;
+        sync_failed += failed;
+        assert_eq!(
+            r.snapshot_id.to_string(),
+            s["snapshot_id"].as_str().unwrap(),
+            "{label}"
+        );
+        sweep("publish", &faults, || o.publish()).await;
+        faults.set_on(false);
+        check(&o, "mor", &want(s), label).await;
+        faults.set_on(true);
+    }
+    println!(
+        "mount failed {mount_failed}×, build {build_failed}×, syncs {sync_failed}× over {} snapshots; {} faults injected",
+        snaps.len() - 1,
+        faults.total()
+    );
+    assert!(sync_failed > 0, "no sync met a fault");
+    // A fresh reader of what was published answers the last snapshot's rows.
+    faults.set_on(false);
+    let reader = skerry_core::read::reader::OverlayReader::open(
+        &format!("file://{}", root.display()),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    let all = reader.snapshot().query("mor", &q(vec![])).await.unwrap();
+    assert_eq!(ids(&all), want(snaps.last().unwrap()));
+}

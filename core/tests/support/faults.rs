@@ -302,3 +302,36 @@ impl ObjectStore for Faulty {
         self.0.inner.copy_opts(from, to, options).await
     }
 }
+
+/// Runs `f` with a fault at its first store call, then — after each typed, retryable failure
+/// — again with the fault one call later, until it succeeds past the armed call: a fault at
+/// every call of the verb's path (as its retries take it). Returns the result and the
+/// failures it reported and the faults injected.
+pub async fn sweep<T, F, Fut>(what: &str, faults: &FaultStore, mut f: F) -> (T, (u32, u64))
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, skerry_core::error::Error>>,
+{
+    let mut failed = 0;
+    let start = faults.total();
+    for n in 1.. {
+        faults.fail_nth(n);
+        match f().await {
+            // Past the armed call, or a fault absorbed (a best-effort delete): done.
+            Ok(v) => {
+                faults.fail_nth(0);
+                return (v, (failed, faults.total() - start));
+            }
+            Err(e) => {
+                assert!(
+                    e.retryable(),
+                    "{what}: a fault at call {n} surfaced as a non-retryable {}: {e}",
+                    e.code()
+                );
+                failed += 1;
+            }
+        }
+        assert!(n < 2_000, "{what} never converged");
+    }
+    unreachable!()
+}
