@@ -515,3 +515,71 @@ async fn a_vacuum_during_fan_out_keeps_the_workers_bundles() {
         IndexState::Ready
     );
 }
+
+/// Vacuum while four workers build (issue "Faults, soak and fuzzing"): four worker tasks
+/// build the plan's files concurrently while vacuums with the default grace period run
+/// beside them, again and again; every receipt then commits, and the index answers as a
+/// local build's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vacuums_during_a_four_worker_fan_out_take_nothing_in_flight() {
+    use skerry_core::admin::lifecycle::VacuumOptions;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().unwrap();
+    let (local, url, o) = local_and_fanout(d.path()).await;
+    o.publish().await.unwrap();
+    let tasks = o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
+    assert!(tasks.len() >= 4, "{} tasks", tasks.len());
+    let o = Arc::new(o);
+    let building = Arc::new(AtomicBool::new(true));
+    // Vacuums, one after another, for as long as the workers build.
+    let vacuums = {
+        let (o, building) = (o.clone(), building.clone());
+        tokio::spawn(async move {
+            let mut n = 0u32;
+            let mut young = 0u64;
+            while building.load(Ordering::SeqCst) || n == 0 {
+                let v = o.vacuum(VacuumOptions::default()).await.unwrap();
+                young = young.max(v.young);
+                n += 1;
+                tokio::task::yield_now().await;
+            }
+            (n, young)
+        })
+    };
+    // Four workers, each taking every fourth task.
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let mine: Vec<BuildTask> = tasks.iter().skip(w).step_by(4).cloned().collect();
+            let url = url.clone();
+            tokio::spawn(async move {
+                let b = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
+                let mut out = Vec::new();
+                for t in &mine {
+                    out.push(b.build_bundle(t).await.unwrap());
+                    tokio::task::yield_now().await;
+                }
+                out
+            })
+        })
+        .collect();
+    let mut receipts = Vec::new();
+    for w in workers {
+        receipts.extend(w.await.unwrap());
+    }
+    building.store(false, Ordering::SeqCst);
+    let (vacuumed, young) = vacuums.await.unwrap();
+    println!("{vacuumed} vacuums during the build, up to {young} young objects kept");
+    assert!(vacuumed >= 1);
+    // One more after every bundle is written: all of them young, none taken.
+    let v = o.vacuum(VacuumOptions::default()).await.unwrap();
+    assert_eq!(v.young, tasks.len() as u64, "{v:?}");
+    let report = o.commit_build(&receipts).await.unwrap();
+    assert_eq!(report.committed.len(), tasks.len(), "{report:?}");
+    assert!(report.refused.is_empty(), "{report:?}");
+    ready_and_exact(&o).await;
+    assert_eq!(answers(&local).await, answers(&o).await);
+}
