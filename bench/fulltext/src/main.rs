@@ -14,6 +14,12 @@
 //!
 //!     cargo run --release -p skerry-bench-fulltext -- [--docs N] [--files 20,200] [--keep DIR]
 //!
+//! `--appends` then appends files of the last layout's size to its table — four of one file,
+//! then 10 files, then 100 — building after each (RFC 0004's tiered runs): the build's time,
+//! the bytes it wrote, the runs after it and the bytes of a whole run (what a build wrote when
+//! every build rewrote the run), and after each the warm search's p50 and index requests and
+//! bytes per query (the zipf set).
+//!
 //! `--keep DIR` leaves the data (`data-{files}`), the overlays (`overlay-{files}`) and
 //! `bench.json` (the queries) in DIR for `bench/search.mjs`, the wasm reader over HTTP.
 
@@ -281,6 +287,21 @@ async fn main() {
             measure(&reader, files, set, queries, &searcher, &qp).await;
         }
     }
+    if args.iter().any(|a| a == "--appends") {
+        let files = *layouts.last().expect("a layout");
+        let per_file = docs.div_ceil(files.max(1));
+        appends(
+            &root,
+            files,
+            per_file,
+            &schema,
+            &vocab,
+            &cdf,
+            &mut r,
+            &queries[0].1,
+        )
+        .await;
+    }
     if let Some(k) = &keep {
         let qs: Vec<String> = queries
             .iter()
@@ -392,4 +413,117 @@ async fn measure(
         wreq as f64 / n,
         wbytes as f64 / n / 1e3
     );
+}
+
+/// `--appends` (see the module docs).
+#[allow(clippy::too_many_arguments)]
+async fn appends(
+    root: &std::path::Path,
+    files: usize,
+    per_file: usize,
+    schema: &Arc<Schema>,
+    vocab: &[String],
+    cdf: &[f64],
+    r: &mut Rng,
+    queries: &[String],
+) {
+    let data = root.join(format!("data-{files}"));
+    let overlay_dir = root.join(format!("overlay-{files}"));
+    let bundles = overlay_dir.join("bundles");
+    let url = format!("file://{}", overlay_dir.display());
+    let mut next = files;
+    let mut first_id = (files * per_file) as i64;
+    println!();
+    println!("### Appends to {files} files of {per_file} documents");
+    println!();
+    println!("| appended | build | bytes written | runs after | a whole run | files by run | p50 | requests / bytes per query |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for group in [1usize, 1, 1, 1, 10, 100] {
+        let mut names = Vec::new();
+        for _ in 0..group {
+            let texts: Vec<String> = (0..per_file)
+                .map(|_| {
+                    let n = 20 + (r.next() % 61) as usize;
+                    (0..n)
+                        .map(|_| vocab[zipf(r, cdf)].as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            let ids: Int64Array = (0..per_file as i64).map(|i| Some(first_id + i)).collect();
+            first_id += per_file as i64;
+            let body: StringArray = texts.iter().map(|s| Some(s.as_str())).collect();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(ids) as ArrayRef, Arc::new(body)],
+            )
+            .unwrap();
+            let name = format!("part-{next:04}.parquet");
+            next += 1;
+            let file = std::fs::File::create(data.join(&name)).unwrap();
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_compression(parquet::basic::Compression::SNAPPY)
+                .build();
+            let mut w =
+                parquet::arrow::ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+            names.push(name);
+        }
+        let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
+        let before = dir_bytes(&bundles);
+        let t0 = Instant::now();
+        o.register_files("docs", &names).await.unwrap();
+        o.build("docs", |_| {}).await.unwrap();
+        let secs = t0.elapsed().as_secs_f64();
+        let wrote = dir_bytes(&bundles) - before;
+        let m = o.snapshot_manifest(0).await.unwrap();
+        let runs = m
+            .table("docs")
+            .unwrap()
+            .index("body_text")
+            .unwrap()
+            .table_runs();
+        let whole: u64 = runs.iter().map(|r| r.blob_length).sum();
+        let nruns = runs.len();
+        o.publish().await.unwrap();
+        o.close().await.unwrap();
+        let reader = OverlayReader::open(&url, skerry_core::io::store::OpenOptions::default())
+            .await
+            .unwrap();
+        let ask = |q: &str| Search {
+            query: q.to_string(),
+            k: 10,
+            columns: Some(vec![]),
+            ..Default::default()
+        };
+        let mut by_run = 0;
+        for q in queries {
+            by_run = reader
+                .snapshot()
+                .search("docs", &ask(q))
+                .await
+                .unwrap()
+                .stats
+                .files_by_run;
+        }
+        let (mut ms, mut req, mut bytes) = (Vec::new(), 0u64, 0u64);
+        for q in queries {
+            let t0 = Instant::now();
+            let a = reader.snapshot().search("docs", &ask(q)).await.unwrap();
+            ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            req += a.stats.index_requests;
+            bytes += a.stats.index_bytes;
+        }
+        let n = queries.len() as f64;
+        println!(
+            "| {group} file{} | {secs:.2} s | {:.1} MB | {nruns} | {:.1} MB | {by_run} of {next} | {:.2} ms | {:.2} / {:.0} KB |",
+            if group == 1 { "" } else { "s" },
+            wrote as f64 / 1e6,
+            whole as f64 / 1e6,
+            percentile(&mut ms, 0.5),
+            req as f64 / n,
+            bytes as f64 / n / 1e3
+        );
+    }
 }
