@@ -104,6 +104,30 @@ fn queries() -> Vec<Query> {
     ]
 }
 
+/// Asks `f` `rounds` times: each answer must be `want`, each failure typed and retryable.
+/// Returns (exact answers, failures).
+async fn exact_or_typed<T, F, Fut>(rounds: usize, want: &T, mut f: F) -> (u32, u32)
+where
+    T: PartialEq + std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let (mut exact, mut failed) = (0, 0);
+    for _ in 0..rounds {
+        match f().await {
+            Ok(got) => {
+                assert_eq!(&got, want, "an answer under faults is wrong");
+                exact += 1;
+            }
+            Err(e) => {
+                assert!(e.retryable(), "{}: {e}", e.code());
+                failed += 1;
+            }
+        }
+    }
+    (exact, failed)
+}
+
 /// Counts and row positions of every query.
 async fn answers(o: &Overlay) -> Result<Vec<(u64, Vec<(String, u64)>)>, Error> {
     let mut out = Vec::new();
@@ -188,19 +212,7 @@ async fn build_publish_read_and_vacuum_converge_under_store_faults() {
     // Reads under faults: an answer is exact or a typed error, never wrong (a blob that
     // cannot be read is rejected and its file scanned).
     let before_reads = faults.total();
-    let (mut exact, mut failed) = (0, 0);
-    for _ in 0..20 {
-        match answers(&o).await {
-            Ok(got) => {
-                assert_eq!(got, want, "an answer under faults is wrong");
-                exact += 1;
-            }
-            Err(e) => {
-                assert!(e.retryable(), "{}: {e}", e.code());
-                failed += 1;
-            }
-        }
-    }
+    let (exact, failed) = exact_or_typed(20, &want, || answers(&o)).await;
     println!(
         "reads under faults: {exact} exact, {failed} failed typed; {} faults injected",
         faults.total()
@@ -564,19 +576,7 @@ async fn every_read_verb_is_exact_or_typed_under_store_faults() {
     // Nothing cached: every read goes to the store.
     o.set_cache_bytes(0);
     faults.set_rate(0.15);
-    let (mut exact, mut failed) = (0, 0);
-    for _ in 0..15 {
-        match all(&o).await {
-            Ok(got) => {
-                assert_eq!(got, want, "an answer under faults is wrong");
-                exact += 1;
-            }
-            Err(e) => {
-                assert!(e.retryable(), "{}: {e}", e.code());
-                failed += 1;
-            }
-        }
-    }
+    let (exact, failed) = exact_or_typed(15, &want, || all(&o)).await;
     println!(
         "reads under faults: {exact} exact, {failed} failed typed; {} faults injected",
         faults.total()
