@@ -314,10 +314,15 @@ test('plan, build-bundle and commit: a build split across processes through JSON
     assert.match(ok(run(['index', 'list', 'orders'])).out, /by_id.*ready/);
     ok(run(['publish']));
     assert.match(ok(run(['query', 'orders', '--where', '{"order_id": 2500}', '--columns', 'order_id', '--format', 'json'])).out, /2500/);
-    // The same receipts again: stale, refused with the reason, nothing committed.
+    // The same receipts again (a retried commit): reported committed, nothing written.
     const again = ok(run(['commit', '-'], receipts.join('\n')));
-    assert.match(again.out, /committed 0 files/);
-    assert.match(again.out, /refused p0\.parquet: /);
+    assert.match(again.out, /committed 3 files \(0 entries, 0 bytes\) in 0 transactions; refused 0/);
+    // A receipt that does not match its bundle's bytes: refused with the reason.
+    const forged = JSON.parse(receipts[0]);
+    forged.outcome.sha256 = '0'.repeat(64);
+    const bad1 = ok(run(['commit', '-'], JSON.stringify(forged)));
+    assert.match(bad1.out, /committed 0 files/);
+    assert.match(bad1.out, /refused p0\.parquet: /);
     // Not a task: E_INVALID, exit 1.
     const bad = run(['build-bundle', '--overlay', url, '-'], '{"not":"a task"}\n');
     assert.equal(bad.code, 1);
