@@ -189,6 +189,9 @@ export interface DeleteReport {
   rowsDeleted: number
 }
 
+/** Faults injected in this process so far under `SKERRY_FAULTS` (0 without it). */
+export declare function faultsInjected(): number
+
 export interface Field {
   fieldId: number
   name: string

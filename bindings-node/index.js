@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.BundleBuilder = nativeBinding.BundleBuilder
 module.exports.Overlay = nativeBinding.Overlay
+module.exports.faultsInjected = nativeBinding.faultsInjected
 module.exports.openBundleBuilder = nativeBinding.openBundleBuilder
 module.exports.openOverlay = nativeBinding.openOverlay
 module.exports.sampleOrdersParquet = nativeBinding.sampleOrdersParquet

@@ -126,3 +126,11 @@ export declare function sampleOrdersParquet(firstId: number, rows: number, rowGr
 
 /** Writes rows (arrays of values, `null` = NULL) as a Parquet file with nullable columns. */
 export declare function writeParquet(columns: Array<{ name: string; type: 'boolean' | 'int32' | 'int64' | 'float64' | 'string' | 'date' }>, rows: unknown[][], rowGroupRows?: number, codec?: 'snappy' | 'lz4' | 'zstd' | 'none'): Buffer;
+
+/**
+ * Not for production: faults injected so far in this process by the `SKERRY_FAULTS` fault
+ * plan (`rate=0.01,seed=7,calls=put+get,prefixes=bundles/+catalog/`), which wraps the store
+ * of every overlay and bundle builder the process opens. 0 without it. See the soak
+ * (`tests/soak/`) and `docs/guarantees.md`.
+ */
+export declare function faultsInjected(): number;

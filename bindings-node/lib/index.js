@@ -429,4 +429,9 @@ function writeParquet(columns, rows, rowGroupRows, codec) {
   return call(native.writeParquet, undefined, [columns, rows, rowGroupRows, codec], true);
 }
 
-module.exports = { Overlay, BundleBuilder, sampleOrdersParquet, writeParquet };
+/** Faults injected in this process under `SKERRY_FAULTS` (testing only; see docs/guarantees.md). */
+function faultsInjected() {
+  return native.faultsInjected();
+}
+
+module.exports = { Overlay, BundleBuilder, sampleOrdersParquet, writeParquet, faultsInjected };

@@ -483,6 +483,23 @@ fn i(n: u64) -> i64 {
     n as i64
 }
 
+/// Not for production: the `SKERRY_FAULTS` fault plan (`io::faults::FaultPlan`), when set,
+/// for every overlay and bundle builder this process opens (the soak, `docs/guarantees.md`).
+fn env_faults() -> skerry_core::Result<Option<skerry_core::io::faults::FaultPlan>> {
+    match std::env::var("SKERRY_FAULTS") {
+        Ok(text) if !text.trim().is_empty() => {
+            skerry_core::io::faults::FaultPlan::parse(&text).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Faults injected in this process so far under `SKERRY_FAULTS` (0 without it).
+#[napi]
+pub fn faults_injected() -> f64 {
+    skerry_core::io::faults::injected_total() as f64
+}
+
 /// Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`.
 #[napi(ts_return_type = "Promise<Overlay>")]
 pub fn open_overlay<'env>(
@@ -513,6 +530,7 @@ pub fn open_overlay<'env>(
     let opts = ov::OpenOptions {
         storage: storage.map(|m| m.into_iter().collect()).unwrap_or_default(),
         timeout: timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64)),
+        faults: env_faults().map_err(|e| js_error(env, &e))?,
     };
     run(env, async move {
         let handle = if read_only {
@@ -1289,6 +1307,7 @@ pub fn open_bundle_builder(
     let opts = ov::OpenOptions {
         storage: storage.map(|m| m.into_iter().collect()).unwrap_or_default(),
         timeout: timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64)),
+        faults: env_faults().map_err(|e| js_error(env, &e))?,
     };
     let inner = skerry_core::admin::fanout::BundleBuilder::open(&url, opts)
         .map_err(|e| js_error(env, &e))?;

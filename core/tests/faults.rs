@@ -584,3 +584,195 @@ async fn every_read_verb_is_exact_or_typed_under_store_faults() {
     assert!(exact > 0 && faults.total() > 0);
     o.close().await.unwrap();
 }
+
+/// The catalog's own objects under faults (issue "Faults, soak and fuzzing"): SlateDB's
+/// manifests, WAL and SSTs under `catalog/` fail at random — a quarter of every kind of call
+/// — while the overlay is opened, a table registered and indexed, built, appended to,
+/// deleted from, published and vacuumed. Every verb completes or fails typed and retryable (SlateDB's own
+/// retry layer absorbs most: a fault it gives up on reaches the caller as a retryable
+/// error); nothing is lost: afterwards the overlay answers exactly as the same history
+/// without faults and `verify` certifies every index, also after the catalog is reopened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_objects_under_store_faults() {
+    use skerry_core::admin::lifecycle::FileDeletes;
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    support::write_orders(&data, FILES, ROWS, 500);
+    let local = |name: &str| -> Arc<dyn ObjectStore> {
+        let p = d.path().join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(p).unwrap())
+    };
+    let clean = overlay(local("clean"), &data).await;
+    let faults = FaultStore::new(
+        local("faulty"),
+        &["catalog/"],
+        &[
+            Call::Put,
+            Call::Multipart,
+            Call::Get,
+            Call::Head,
+            Call::Delete,
+            Call::List,
+            Call::Copy,
+        ],
+        0.25,
+        0xCA7A,
+    );
+    let store: Arc<dyn ObjectStore> = Arc::new(Faulty(faults.clone()));
+    // Opening (SlateDB's manifest, WAL replay) and the set-up verbs meet faults too.
+    let (o, _) = until_ok("open", || {
+        Overlay::open_with_store(store.clone(), OpenOptions::default())
+    })
+    .await;
+    let location = format!("file://{}", data.display());
+    until_ok("register", || async {
+        match o
+            .register_parquet_table("orders", &location, FileSelection::Prefix(String::new()))
+            .await
+        {
+            Err(Error::AlreadyExists { .. }) => Ok(()),
+            r => r.map(|_| ()),
+        }
+    })
+    .await;
+    for (name, col, unique, kind) in [
+        ("by_id", "order_id", true, IndexKind::Ordered),
+        ("by_customer", "customer", false, IndexKind::Ordered),
+        ("by_day", "day", false, IndexKind::Bitmap),
+    ] {
+        until_ok("createIndex", || async {
+            match o
+                .create_index(
+                    "orders",
+                    name,
+                    &[col.into()],
+                    IndexOptions {
+                        unique,
+                        kind,
+                        ..Default::default()
+                    },
+                )
+                .await
+            {
+                // A retry of a creation whose reply a fault lost.
+                Err(Error::AlreadyExists { .. }) => Ok(()),
+                r => r.map(|_| ()),
+            }
+        })
+        .await;
+    }
+    let mut failed = 0;
+    clean.build("orders", |_| {}).await.unwrap();
+    failed += until_ok("build", || o.build("orders", |_| {})).await.1;
+    let added: Vec<String> = (FILES..FILES + 4)
+        .map(|i| write_part(&data, i, i * ROWS))
+        .collect();
+    clean.register_files("orders", &added).await.unwrap();
+    failed += until_ok("registerFiles", || async {
+        match o.register_files("orders", &added).await {
+            Err(Error::AlreadyExists { .. }) => Ok(()),
+            r => r.map(|_| ()),
+        }
+    })
+    .await
+    .1;
+    let deletes = vec![FileDeletes {
+        file: "p003.parquet".into(),
+        positions: (0..ROWS as u64).filter(|p| p % 5 == 1).collect(),
+    }];
+    clean.register_deletes("orders", &deletes).await.unwrap();
+    failed += until_ok("registerDeletes", || o.register_deletes("orders", &deletes))
+        .await
+        .1;
+    clean.build("orders", |_| {}).await.unwrap();
+    failed += until_ok("build", || o.build("orders", |_| {})).await.1;
+    clean.publish().await.unwrap();
+    failed += until_ok("publish", || o.publish()).await.1;
+    failed += until_ok("vacuum", || o.vacuum(VacuumOptions::now(1)))
+        .await
+        .1;
+    let injected = faults.total();
+    println!("catalog faults: {injected} injected, {failed} reached a verb");
+    assert!(injected > 0, "no catalog call met a fault");
+
+    let want = answers(&clean).await.unwrap();
+    faults.set_on(false);
+    assert_eq!(answers(&o).await.unwrap(), want);
+    for ix in ["by_id", "by_customer", "by_day"] {
+        let v = o.verify("orders", ix).await.unwrap();
+        assert_eq!(
+            (v.missing, v.mismatched, v.certified),
+            (0, 0, true),
+            "{ix}: {v:?}"
+        );
+    }
+    // Nothing committed was lost: the catalog reopened (WAL replayed, faults on again) holds
+    // the same table and answers the same.
+    o.close().await.unwrap();
+    faults.set_on(true);
+    let (o, _) = until_ok("reopen", || {
+        Overlay::open_with_store(store.clone(), OpenOptions::default())
+    })
+    .await;
+    faults.set_on(false);
+    assert_eq!(answers(&o).await.unwrap(), want);
+    o.close().await.unwrap();
+    clean.close().await.unwrap();
+}
+
+/// The soak's switch: `OpenOptions::faults` (the addon's `SKERRY_FAULTS`) wraps the store an
+/// overlay opens by URL — here every put under `manifests/` fails, so a publish fails typed
+/// and retryable while the build (bundles, catalog) goes through; the same overlay reopened
+/// without the plan publishes. A malformed plan is `E_INVALID`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_plan_wraps_the_store_an_overlay_opens() {
+    use skerry_core::io::faults::FaultPlan;
+    let d = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", d.path().join("overlay").display());
+    let data = d.path().join("data");
+    support::write_orders(&data, 2, 300, 100);
+    let plan =
+        FaultPlan::parse("rate=1, seed=3, calls=put+multipart, prefixes=manifests/").unwrap();
+    let o = Overlay::open(
+        &url,
+        OpenOptions {
+            faults: Some(plan),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    o.register_parquet_table(
+        "orders",
+        &format!("file://{}", data.display()),
+        FileSelection::Prefix(String::new()),
+    )
+    .await
+    .unwrap();
+    o.build("orders", |_| {}).await.unwrap();
+    let before = skerry_core::io::faults::injected_total();
+    let e = o.publish().await.unwrap_err();
+    assert!(e.retryable(), "{}: {e}", e.code());
+    assert_eq!(e.code(), "E_IO", "{e}");
+    assert!(skerry_core::io::faults::injected_total() > before);
+    o.close().await.unwrap();
+    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
+    let v = o.publish().await.unwrap().version;
+    let r = skerry_core::read::reader::OverlayReader::open(&url, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(r.version(), v);
+    o.close().await.unwrap();
+    for bad in [
+        "",
+        "seed=1",
+        "rate=2",
+        "rate=0.1,calls=put+fly",
+        "rate=0.1,when=now",
+        "rate",
+    ] {
+        let e = FaultPlan::parse(bad).unwrap_err();
+        assert_eq!(e.code(), "E_INVALID", "{bad:?}: {e}");
+    }
+}

@@ -705,6 +705,7 @@ async fn reads_time_out_against_a_server_that_never_answers() {
         OpenOptions {
             storage,
             timeout: Some(std::time::Duration::from_millis(300)),
+            ..Default::default()
         },
     )
     .await

@@ -261,7 +261,7 @@ impl BundleBuilder {
     /// A builder writing to the overlay at `url` (the URL its committer opened), reading data
     /// with `options.storage` (credentials, endpoints).
     pub fn open(url: &str, options: OpenOptions) -> Result<BundleBuilder> {
-        let opened = open_store(url, &options.storage, true)?;
+        let opened = open_store(url, &options, true)?;
         let reader = Arc::new(opened.reader(options.timeout));
         Ok(BundleBuilder {
             store: opened.store,

@@ -249,7 +249,7 @@ impl Overlay {
     /// Opens the overlay at `url` (`file:///dir`, `memory://`, `s3://bucket/prefix`), creating
     /// its catalog when absent. Every catalog commit is durable when the call making it returns.
     pub async fn open(url: &str, options: OpenOptions) -> Result<Overlay> {
-        Self::open_at(open_store(url, &options.storage, true)?, options).await
+        Self::open_at(open_store(url, &options, true)?, options).await
     }
 
     /// Opens the overlay kept in `store` (its root is the overlay's root), creating its

@@ -14,6 +14,8 @@
 //! coalesces adjacent or near ranges into one request.
 
 mod cache;
+#[cfg(all(feature = "native", not(target_arch = "wasm32")))]
+pub mod faults;
 mod memory;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 mod object_store;

@@ -17,6 +17,9 @@ pub struct OpenOptions {
     /// it); `None` waits as long as the store does. Catalog (SlateDB) traffic is not
     /// covered: configure the store's own client timeouts for that.
     pub timeout: Option<std::time::Duration>,
+    /// Not for production: wraps the overlay's store (catalog included; data files not) in a
+    /// [`crate::io::faults::FaultStore`] following this plan — the soak's `SKERRY_FAULTS`.
+    pub faults: Option<crate::io::faults::FaultPlan>,
 }
 
 /// An object-store failure as an I/O error, keeping the path it names (when it names one)
@@ -67,8 +70,20 @@ impl OverlayStore {
     }
 }
 
-/// The overlay's object store rooted at its prefix.
+/// The overlay's object store rooted at its prefix (behind `options.faults` when set).
 pub(crate) fn open_store(
+    url: &str,
+    options: &OpenOptions,
+    create: bool,
+) -> Result<OverlayStore, IoError> {
+    let at = open_plain(url, &options.storage, create)?;
+    Ok(match &options.faults {
+        Some(plan) => OverlayStore::of(Arc::new(crate::io::faults::Faulty(plan.wrap(at.store)))),
+        None => at,
+    })
+}
+
+fn open_plain(
     url: &str,
     options: &[(String, String)],
     create: bool,
@@ -124,7 +139,7 @@ mod tests {
     fn a_local_overlay_is_read_in_place() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("file://{}", dir.path().display());
-        let at = open_store(&url, &[], true).unwrap();
+        let at = open_store(&url, &OpenOptions::default(), true).unwrap();
         assert!(at.local.is_some());
         std::fs::write(dir.path().join("HEAD"), b"0123456789").unwrap();
         let r = at.reader(None);
@@ -135,7 +150,10 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(&got[..], b"2345");
-        assert!(open_store("memory:///", &[], true).unwrap().local.is_none());
+        assert!(open_store("memory:///", &OpenOptions::default(), true)
+            .unwrap()
+            .local
+            .is_none());
     }
 
     #[test]

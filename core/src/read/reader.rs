@@ -33,7 +33,7 @@ impl OverlayReader {
     /// oversized `HEAD`/manifest, `E_TIMEOUT` when the store does not answer in
     /// `options.timeout`.
     pub async fn open(url: &str, options: OpenOptions) -> Result<OverlayReader> {
-        let reader = Arc::new(open_store(url, &options.storage, false)?.reader(options.timeout));
+        let reader = Arc::new(open_store(url, &options, false)?.reader(options.timeout));
         let data = Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout));
         let m = manifest::read_latest(reader.as_ref()).await?;
         Ok(OverlayReader {
