@@ -361,6 +361,26 @@ async fn counts_through_a_run_are_exact_over_every_kind_of_file() {
     o.close().await.unwrap();
 }
 
+/// The runs of `t`'s bitmap index `by_region` in the writer's view, oldest first.
+async fn runs_of(o: &Overlay) -> Vec<skerry_core::formats::manifest::TableRun> {
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let ix = m.table("t").unwrap().index("by_region").unwrap();
+    ix.table_runs().into_iter().cloned().collect()
+}
+
+/// Files `f<lo>`..`f<hi>` of 1,000 rows each, registered and built; their names.
+async fn append(t: &mut Table, o: &Overlay, files: std::ops::Range<usize>) -> Vec<String> {
+    let mut names = Vec::new();
+    for f in files {
+        let name = format!("f{f:03}.parquet");
+        t.write(&name, (f * 1000..(f + 1) * 1000).map(row).collect());
+        names.push(name);
+    }
+    o.register_files("t", &names).await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    names
+}
+
 /// Runs are tiers (RFC 0004) for bitmap indexes: four appended files become a run of their
 /// own (the first run is not written again); a warm count reads one range per run; counts,
 /// queries and two-column counts stay exact with a file rewritten under the first run (its
@@ -369,11 +389,6 @@ async fn counts_through_a_run_are_exact_over_every_kind_of_file() {
 #[tokio::test]
 async fn appended_files_become_a_bitmap_run_of_their_own() {
     let (mut t, o) = setup(40_000, 40).await;
-    async fn runs_of(o: &Overlay) -> Vec<skerry_core::formats::manifest::TableRun> {
-        let m = o.snapshot_manifest(0).await.unwrap();
-        let ix = m.table("t").unwrap().index("by_region").unwrap();
-        ix.table_runs().into_iter().cloned().collect()
-    }
     let first = runs_of(&o).await;
     assert_eq!(first.len(), 1);
     let cases: Vec<(Vec<String>, Option<Vec<i64>>)> = vec![
@@ -401,18 +416,6 @@ async fn appended_files_become_a_bitmap_run_of_their_own() {
         assert_eq!(c.count, t.count(&[region(5)], None));
         assert!(c.stats.index_requests <= runs, "{runs} runs: {:?}", c.stats);
         assert_eq!(c.stats.files_by_run, by_run, "{:?}", c.stats);
-    }
-    /// Files `f<lo>`..`f<hi>` of 1,000 rows each, registered and built; their names.
-    async fn append(t: &mut Table, o: &Overlay, files: std::ops::Range<usize>) -> Vec<String> {
-        let mut names = Vec::new();
-        for f in files {
-            let name = format!("f{f:03}.parquet");
-            t.write(&name, (f * 1000..(f + 1) * 1000).map(row).collect());
-            names.push(name);
-        }
-        o.register_files("t", &names).await.unwrap();
-        o.build("t", |_| {}).await.unwrap();
-        names
     }
     exact(&t, &o, 1, 40, &cases).await;
     let names = append(&mut t, &o, 40..44).await;
@@ -488,4 +491,51 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// A damaged run is repaired alone: the newer of two runs is truncated, a count rejects it
+/// (its files answered from their own blobs, exact) and queues its repair; the next build
+/// withdraws that run only and forms a new one of its files — the older run, which covers
+/// ten times the rows, is neither withdrawn nor written again.
+#[tokio::test]
+async fn a_damaged_run_is_rebuilt_alone() {
+    let (mut t, o) = setup(40_000, 40).await;
+    let first = runs_of(&o).await;
+    append(&mut t, &o, 40..44).await;
+    let runs = runs_of(&o).await;
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let damaged = t.dir.path().join("overlay").join(&runs[1].bundle_path);
+    let bytes = std::fs::read(&damaged).unwrap();
+    std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
+    let q = count_q(&[region(7)], None);
+    let c = o.count("t", &q).await.unwrap();
+    assert_eq!(c.count, t.count(&[region(7)], None));
+    let rejected: Vec<_> = c
+        .stats
+        .rejections
+        .iter()
+        .filter(|r| r.data_file == "*")
+        .collect();
+    assert_eq!(rejected.len(), 1, "{:?}", c.stats.rejections);
+    assert_eq!(
+        rejected[0].bundle_path.as_deref(),
+        Some(runs[1].bundle_path.as_str())
+    );
+    let queued = o.repairs("t", "by_region").await.unwrap();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!(queued[0].path, runs[1].bundle_path);
+    o.build("t", |_| {}).await.unwrap();
+    assert!(o.repairs("t", "by_region").await.unwrap().is_empty());
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], first[0], "the older run is kept as it was");
+    assert_ne!(now[1].bundle_path, runs[1].bundle_path);
+    assert_eq!(now[1].files, runs[1].files);
+    for regions in [vec![region(7)], (0..50).map(region).collect()] {
+        let c = o.count("t", &count_q(&regions, None)).await.unwrap();
+        assert_eq!(c.count, t.count(&regions, None));
+        assert!(c.stats.rejections.is_empty(), "{:?}", c.stats);
+        assert_eq!(c.stats.files_by_run, 44, "{:?}", c.stats);
+    }
+    o.close().await.unwrap();
 }

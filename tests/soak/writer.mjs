@@ -5,6 +5,9 @@
 //
 //   node tests/soak/writer.mjs ROOT POOL_FILES
 //
+// With SOAK_TRACE=1 each verb is written to stderr as it starts (the soak keeps the writer's
+// stderr in ROOT/writer.log).
+//
 // stdout: one JSON line per event ({type:'ack', n, version} after each publish, {type:'start',
 // n} when it opened the catalog) and a final {type:'final', …} on SIGTERM.
 import fs from 'node:fs';
@@ -25,6 +28,7 @@ let stopping = false;
 
 /** Runs `f` until it succeeds; every failure must be a typed Error (counted by code). */
 async function retry(what, f) {
+  if (process.env.SOAK_TRACE) process.stderr.write(`${new Date().toISOString()} ${what}\n`);
   for (let attempt = 0; ; attempt++) {
     try {
       return await f();

@@ -22,7 +22,8 @@
 //! rows that no longer hold the indexed values, which a same-size in-place rewrite with its
 //! modification time restored shows no other way.
 //!
-//! A rejected table run (file `*`, id 0) is withdrawn, and rebuilt at the end of the build.
+//! A rejected table run (file `*`, id 0, named by its bundle path) is withdrawn — that run
+//! alone, the others keep answering their files — and formed again at the end of the build.
 //! Repaired files go first in the step's order. `future_snapshot` rejections are not queued:
 //! they mean the reader is behind the index, not that the index is wrong.
 
@@ -64,9 +65,10 @@ impl Overlay {
             let Some(index_id) = r.index_id else {
                 continue;
             };
-            // The table run (`*`) is file 0: its repair is a rebuild of the run.
+            // A table run (`*`) is file 0, named by its bundle: its repair withdraws that run
+            // (every run when the rejection names none), and the build forms runs again.
             let (file_id, path) = if r.data_file == "*" {
-                (0, "*".to_string())
+                (0, r.bundle_path.clone().unwrap_or_else(|| "*".to_string()))
             } else {
                 match t.files.iter().find(|f| f.path == r.data_file) {
                     Some(f) => (f.file_id, f.path.clone()),
@@ -141,7 +143,18 @@ impl Overlay {
         let mut withdrawn = false;
         for e in &entries {
             if e.file_id == 0 {
-                t.delete_runs(ix.index_id).await?;
+                // Only the damaged run; the others keep answering their files.
+                let runs = t.runs(ix.index_id).await?;
+                let keep: Vec<_> = runs
+                    .iter()
+                    .filter(|r| r.bundle_path != e.path)
+                    .cloned()
+                    .collect();
+                if keep.len() < runs.len() {
+                    t.put_runs(ix.index_id, &keep).await?;
+                } else if e.path == "*" {
+                    t.delete_runs(ix.index_id).await?;
+                }
                 withdrawn = true;
             } else if matches!(
                 e.reason.as_str(),

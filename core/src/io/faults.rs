@@ -63,13 +63,16 @@ const CALLS: [(Call, &str); 7] = [
 /// `rate` (0–1, required) is the chance of a fault per eligible call; `seed` (default 1) seeds
 /// it; `calls` (default all: `put`, `multipart`, `get`, `head`, `delete`, `list`, `copy`) and
 /// `prefixes` (default every path; paths relative to the overlay's root) choose the eligible
-/// calls.
+/// calls; `delay` (ms, default 0) makes each eligible call but a list wait a random 0..delay
+/// ms first (a slow store).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FaultPlan {
     pub rate: f64,
     pub seed: u64,
     pub calls: Vec<Call>,
     pub prefixes: Vec<String>,
+    /// Each eligible call first waits a random 0..`delay_ms` ms (`delay=`, default 0).
+    pub delay_ms: u64,
 }
 
 impl FaultPlan {
@@ -81,6 +84,7 @@ impl FaultPlan {
             seed: 1,
             calls: CALLS.iter().map(|c| c.0).collect(),
             prefixes: vec![String::new()],
+            delay_ms: 0,
         };
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part
@@ -113,6 +117,16 @@ impl FaultPlan {
                         })
                         .collect::<crate::error::Result<_>>()?
                 }
+                "delay" => {
+                    plan.delay_ms = v
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|ms| *ms <= 60_000)
+                        .ok_or_else(|| {
+                            bad(format!("delay {v:?} is not milliseconds up to 60000"))
+                        })?
+                }
                 "prefixes" => plan.prefixes = v.split('+').map(|p| p.trim().to_string()).collect(),
                 other => return Err(bad(format!("unknown key {other:?}"))),
             }
@@ -126,7 +140,9 @@ impl FaultPlan {
     /// `inner` behind a [`FaultStore`] following this plan.
     pub fn wrap(&self, inner: Arc<dyn ObjectStore>) -> Arc<FaultStore> {
         let prefixes: Vec<&str> = self.prefixes.iter().map(String::as_str).collect();
-        FaultStore::new(inner, &prefixes, &self.calls, self.rate, self.seed)
+        let s = FaultStore::new(inner, &prefixes, &self.calls, self.rate, self.seed);
+        s.set_delay_ms(self.delay_ms);
+        s
     }
 }
 
@@ -139,6 +155,8 @@ pub struct FaultStore {
     calls: Vec<Call>,
     /// Probability of a fault per eligible call, in millionths.
     rate_ppm: AtomicU64,
+    /// Each eligible call first waits a seeded random 0..`delay_ms` milliseconds.
+    delay_ms: AtomicU64,
     rng: Mutex<u64>,
     on: AtomicBool,
     /// When set (`n` > 0): only the `n`th eligible call from [`FaultStore::fail_nth`] fails.
@@ -169,6 +187,7 @@ impl FaultStore {
             prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
             calls: calls.to_vec(),
             rate_ppm: AtomicU64::new((rate * 1e6) as u64),
+            delay_ms: AtomicU64::new(0),
             rng: Mutex::new(seed | 1),
             on: AtomicBool::new(true),
             nth: AtomicU64::new(0),
@@ -192,6 +211,33 @@ impl FaultStore {
         self.rate_ppm.store((rate * 1e6) as u64, Ordering::SeqCst);
     }
 
+    /// Every eligible call first waits a random 0..`ms` milliseconds (a slow store; with a
+    /// reader's `timeout`, an `E_TIMEOUT`). 0: no wait.
+    pub fn set_delay_ms(&self, ms: u64) {
+        self.delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// The wait of an eligible call (see [`FaultStore::set_delay_ms`]).
+    async fn pause(&self, call: Call, path: &Path) {
+        let max = self.delay_ms.load(Ordering::SeqCst);
+        if max == 0 || !self.on.load(Ordering::SeqCst) || !self.eligible(call, Some(path)) {
+            return;
+        }
+        let ms = self.roll() % (max + 1);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+
+    fn eligible(&self, call: Call, path: Option<&Path>) -> bool {
+        self.calls.contains(&call)
+            && match path {
+                Some(p) => self
+                    .prefixes
+                    .iter()
+                    .any(|x| p.as_ref().starts_with(x.as_str())),
+                None => true,
+            }
+    }
+
     /// Faults injected so far.
     pub fn total(&self) -> u64 {
         self.injected.iter().map(|x| x.load(Ordering::SeqCst)).sum()
@@ -207,17 +253,7 @@ impl FaultStore {
 
     /// Whether this call fails (and counts it).
     fn fails(&self, call: Call, path: Option<&Path>) -> bool {
-        if !self.on.load(Ordering::SeqCst) || !self.calls.contains(&call) {
-            return false;
-        }
-        let eligible = match path {
-            Some(p) => self
-                .prefixes
-                .iter()
-                .any(|x| p.as_ref().starts_with(x.as_str())),
-            None => true,
-        };
-        if !eligible {
+        if !self.on.load(Ordering::SeqCst) || !self.eligible(call, path) {
             return false;
         }
         let nth = self.nth.load(Ordering::SeqCst);
@@ -307,6 +343,7 @@ impl ObjectStore for Faulty {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        self.0.pause(Call::Put, location).await;
         if self.0.fails(Call::Put, Some(location)) {
             return Err(fault(Call::Put, Some(location)));
         }
@@ -318,6 +355,7 @@ impl ObjectStore for Faulty {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.0.pause(Call::Multipart, location).await;
         if self.0.fails(Call::Multipart, Some(location)) {
             return Err(fault(Call::Multipart, Some(location)));
         }
@@ -335,6 +373,7 @@ impl ObjectStore for Faulty {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         let call = if options.head { Call::Head } else { Call::Get };
+        self.0.pause(call, location).await;
         if self.0.fails(call, Some(location)) {
             return Err(fault(call, Some(location)));
         }
@@ -346,6 +385,7 @@ impl ObjectStore for Faulty {
         location: &Path,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
+        self.0.pause(Call::Get, location).await;
         if self.0.fails(Call::Get, Some(location)) {
             return Err(fault(Call::Get, Some(location)));
         }
@@ -392,6 +432,7 @@ impl ObjectStore for Faulty {
         to: &Path,
         options: CopyOptions,
     ) -> object_store::Result<()> {
+        self.0.pause(Call::Copy, to).await;
         if self.0.fails(Call::Copy, Some(to)) {
             return Err(fault(Call::Copy, Some(to)));
         }

@@ -366,16 +366,46 @@ impl ObjectStoreReader {
     }
 }
 
+/// Attempts of a read that fails with a transient store error ([`IoError::Other`]: not a
+/// missing or changed object, a bad range or a timeout) before the error is returned. A
+/// build or a merge reads hundreds of objects; without this, one transient failure in any
+/// of them failed the whole operation, and at a steady fault rate a big enough one never
+/// completed (found by the soak, `tests/soak/`). HTTP stores' clients retry too (object_store's
+/// `RetryConfig`); local disk and wrapped stores did not.
+pub const READ_ATTEMPTS: u32 = 4;
+
+/// The wait before retry `attempt` (1-based) of a read: 20, 80, 320 ms.
+fn read_backoff(attempt: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(20 << (2 * (attempt - 1)).min(8))
+}
+
+impl ObjectStoreReader {
+    async fn fetch_once(&self, loc: &Location, req: Request) -> Result<Reply, IoError> {
+        match req {
+            Request::Head => Ok(Reply::meta(self.head_of(loc).await?)),
+            Request::Range(r) => Ok(Reply::bytes(self.range_of(loc, r).await?)),
+            Request::Suffix(len) | Request::Tail { len, .. } => self.suffix_of(loc, len).await,
+            Request::All(max) => Ok(Reply::bytes(
+                self.all_of(loc, max.unwrap_or(u64::MAX)).await?,
+            )),
+        }
+    }
+}
+
 impl RangeReader for ObjectStoreReader {
+    /// One read, retried up to [`READ_ATTEMPTS`] times in all while it fails with a transient
+    /// store error (reads are idempotent); every other error is returned at once.
     fn fetch<'a>(&'a self, loc: &'a Location, req: Request) -> BoxFut<'a, Result<Reply, IoError>> {
         Box::pin(async move {
-            match req {
-                Request::Head => Ok(Reply::meta(self.head_of(loc).await?)),
-                Request::Range(r) => Ok(Reply::bytes(self.range_of(loc, r).await?)),
-                Request::Suffix(len) | Request::Tail { len, .. } => self.suffix_of(loc, len).await,
-                Request::All(max) => Ok(Reply::bytes(
-                    self.all_of(loc, max.unwrap_or(u64::MAX)).await?,
-                )),
+            let mut attempt = 1;
+            loop {
+                match self.fetch_once(loc, req.clone()).await {
+                    Err(IoError::Other { .. }) if attempt < READ_ATTEMPTS => {
+                        tokio::time::sleep(read_backoff(attempt)).await;
+                        attempt += 1;
+                    }
+                    r => return r,
+                }
             }
         })
     }

@@ -4,10 +4,11 @@
 #[allow(unused_imports)]
 pub use skerry_core::io::faults::{Call, FaultStore, Faulty};
 
-/// Runs `f` with a fault at its first store call, then — after each typed, retryable failure
-/// — again with the fault one call later, until it succeeds past the armed call: a fault at
-/// every call of the verb's path (as its retries take it). Returns the result and the
-/// failures it reported and the faults injected.
+/// Runs `f` with a fault at its first store call, then again with the fault one call later,
+/// and so on until an attempt completes without reaching the armed call: a fault at every
+/// call of the verb's path (as its retries take it). Each attempt must succeed (the fault
+/// absorbed: a retried read, a best-effort delete) or fail typed and retryable. Returns the
+/// last result and the failures it reported and the faults injected.
 pub async fn sweep<T, F, Fut>(what: &str, faults: &FaultStore, mut f: F) -> (T, (u32, u64))
 where
     F: FnMut() -> Fut,
@@ -17,12 +18,15 @@ where
     let start = faults.total();
     for n in 1.. {
         faults.fail_nth(n);
+        let before = faults.total();
         match f().await {
-            // Past the armed call, or a fault absorbed (a best-effort delete): done.
-            Ok(v) => {
+            // The armed call was never reached: every call has met its fault.
+            Ok(v) if faults.total() == before => {
                 faults.fail_nth(0);
                 return (v, (failed, faults.total() - start));
             }
+            // A fault absorbed: go on to the next call.
+            Ok(_) => {}
             Err(e) => {
                 assert!(
                     e.retryable(),
