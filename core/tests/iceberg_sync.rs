@@ -633,15 +633,7 @@ async fn syncs_converge_under_store_faults() {
     let faults = FaultStore::new(
         local,
         &["bundles/", "staging/", "manifests/", "HEAD"],
-        &[
-            Call::Put,
-            Call::Multipart,
-            Call::Get,
-            Call::Head,
-            Call::Delete,
-            Call::List,
-            Call::Copy,
-        ],
+        &Call::ALL,
         0.0,
         0x51C,
     );

@@ -165,8 +165,18 @@ for (;;) {
   }
 }
 start.fds = fds();
-// RSS (MB) once a minute; open handles at the start and the end.
-const rssByMinute = [Math.round(process.memoryUsage().rss / 1e6)];
+// Once a minute: RSS, the JS heap in use (the oracle's share is there), the rest of the
+// process outside the JS heap (the addon's native memory, or the wasm reader's linear memory
+// and buffers) and open handles — MB, MB, MB, count.
+const samples = { rss: [], heap: [], native: [], fds: [] };
+const sample = () => {
+  const m = process.memoryUsage();
+  samples.rss.push(Math.round(m.rss / 1e6));
+  samples.heap.push(Math.round(m.heapUsed / 1e6));
+  samples.native.push(Math.round((m.rss - m.heapTotal) / 1e6));
+  samples.fds.push(fds());
+};
+sample();
 let lastSample = Date.now();
 while (!stopping) {
   if (mode === 'wasm' && stats.rounds > 0) {
@@ -176,8 +186,8 @@ while (!stopping) {
   stats.rounds++;
   if (Date.now() - lastSample >= 60_000) {
     lastSample = Date.now();
-    rssByMinute.push(Math.round(process.memoryUsage().rss / 1e6));
+    sample();
   }
   await new Promise((res) => setTimeout(res, 150 + rand(200)));
 }
-say({ type: 'final', mode, stats, rss: [...rssByMinute, Math.round(process.memoryUsage().rss / 1e6)], fds: { start: start.fds, end: fds() }, faults: mode === 'addon' ? require('skerry').faultsInjected() : null });
+say({ type: 'final', mode, stats, memory: (sample(), samples), fds: { start: start.fds, end: fds() }, faults: mode === 'addon' ? require('skerry').faultsInjected() : null });

@@ -149,7 +149,7 @@ export async function runSoak({ minutes = 2, keep = false, log = () => {} } = {}
     const wrongs = r.lines.filter((l) => l.type === 'wrong');
     report.wrong += wrongs.length;
     report.wrongSamples.push(...wrongs.slice(0, 3));
-    report.readers.push(f ? { mode: f.mode, rounds: f.stats.rounds, ops: f.stats.ops, errors: f.stats.errors, unchecked: f.stats.unchecked, recall: f.stats.recall.n ? f.stats.recall.sum / f.stats.recall.n : null, newestVersion: f.stats.versions, rssMB: f.rss, fds: f.fds, faults: f.faults }
+    report.readers.push(f ? { mode: f.mode, rounds: f.stats.rounds, ops: f.stats.ops, errors: f.stats.errors, unchecked: f.stats.unchecked, recall: f.stats.recall.n ? f.stats.recall.sum / f.stats.recall.n : null, newestVersion: f.stats.versions, memoryByMinute: f.memory, fds: f.fds, faults: f.faults }
       : { failed: `no final report: ${r.stderrTail.slice(-600)}` });
   }
   report.upstream = { exit: await upstreamDone, commits: fs.readFileSync(path.join(root, 'ledger.jsonl'), 'utf8').split('\n').filter(Boolean).length, stderr: upstreamErr.includes('Traceback') ? upstreamErr.slice(-600) : undefined };

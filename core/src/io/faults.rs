@@ -41,6 +41,19 @@ pub enum Call {
     Copy,
 }
 
+impl Call {
+    /// Every kind of call, in the order of [`FaultStore::injected`].
+    pub const ALL: [Call; 7] = [
+        Call::Put,
+        Call::Multipart,
+        Call::Get,
+        Call::Head,
+        Call::Delete,
+        Call::List,
+        Call::Copy,
+    ];
+}
+
 /// Faults injected by every [`FaultStore`] of this process (for a soak's report).
 static INJECTED: AtomicU64 = AtomicU64::new(0);
 
@@ -264,18 +277,7 @@ impl FaultStore {
         } else if self.roll() >= self.rate_ppm.load(Ordering::SeqCst) {
             return false;
         }
-        let i = [
-            Call::Put,
-            Call::Multipart,
-            Call::Get,
-            Call::Head,
-            Call::Delete,
-            Call::List,
-            Call::Copy,
-        ]
-        .iter()
-        .position(|c| *c == call)
-        .unwrap();
+        let i = Call::ALL.iter().position(|c| *c == call).unwrap();
         self.injected[i].fetch_add(1, Ordering::SeqCst);
         INJECTED.fetch_add(1, Ordering::Relaxed);
         true
