@@ -340,8 +340,10 @@ export interface RegisterReport {
 
 /** A file queued for repair. */
 export interface Repair {
-  /** Data file path (`*` for the index's table run). */
+  /** Data file path (`*` for a table run of the index). */
   path: string
+  /** For a table run: the damaged run's bundle path (its repair withdraws that run alone). */
+  run?: string
   /** The rejection's reason code. */
   reason: RejectReason
   message: string

@@ -193,8 +193,10 @@ pub struct RefreshOptions {
 /// A file queued for repair.
 #[napi(object)]
 pub struct Repair {
-    /// Data file path (`*` for the index's table run).
+    /// Data file path (`*` for a table run of the index).
     pub path: String,
+    /// For a table run: the damaged run's bundle path (its repair withdraws that run alone).
+    pub run: Option<String>,
     /// The rejection's reason code.
     #[napi(ts_type = "RejectReason")]
     pub reason: String,
@@ -957,6 +959,7 @@ impl Overlay {
             Ok(r.into_iter()
                 .map(|e| Repair {
                     path: e.path,
+                    run: e.run,
                     reason: e.reason,
                     message: e.message,
                 })

@@ -523,7 +523,8 @@ async fn a_damaged_run_is_rebuilt_alone() {
     );
     let queued = o.repairs("t", "by_region").await.unwrap();
     assert_eq!(queued.len(), 1, "{queued:?}");
-    assert_eq!(queued[0].path, runs[1].bundle_path);
+    assert_eq!(queued[0].path, "*");
+    assert_eq!(queued[0].run.as_deref(), Some(runs[1].bundle_path.as_str()));
     o.build("t", |_| {}).await.unwrap();
     assert!(o.repairs("t", "by_region").await.unwrap().is_empty());
     let now = runs_of(&o).await;

@@ -1030,6 +1030,7 @@ impl Overlay {
                 index_id: ix.index_id,
                 file_id: f.file_id,
                 path: f.path.clone(),
+                run: None,
                 reason: reason.to_string(),
                 message,
             };

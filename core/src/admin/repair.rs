@@ -41,7 +41,12 @@ use crate::formats::manifest::Manifest;
 pub struct RepairEntry {
     pub index_id: u64,
     pub file_id: u64,
+    /// The data file's path; `*` for a table run.
     pub path: String,
+    /// For a table run: the damaged run's bundle path, the run its repair withdraws (none:
+    /// every run of the index, as entries queued before runs were named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     /// The rejection's reason code (`drifted`, `blob_checksum`, …).
     pub reason: String,
     /// The rejection, as the warning event said it.
@@ -67,8 +72,12 @@ impl Overlay {
             };
             // A table run (`*`) is file 0, named by its bundle: its repair withdraws that run
             // (every run when the rejection names none), and the build forms runs again.
+            let run = match r.data_file == "*" {
+                true => r.bundle_path.clone(),
+                false => None,
+            };
             let (file_id, path) = if r.data_file == "*" {
-                (0, r.bundle_path.clone().unwrap_or_else(|| "*".to_string()))
+                (0, "*".to_string())
             } else {
                 match t.files.iter().find(|f| f.path == r.data_file) {
                     Some(f) => (f.file_id, f.path.clone()),
@@ -85,6 +94,7 @@ impl Overlay {
                     index_id,
                     file_id,
                     path,
+                    run,
                     reason: r.reason.code().to_string(),
                     message: r.to_string(),
                 });
@@ -144,16 +154,19 @@ impl Overlay {
         for e in &entries {
             if e.file_id == 0 {
                 // Only the damaged run; the others keep answering their files.
-                let runs = t.runs(ix.index_id).await?;
-                let keep: Vec<_> = runs
-                    .iter()
-                    .filter(|r| r.bundle_path != e.path)
-                    .cloned()
-                    .collect();
-                if keep.len() < runs.len() {
-                    t.put_runs(ix.index_id, &keep).await?;
-                } else if e.path == "*" {
-                    t.delete_runs(ix.index_id).await?;
+                match &e.run {
+                    Some(run) => {
+                        let runs = t.runs(ix.index_id).await?;
+                        let keep: Vec<_> = runs
+                            .iter()
+                            .filter(|r| &r.bundle_path != run)
+                            .cloned()
+                            .collect();
+                        if keep.len() < runs.len() {
+                            t.put_runs(ix.index_id, &keep).await?;
+                        }
+                    }
+                    None => t.delete_runs(ix.index_id).await?,
                 }
                 withdrawn = true;
             } else if matches!(
