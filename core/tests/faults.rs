@@ -55,6 +55,18 @@ async fn overlay(store: Arc<dyn ObjectStore>, data: &std::path::Path) -> Overlay
     o
 }
 
+/// `verify` certifies each of `indexes` of `orders`: no entry missing or mismatched.
+async fn certified(o: &Overlay, indexes: &[&str]) {
+    for ix in indexes {
+        let v = o.verify("orders", ix).await.unwrap();
+        assert_eq!(
+            (v.missing, v.mismatched, v.certified),
+            (0, 0, true),
+            "{ix}: {v:?}"
+        );
+    }
+}
+
 /// A local store in `dir/name` (created).
 fn local_store(dir: &std::path::Path, name: &str) -> Arc<dyn ObjectStore> {
     let p = dir.join(name);
@@ -225,14 +237,7 @@ async fn build_publish_read_and_vacuum_converge_under_store_faults() {
     // verify, the same bundles' answers, from the writer and from a fresh reader of what
     // was published.
     faults.set_on(false);
-    for ix in ["by_id", "by_customer", "by_day"] {
-        let v = o.verify("orders", ix).await.unwrap();
-        assert_eq!(
-            (v.missing, v.mismatched, v.certified),
-            (0, 0, true),
-            "{ix}: {v:?}"
-        );
-    }
+    certified(&o, &["by_id", "by_customer", "by_day"]).await;
     assert_eq!(answers(&o).await.unwrap(), want);
     let reader = skerry_core::read::reader::OverlayReader::open(
         &format!("file://{}", d.path().join("faulty").display()),
@@ -670,14 +675,7 @@ async fn catalog_objects_under_store_faults() {
     let want = answers(&clean).await.unwrap();
     faults.set_on(false);
     assert_eq!(answers(&o).await.unwrap(), want);
-    for ix in ["by_id", "by_customer", "by_day"] {
-        let v = o.verify("orders", ix).await.unwrap();
-        assert_eq!(
-            (v.missing, v.mismatched, v.certified),
-            (0, 0, true),
-            "{ix}: {v:?}"
-        );
-    }
+    certified(&o, &["by_id", "by_customer", "by_day"]).await;
     // Nothing committed was lost: the catalog reopened (WAL replayed, faults on again) holds
     // the same table and answers the same.
     o.close().await.unwrap();
@@ -814,13 +812,6 @@ async fn a_build_reading_many_objects_completes_under_a_steady_read_fault_rate()
         assert!(faults.total() > before, "build {i} met no fault");
         assert_eq!(failed, 0, "build {i} failed on a read fault");
     }
-    for ix in ["by_id", "by_customer", "by_day"] {
-        let v = o.verify("orders", ix).await.unwrap();
-        assert_eq!(
-            (v.missing, v.mismatched, v.certified),
-            (0, 0, true),
-            "{ix}: {v:?}"
-        );
-    }
+    certified(&o, &["by_id", "by_customer", "by_day"]).await;
     o.close().await.unwrap();
 }
