@@ -27,32 +27,50 @@ async fn overlay(store: Arc<dyn ObjectStore>, data: &std::path::Path) -> Overlay
     let o = Overlay::open_with_store(store, OpenOptions::default())
         .await
         .unwrap();
-    o.register_parquet_table(
-        "orders",
-        &format!("file://{}", data.display()),
-        FileSelection::Prefix(String::new()),
-    )
-    .await
-    .unwrap();
+    register_and_index(&o, data).await;
+    o
+}
+
+/// Registers `orders` from `data` and creates its three indexes, each step retried while it
+/// fails typed and retryable (a step whose reply a fault lost is found done: `E_EXISTS`).
+async fn register_and_index(o: &Overlay, data: &std::path::Path) {
+    let location = format!("file://{}", data.display());
+    until_ok("register", || {
+        exists_ok(o.register_parquet_table(
+            "orders",
+            &location,
+            FileSelection::Prefix(String::new()),
+        ))
+    })
+    .await;
     for (name, col, unique, kind) in [
         ("by_id", "order_id", true, IndexKind::Ordered),
         ("by_customer", "customer", false, IndexKind::Ordered),
         ("by_day", "day", false, IndexKind::Bitmap),
     ] {
-        o.create_index(
-            "orders",
-            name,
-            &[col.into()],
-            IndexOptions {
-                unique,
-                kind,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let columns = [col.into()];
+        until_ok("createIndex", || {
+            exists_ok(o.create_index(
+                "orders",
+                name,
+                &columns,
+                IndexOptions {
+                    unique,
+                    kind,
+                    ..Default::default()
+                },
+            ))
+        })
+        .await;
     }
-    o
+}
+
+/// `f`'s outcome with `E_EXISTS` as success: the retry of a step that had committed.
+async fn exists_ok<T>(f: impl std::future::Future<Output = Result<T, Error>>) -> Result<(), Error> {
+    match f.await {
+        Err(Error::AlreadyExists { .. }) => Ok(()),
+        r => r.map(|_| ()),
+    }
 }
 
 /// `verify` certifies each of `indexes` of `orders`: no entry missing or mismatched.
@@ -601,43 +619,7 @@ async fn catalog_objects_under_store_faults() {
         Overlay::open_with_store(store.clone(), OpenOptions::default())
     })
     .await;
-    let location = format!("file://{}", data.display());
-    until_ok("register", || async {
-        match o
-            .register_parquet_table("orders", &location, FileSelection::Prefix(String::new()))
-            .await
-        {
-            Err(Error::AlreadyExists { .. }) => Ok(()),
-            r => r.map(|_| ()),
-        }
-    })
-    .await;
-    for (name, col, unique, kind) in [
-        ("by_id", "order_id", true, IndexKind::Ordered),
-        ("by_customer", "customer", false, IndexKind::Ordered),
-        ("by_day", "day", false, IndexKind::Bitmap),
-    ] {
-        until_ok("createIndex", || async {
-            match o
-                .create_index(
-                    "orders",
-                    name,
-                    &[col.into()],
-                    IndexOptions {
-                        unique,
-                        kind,
-                        ..Default::default()
-                    },
-                )
-                .await
-            {
-                // A retry of a creation whose reply a fault lost.
-                Err(Error::AlreadyExists { .. }) => Ok(()),
-                r => r.map(|_| ()),
-            }
-        })
-        .await;
-    }
+    register_and_index(&o, &data).await;
     let mut failed = 0;
     clean.build("orders", |_| {}).await.unwrap();
     failed += until_ok("build", || o.build("orders", |_| {})).await.1;
@@ -645,11 +627,8 @@ async fn catalog_objects_under_store_faults() {
         .map(|i| write_part(&data, i, i * ROWS))
         .collect();
     clean.register_files("orders", &added).await.unwrap();
-    failed += until_ok("registerFiles", || async {
-        match o.register_files("orders", &added).await {
-            Err(Error::AlreadyExists { .. }) => Ok(()),
-            r => r.map(|_| ()),
-        }
+    failed += until_ok("registerFiles", || {
+        exists_ok(o.register_files("orders", &added))
     })
     .await
     .1;
@@ -713,13 +692,7 @@ async fn a_fault_plan_wraps_the_store_an_overlay_opens() {
     )
     .await
     .unwrap();
-    o.register_parquet_table(
-        "orders",
-        &format!("file://{}", data.display()),
-        FileSelection::Prefix(String::new()),
-    )
-    .await
-    .unwrap();
+    register_and_index(&o, &data).await;
     o.build("orders", |_| {}).await.unwrap();
     let before = skerry_core::io::faults::injected_total();
     let e = o.publish().await.unwrap_err();
