@@ -37,8 +37,20 @@ export declare class Overlay {
    * delete masks, and it can be indexed, queried and published. Upstream is never written.
    * Not yet: data files of different schemas fail `E_UNSUPPORTED`; malformed metadata or
    * delete files `E_ICEBERG`.
+   *
+   * `source` may instead be `{ catalog: { uri, warehouse, namespace, table, credential |
+   * token, scope, headers } }`: the table of an Iceberg REST catalog, loaded with vended
+   * credentials (refreshed before they expire); `syncIceberg` and `startSync` then follow
+   * the catalog's current metadata. Only `GET`s reach the catalog (and the OAuth2 token
+   * request). Errors `E_AUTH` for refused credentials; secrets are never recorded.
    */
-  mountIceberg(name: string, metadataUrl: string): Promise<TableInfo>
+  mountIceberg(name: string, source: string | MountSource): Promise<TableInfo>
+  /**
+   * Connects this process to a REST catalog table (as `open`'s `catalogs` does): its
+   * vended credentials are used for the table's objects, and a sync of a table mounted
+   * from it asks it. Resolves to the table's current metadata file.
+   */
+  connectCatalog(catalog: CatalogOptions): Promise<string>
   /**
    * Moves the mounted Iceberg table `name` to the upstream's current snapshot (the newest
    * metadata file of its directory, or `options.metadataUrl`): reads only the manifests it
@@ -158,6 +170,30 @@ export interface BuildReport {
   skipped: Array<SkippedFile>
 }
 
+/**
+ * One table of an Iceberg REST catalog and this process's credentials for it
+ * (`docs/iceberg.md`, "REST catalogs"). Secrets stay in this process: the overlay records
+ * only `uri`, `warehouse`, `namespace` and `table`.
+ */
+export interface CatalogOptions {
+  /** The catalog's base URI (`/v1/...` is appended). */
+  uri: string
+  warehouse?: string
+  /** `"db"`, `"sales.eu"` (levels split at dots) or `["sales", "eu"]`. */
+  namespace: string | Array<string>
+  table: string
+  /** OAuth2 client credentials, `clientId:clientSecret`. */
+  credential?: string
+  /** A bearer token, used as is. */
+  token?: string
+  /** The OAuth2 scope (default `catalog`). */
+  scope?: string
+  /** Extra headers for every catalog request. */
+  headers?: Record<string, string>
+  /** The token endpoint, when not the catalog's `/v1/oauth/tokens`. */
+  oauth2ServerUri?: string
+}
+
 export interface Certificate {
   snapshot: number
   generation: number
@@ -227,6 +263,12 @@ export interface IndexInfo {
   reason?: string
 }
 
+/** Where `mountIceberg` mounts from, when not a metadata URL. */
+export interface MountSource {
+  /** A table of an Iceberg REST catalog, read with the credentials it vends. */
+  catalog: CatalogOptions
+}
+
 /** Opens a bundle builder for the overlay at `url` (the URL its writer opened). */
 export declare function openBundleBuilder(url: string, options?: OpenOptions | undefined | null): BundleBuilder
 
@@ -254,6 +296,11 @@ export interface OpenOptions {
    * terms' postings to stay: size it to the index (`docs/fulltext-index.md`).
    */
   cacheBytes?: number
+  /**
+   * Iceberg REST catalog tables this process reads with the credentials their catalog
+   * vends (connected at open, refreshed before they expire; never recorded).
+   */
+  catalogs?: Array<CatalogOptions>
 }
 
 /** Opens (creating when absent) the overlay at `url`: `file:///dir`, `memory://`, `s3://bucket/prefix`. */
@@ -728,7 +775,7 @@ export type IndexState = 'building' | 'ready' | 'maintaining' | 'poisoned';
 export type ErrorCode = 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_TIMEOUT' | 'E_ABORTED' | 'E_IO'
   | 'E_CORRUPT' | 'E_KEY_TOO_LARGE' | 'E_KEY' | 'E_PARQUET' | 'E_EXISTS' | 'E_INVALID' | 'E_UNSUPPORTED'
   | 'E_CATALOG' | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT'
-  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_READ_ONLY' | 'E_ICEBERG'
+  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_READ_ONLY' | 'E_ICEBERG' | 'E_AUTH'
   /** skerry-wasm's web entry: a reader opened before `init()` / `initSync()`. */
   | 'E_NOT_INITIALISED';
 /** A Skerry error: `code` is stable; `retryable` says whether the same call may succeed when retried unchanged. */

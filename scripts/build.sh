@@ -2,6 +2,7 @@
 # Builds the Node addon and the wasm reader (debug profile; `--release` for packaging).
 #   scripts/build.sh [node|wasm|all] [--release]
 #   scripts/build.sh test-kinds   # both with the test-only toy kind, into target/test-kinds/
+#   scripts/build.sh node-arm64 [--release]   # the linux-arm64-gnu addon, cross-compiled
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -50,6 +51,23 @@ if [ "$what" = all ] || [ "$what" = wasm ]; then
     cp "$w" bindings-wasm/pkg/node/skerry_wasm_bg.wasm
     node -e 'const fs=require("fs"),z=require("zlib");const b=fs.readFileSync(process.argv[1]);console.log(`wasm: ${b.length} bytes, ${z.gzipSync(b,{level:9}).length} gzipped`)' "$w"
   fi
+fi
+if [ "$what" = node-arm64 ]; then
+  # Cross-compiled with Debian's gcc-aarch64-linux-gnu (linker and the C parts: zstd, aws-lc);
+  # the platform package gets it stripped, like linux-x64-gnu. The generated types are the
+  # host build's (identical), so they go to a scratch file.
+  echo "== build: Node addon for linux-arm64-gnu (cross)"
+  out="$PWD/target/napi-arm64"
+  mkdir -p "$out"
+  (cd bindings-node && \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+    CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
+    AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar \
+    npx napi build --platform --target aarch64-unknown-linux-gnu ${release:+--release} \
+      --output-dir "$out" --no-js --dts "$out/index.d.ts")
+  aarch64-linux-gnu-strip --strip-unneeded -o bindings-node/npm/linux-arm64-gnu/skerry.linux-arm64-gnu.node \
+    "$out/skerry.linux-arm64-gnu.node"
 fi
 if [ "$what" = test-kinds ]; then
   # The kind conformance test (tests/kinds/) runs the toy kind `valueset` through both

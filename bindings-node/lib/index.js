@@ -46,6 +46,9 @@ const is = {
   array: (v) => Array.isArray(v),
   object: (v) => v !== null && typeof v === 'object' && !Array.isArray(v),
   any: () => true,
+  catalog: (v) => isCatalog(v),
+  'string|catalogSource': (v) => typeof v === 'string' || (v !== null && typeof v === 'object' && !Array.isArray(v) && isCatalog(v.catalog)),
+  catalogs: (v) => Array.isArray(v) && v.every(isCatalog),
   'string[]': (v) => Array.isArray(v) && v.every((x) => typeof x === 'string'),
   'bigint[]': (v) => Array.isArray(v) && v.every((x) => typeof x === 'bigint'),
   'string|column': (v) => typeof v === 'string' || (v !== null && typeof v === 'object'),
@@ -57,7 +60,19 @@ const is = {
   deletes: (v) => Array.isArray(v) && v.every((d) => d !== null && typeof d === 'object'
     && typeof d.file === 'string' && Array.isArray(d.positions) && d.positions.every(isPosition)),
 };
+// A REST catalog table and this process's credentials (`CatalogOptions`).
+function isCatalog(c) {
+  const str = (x) => x === undefined || typeof x === 'string';
+  return c !== null && typeof c === 'object' && !Array.isArray(c)
+    && typeof c.uri === 'string' && typeof c.table === 'string'
+    && (typeof c.namespace === 'string' || (Array.isArray(c.namespace) && c.namespace.every((x) => typeof x === 'string')))
+    && str(c.warehouse) && str(c.credential) && str(c.token) && str(c.scope) && str(c.oauth2ServerUri)
+    && (c.headers === undefined || (c.headers !== null && typeof c.headers === 'object' && !Array.isArray(c.headers)
+      && Object.values(c.headers).every((x) => typeof x === 'string')));
+}
+const CATALOG = '{ uri: string, namespace: string | string[], table: string, warehouse?, credential?, token?, scope?, headers?, oauth2ServerUri? }';
 const WHAT = {
+  catalog: CATALOG, catalogs: `an array of ${CATALOG}`, 'string|catalogSource': `a metadata URL or { catalog: ${CATALOG} }`,
   object: 'an object', 'string[]': 'an array of strings', 'bigint[]': 'an array of bigints', bound: '{ key, inclusive?: boolean } or null',
   rows: 'an array of { file: string, position: bigint, rowId?: bigint }', count: 'a non-negative integer',
   deletes: 'an array of { file: string, positions: (bigint | integer)[] } with positions from 0', 'string|column': 'a name or { name, direction, nulls }',
@@ -75,7 +90,8 @@ function check(method, name, spec, v) {
 }
 const SIGNATURES = {
   registerParquetTable: [['name', 'string'], ['location', 'string'], ['options', { files: 'string[]', prefix: 'string' }]],
-  mountIceberg: [['name', 'string'], ['metadataUrl', 'string']],
+  mountIceberg: [['name', 'string'], ['source', 'string|catalogSource']],
+  connectCatalog: [['catalog', 'catalog']],
   syncIceberg: [['name', 'string'], ['options', { metadataUrl: 'string' }]],
   startSync: [['name', 'string'], ['options', { intervalMs: 'count', publish: 'boolean', catchUpSteps: 'count', maxEntries: 'count', maxBytes: 'count' }]],
   stopSync: [['name', 'string']],
@@ -352,7 +368,7 @@ for (const method of Object.keys(SIGNATURES)) {
   if (typeof fn === 'function') native.Overlay.prototype[method] = guard(method, fn);
 }
 
-const OPEN = { storage: 'object', readOnly: 'boolean', timeoutMs: 'count', manifestPartBytes: 'count' };
+const OPEN = { storage: 'object', readOnly: 'boolean', timeoutMs: 'count', manifestPartBytes: 'count', catalogs: 'catalogs' };
 
 class Overlay {
   /**

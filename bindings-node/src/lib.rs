@@ -39,6 +39,66 @@ pub struct OpenOptions {
     /// postings and data files' dictionary pages; default 256 MiB, 0 caches nothing). A full-text index wants its frequent
     /// terms' postings to stay: size it to the index (`docs/fulltext-index.md`).
     pub cache_bytes: Option<f64>,
+    /// Iceberg REST catalog tables this process reads with the credentials their catalog
+    /// vends (connected at open, refreshed before they expire; never recorded).
+    pub catalogs: Option<Vec<CatalogOptions>>,
+}
+
+/// One table of an Iceberg REST catalog and this process's credentials for it
+/// (`docs/iceberg.md`, "REST catalogs"). Secrets stay in this process: the overlay records
+/// only `uri`, `warehouse`, `namespace` and `table`.
+#[napi(object)]
+pub struct CatalogOptions {
+    /// The catalog's base URI (`/v1/...` is appended).
+    pub uri: String,
+    pub warehouse: Option<String>,
+    /// `"db"`, `"sales.eu"` (levels split at dots) or `["sales", "eu"]`.
+    pub namespace: Either<String, Vec<String>>,
+    pub table: String,
+    /// OAuth2 client credentials, `clientId:clientSecret`.
+    pub credential: Option<String>,
+    /// A bearer token, used as is.
+    pub token: Option<String>,
+    /// The OAuth2 scope (default `catalog`).
+    pub scope: Option<String>,
+    /// Extra headers for every catalog request.
+    pub headers: Option<std::collections::HashMap<String, String>>,
+    /// The token endpoint, when not the catalog's `/v1/oauth/tokens`.
+    pub oauth2_server_uri: Option<String>,
+}
+
+fn catalog_access(c: CatalogOptions) -> skerry_core::io::rest::CatalogAccess {
+    use skerry_core::io::rest::{CatalogAccess, CatalogRef};
+    CatalogAccess {
+        table: CatalogRef {
+            uri: c.uri,
+            warehouse: c.warehouse,
+            namespace: match c.namespace {
+                Either::A(s) => s.split('.').map(str::to_string).collect(),
+                Either::B(v) => v,
+            },
+            table: c.table,
+        },
+        credential: c.credential,
+        token: c.token,
+        scope: c.scope,
+        headers: c
+            .headers
+            .map(|h| {
+                let mut v: Vec<_> = h.into_iter().collect();
+                v.sort();
+                v
+            })
+            .unwrap_or_default(),
+        oauth2_server_uri: c.oauth2_server_uri,
+    }
+}
+
+/// Where `mountIceberg` mounts from, when not a metadata URL.
+#[napi(object)]
+pub struct MountSource {
+    /// A table of an Iceberg REST catalog, read with the credentials it vends.
+    pub catalog: CatalogOptions,
 }
 
 /// Which files `registerParquetTable` records.
@@ -509,15 +569,16 @@ pub fn open_overlay<'env>(
     url: String,
     options: Option<OpenOptions>,
 ) -> Result<PromiseRaw<'env, Overlay>> {
-    let (storage, read_only, timeout_ms, part_bytes, cache_bytes) = match options {
+    let (storage, read_only, timeout_ms, part_bytes, cache_bytes, catalogs) = match options {
         Some(o) => (
             o.storage,
             o.read_only.unwrap_or(false),
             o.timeout_ms,
             o.manifest_part_bytes,
             o.cache_bytes,
+            o.catalogs,
         ),
-        None => (None, false, None, None, None),
+        None => (None, false, None, None, None, None),
     };
     if let Some(n) = cache_bytes {
         if n.fract() != 0.0 || !(0.0..=9_007_199_254_740_991.0).contains(&n) {
@@ -533,6 +594,11 @@ pub fn open_overlay<'env>(
         storage: storage.map(|m| m.into_iter().collect()).unwrap_or_default(),
         timeout: timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64)),
         faults: env_faults().map_err(|e| js_error(env, &e))?,
+        catalogs: catalogs
+            .unwrap_or_default()
+            .into_iter()
+            .map(catalog_access)
+            .collect(),
     };
     run(env, async move {
         let handle = if read_only {
@@ -709,17 +775,44 @@ impl Overlay {
     /// delete masks, and it can be indexed, queried and published. Upstream is never written.
     /// Not yet: data files of different schemas fail `E_UNSUPPORTED`; malformed metadata or
     /// delete files `E_ICEBERG`.
+    ///
+    /// `source` may instead be `{ catalog: { uri, warehouse, namespace, table, credential |
+    /// token, scope, headers } }`: the table of an Iceberg REST catalog, loaded with vended
+    /// credentials (refreshed before they expire); `syncIceberg` and `startSync` then follow
+    /// the catalog's current metadata. Only `GET`s reach the catalog (and the OAuth2 token
+    /// request). Errors `E_AUTH` for refused credentials; secrets are never recorded.
     #[napi(ts_return_type = "Promise<TableInfo>")]
     pub fn mount_iceberg<'env>(
         &self,
         env: &'env Env,
         name: String,
-        metadata_url: String,
+        source: Either<String, MountSource>,
     ) -> Result<PromiseRaw<'env, TableInfo>> {
         let w = self.writer();
         run(env, async move {
-            let t = w?.mount_iceberg(&name, &metadata_url).await?;
+            let t = match source {
+                Either::A(url) => w?.mount_iceberg(&name, &url).await?,
+                Either::B(m) => {
+                    w?.mount_iceberg_catalog(&name, catalog_access(m.catalog))
+                        .await?
+                }
+            };
             Ok(table_info(t))
+        })
+    }
+
+    /// Connects this process to a REST catalog table (as `open`'s `catalogs` does): its
+    /// vended credentials are used for the table's objects, and a sync of a table mounted
+    /// from it asks it. Resolves to the table's current metadata file.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn connect_catalog<'env>(
+        &self,
+        env: &'env Env,
+        catalog: CatalogOptions,
+    ) -> Result<PromiseRaw<'env, String>> {
+        let w = self.writer();
+        run(env, async move {
+            Ok(w?.connect_catalog(catalog_access(catalog)).await?)
         })
     }
 
@@ -1311,6 +1404,7 @@ pub fn open_bundle_builder(
         storage: storage.map(|m| m.into_iter().collect()).unwrap_or_default(),
         timeout: timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64)),
         faults: env_faults().map_err(|e| js_error(env, &e))?,
+        catalogs: Vec::new(),
     };
     let inner = skerry_core::admin::fanout::BundleBuilder::open(&url, opts)
         .map_err(|e| js_error(env, &e))?;

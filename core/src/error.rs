@@ -52,6 +52,10 @@ pub enum Error {
     IndexNotReady { index: String, state: String },
     #[error("refused: {0}")]
     Refused(String),
+    /// A catalog or store refused the credentials given or vended (missing, wrong, expired,
+    /// revoked). Messages name the endpoint, never a secret.
+    #[error("not authorized: {0}")]
+    Auth(String),
     #[error("data file {path} changed since it was registered ({detail}); run refresh()")]
     Drift { path: String, detail: String },
     /// A unique index would hold one key twice. Names the index and both rows, never the
@@ -94,6 +98,7 @@ impl Error {
             Error::Io(IoError::InvalidUrl { .. }) => "E_INVALID_URL",
             Error::Io(IoError::Timeout { .. }) => "E_TIMEOUT",
             Error::Io(IoError::Aborted { .. }) => "E_ABORTED",
+            Error::Io(IoError::Denied { .. }) | Error::Auth(_) => "E_AUTH",
             Error::Io(_) => "E_IO",
             Error::Puffin(_) | Error::Blob(_) => "E_CORRUPT",
             Error::Key(KeyError::ValueTooLarge { .. })

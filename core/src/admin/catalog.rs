@@ -68,6 +68,9 @@ pub struct IcebergSource {
     pub snapshot_id: i64,
     pub sequence_number: i64,
     pub format_version: u8,
+    /// The REST catalog table it follows, when mounted through one (no secrets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<crate::io::rest::CatalogRef>,
 }
 
 /// What a sync of an Iceberg-backed table read last: the synced snapshot's manifests with

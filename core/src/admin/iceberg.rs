@@ -85,6 +85,87 @@ impl Overlay {
     /// `E_UNSUPPORTED` (mixed schemas, non-Parquet files), `E_INVALID` (no snapshot),
     /// `E_EXISTS`, and the reads' errors.
     pub async fn mount_iceberg(&self, name: &str, source: &str) -> Result<TableInfo> {
+        self.mount_iceberg_at(name, source, None).await
+    }
+
+    /// Mounts table `name` from a REST catalog (`access`: the catalog's URI, warehouse,
+    /// namespace and table, and this process's credentials): connects (OAuth2 client
+    /// credentials or a bearer token), loads the table with vended credentials, reads its
+    /// metadata and data through them (refreshed before they expire), then mounts as
+    /// [`Overlay::mount_iceberg`]. The overlay records which catalog table it follows — never
+    /// a secret; [`Overlay::sync_iceberg`] then follows the catalog's current metadata. Only
+    /// `GET`s reach the catalog (and the OAuth2 token `POST`). Errors: `E_AUTH` (refused
+    /// credentials), `E_NOT_FOUND` (no such table), `E_UNSUPPORTED` (non-S3 vended
+    /// credentials), `E_ICEBERG` (a malformed answer), and the mount's errors.
+    pub async fn mount_iceberg_catalog(
+        &self,
+        name: &str,
+        access: crate::io::rest::CatalogAccess,
+    ) -> Result<TableInfo> {
+        crate::values::names::check("table", name)?;
+        let at = access.table.clone();
+        let metadata = self.connect_catalog(access).await?;
+        self.mount_iceberg_at(name, &metadata, Some(at)).await
+    }
+
+    /// Connects this process to a REST catalog table (replacing an earlier connection to the
+    /// same table): its vended credentials are routed for the table's objects and a sync of a
+    /// table mounted from it asks it. Returns the table's current metadata file.
+    #[cfg(feature = "s3")]
+    pub async fn connect_catalog(&self, access: crate::io::rest::CatalogAccess) -> Result<String> {
+        let c =
+            crate::io::rest_catalog::RestCatalog::connect(access, self.reader.timeout()).await?;
+        let metadata = c.follow(&self.data).await?;
+        let mut all = self.catalogs.lock().expect("catalogs");
+        all.retain(|o| o.table() != c.table());
+        all.push(c);
+        Ok(metadata)
+    }
+
+    /// Without the `s3` feature there is no catalog client: `E_UNSUPPORTED`.
+    #[cfg(not(feature = "s3"))]
+    pub async fn connect_catalog(&self, access: crate::io::rest::CatalogAccess) -> Result<String> {
+        Err(crate::io::rest::no_client(&access.table))
+    }
+
+    /// The current metadata file of the catalog table `at`, asked through this process's
+    /// connection to it (credentials re-vended and routed). `E_AUTH` without one.
+    async fn follow_catalog(
+        &self,
+        table: &str,
+        at: &crate::io::rest::CatalogRef,
+    ) -> Result<String> {
+        #[cfg(feature = "s3")]
+        {
+            let c = self
+                .catalogs
+                .lock()
+                .expect("catalogs")
+                .iter()
+                .find(|c| c.table() == at)
+                .cloned();
+            match c {
+                Some(c) => c.follow(&self.data).await,
+                None => Err(Error::Auth(format!(
+                    "table {table} follows the REST catalog table {}: this process has no \
+                     credentials for it (open with catalogs: [...], or connectCatalog)",
+                    at.display()
+                ))),
+            }
+        }
+        #[cfg(not(feature = "s3"))]
+        {
+            let _ = table;
+            Err(crate::io::rest::no_client(at))
+        }
+    }
+
+    async fn mount_iceberg_at(
+        &self,
+        name: &str,
+        source: &str,
+        catalog: Option<crate::io::rest::CatalogRef>,
+    ) -> Result<TableInfo> {
         crate::values::names::check("table", name)?;
         let metadata_url = self.locate_metadata(source).await?;
         let (meta, _) = self.read_table_metadata(&metadata_url).await?;
@@ -117,7 +198,7 @@ impl Overlay {
                 .map(|f| (f.path.clone(), (f.record_count, f.size)))
                 .collect(),
             masks,
-            iceberg: Some(upstream(&metadata_url, &meta, &files)),
+            iceberg: Some(upstream(&metadata_url, &meta, &files, catalog)),
             iceberg_state: Some(IcebergState {
                 snapshot_id,
                 manifests: files.manifests.clone(),
@@ -152,9 +233,10 @@ impl Overlay {
         let state: IcebergState = t.iceberg_state(tr.table_id).await?;
         let registered = self.catalog.files(&t, tr.table_id).await?;
         drop(t);
-        let metadata_url = match source {
-            Some(s) => self.locate_metadata(s).await?,
-            None => self.locate_metadata(&src.location).await?,
+        let metadata_url = match (source, &src.catalog) {
+            (Some(s), _) => self.locate_metadata(s).await?,
+            (None, Some(at)) => self.follow_catalog(name, at).await?,
+            (None, None) => self.locate_metadata(&src.location).await?,
         };
         let (meta, meta_bytes) = self.read_table_metadata(&metadata_url).await?;
         let location = meta.location.trim_end_matches('/').to_string();
@@ -249,7 +331,7 @@ impl Overlay {
             row_ids,
             remove: report.removed.clone(),
             poison_duplicates: true,
-            iceberg: Some(upstream(&metadata_url, &meta, &files)),
+            iceberg: Some(upstream(&metadata_url, &meta, &files, src.catalog.clone())),
             iceberg_state: Some(IcebergState {
                 snapshot_id,
                 manifests: files.manifests.clone(),
@@ -649,8 +731,14 @@ impl Overlay {
 }
 
 /// The upstream record of a table at `files`' snapshot, read from `metadata_url`.
-fn upstream(metadata_url: &str, meta: &TableMetadata, files: &SnapshotFiles) -> IcebergSource {
+fn upstream(
+    metadata_url: &str,
+    meta: &TableMetadata,
+    files: &SnapshotFiles,
+    catalog: Option<crate::io::rest::CatalogRef>,
+) -> IcebergSource {
     IcebergSource {
+        catalog,
         metadata_location: metadata_url.to_string(),
         location: meta.location.trim_end_matches('/').to_string(),
         snapshot_id: files.snapshot_id,

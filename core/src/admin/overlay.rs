@@ -243,6 +243,10 @@ pub struct Overlay {
     pub(crate) syncing: tokio::sync::Mutex<()>,
     /// Vector codebooks this process loaded ([`crate::admin::codebook`]).
     pub(crate) codebooks: Arc<crate::admin::codebook::Codebooks>,
+    /// REST catalog connections of this process (`OpenOptions::catalogs`, `mount_iceberg_catalog`,
+    /// `connect_catalog`): what a sync of a catalog-mounted table asks.
+    #[cfg(feature = "s3")]
+    pub(crate) catalogs: std::sync::Mutex<Vec<Arc<crate::io::rest_catalog::RestCatalog>>>,
 }
 
 impl Overlay {
@@ -266,10 +270,18 @@ impl Overlay {
         let store = at.store.clone();
         let catalog = Catalog::open(store.clone()).await?;
         let reader = Arc::new(at.reader(options.timeout));
+        let data = Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout));
+        #[cfg(feature = "s3")]
+        let catalogs =
+            crate::io::rest_catalog::connect_all(&data, &options.catalogs, options.timeout).await?;
+        #[cfg(not(feature = "s3"))]
+        if let Some(c) = options.catalogs.first() {
+            return Err(crate::io::rest::no_client(&c.table));
+        }
         Ok(Overlay {
             store,
             reader,
-            data: Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout)),
+            data,
             catalog,
             cache: Arc::new(ReadCache::with_budget(
                 crate::read::cache::DEFAULT_NATIVE_CACHE_BYTES,
@@ -286,6 +298,8 @@ impl Overlay {
             queued: Default::default(),
             syncing: tokio::sync::Mutex::new(()),
             codebooks: Default::default(),
+            #[cfg(feature = "s3")]
+            catalogs: std::sync::Mutex::new(catalogs),
         })
     }
 

@@ -259,7 +259,7 @@ export type IndexState = 'building' | 'ready' | 'maintaining' | 'poisoned';
 export type ErrorCode = 'E_NOT_FOUND' | 'E_CHANGED' | 'E_INVALID_URL' | 'E_TIMEOUT' | 'E_ABORTED' | 'E_IO'
   | 'E_CORRUPT' | 'E_KEY_TOO_LARGE' | 'E_KEY' | 'E_PARQUET' | 'E_EXISTS' | 'E_INVALID' | 'E_UNSUPPORTED'
   | 'E_CATALOG' | 'E_CONFLICT' | 'E_CATALOG_FORMAT' | 'E_MANIFEST' | 'E_INDEX_NOT_READY' | 'E_DRIFT'
-  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_READ_ONLY' | 'E_ICEBERG'
+  | 'E_REFUSED' | 'E_CONSTRAINT' | 'E_LIMIT' | 'E_READ_ONLY' | 'E_ICEBERG' | 'E_AUTH'
   /** skerry-wasm's web entry: a reader opened before `init()` / `initSync()`. */
   | 'E_NOT_INITIALISED';
 /** A Skerry error: `code` is stable; `retryable` says whether the same call may succeed when retried unchanged. */

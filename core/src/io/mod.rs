@@ -20,6 +20,9 @@ mod memory;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 mod object_store;
 pub mod path;
+pub mod rest;
+#[cfg(all(feature = "s3", not(target_arch = "wasm32")))]
+pub mod rest_catalog;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
 pub mod store;
 #[cfg(all(feature = "native", not(target_arch = "wasm32")))]
@@ -150,6 +153,9 @@ pub enum IoError {
     /// The caller's abort signal fired.
     #[error("{path}: aborted")]
     Aborted { path: String },
+    /// The store refused the request's credentials (HTTP 401/403): not retried, `E_AUTH`.
+    #[error("access denied to {path}: {message}")]
+    Denied { path: String, message: String },
     #[error("I/O error on {path}: {message}")]
     Other {
         path: String,

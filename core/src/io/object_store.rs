@@ -51,6 +51,11 @@ impl ObjectStoreReader {
         }
     }
 
+    /// The time limit of each request, if any.
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        self.timeout
+    }
+
     /// Fails every request that has not completed (body included) within `timeout` with
     /// [`IoError::Timeout`] instead of waiting for ever. Needs a tokio runtime with timers.
     pub fn with_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
@@ -163,10 +168,20 @@ fn map_err(loc: &Location, e: ::object_store::Error) -> IoError {
             path: loc.path.to_string(),
             expected: loc.version.as_deref().unwrap_or("").to_string(),
         },
-        other => IoError::Other {
-            path: loc.path.to_string(),
-            message: other.to_string(),
-            source: super::Source::new(other),
+        other => match super::store::store_err(other) {
+            // Refused credentials, directly or through a credential provider.
+            IoError::Denied { message, .. } => IoError::Denied {
+                path: loc.path.to_string(),
+                message,
+            },
+            IoError::Other {
+                message, source, ..
+            } => IoError::Other {
+                path: loc.path.to_string(),
+                message,
+                source,
+            },
+            e => e,
         },
     }
 }

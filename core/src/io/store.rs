@@ -20,6 +20,10 @@ pub struct OpenOptions {
     /// Not for production: wraps the overlay's store (catalog included; data files not) in a
     /// [`crate::io::faults::FaultStore`] following this plan — the soak's `SKERRY_FAULTS`.
     pub faults: Option<crate::io::faults::FaultPlan>,
+    /// Iceberg REST catalog tables this process reads with the catalog's vended credentials
+    /// (feature `s3`): each is connected at open, its credentials routed for the data and
+    /// metadata under the table, and refreshed before they expire. Never recorded anywhere.
+    pub catalogs: Vec<crate::io::rest::CatalogAccess>,
 }
 
 /// An object-store failure as an I/O error, keeping the path it names (when it names one)
@@ -29,12 +33,29 @@ pub(crate) fn store_err(e: object_store::Error) -> IoError {
     if let E::NotFound { path, .. } = &e {
         return IoError::NotFound { path: path.clone() };
     }
+    if let E::PermissionDenied { path, source } | E::Unauthenticated { path, source } = &e {
+        return IoError::Denied {
+            path: path.clone(),
+            message: source.to_string(),
+        };
+    }
+    // A credential provider's refusal arrives wrapped (the S3 client's own error around it).
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        if let Some(E::PermissionDenied { path, source } | E::Unauthenticated { path, source }) =
+            c.downcast_ref::<object_store::Error>()
+        {
+            return IoError::Denied {
+                path: path.clone(),
+                message: source.to_string(),
+            };
+        }
+        cause = c.source();
+    }
     let path = match &e {
         E::AlreadyExists { path, .. }
         | E::Precondition { path, .. }
-        | E::NotModified { path, .. }
-        | E::PermissionDenied { path, .. }
-        | E::Unauthenticated { path, .. } => path.clone(),
+        | E::NotModified { path, .. } => path.clone(),
         _ => String::new(),
     };
     IoError::Other {
@@ -166,18 +187,34 @@ mod tests {
             .code(),
             "E_NOT_FOUND"
         );
-        let e = Error::from(store_err(object_store::Error::PermissionDenied {
-            path: "manifests/HEAD".into(),
-            source: "no".into(),
+        // Refused credentials are `E_AUTH`, not retried.
+        for denied in [
+            object_store::Error::PermissionDenied {
+                path: "manifests/HEAD".into(),
+                source: "no".into(),
+            },
+            object_store::Error::Unauthenticated {
+                path: "manifests/HEAD".into(),
+                source: "expired".into(),
+            },
+        ] {
+            let e = Error::from(store_err(denied));
+            assert_eq!(e.code(), "E_AUTH");
+            assert!(!e.retryable());
+            assert!(e.to_string().contains("manifests/HEAD"));
+        }
+        let e = Error::from(store_err(object_store::Error::Generic {
+            store: "S3",
+            source: "connection reset".into(),
         }));
         match &e {
             Error::Io(IoError::Other { path, source, .. }) => {
-                assert_eq!(path, "manifests/HEAD");
+                assert_eq!(path, "");
                 assert!(source.is_some());
             }
             other => panic!("{other:?}"),
         }
-        assert!(e.to_string().contains("manifests/HEAD"));
+        assert!(e.to_string().contains("connection reset"));
         assert!(std::error::Error::source(&e).is_some());
         assert!(e.retryable());
     }

@@ -11,6 +11,9 @@ use super::{
 /// Reads objects by full URL, one [`ObjectStoreReader`] per scheme + authority.
 pub struct UrlReader {
     options: Vec<(String, String)>,
+    /// Stores for URL prefixes with credentials of their own (vended by a catalog), the
+    /// longest covering prefix first in [`UrlReader::resolve`].
+    routes: std::sync::RwLock<Vec<(String, Arc<ObjectStoreReader>)>>,
     timeout: Option<std::time::Duration>,
     stores: Mutex<HashMap<String, Arc<ObjectStoreReader>>>,
     counters: IoCounters,
@@ -21,6 +24,7 @@ impl UrlReader {
     pub fn new(options: Vec<(String, String)>) -> Self {
         UrlReader {
             options,
+            routes: Default::default(),
             timeout: None,
             stores: Mutex::new(HashMap::new()),
             counters: IoCounters::default(),
@@ -33,6 +37,20 @@ impl UrlReader {
         self
     }
 
+    /// Reads objects under `prefix` (`s3://bucket/path`, a path boundary) through `store`,
+    /// rooted at the bucket, instead of the store the options open; replaces an earlier route
+    /// of the same prefix.
+    pub fn route(&self, prefix: &str, store: Arc<ObjectStoreReader>) {
+        let mut routes = self.routes.write().expect("url routes");
+        routes.retain(|(p, _)| p != prefix);
+        routes.push((prefix.to_string(), store));
+    }
+
+    /// The options every store opened by URL gets.
+    pub fn options(&self) -> &[(String, String)] {
+        &self.options
+    }
+
     /// The store for `url` and the location of the object inside it.
     pub fn resolve(&self, loc: &Location) -> Result<(Arc<ObjectStoreReader>, Location), IoError> {
         let parsed = url::Url::parse(&loc.path).map_err(|e| IoError::InvalidUrl {
@@ -40,7 +58,17 @@ impl UrlReader {
             reason: e.to_string(),
         })?;
         let base = format!("{}://{}/", parsed.scheme(), parsed.authority());
-        let store = {
+        let routed = {
+            let routes = self.routes.read().expect("url routes");
+            routes
+                .iter()
+                .filter(|(p, _)| crate::io::rest::covers(p, &loc.path))
+                .max_by_key(|(p, _)| p.trim_end_matches('/').len())
+                .map(|(_, s)| s.clone())
+        };
+        let store = if let Some(s) = routed {
+            s
+        } else {
             let mut stores = self.stores.lock().expect("url reader");
             match stores.get(&base) {
                 Some(s) => s.clone(),

@@ -35,6 +35,14 @@ impl OverlayReader {
     pub async fn open(url: &str, options: OpenOptions) -> Result<OverlayReader> {
         let reader = Arc::new(open_store(url, &options, false)?.reader(options.timeout));
         let data = Arc::new(UrlReader::new(options.storage).with_timeout(options.timeout));
+        // Catalog tables' data is read with the credentials their catalog vends (refreshed by
+        // the routed stores themselves: nothing to keep here).
+        #[cfg(feature = "s3")]
+        crate::io::rest_catalog::connect_all(&data, &options.catalogs, options.timeout).await?;
+        #[cfg(not(feature = "s3"))]
+        if let Some(c) = options.catalogs.first() {
+            return Err(crate::io::rest::no_client(&c.table));
+        }
         let m = manifest::read_latest(reader.as_ref()).await?;
         Ok(OverlayReader {
             reader,
