@@ -15,7 +15,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const require = createRequire(import.meta.url);
-const { Overlay } = require('skerry');
+const { Overlay, BundleBuilder } = require('skerry');
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 let server, info, state, dir;
@@ -76,7 +76,17 @@ test('a REST catalog table is mounted, synced and read with vended credentials',
   await sleep(3500); // every key vended so far has expired and been deleted
   const report = await o.syncIceberg('events');
   assert.equal(report.added.length, 1);
-  await o.build('events');
+  // Fan-out workers connect with `catalogs` too (a new index: a task per data file).
+  await o.createIndex('events', 'by_region', ['region'], { kind: 'bitmap' });
+  const tasks = await o.planBuild('events');
+  assert.ok(tasks.length >= 1);
+  const builder = BundleBuilder.open(url, { catalogs: [catalog('skerry:skerry-secret')] });
+  const commit = await o.commitBuild(await Promise.all(tasks.map((t) => builder.buildBundle(t))));
+  assert.equal(commit.refused.length, 0, commit.refused.map((r) => r.reason).join());
+  assert.deepEqual(await o.planBuild('events'), []);
+  const c = await o.count('events', { where: { region: 'eu' } });
+  assert.equal(c.count, want.filter((i) => i % 3 === 0).length);
+  assert.equal(c.stats.index, 'by_region');
   await o.publish();
   const r = await o.query('events', { where: { id: 349 }, columns: ['id', 'region'] });
   assert.deepEqual(r.rows.map((x) => [Number(x.id), x.region]), [[349, 'us']]);

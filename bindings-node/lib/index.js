@@ -395,7 +395,7 @@ class Overlay {
   }
 }
 
-const BUILDER_OPEN = { storage: 'object', timeoutMs: 'count' };
+const BUILDER_OPEN = { storage: 'object', timeoutMs: 'count', catalogs: 'catalogs' };
 
 /**
  * Builds bundles from `planBuild`'s tasks in any process (a job system's worker): writes to

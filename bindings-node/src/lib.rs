@@ -1396,15 +1396,19 @@ pub fn open_bundle_builder(
     url: String,
     options: Option<OpenOptions>,
 ) -> Result<BundleBuilder> {
-    let (storage, timeout_ms) = match options {
-        Some(o) => (o.storage, o.timeout_ms),
-        None => (None, None),
+    let (storage, timeout_ms, catalogs) = match options {
+        Some(o) => (o.storage, o.timeout_ms, o.catalogs),
+        None => (None, None, None),
     };
     let opts = ov::OpenOptions {
         storage: storage.map(|m| m.into_iter().collect()).unwrap_or_default(),
         timeout: timeout_ms.map(|ms| std::time::Duration::from_millis(ms as u64)),
         faults: env_faults().map_err(|e| js_error(env, &e))?,
-        catalogs: Vec::new(),
+        catalogs: catalogs
+            .unwrap_or_default()
+            .into_iter()
+            .map(catalog_access)
+            .collect(),
     };
     let inner = skerry_core::admin::fanout::BundleBuilder::open(&url, opts)
         .map_err(|e| js_error(env, &e))?;

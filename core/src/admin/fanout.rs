@@ -255,6 +255,10 @@ pub struct BundleBuilder {
     pub(crate) key: tokio::sync::OnceCell<Vec<u8>>,
     /// Vector codebooks loaded so far (a worker builds many files against one).
     pub(crate) codebooks: Arc<crate::admin::codebook::Codebooks>,
+    /// `OpenOptions::catalogs`, connected (credentials routed in `data`) before the first task.
+    catalogs: Vec<crate::io::rest::CatalogAccess>,
+    timeout: Option<std::time::Duration>,
+    connected: tokio::sync::OnceCell<()>,
 }
 
 impl BundleBuilder {
@@ -270,6 +274,9 @@ impl BundleBuilder {
             trusted: false,
             key: tokio::sync::OnceCell::new(),
             codebooks: Default::default(),
+            catalogs: options.catalogs,
+            timeout: options.timeout,
+            connected: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -313,6 +320,19 @@ impl BundleBuilder {
     /// an [`Outcome::Unreadable`] receipt; other failures (the overlay store, a task of
     /// another format, damage in a carried blob) are errors, and the task can be retried.
     pub async fn build_bundle(&self, task: &BuildTask) -> Result<BuildReceipt> {
+        self.connected
+            .get_or_try_init(|| async {
+                #[cfg(feature = "s3")]
+                crate::io::rest_catalog::connect_all(&self.data, &self.catalogs, self.timeout)
+                    .await?;
+                #[cfg(not(feature = "s3"))]
+                if let Some(c) = self.catalogs.first() {
+                    let _ = self.timeout;
+                    return Err(crate::io::rest::no_client(&c.table));
+                }
+                Ok::<(), Error>(())
+            })
+            .await?;
         check_format(task.format)?;
         task.bundle_path()?;
         task.check_paths()?;
@@ -697,6 +717,10 @@ impl Overlay {
             trusted: true,
             key: tokio::sync::OnceCell::new(),
             codebooks: self.codebooks.clone(),
+            // Shares the overlay's data reader: its catalog routes are already in it.
+            catalogs: Vec::new(),
+            timeout: None,
+            connected: tokio::sync::OnceCell::new(),
         }
     }
 
