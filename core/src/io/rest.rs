@@ -246,6 +246,19 @@ pub fn parse<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<T
         .map_err(|e| Error::Iceberg(format!("catalog {what}: malformed answer: {e}")))
 }
 
+/// Checks a location a catalog named (a metadata file, a table location): an object-store
+/// URL, never this machine's files (`file://`) or memory — a catalog answers over the network
+/// and must not make Skerry read local paths. `E_ICEBERG` otherwise.
+pub fn check_remote(what: &str, url: &str) -> Result<()> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("s3" | "s3a" | "gs" | "abfs" | "abfss" | "http" | "https") => Ok(()),
+        _ => Err(Error::Iceberg(format!(
+            "catalog: the {what} it names, {url:?}, is not an object-store URL (s3, gs, abfs)"
+        ))),
+    }
+}
+
 /// The vended credential for `url`: the one whose prefix is the longest that `url` starts
 /// with at a path boundary.
 pub fn best<'a>(creds: &'a [StorageCredential], url: &str) -> Option<&'a StorageCredential> {
@@ -415,6 +428,24 @@ mod tests {
         let e = S3Credential::from_config("gs://lake", &gcs).unwrap_err();
         assert_eq!(e.code(), "E_UNSUPPORTED");
         assert!(!e.to_string().contains("\"t\""));
+    }
+
+    #[test]
+    fn a_catalog_cannot_point_at_local_files() {
+        check_remote("metadata file", "s3://lake/wh/t/metadata/1.metadata.json").unwrap();
+        for bad in [
+            "file:///etc/passwd",
+            "/etc/passwd",
+            "memory://x",
+            "FILE:///x",
+            "x",
+        ] {
+            assert_eq!(
+                check_remote("metadata file", bad).unwrap_err().code(),
+                "E_ICEBERG",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

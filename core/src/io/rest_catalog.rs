@@ -163,6 +163,8 @@ impl RestCatalog {
                     self.access.table.display()
                 ))
             })?;
+        rest::check_remote("metadata file", &metadata)?;
+        rest::check_remote("table location", &location)?;
         self.route(
             data,
             location.trim_end_matches('/'),
