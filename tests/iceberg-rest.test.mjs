@@ -156,3 +156,23 @@ test('the CLI mounts and syncs a catalog table, its secret from the environment 
     fs.rmSync(cwd, { recursive: true, force: true });
   }
 });
+
+test('the shipped addon keeps its overlay on s3:// (the s3 feature is in what ships)', async () => {
+  const storage = {
+    aws_endpoint: info.s3, aws_allow_http: 'true', aws_region: 'us-east-1',
+    aws_access_key_id: info.admin.key, aws_secret_access_key: info.admin.secret,
+  };
+  const o = await Overlay.open('s3://lake/skerry-overlay', { storage });
+  await o.mountIceberg('events', { catalog: catalog('skerry:skerry-secret') });
+  await o.createIndex('events', 'by_id', ['id'], { unique: true });
+  await o.build('events');
+  await o.publish();
+  await o.close();
+  const ro = await Overlay.open('s3://lake/skerry-overlay', { storage, readOnly: true, catalogs: [catalog('skerry:skerry-secret')] });
+  const r = await ro.query('events', { where: { id: 7n }, columns: ['id', 'region'] });
+  assert.deepEqual(r.rows.map((x) => [Number(x.id), x.region]), [[7, 'us']]);
+  assert.equal(r.stats.index, 'by_id');
+  // A key S3 does not know (the admin key's signature is not checked by the test server).
+  await assert.rejects(Overlay.open('s3://lake/skerry-overlay', { storage: { ...storage, aws_access_key_id: 'AKIANOSUCHKEY0000000' }, readOnly: true }),
+    (e) => e.code === 'E_AUTH' && !e.retryable, 'a refused key is E_AUTH');
+});
