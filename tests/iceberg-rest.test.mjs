@@ -110,10 +110,21 @@ test('a REST catalog table is mounted, synced and read with vended credentials',
   assert.deepEqual(await ids(await ro.query('events', { where: { id: 10 }, columns: ['id'] })), [10]);
   await assert.rejects(Overlay.open(url, { readOnly: true, catalogs: [{ uri: info.uri }] }),
     (e) => e.code === 'E_INVALID');
+  // A bearer token instead of client credentials (used as is), with extra headers.
+  const tok = await (await fetch(`${info.uri}/v1/oauth/tokens`, {
+    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'grant_type=client_credentials&client_id=skerry&client_secret=skerry-secret',
+  })).json();
+  const byToken = { uri: info.uri, namespace: ['db'], table: 'events', token: tok.access_token, headers: { 'x-trace': 'skerry-test' } };
+  const rt = await Overlay.open(url, { readOnly: true, catalogs: [byToken] });
+  assert.deepEqual(await ids(await rt.query('events', { where: { id: 11 }, columns: ['id'] })), [11]);
+  await assert.rejects(Overlay.open(url, { readOnly: true, catalogs: [{ ...byToken, token: 'forged' }] }),
+    (e) => e.code === 'E_AUTH' && !e.message.includes('forged'));
 
   const log = fs.readFileSync(path.join(state, 'requests.jsonl'), 'utf8').trim().split('\n').map(JSON.parse);
   const ours = log.filter((x) => x.client !== 'writer' && !x.path.startsWith('/_test/'));
   assert.ok(ours.some((x) => x.path.endsWith('/credentials')), 'a credential was refreshed');
+  assert.ok(ours.some((x) => x.trace === 'skerry-test'), 'catalog headers are sent');
   for (const x of ours) {
     assert.ok(x.method === 'GET' || (x.method === 'POST' && x.path === '/v1/oauth/tokens'), `${x.method} ${x.path}`);
   }

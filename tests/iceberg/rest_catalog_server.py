@@ -18,7 +18,8 @@ Clients (OAuth2 client credentials `id:secret`): `writer:writer-secret` (no vend
 credentials) and `skerry:skerry-secret` (vended). Tokens expire after `TOKEN_TTL` seconds.
 
 Printed on stdout once ready, one JSON line: {"uri", "s3", "admin": {key, secret}}. Every
-request is appended to STATE_DIR/requests.jsonl as {"client", "method", "path", "status"}.
+request is appended to STATE_DIR/requests.jsonl as {"client", "method", "path", "status"} (and
+"trace", a client's `X-Trace` header, when sent).
 
 Test-only endpoints (not in the spec): `POST /_test/revoke?client=ID` revokes the client's
 tokens, secret and vended keys; `GET /_test/vended` lists the keys vended so far.
@@ -195,7 +196,10 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
         with lock, open(log_path, "a") as f:
-            f.write(json.dumps({"client": client, "method": self.command, "path": self.path, "status": status}) + "\n")
+            record = {"client": client, "method": self.command, "path": self.path, "status": status}
+            if self.headers.get("X-Trace"):
+                record["trace"] = self.headers["X-Trace"]
+            f.write(json.dumps(record) + "\n")
 
     def error(self, status, kind, message, client=None):
         self.reply(status, {"error": {"message": message, "type": kind, "code": status}}, client)
