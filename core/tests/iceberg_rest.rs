@@ -344,3 +344,39 @@ async fn a_catalog_table_is_mounted_synced_and_read_with_vended_credentials_that
     assert_eq!(e.code(), "E_AUTH", "{e}");
     assert!(e.to_string().contains("connectCatalog"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_that_never_answers_is_a_timeout_not_a_hang() {
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming() {
+            held.push(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let o = Overlay::open(
+        &format!("file://{}", dir.path().display()),
+        OpenOptions {
+            timeout: Some(Duration::from_millis(300)),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let access = CatalogAccess {
+        table: CatalogRef {
+            uri: format!("http://127.0.0.1:{port}"),
+            warehouse: None,
+            namespace: vec!["db".into()],
+            table: "events".into(),
+        },
+        token: Some("t".into()),
+        ..Default::default()
+    };
+    let e = o.mount_iceberg_catalog("events", access).await.unwrap_err();
+    assert_eq!(e.code(), "E_TIMEOUT", "{e}");
+    assert!(e.retryable());
+}

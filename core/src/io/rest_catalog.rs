@@ -30,6 +30,9 @@ use crate::io::rest::{
 /// remaining life when that is shorter.
 pub const REFRESH_BEFORE: Duration = Duration::from_secs(300);
 
+/// Limit on each catalog request when the overlay sets none (`OpenOptions::timeout`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
 struct Token {
     value: String,
     /// When to ask for a new one (client credentials only).
@@ -61,11 +64,9 @@ impl RestCatalog {
     /// then `GET /v1/config` (its `prefix` is used for table paths).
     pub async fn connect(access: CatalogAccess, timeout: Option<Duration>) -> Result<Arc<Self>> {
         access.table.check()?;
-        let mut b = reqwest::Client::builder();
-        if let Some(t) = timeout {
-            b = b.timeout(t);
-        }
-        let http = b
+        // A catalog that never answers must not hang a mount, a sync or a credential refresh.
+        let http = reqwest::Client::builder()
+            .timeout(timeout.unwrap_or(DEFAULT_TIMEOUT))
             .build()
             .map_err(|e| Error::Invalid(format!("catalog: HTTP client: {e}")))?;
         let mut c = RestCatalog {
@@ -290,7 +291,7 @@ impl RestCatalog {
             if e.is_timeout() {
                 Error::Io(IoError::Timeout {
                     path: shown.clone(),
-                    ms: self.timeout.map_or(0, |t| t.as_millis() as u64),
+                    ms: self.timeout.unwrap_or(DEFAULT_TIMEOUT).as_millis() as u64,
                 })
             } else {
                 Error::Io(IoError::Other {
