@@ -20,7 +20,8 @@ use skerry_core::read::predicate::{Condition, Op};
 use skerry_core::values::Value as V;
 use support::sorted_ids as ids;
 
-/// Vended keys live this long; the reaper deletes them then.
+/// Vended keys live this long; the reaper deletes them then (a waiting test adds 2 s, so a
+/// loaded machine still sees them deleted).
 const CRED_TTL_S: u64 = 4;
 
 struct RestServer {
@@ -220,7 +221,7 @@ async fn a_catalog_table_is_mounted_synced_and_read_with_vended_credentials_that
     {
         want = server.write(step);
         if i % 2 == 0 {
-            tokio::time::sleep(Duration::from_secs(CRED_TTL_S + 1)).await;
+            tokio::time::sleep(Duration::from_secs(CRED_TTL_S + 2)).await;
             let vended = server.vended();
             assert!(
                 vended.iter().all(|(_, deleted)| *deleted),
@@ -249,7 +250,7 @@ async fn a_catalog_table_is_mounted_synced_and_read_with_vended_credentials_that
     );
 
     // A reader in another process gets its own vended credentials at open.
-    tokio::time::sleep(Duration::from_secs(CRED_TTL_S + 1)).await;
+    tokio::time::sleep(Duration::from_secs(CRED_TTL_S + 2)).await;
     let reader = skerry_core::read::reader::OverlayReader::open(
         &url,
         OpenOptions {
@@ -271,7 +272,7 @@ async fn a_catalog_table_is_mounted_synced_and_read_with_vended_credentials_that
             .count()
     };
     let before = refreshes(&server.log());
-    tokio::time::sleep(Duration::from_secs(CRED_TTL_S + 1)).await;
+    tokio::time::sleep(Duration::from_secs(CRED_TTL_S + 2)).await;
     let last = *want.last().unwrap();
     assert_eq!(
         ids(&reader.snapshot().query("events", &one(last)).await.unwrap()),
