@@ -17,7 +17,7 @@ pub const MAX_ANSWER_BYTES: u64 = 64 << 20;
 
 /// One table of one REST catalog — what an overlay records of where a mounted table comes
 /// from. Never holds a secret: credentials are given to each process that connects.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogRef {
     /// The catalog's base URI (`https://host/api/catalog`; `/v1/…` is appended).
@@ -93,17 +93,6 @@ pub struct CatalogAccess {
     /// The token endpoint, when not the catalog's own `/v1/oauth/tokens`.
     #[serde(default)]
     pub oauth2_server_uri: Option<String>,
-}
-
-impl Default for CatalogRef {
-    fn default() -> Self {
-        CatalogRef {
-            uri: String::new(),
-            warehouse: None,
-            namespace: Vec::new(),
-            table: String::new(),
-        }
-    }
 }
 
 impl std::fmt::Debug for CatalogAccess {
