@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use skerry_core::admin::overlay::{IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::overlay::{OpenOptions, Overlay};
 use skerry_core::io::rest::{CatalogAccess, CatalogRef};
 use skerry_core::read::plan::Query;
 use skerry_core::read::predicate::{Condition, Op};
@@ -191,16 +191,7 @@ async fn a_catalog_table_is_mounted_synced_and_read_with_vended_credentials_that
         .unwrap();
     let src = o.iceberg_source("events").await.unwrap().unwrap();
     assert_eq!(src.catalog.as_ref().unwrap().table, "events");
-    o.create_index("events", "by_id", &["id".into()], IndexOptions::unique())
-        .await
-        .unwrap();
-    o.build("events", |_| {}).await.unwrap();
-    o.publish().await.unwrap();
-    let all = Query {
-        columns: Some(vec!["id".into()]),
-        limit: Some(100_000),
-        ..Default::default()
-    };
+    let all = support::index_ids_and_publish(&o, "events").await;
     let one = |id: i64| Query {
         conditions: vec![Condition::new("id", Op::Eq(V::Int(id)))],
         columns: Some(vec!["id".into(), "region".into()]),

@@ -9,7 +9,7 @@ mod support;
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use skerry_core::admin::overlay::{IndexOptions, OpenOptions, Overlay};
+use skerry_core::admin::overlay::{OpenOptions, Overlay};
 use skerry_core::read::plan::Query;
 use skerry_core::read::predicate::{Condition, Op};
 use skerry_core::values::Value as V;
@@ -81,16 +81,7 @@ async fn an_s3_table_is_followed_through_read_only_credentials() {
     o.mount_iceberg("events", snaps[0]["metadata_location"].as_str().unwrap())
         .await
         .unwrap();
-    o.create_index("events", "by_id", &["id".into()], IndexOptions::unique())
-        .await
-        .unwrap();
-    o.build("events", |_| {}).await.unwrap();
-    o.publish().await.unwrap();
-    let all = Query {
-        columns: Some(vec!["id".into()]),
-        limit: Some(100_000),
-        ..Default::default()
-    };
+    let all = support::index_ids_and_publish(&o, "events").await;
     assert_eq!(
         ids(&o.query("events", &all).await.unwrap()),
         want(&snaps[0])

@@ -294,3 +294,18 @@ pub async fn open_reader(dir: &Path) -> skerry_core::read::reader::OverlayReader
     .await
     .unwrap()
 }
+
+/// Gives `table` a unique ordered index `by_id` on `id`, builds and publishes it; returns the
+/// query of every row's `id` (the mounted Iceberg tables' tests).
+pub async fn index_ids_and_publish(o: &Overlay, table: &str) -> skerry_core::read::plan::Query {
+    o.create_index(table, "by_id", &["id".into()], IndexOptions::unique())
+        .await
+        .unwrap();
+    o.build(table, |_| {}).await.unwrap();
+    o.publish().await.unwrap();
+    skerry_core::read::plan::Query {
+        columns: Some(vec!["id".into()]),
+        limit: Some(100_000),
+        ..Default::default()
+    }
+}
