@@ -4,18 +4,41 @@
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
+import crypto from 'node:crypto';
 
 const SMALL_READ = 4 << 20;
 const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': 'text/javascript', '.html': 'text/html', '.json': 'application/json' };
 
 // With `{ cache: true }` responses are cacheable (`Cache-Control: max-age`, `Last-Modified`),
 // and `If-None-Match` / `If-Range` are honoured, so a browser's HTTP cache takes part.
-// `{ latencyMs }` delays every response (a network round trip). `stats.trips` counts
+// `{ etag: 'md5' }` sends the content's MD5 as the ETag, as S3, R2 and GCS do (a content
+// version: a rewrite of the same size changes it); by default the ETag is inode, size and
+// modification time, as nginx-like servers make it (a same-size rewrite that restores the
+// time keeps it). `{ latencyMs }` delays every response (a network round trip). `stats.trips` counts
 // sequential round trips: a request that arrives after another one was answered is one trip
 // deeper than it; requests in flight together share a trip. `setFaults(rate, seed)` makes
 // that share of GET and HEAD requests fail — a 503, or the connection reset before any
 // byte — chosen by a seeded generator (`stats.faults` counts them).
-export async function startRangeServer(root, { cache = false, latencyMs = 0 } = {}) {
+export async function startRangeServer(root, { cache = false, latencyMs = 0, etag: etagKind = 'stat' } = {}) {
+  // MD5s by file identity and change time (which no rewrite can restore).
+  const md5s = new Map();
+  const md5Of = (fd, st) => {
+    const id = `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+    let h = md5s.get(id);
+    if (!h) {
+      const hash = crypto.createHash('md5');
+      const buf = Buffer.allocUnsafe(1 << 20);
+      for (let at = 0; at < st.size;) {
+        const n = fs.readSync(fd, buf, 0, buf.length, at);
+        if (n === 0) break;
+        hash.update(buf.subarray(0, n));
+        at += n;
+      }
+      h = hash.digest('hex');
+      md5s.set(id, h);
+    }
+    return h;
+  };
   const stats = { requests: 0, bytes: 0, trips: 0, faults: 0, log: [] };
   let faultRate = 0;
   let rng = 1;
@@ -62,7 +85,9 @@ export async function startRangeServer(root, { cache = false, latencyMs = 0 } = 
     }
     res.on('close', () => { if (fd !== null) { fs.closeSync(fd); fd = null; } });
     const size = st.size;
-    const etag = `"${st.ino.toString(16)}-${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
+    const etag = etagKind === 'md5'
+      ? `"${md5Of(fd, st)}"`
+      : `"${st.ino.toString(16)}-${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
     const headers = { ...cors, 'Accept-Ranges': 'bytes', ETag: etag, 'Content-Type': TYPES[path.extname(file)] || 'application/octet-stream' };
     if (cache) {
       headers['Cache-Control'] = 'public, max-age=600';

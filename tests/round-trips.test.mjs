@@ -88,3 +88,67 @@ test('IN-10 and a 1,000-row range fan out: 3 round trips, 2 with metadata cached
   assert.ok(server.stats.trips <= 3, `range: ${server.stats.trips} trips: ${JSON.stringify(server.stats.log)}`);
   assert.equal(r.stats.index, 'by_id');
 });
+
+// Issue 42: where the server's ETag is a content hash (S3, R2, GCS; here the range server's
+// `etag: 'md5'`), a warm reader pinned to it uses the dictionary pages it already holds
+// without fetching them again; where the ETag is modification time and size, every read
+// fetches them to compare. A same-size rewrite is a new content hash: the pinned reads fail,
+// and the answer comes from the file as it is now.
+test('content-hash ETags: dictionary pages are not fetched again, and a same-size rewrite is caught', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-etag-'));
+  fs.mkdirSync(path.join(dir, 'data'));
+  const file = path.join(dir, 'data', 'p0.parquet');
+  fs.writeFileSync(file, sampleOrdersParquet(0, PER, 5_000, 'none'));
+  const o = await Overlay.open(`file://${dir}/overlay`);
+  const servers = {};
+  try {
+    await o.registerParquetTable('orders', `file://${dir}/data`);
+    await o.createIndex('orders', 'by_id', ['order_id'], { unique: true });
+    await o.build('orders');
+    await o.publish();
+    servers.strong = await startRangeServer(dir, { etag: 'md5' });
+    servers.weak = await startRangeServer(dir);
+    const readers = {};
+    const bytes = {};
+    for (const [kind, s] of Object.entries(servers)) {
+      readers[kind] = await OverlayReader.open(`${s.url}/overlay`, { tables: { orders: `${s.url}/data` } });
+      bytes[kind] = [];
+      // Four rows of one row group: the first read meets the file, the second is pinned to
+      // its ETag, from the third on the dictionary pages are held at that version.
+      for (const id of [101, 1_102, 2_103, 3_104]) {
+        s.reset();
+        const r = await readers[kind].query('orders', { where: { order_id: id }, columns });
+        assert.deepEqual(ids(r), [id]);
+        bytes[kind].push(s.stats.bytes);
+      }
+    }
+    const head = await fetch(`${servers.strong.url}/data/p0.parquet`, { method: 'HEAD' });
+    assert.match(head.headers.get('etag'), /^"[0-9a-f]{32}"$/);
+    for (const k of [2, 3]) {
+      assert.ok(bytes.strong[k] * 2 < bytes.weak[k], `bytes per query: ${JSON.stringify(bytes)}`);
+    }
+
+    // Same size, ids 101 and 102 swapped in place, modification time restored.
+    const st = fs.statSync(file);
+    const buf = fs.readFileSync(file);
+    const at = (v) => { const n = Buffer.alloc(8); n.writeBigInt64LE(BigInt(v)); return buf.indexOf(n); };
+    const i = at(101), j = at(102);
+    assert.ok(i >= 0 && j >= 0);
+    const tmp = Buffer.from(buf.subarray(i, i + 8));
+    buf.copy(buf, i, j, j + 8);
+    tmp.copy(buf, j);
+    const fd = fs.openSync(file, 'r+');
+    fs.writeSync(fd, buf, 0, buf.length, 0);
+    fs.closeSync(fd);
+    fs.utimesSync(file, st.atimeMs / 1000, st.mtimeMs / 1000);
+    for (const id of [101, 102]) {
+      const r = await readers.strong.query('orders', { where: { order_id: id }, columns });
+      assert.deepEqual(ids(r), [id], `order ${id}`);
+      assert.equal(r.stats.rejections[0]?.reason, 'drifted');
+    }
+  } finally {
+    for (const s of Object.values(servers)) await s.close();
+    await o.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -234,6 +234,9 @@ mod api {
         fn counters(&self) -> &skerry_core::io::IoCounters {
             &self.counters
         }
+        fn content_versions(&self, loc: &Location) -> bool {
+            self.route(loc).is_ok_and(|(r, l)| r.content_versions(&l))
+        }
     }
 
     struct Inner {

@@ -336,13 +336,22 @@ impl FetchReader {
                 })
             }
         }
-        if let (Some(want), Some(got)) = (&version, &f.etag) {
-            if **want != *got {
+        match (&version, &f.etag) {
+            (Some(want), Some(got)) if **want != *got => {
                 return Err(IoError::Changed {
                     path,
                     expected: want.to_string(),
-                });
+                })
             }
+            // A content version is trusted only when every answer names it
+            // (`content_versions`): one that does not is not known to be that version.
+            (Some(want), None) if skerry_core::io::content_etag(want) => {
+                return Err(IoError::Changed {
+                    path,
+                    expected: want.to_string(),
+                })
+            }
+            _ => {}
         }
         Ok(f)
     }
@@ -552,6 +561,15 @@ impl RangeReader for FetchReader {
 
     fn counters(&self) -> &IoCounters {
         &self.counters
+    }
+
+    /// A pin that is a content hash ETag ([`skerry_core::io::content_etag`]) is checked
+    /// against the ETag of every answer, and an answer without one fails: what it returned is
+    /// that content. Servers whose ETags are modification times and sizes keep byte checks.
+    fn content_versions(&self, loc: &Location) -> bool {
+        loc.version
+            .as_deref()
+            .is_some_and(skerry_core::io::content_etag)
     }
 }
 

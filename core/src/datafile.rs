@@ -2,6 +2,7 @@
 //! the same code runs natively and in wasm: footer metadata, schema with Iceberg field ids,
 //! and projected columns in bounded batches with their row positions.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -239,10 +240,14 @@ fn check_page_index(md: &ParquetMetaData) -> Result<()> {
 /// ([`DictionaryPages`]) with the exact bytes it was decoded from (page header and compressed
 /// body): a later read uses it only when the bytes it fetched for that page are the same, so
 /// a file rewritten in place — even one that keeps its size, modification time and ETag —
-/// never answers from another file's dictionary.
+/// never answers from another file's dictionary. Read at a content version
+/// ([`crate::io::RangeReader::content_versions`]), it also names that version, and a later
+/// read pinned to the same version uses it without fetching it at all.
 pub struct DictionaryPage {
     raw: Bytes,
     page: Page,
+    /// The content version of the file it was last read at, if any.
+    version: std::sync::Mutex<Option<Arc<str>>>,
     /// Where each value starts in the page (computed on first use by a point read).
     offsets: std::sync::OnceLock<Option<Vec<u32>>>,
     /// Values are length-prefixed (BYTE_ARRAY): a point read keeps their offsets.
@@ -255,6 +260,21 @@ impl DictionaryPage {
         self.raw.as_ref() == raw
     }
 
+    /// Whether this page was read at the content version `version` of its file.
+    pub fn is_at(&self, version: &str) -> bool {
+        self.version
+            .lock()
+            .is_ok_and(|v| v.as_deref() == Some(version))
+    }
+
+    /// Records that a read at the content version `version` fetched exactly this page's
+    /// bytes: later reads at that version may use it without fetching it.
+    fn stamp(&self, version: &Arc<str>) {
+        if let Ok(mut v) = self.version.lock() {
+            *v = Some(version.clone());
+        }
+    }
+
     /// Bytes held (raw, decompressed, and the values' offsets a point read computes).
     pub fn heap_bytes(&self) -> u64 {
         let values = match &self.page {
@@ -264,10 +284,11 @@ impl DictionaryPage {
         (self.raw.len() + self.page.buffer().len() + 4 * values) as u64
     }
 
-    fn new(raw: Bytes, page: Page, prefixed: bool) -> DictionaryPage {
+    fn new(raw: Bytes, page: Page, prefixed: bool, version: Option<Arc<str>>) -> DictionaryPage {
         DictionaryPage {
             raw,
             page,
+            version: std::sync::Mutex::new(version),
             offsets: std::sync::OnceLock::new(),
             prefixed,
         }
@@ -309,6 +330,15 @@ pub trait DictionaryPages: Send + Sync {
     /// The page at `offset` of `location`, only if it was decoded from exactly the bytes
     /// `raw` ([`DictionaryPage::is_for`]) — the bytes this read fetched for it.
     fn dictionary(&self, location: &str, offset: u64, raw: &[u8]) -> Option<Arc<DictionaryPage>>;
+    /// The page at `offset` of `location`, only if it was read at the content version
+    /// `version` ([`DictionaryPage::is_at`]); a read pinned to that version then need not
+    /// fetch it.
+    fn dictionary_at(
+        &self,
+        location: &str,
+        offset: u64,
+        version: &str,
+    ) -> Option<Arc<DictionaryPage>>;
     fn put_dictionary(&self, location: &str, offset: u64, page: Arc<DictionaryPage>);
     /// Whether a page of `bytes` ([`DictionaryPage::heap_bytes`]) would be kept at all
     /// (a read makes no copy for a page that would not be).
@@ -319,8 +349,10 @@ pub trait DictionaryPages: Send + Sync {
 /// `roots`, returned in the order of `positions`. Only the row groups holding them are read,
 /// and with a page index only the pages holding them (ranges coalesced).
 ///
-/// With `dicts`, dictionary pages are still fetched (they are compared byte for byte), but
-/// one decompressed by an earlier read of the same bytes is not decompressed again.
+/// With `dicts`, one dictionary page decompressed by an earlier read of the same bytes is not
+/// decompressed again. Pages are still fetched and compared byte for byte, unless `loc` is
+/// pinned to a content version (`r.content_versions(loc)`): a page read at that very version
+/// is then used without fetching it (the other pages' reads, pinned, prove the version).
 pub async fn read_rows<R: RangeReader + ?Sized>(
     r: &R,
     loc: &Location,
@@ -393,7 +425,35 @@ pub async fn read_rows<R: RangeReader + ?Sized>(
     // in each row group), fetched at once in parallel requests: one round trip, whatever the
     // number of row groups.
     let gap = r.coalesce_gap().min(crate::io::PAGE_COALESCE_GAP);
-    let planned: Vec<std::ops::Range<u64>> = dec.scan_plan().map(|p| p.range).collect();
+    // Dictionary pages held at the content version this read is pinned to are not fetched.
+    let version = match (dicts, &loc.version) {
+        (Some(_), Some(v)) if r.content_versions(loc) => Some(v.clone()),
+        _ => None,
+    };
+    let mut held: HeldDictionaries = HashMap::new();
+    let planned: Vec<std::ops::Range<u64>> = dec
+        .scan_plan()
+        .filter(|p| {
+            let (Some(d), Some(v)) = (dicts, &version) else {
+                return true;
+            };
+            if p.kind != parquet::arrow::push_decoder::PageKind::Dictionary
+                || p.row_group >= md.num_row_groups()
+                || p.column >= md.row_group(p.row_group).num_columns()
+            {
+                return true;
+            }
+            let start = md.row_group(p.row_group).column(p.column).byte_range().0;
+            match d.dictionary_at(&loc.path, start, v) {
+                Some(page) => {
+                    held.insert((p.row_group, p.column), page);
+                    false
+                }
+                None => true,
+            }
+        })
+        .map(|p| p.range)
+        .collect();
     let planned_bytes: u64 = planned.iter().map(|p| p.end - p.start).sum();
     let prefetched = if planned_bytes <= MAX_ROWS_PREFETCH {
         let merged = crate::io::coalesce_ranges(&planned, gap);
@@ -411,8 +471,16 @@ pub async fn read_rows<R: RangeReader + ?Sized>(
             if !prefetched.is_empty()
                 && md.page_index().is_some_and(|p| p.has_offset_indexes()) =>
         {
-            decode_with_dictionaries(md, &file_schema, &loc.path, &groups, &mask, &prefetched, d)
-                .ok()
+            decode_with_dictionaries(
+                md,
+                &file_schema,
+                &loc.path,
+                &groups,
+                &mask,
+                &prefetched,
+                (d, &held, version.as_ref()),
+            )
+            .ok()
         }
         _ => None,
     };
@@ -479,7 +547,7 @@ fn decode_with_dictionaries(
     groups: &[(usize, Vec<std::ops::Range<usize>>)],
     mask: &ProjectionMask,
     fetched: &[(std::ops::Range<u64>, Bytes)],
-    dicts: &dyn DictionaryPages,
+    (dicts, held, version): (&dyn DictionaryPages, &HeldDictionaries, Option<&Arc<str>>),
 ) -> Result<Vec<RecordBatch>> {
     let levels = parquet_to_arrow_field_levels(
         md.file_metadata().schema_descr(),
@@ -496,6 +564,8 @@ fn decode_with_dictionaries(
             rows,
             bytes: bytes.clone(),
             dicts,
+            held,
+            version,
             location,
             picked: None,
         };
@@ -572,6 +642,9 @@ impl ChunkReader for Fetched {
     }
 }
 
+/// Dictionary pages a read did not fetch, by row group and leaf column.
+type HeldDictionaries = HashMap<(usize, usize), Arc<DictionaryPage>>;
+
 /// One row group of a file, its pages served from [`Fetched`] bytes.
 struct RowGroupPages<'a> {
     md: &'a ParquetMetaData,
@@ -579,6 +652,10 @@ struct RowGroupPages<'a> {
     rows: usize,
     bytes: Fetched,
     dicts: &'a dyn DictionaryPages,
+    /// Dictionary pages not fetched: held at the content version this read is pinned to.
+    held: &'a HeldDictionaries,
+    /// The content version this read is pinned to, if any (pages decoded now are kept at it).
+    version: Option<&'a Arc<str>>,
     location: &'a str,
     /// The rows picked, and each projected leaf column's PLAIN page of them.
     picked: Option<(usize, Vec<(usize, Page)>)>,
@@ -614,6 +691,10 @@ impl RowGroupPages<'_> {
         if !inner.supports_deferred_dictionary() {
             return Ok((inner, None));
         }
+        if let Some(d) = self.held.get(&(self.group, i)) {
+            inner.skip_next_page()?;
+            return Ok((inner, Some(d.clone())));
+        }
         let start = meta.byte_range().0;
         let end = first.unwrap_or(start);
         // A first page before the chunk's start is a damaged offset index.
@@ -622,6 +703,9 @@ impl RowGroupPages<'_> {
         })?;
         let raw = self.bytes.get(start, Some(usize::try_from(len)?))?;
         if let Some(c) = self.dicts.dictionary(self.location, start, &raw) {
+            if let Some(v) = self.version {
+                c.stamp(v);
+            }
             inner.skip_next_page()?;
             return Ok((inner, Some(c)));
         }
@@ -634,7 +718,7 @@ impl RowGroupPages<'_> {
             ));
         }
         let prefixed = meta.column_type() == parquet::basic::Type::BYTE_ARRAY;
-        let d = DictionaryPage::new(raw, page, prefixed);
+        let d = DictionaryPage::new(raw, page, prefixed, self.version.cloned());
         let keep = self.dicts.would_keep(d.heap_bytes());
         // A copy: a slice would keep the whole fetched range alive.
         let d = Arc::new(DictionaryPage {

@@ -321,6 +321,81 @@ fn a_dictionary_rewritten_in_place_is_not_served_from_the_cache() {
     assert_eq!(cache.stats().dictionary.hits, hits + 1);
 }
 
+/// Pinned to a content version (a store whose versions name one content, like S3's ETags or
+/// this reader's never-reused counters), a dictionary page read at that version is used
+/// without fetching it again; a read without a version still fetches and compares it, and
+/// a same-size rewrite is a new version whose pages are fetched and decoded anew.
+#[test]
+fn at_a_content_version_a_cached_dictionary_is_not_fetched_again() {
+    use skerry_core::read::cache::ReadCache;
+    let bytes = varied(Compression::UNCOMPRESSED);
+    let m = MemoryReader::new();
+    let v1 = m.put("v.parquet", bytes.clone());
+    let plain = Location::new("v.parquet");
+    let at = |v: &str| Location::new("v.parquet").with_version(v);
+    assert!(m.content_versions(&at(&v1)) && !m.content_versions(&plain));
+    let (md, _) = block_on(read_metadata_with_page_index(&m, &plain, None)).unwrap();
+    let cache = ReadCache::with_budget(256 << 20);
+    let name_of = |b: &RecordBatch| b.column(0).as_string::<i32>().value(0).to_string();
+    // Row 1 and its neighbours are in row group 0; its name column's dictionary page:
+    let cc = md.row_group(0).column(1);
+    let dict = (cc.data_page_offset() - cc.dictionary_page_offset().expect("dictionary")) as u64;
+    assert!(
+        dict > 1000,
+        "a dictionary page worth not fetching: {dict} bytes"
+    );
+    let read = |loc: &Location, p: u64| {
+        let before = m.stats();
+        let b = block_on(read_rows(&m, loc, &md, &[p], &[1], Some(&cache))).unwrap();
+        (name_of(&b), m.stats().since(&before))
+    };
+
+    let (first, cold) = read(&at(&v1), 1);
+    let hits = cache.stats().dictionary.hits;
+    let (second, warm) = read(&at(&v1), 2);
+    assert_eq!(cache.stats().dictionary.hits, hits + 1);
+    assert!(
+        warm.bytes + dict <= cold.bytes,
+        "the dictionary page ({dict} bytes) was fetched again: {warm:?} after {cold:?}"
+    );
+    // Without a version the page is fetched and compared (and still not decoded again).
+    let (unpinned, spent) = read(&plain, 2);
+    assert_eq!(unpinned, second);
+    assert!(spent.bytes >= warm.bytes + dict, "{spent:?} vs {warm:?}");
+    // Once a pinned read has matched the page's bytes, later ones at that version skip it.
+    let (_, again) = read(&at(&v1), 3);
+    assert!(again.bytes + dict <= cold.bytes, "{again:?}");
+
+    // The same size, the dictionary's first two values swapped: a new version.
+    let mut changed = bytes.clone();
+    let find =
+        |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle).unwrap();
+    let (i, j) = (
+        find(&changed, first.as_bytes()),
+        find(&changed, second.as_bytes()),
+    );
+    assert_eq!(first.len(), second.len());
+    for k in 0..first.len() {
+        changed.swap(i + k, j + k);
+    }
+    assert_ne!(changed, bytes);
+    let v2 = m.put("v.parquet", changed);
+    assert_ne!(v1, v2);
+    let e = block_on(read_rows(&m, &at(&v1), &md, &[1], &[1], Some(&cache))).unwrap_err();
+    assert_eq!(e.code(), "E_CHANGED");
+    let fresh = block_on(read_rows(&m, &at(&v2), &md, &[1, 2], &[1], None)).unwrap();
+    let cached = block_on(read_rows(&m, &at(&v2), &md, &[1, 2], &[1], Some(&cache))).unwrap();
+    assert_eq!(
+        cached, fresh,
+        "the page read at the old version was not used"
+    );
+    assert_ne!(
+        name_of(&fresh),
+        first,
+        "the rewrite changed the row's value (else the test shows nothing)"
+    );
+}
+
 /// Dictionary pages hold at most half the budget: they never evict the metadata and
 /// directories every read needs.
 #[test]

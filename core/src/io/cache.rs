@@ -176,6 +176,11 @@ impl<R: RangeReader + ?Sized> RangeReader for CachedReader<R> {
         self.inner.coalesce_gap()
     }
 
+    /// Bytes are kept by path and version: those of a content version are that content's.
+    fn content_versions(&self, loc: &Location) -> bool {
+        self.inner.content_versions(loc)
+    }
+
     fn counters(&self) -> &IoCounters {
         &self.counters
     }

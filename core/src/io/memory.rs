@@ -10,12 +10,16 @@ use super::{
     Request,
 };
 
-/// Objects in memory. Versions are `"1"`, `"2"`, … per path, bumped by every [`put`].
+/// Objects in memory. Versions are `"1"`, `"2"`, …, one per [`put`] and never repeated
+/// (not even for a path deleted and written again), so a version names one content
+/// ([`RangeReader::content_versions`]).
 ///
 /// [`put`]: MemoryReader::put
 #[derive(Debug, Default)]
 pub struct MemoryReader {
     objects: RwLock<HashMap<String, (Bytes, u64)>>,
+    /// The last version given out.
+    last: std::sync::atomic::AtomicU64,
     counters: IoCounters,
 }
 
@@ -27,7 +31,7 @@ impl MemoryReader {
     /// Stores `bytes` at `path` and returns the new version.
     pub fn put(&self, path: &str, bytes: impl Into<Bytes>) -> String {
         let mut objects = self.objects.write().expect("memory reader lock");
-        let version = objects.get(path).map(|(_, v)| v + 1).unwrap_or(1);
+        let version = self.last.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         objects.insert(path.to_string(), (bytes.into(), version));
         version.to_string()
     }
@@ -86,5 +90,10 @@ impl RangeReader for MemoryReader {
 
     fn counters(&self) -> &IoCounters {
         &self.counters
+    }
+
+    /// Every read checks the pin, and versions are never reused.
+    fn content_versions(&self, loc: &Location) -> bool {
+        loc.version.is_some()
     }
 }

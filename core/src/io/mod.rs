@@ -115,6 +115,25 @@ impl fmt::Display for Location {
     }
 }
 
+/// Whether an HTTP `ETag` is a content hash a store recomputes on every write — S3, R2,
+/// MinIO and GCS's MD5 form (`"<32 hex>"`, or `"<32 hex>-<parts>"` for a multipart upload) —
+/// as opposed to a weak validator (`W/"…"`) or one made of a file's modification time and
+/// size (nginx, Apache, Node's servers), which a same-size rewrite can keep. Readers over
+/// HTTP take the first kind as a content version ([`RangeReader::content_versions`]).
+pub fn content_etag(etag: &str) -> bool {
+    let Some(inner) = etag.strip_prefix('"').and_then(|e| e.strip_suffix('"')) else {
+        return false;
+    };
+    let (hash, parts) = match inner.split_once('-') {
+        Some((h, p)) => (h, Some(p)),
+        None => (inner, None),
+    };
+    hash.len() == 32
+        && hash.bytes().all(|b| b.is_ascii_hexdigit())
+        && parts
+            .is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Size and version of an object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectMeta {
@@ -401,6 +420,20 @@ pub trait RangeReader: MaybeSend + MaybeSync {
         &UNCOUNTED
     }
 
+    /// Whether a read of `loc` at its version proves its bytes are that version's, and a
+    /// version names one content: the pin is checked on every read (by the store, or by the
+    /// reader against the version the answer carries) and the store's versions change
+    /// whenever the bytes do (S3-compatible ETags, which hash the content; counters that never
+    /// repeat). Then a page kept from an earlier read at the same version may be used without
+    /// fetching it again. `false` (the default, and the answer for a location without a
+    /// version) where either half is not promised — a local file's ETag is its modification
+    /// time and size, which a same-size rewrite can restore — and callers keep comparing
+    /// bytes. The rule per store: `docs/guarantees.md`, "Versions".
+    fn content_versions(&self, loc: &Location) -> bool {
+        let _ = loc;
+        false
+    }
+
     /// Largest gap between two ranges that [`RangeReader::read_ranges`] bridges.
     fn coalesce_gap(&self) -> u64 {
         DEFAULT_COALESCE_GAP
@@ -546,5 +579,31 @@ mod tests {
         assert_eq!(m, vec![0..40, 100..110]);
         assert_eq!(coalesce_ranges(&[0..5, 11..12], 5), vec![0..5, 11..12]);
         assert_eq!(coalesce_ranges(&[0..5, 10..12], 5), vec![0..12]);
+    }
+
+    #[test]
+    fn only_content_hash_etags_are_content_versions() {
+        for strong in [
+            "\"9b2cf535f27731c974343645a3985328\"",
+            "\"9B2CF535F27731C974343645A3985328\"",
+            "\"d41d8cd98f00b204e9800998ecf8427e-12\"",
+        ] {
+            assert!(content_etag(strong), "{strong}");
+        }
+        for weak in [
+            "W/\"9b2cf535f27731c974343645a3985328\"",
+            "9b2cf535f27731c974343645a3985328",
+            "\"5f3e1a2b-1c9f\"",
+            "\"2a0e7-1f4-18c2f0e1d22\"",
+            "\"9b2cf535f27731c974343645a398532\"",
+            "\"9b2cf535f27731c974343645a3985328-\"",
+            "\"9b2cf535f27731c974343645a3985328-x\"",
+            "\"9b2cf535f27731c974343645a398532g\"",
+            "\"\"",
+            "\"",
+            "",
+        ] {
+            assert!(!content_etag(weak), "{weak}");
+        }
     }
 }

@@ -27,6 +27,8 @@ pub struct ObjectStoreReader {
     counters: Arc<IoCounters>,
     /// Limit on each request, body included ([`IoError::Timeout`] past it).
     timeout: Option<std::time::Duration>,
+    /// The store's versions name one content ([`RangeReader::content_versions`]).
+    content_versions: bool,
 }
 
 impl ObjectStoreReader {
@@ -38,7 +40,18 @@ impl ObjectStoreReader {
             root,
             counters: Arc::new(IoCounters::default()),
             timeout: None,
+            content_versions: false,
         }
+    }
+
+    /// Declares that `store`'s versions name one content and that it honours `If-Match` on
+    /// reads ([`RangeReader::content_versions`]): S3-compatible stores, whose ETags hash the
+    /// content, and `object_store`'s in-memory store, whose ETags are never reused. Readers
+    /// made by [`ObjectStoreReader::from_url`] say so themselves; a reader over any other
+    /// store (a wrapper, the local file system) does not unless told.
+    pub fn with_content_versions(mut self, yes: bool) -> Self {
+        self.content_versions = yes;
+        self
     }
 
     /// A reader over the local file system `store` (whose own prefix, if any, maps paths to
@@ -100,10 +113,10 @@ impl ObjectStoreReader {
             }
             "memory" => {
                 let root = Path::parse(parsed.path()).map_err(|e| invalid(e.to_string()))?;
-                Ok(Self::new(
-                    Arc::new(::object_store::memory::InMemory::new()),
-                    root,
-                ))
+                Ok(
+                    Self::new(Arc::new(::object_store::memory::InMemory::new()), root)
+                        .with_content_versions(true),
+                )
             }
             #[cfg(feature = "s3")]
             "s3" | "s3a" => {
@@ -117,7 +130,7 @@ impl ObjectStoreReader {
                 }
                 let store = b.build().map_err(|e| invalid(e.to_string()))?;
                 let root = Path::parse(parsed.path()).map_err(|e| invalid(e.to_string()))?;
-                Ok(Self::new(Arc::new(store), root))
+                Ok(Self::new(Arc::new(store), root).with_content_versions(true))
             }
             #[cfg(not(feature = "s3"))]
             "s3" | "s3a" => {
@@ -324,6 +337,15 @@ impl ObjectStoreReader {
                     return Err(map_err(loc, e));
                 }
             };
+            // A store that ignored `If-Match` still names the version it answered with.
+            if let (Some(want), Some(got)) = (loc.version.as_deref(), meta(&r.meta).version) {
+                if want != "*" && !want.split(',').any(|w| w.trim() == got) {
+                    return Err(IoError::Changed {
+                        path: loc.path.to_string(),
+                        expected: want.to_string(),
+                    });
+                }
+            }
             let size = r.meta.size;
             let bytes = r.bytes().await.map_err(|e| map_err(loc, e))?;
             self.counters.record_request(bytes.len() as u64);
@@ -427,6 +449,10 @@ impl RangeReader for ObjectStoreReader {
 
     fn counters(&self) -> &IoCounters {
         &self.counters
+    }
+
+    fn content_versions(&self, loc: &Location) -> bool {
+        self.content_versions && self.local.is_none() && loc.version.is_some()
     }
 
     /// On the local file system, small merged ranges are read in place from one open file

@@ -194,7 +194,8 @@ impl RestCatalog {
                 &cred.prefix,
                 Arc::new(
                     ObjectStoreReader::new(store, object_store::path::Path::from(""))
-                        .with_timeout(self.timeout),
+                        .with_timeout(self.timeout)
+                        .with_content_versions(true),
                 ),
             );
             routed.push(cred.prefix.clone());

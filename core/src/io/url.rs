@@ -107,4 +107,7 @@ impl RangeReader for UrlReader {
     fn counters(&self) -> &IoCounters {
         &self.counters
     }
+    fn content_versions(&self, loc: &Location) -> bool {
+        self.resolve(loc).is_ok_and(|(s, l)| s.content_versions(&l))
+    }
 }

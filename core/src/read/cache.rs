@@ -12,8 +12,10 @@
 //! - an index block by bundle path and byte range; bundles are never rewritten in place, and
 //!   every block is verified against its hash in the (verified) directory on every use;
 //! - a data file's decompressed dictionary page by location and offset, served only for the
-//!   exact bytes (header and compressed body) it was decoded from, which every read fetches
-//!   and compares; dictionary pages hold at most half the budget;
+//!   exact bytes (header and compressed body) it was decoded from, which a read fetches and
+//!   compares — or, without fetching, to a read pinned to the very content version it was
+//!   read at, where the store's versions name one content (`RangeReader::content_versions`);
+//!   dictionary pages hold at most half the budget;
 //! - a data file's metadata by location, the size, record count and ETag the manifest
 //!   recorded, and it is cached only when the store reported a version (ETag) for it. Reads
 //!   answered from cached metadata are pinned to that version, so a file rewritten since
@@ -542,6 +544,24 @@ impl DictionaryPages for ReadCache {
             Some(_) => self.hits[slot].fetch_add(1, Ordering::Relaxed),
             None => self.misses[slot].fetch_add(1, Ordering::Relaxed),
         };
+        found
+    }
+
+    fn dictionary_at(
+        &self,
+        location: &str,
+        offset: u64,
+        version: &str,
+    ) -> Option<Arc<DictionaryPage>> {
+        // Kept at another version (or at none): the page is fetched, and its miss counted
+        // when the fetched bytes are looked up.
+        let found = match self.lock().touch(&dict_key(location, offset)) {
+            Some(Entry::Dictionary(d)) if d.is_at(version) => Some(d),
+            _ => None,
+        };
+        if found.is_some() {
+            self.hits[Tier::Dictionary.slot()].fetch_add(1, Ordering::Relaxed);
+        }
         found
     }
 
