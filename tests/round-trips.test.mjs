@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { startRangeServer } from '../scripts/range-server.mjs';
+import { swapInPlace } from './support/rewrite.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay, sampleOrdersParquet } = require('skerry');
@@ -129,18 +130,7 @@ test('content-hash ETags: dictionary pages are not fetched again, and a same-siz
     }
 
     // Same size, ids 101 and 102 swapped in place, modification time restored.
-    const st = fs.statSync(file);
-    const buf = fs.readFileSync(file);
-    const at = (v) => { const n = Buffer.alloc(8); n.writeBigInt64LE(BigInt(v)); return buf.indexOf(n); };
-    const i = at(101), j = at(102);
-    assert.ok(i >= 0 && j >= 0);
-    const tmp = Buffer.from(buf.subarray(i, i + 8));
-    buf.copy(buf, i, j, j + 8);
-    tmp.copy(buf, j);
-    const fd = fs.openSync(file, 'r+');
-    fs.writeSync(fd, buf, 0, buf.length, 0);
-    fs.closeSync(fd);
-    fs.utimesSync(file, st.atimeMs / 1000, st.mtimeMs / 1000);
+    swapInPlace(file, 101, 102);
     for (const id of [101, 102]) {
       const r = await readers.strong.query('orders', { where: { order_id: id }, columns });
       assert.deepEqual(ids(r), [id], `order ${id}`);

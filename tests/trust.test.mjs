@@ -11,6 +11,7 @@ import http from 'node:http';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { startRangeServer } from '../scripts/range-server.mjs';
+import { swapInPlace } from './support/rewrite.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay, sampleOrdersParquet, writeParquet } = require('skerry');
@@ -28,21 +29,6 @@ async function startCanary() {
 }
 
 /** Swaps the first occurrences of two little-endian int64 values in place; keeps the mtime. */
-function swapInPlace(file, a, b) {
-  const st = fs.statSync(file);
-  const buf = fs.readFileSync(file);
-  const at = (v) => { const n = Buffer.alloc(8); n.writeBigInt64LE(BigInt(v)); return buf.indexOf(n); };
-  const i = at(a), j = at(b);
-  assert.ok(i >= 0 && j >= 0);
-  const tmp = Buffer.from(buf.subarray(i, i + 8));
-  buf.copy(buf, i, j, j + 8);
-  tmp.copy(buf, j);
-  const fd = fs.openSync(file, 'r+');
-  fs.writeSync(fd, buf, 0, buf.length, 0);
-  fs.closeSync(fd);
-  fs.utimesSync(file, Math.round(st.atimeMs) / 1000, Math.round(st.mtimeMs) / 1000);
-}
-
 const code = (c) => (e) => { assert.equal(e.code, c, `${e.code}: ${e.message}`); return true; };
 
 before(async () => {
