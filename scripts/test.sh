@@ -8,7 +8,11 @@ source scripts/env.sh
 # Disk: where the suite stands at each step; with SKERRY_CI_PRUNE=1 (.ci/run) what no later step
 # reads is removed as the suite goes (a clean clone's peak falls from about 12 GB to about 6).
 disk() { echo "== disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free, target/ $(du -sh target 2>/dev/null | cut -f1)"; }
-prune() { if [ "${SKERRY_CI_PRUNE:-}" = 1 ]; then echo "== prune: $*"; rm -rf "$@"; disk; fi; }
+prune() {
+  [ "${SKERRY_CI_PRUNE:-}" = 1 ] || return 0
+  if [ $# -le 3 ]; then echo "== prune: $*"; else echo "== prune: $# files"; fi
+  rm -rf "$@"; disk
+}
 test_features=(--workspace --exclude skerry-wasm --exclude skerry-bench-fulltext --exclude skerry-bench-vector --features skerry-core/s3,skerry-core/test-kinds)
 
 echo "== test: cargo test (native, ${CARGO_BUILD_TARGET})"
