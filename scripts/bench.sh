@@ -21,6 +21,8 @@ node bench/lookups.mjs
 node bench/query.mjs
 node bench/kinds.mjs
 node bench/reads.mjs
+# A Worker's first request: the example Worker in workerd (miniflare), a fresh workerd per run.
+node bench/worker.mjs
 cargo bench -p skerry-core
 # Full text beside tantivy 0.27 on a generated 2M-document corpus in 20 and in 200 files
 # (bench/fulltext), then the same layouts from the wasm reader over HTTP with 20 ms per
