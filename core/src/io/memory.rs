@@ -10,18 +10,19 @@ use super::{
     Request,
 };
 
-/// Objects in memory. Versions are `"1"`, `"2"`, …, one per [`put`] and never repeated
-/// (not even for a path deleted and written again), so a version names one content
-/// ([`RangeReader::content_versions`]).
+/// Objects in memory. Versions are `"1"`, `"2"`, …, one per [`put`] and never repeated — not
+/// for a path deleted and written again, nor by another `MemoryReader` of the process (two
+/// may share a read cache) — so a version names one content ([`RangeReader::content_versions`]).
 ///
 /// [`put`]: MemoryReader::put
 #[derive(Debug, Default)]
 pub struct MemoryReader {
     objects: RwLock<HashMap<String, (Bytes, u64)>>,
-    /// The last version given out.
-    last: std::sync::atomic::AtomicU64,
     counters: IoCounters,
 }
+
+/// The last version any [`MemoryReader`] gave out.
+static LAST_VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl MemoryReader {
     pub fn new() -> Self {
@@ -31,7 +32,7 @@ impl MemoryReader {
     /// Stores `bytes` at `path` and returns the new version.
     pub fn put(&self, path: &str, bytes: impl Into<Bytes>) -> String {
         let mut objects = self.objects.write().expect("memory reader lock");
-        let version = self.last.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let version = LAST_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         objects.insert(path.to_string(), (bytes.into(), version));
         version.to_string()
     }
