@@ -320,9 +320,14 @@ mod api {
 export interface OverlayReader extends ReadVerbs {}
 /** A source of overlay bytes other than a URL: an R2 binding, signed URLs, custom auth. */
 export interface ReadSource {
-  /** `length` bytes from `offset`; `null`/`undefined` = no such object (`E_NOT_FOUND`). */
-  readRange(path: string, offset: number, length: number): Promise<Uint8Array | ArrayBuffer | null | undefined>;
-  size?(path: string): Promise<number | null | undefined>;
+  /**
+   * `length` bytes from `offset`; `null`/`undefined` = no such object (`E_NOT_FOUND`). With the
+   * object's version (`{ bytes, etag }`, e.g. an R2 object's `httpEtag`), file metadata is kept
+   * between queries and reads are checked against it; an MD5 ETag also spares dictionary pages
+   * already held (`docs/guarantees.md`, "Versions"). Name it from both calls or neither.
+   */
+  readRange(path: string, offset: number, length: number): Promise<Uint8Array | ArrayBuffer | { bytes: Uint8Array | ArrayBuffer; etag?: string } | null | undefined>;
+  size?(path: string): Promise<number | { size: number; etag?: string } | null | undefined>;
 }
 /** The `fetch` options a reader passes on (a subset of `RequestInit`, typed here so no DOM lib is needed). */
 export interface FetchOptions {

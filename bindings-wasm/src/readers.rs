@@ -575,11 +575,17 @@ impl RangeReader for FetchReader {
 
 /// Reads through `readRange(path, offset, length) => Promise<Uint8Array>` and
 /// `size(path) => Promise<number>` (suffix and whole-object reads ask for the size first).
+/// Either may also resolve to an object naming the object's version — `{ bytes, etag }` and
+/// `{ size, etag }` (an R2 object's `httpEtag`) — and then reads pinned to a version are checked
+/// against it, file metadata is kept between queries, and a content-hash ETag is a content
+/// version ([`RangeReader::content_versions`]).
 pub struct CallbackReader {
     read: Function,
     size: Option<Function>,
     limits: Limits,
     counters: IoCounters,
+    /// `readRange` has named a version: from then on it must, for content versions.
+    reads_name_versions: std::cell::Cell<bool>,
 }
 
 impl CallbackReader {
@@ -589,10 +595,16 @@ impl CallbackReader {
             size,
             limits,
             counters: IoCounters::default(),
+            reads_name_versions: std::cell::Cell::new(false),
         }
     }
 
-    async fn call_read(&self, path: &str, start: u64, len: u64) -> Result<Bytes, IoError> {
+    async fn call_read(
+        &self,
+        path: &str,
+        start: u64,
+        len: u64,
+    ) -> Result<(Bytes, Option<String>), IoError> {
         let read = self.read.clone();
         let p = path.to_string();
         let v = self
@@ -612,6 +624,18 @@ impl CallbackReader {
                 path: path.to_string(),
             });
         }
+        // `{ bytes, etag }`: the bytes and the version they are of.
+        let (v, etag) = if v.is_object()
+            && !v.is_instance_of::<js_sys::ArrayBuffer>()
+            && !js_sys::ArrayBuffer::is_view(&v)
+        {
+            (
+                Reflect::get(&v, &"bytes".into()).unwrap_or(JsValue::UNDEFINED),
+                etag_of(path, &v)?,
+            )
+        } else {
+            (v, None)
+        };
         // A Uint8Array (Buffer included), any other view, or an ArrayBuffer (what R2's
         // `arrayBuffer()` and `fetch` give).
         let a: Uint8Array = if v.is_instance_of::<Uint8Array>() {
@@ -632,7 +656,9 @@ impl CallbackReader {
         } else {
             return Err(IoError::Other {
                 path: path.to_string(),
-                message: "readRange must resolve to a Uint8Array or an ArrayBuffer".into(),
+                message:
+                    "readRange must resolve to a Uint8Array, an ArrayBuffer or { bytes, etag }"
+                        .into(),
                 source: None,
             });
         };
@@ -646,10 +672,13 @@ impl CallbackReader {
             });
         }
         self.counters.record_request(a.length() as u64);
-        Ok(Bytes::from(a.to_vec()))
+        if etag.is_some() {
+            self.reads_name_versions.set(true);
+        }
+        Ok((Bytes::from(a.to_vec()), etag))
     }
 
-    async fn call_size(&self, path: &str) -> Result<u64, IoError> {
+    async fn call_size(&self, path: &str) -> Result<ObjectMeta, IoError> {
         let f = self
             .size
             .clone()
@@ -667,43 +696,93 @@ impl CallbackReader {
                 path: path.to_string(),
             });
         }
-        v.as_f64()
+        // `{ size, etag }`: the size and the version it is of.
+        let (n, version) = if v.is_object() {
+            (
+                Reflect::get(&v, &"size".into()).unwrap_or(JsValue::UNDEFINED),
+                etag_of(path, &v)?,
+            )
+        } else {
+            (v, None)
+        };
+        let size = n
+            .as_f64()
             .filter(|n| *n >= 0.0 && n.fract() == 0.0 && *n <= 9_007_199_254_740_992.0)
             .map(|n| n as u64)
             .ok_or_else(|| IoError::Other {
                 path: path.to_string(),
-                message: "size must resolve to a non-negative integer".into(),
+                message: "size must resolve to a non-negative integer or { size, etag }".into(),
                 source: None,
-            })
+            })?;
+        Ok(ObjectMeta { size, version })
+    }
+}
+
+/// The `etag` a callback named (a string, or absent).
+fn etag_of(path: &str, v: &JsValue) -> Result<Option<String>, IoError> {
+    let e = Reflect::get(v, &"etag".into()).unwrap_or(JsValue::UNDEFINED);
+    if e.is_null() || e.is_undefined() {
+        return Ok(None);
+    }
+    e.as_string().map(Some).ok_or_else(|| IoError::Other {
+        path: path.to_string(),
+        message: "etag must be a string".into(),
+        source: None,
+    })
+}
+
+/// A read pinned to `want` whose answer named `got`: another version is `E_CHANGED`, and so is
+/// no version at all when the pin is a content version and `strict` (the source's reads name
+/// versions: what it returned is not known to be that content).
+fn check_version(
+    path: &str,
+    want: Option<&str>,
+    got: Option<&str>,
+    strict: bool,
+) -> Result<(), IoError> {
+    match (want, got) {
+        (Some(w), Some(g)) if w != g => Err(IoError::Changed {
+            path: path.to_string(),
+            expected: w.to_string(),
+        }),
+        (Some(w), None) if strict && skerry_core::io::content_etag(w) => Err(IoError::Changed {
+            path: path.to_string(),
+            expected: w.to_string(),
+        }),
+        _ => Ok(()),
     }
 }
 
 impl RangeReader for CallbackReader {
     fn fetch<'a>(&'a self, loc: &'a Location, req: Req) -> BoxFut<'a, Result<Reply, IoError>> {
         Box::pin(async move {
+            let pin = loc.version.as_deref();
             let meta = || async {
-                Ok::<_, IoError>(ObjectMeta {
-                    size: self.call_size(&loc.path).await?,
-                    version: None,
-                })
+                let m = self.call_size(&loc.path).await?;
+                check_version(&loc.path, pin, m.version.as_deref(), false)?;
+                Ok::<_, IoError>(m)
             };
-            // Bytes `start..size` (none when `start` is the end).
-            let from = |start: u64, size: u64| async move {
+            // Bytes `start..size` (none when `start` is the end), of the version pinned or
+            // named by the size call (`known`).
+            let from = |start: u64, size: u64, known: Option<String>| async move {
                 if start >= size {
-                    Ok(Bytes::new())
-                } else {
-                    self.call_read(&loc.path, start, size - start).await
+                    return Ok(Bytes::new());
                 }
+                let (b, etag) = self.call_read(&loc.path, start, size - start).await?;
+                let strict = pin.is_some() && self.reads_name_versions.get();
+                check_version(&loc.path, pin.or(known.as_deref()), etag.as_deref(), strict)?;
+                Ok::<_, IoError>(b)
             };
             Ok(match req {
                 Req::Range(range) => {
                     check_range(loc, &range)?;
-                    Reply::bytes(from(range.start, range.end).await?)
+                    Reply::bytes(from(range.start, range.end, None).await?)
                 }
                 Req::Head => Reply::meta(meta().await?),
                 Req::Suffix(len) | Req::Tail { len, .. } => {
                     let m = meta().await?;
-                    Reply::tail(from(m.size.saturating_sub(len), m.size).await?, m)
+                    let bytes = from(m.size.saturating_sub(len), m.size, m.version.clone()).await?;
+                    Reply::tail(bytes, m)
                 }
                 Req::All(max) => {
                     let m = meta().await?;
@@ -714,7 +793,7 @@ impl RangeReader for CallbackReader {
                             max,
                         });
                     }
-                    Reply::bytes(from(0, m.size).await?)
+                    Reply::bytes(from(0, m.size, m.version.clone()).await?)
                 }
             })
         })
@@ -722,5 +801,16 @@ impl RangeReader for CallbackReader {
 
     fn counters(&self) -> &IoCounters {
         &self.counters
+    }
+
+    /// A pin that is a content hash ETag, once the source's `readRange` names versions (every
+    /// read must then name the pinned one, [`check_version`]): the `etag` is its object's
+    /// (R2's `httpEtag`, an MD5).
+    fn content_versions(&self, loc: &Location) -> bool {
+        self.reads_name_versions.get()
+            && loc
+                .version
+                .as_deref()
+                .is_some_and(skerry_core::io::content_etag)
     }
 }

@@ -431,6 +431,7 @@ pub async fn read_rows<R: RangeReader + ?Sized>(
         _ => None,
     };
     let mut held: HeldDictionaries = HashMap::new();
+    let plan: Vec<std::ops::Range<u64>> = dec.scan_plan().map(|p| p.range).collect();
     let planned: Vec<std::ops::Range<u64>> = dec
         .scan_plan()
         .filter(|p| {
@@ -456,7 +457,18 @@ pub async fn read_rows<R: RangeReader + ?Sized>(
         .collect();
     let planned_bytes: u64 = planned.iter().map(|p| p.end - p.start).sum();
     let prefetched = if planned_bytes <= MAX_ROWS_PREFETCH {
-        let merged = crate::io::coalesce_ranges(&planned, gap);
+        // Held dictionary pages are left out of the requests the whole plan would make; one
+        // between two pages of a request is still read when it is no larger than the gap a
+        // reader bridges by default (a request more — a Worker's subrequests are counted —
+        // for less is not worth it).
+        let merged = match held.is_empty() {
+            true => crate::io::coalesce_ranges(&planned, gap),
+            false => crate::io::spans_within(
+                &crate::io::coalesce_ranges(&plan, gap),
+                &planned,
+                r.coalesce_gap().min(crate::io::DEFAULT_COALESCE_GAP),
+            ),
+        };
         let got = r.read_ranges_gap(loc, &merged, 0).await?;
         merged.into_iter().zip(got).collect::<Vec<_>>()
     } else {

@@ -9,16 +9,18 @@ import { OverlayReader } from 'skerry-wasm';
 
 const readers = new Map();
 
-/** An R2 bucket (below `prefix`) as a Skerry read source. */
+/** An R2 bucket (below `prefix`) as a Skerry read source. Each answer names the object's
+ * version (`httpEtag`): the reader keeps file metadata between requests and checks every read
+ * against it, and as R2's ETags are MD5s it does not fetch dictionary pages it holds again. */
 function r2Source(bucket, prefix) {
   return {
     async readRange(path, offset, length) {
       const o = await bucket.get(prefix + path, { range: { offset, length } });
-      return o ? o.arrayBuffer() : null; // an ArrayBuffer is fine; null = no such object
+      return o ? { bytes: await o.arrayBuffer(), etag: o.httpEtag } : null; // null = no such object
     },
     async size(path) {
       const o = await bucket.head(prefix + path);
-      return o ? o.size : null;
+      return o ? { size: o.size, etag: o.httpEtag } : null;
     },
   };
 }
@@ -69,7 +71,7 @@ export default {
       }
       try {
         const res = await r[verb](...args);
-        out.push({ rows: res.rows, requests: res.stats?.requests });
+        out.push({ rows: res.rows, requests: res.stats?.requests, bytes: res.stats?.bytes });
       } catch (e) {
         out.push({ error: { code: e.code, message: e.message } });
       }

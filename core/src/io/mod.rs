@@ -483,6 +483,24 @@ pub async fn read_ranges_each<R: RangeReader + ?Sized>(
     Ok(slice_merged(ranges, &merged, &fetched))
 }
 
+/// The requests for `ranges` when they are a subset of what `merged` (ascending, disjoint)
+/// was coalesced from: within each merged range, those of `ranges` it holds, joined across
+/// gaps of at most `max_gap` — so what was left out between two of them costs a request only
+/// when it is larger than that. Never more requests than `merged` plus the gaps over
+/// `max_gap`; ranges outside every merged range are dropped.
+pub fn spans_within(merged: &[Range<u64>], ranges: &[Range<u64>], max_gap: u64) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for m in merged {
+        let inside: Vec<Range<u64>> = ranges
+            .iter()
+            .filter(|r| m.start <= r.start && r.end <= m.end && r.start < r.end)
+            .cloned()
+            .collect();
+        out.extend(coalesce_ranges(&inside, max_gap));
+    }
+    out
+}
+
 /// Each of `ranges` cut from the bytes `fetched` of the merged ranges `merged` that
 /// [`coalesce_ranges`] made of them.
 pub fn slice_merged(ranges: &[Range<u64>], merged: &[Range<u64>], fetched: &[Bytes]) -> Vec<Bytes> {
@@ -579,6 +597,21 @@ mod tests {
         assert_eq!(m, vec![0..40, 100..110]);
         assert_eq!(coalesce_ranges(&[0..5, 11..12], 5), vec![0..5, 11..12]);
         assert_eq!(coalesce_ranges(&[0..5, 10..12], 5), vec![0..12]);
+    }
+
+    #[test]
+    fn spans_within_trims_the_ends_of_each_request() {
+        let merged = [0..100, 200..300, 400..500];
+        let want = [10..20, 50..60, 70..75, 210..220, 401..402, 600..700];
+        assert_eq!(
+            spans_within(&merged, &want, 25),
+            vec![10..20, 50..75, 210..220, 401..402]
+        );
+        assert_eq!(
+            spans_within(&merged, &want, 100),
+            vec![10..75, 210..220, 401..402]
+        );
+        assert!(spans_within(&merged, &[], 100).is_empty());
     }
 
     #[test]
