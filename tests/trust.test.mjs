@@ -137,6 +137,34 @@ test('defect 10: every wrong argument type is E_INVALID naming the argument (add
   assert.throws(() => overlay.off(5, () => {}), code('E_INVALID'));
 });
 
+// A callback source may name the version it read (`{ bytes, etag }`, `{ size, etag }`): what
+// is not a buffer, a size or a string is a typed error, and an answer of another version than
+// the one asked for is E_CHANGED, never bytes of two versions mixed.
+test('a callback source that names versions: bad shapes are typed errors, another version is E_CHANGED', async () => {
+  const data = path.join(root, 'data/orders');
+  const bytesOf = (p) => fs.readFileSync(path.join(data, p));
+  const source = (shape) => ({
+    readRange: async (p, off, len) => shape.read(bytesOf(p).subarray(off, off + len)),
+    size: async (p) => (fs.existsSync(path.join(data, p)) ? shape.size(bytesOf(p).length) : null),
+  });
+  const ask = async (shape) => {
+    const r = await OverlayReader.open(`${server.url}/overlay`, { tables: { orders: source(shape) } });
+    return r.query('orders', { where: { order_id: 25001 }, columns: ['order_id', 'customer'] });
+  };
+  const good = await ask({ read: (b) => ({ bytes: b, etag: '"9b2cf535f27731c974343645a3985328"' }), size: (n) => ({ size: n, etag: '"9b2cf535f27731c974343645a3985328"' }) });
+  assert.deepEqual(good.rows.map((x) => Number(x.order_id)), [25001]);
+  for (const [shape, message] of [
+    [{ read: () => ({ bytes: 'x' }), size: (n) => n }, /readRange must resolve/],
+    [{ read: (b) => ({ bytes: b, etag: 5 }), size: (n) => n }, /etag must be a string/],
+    [{ read: (b) => b, size: () => ({ size: -1 }) }, /size must resolve/],
+    [{ read: (b) => b, size: (n) => ({ size: n, etag: {} }) }, /etag must be a string/],
+  ]) {
+    await assert.rejects(ask(shape), (e) => typeof e.code === 'string' && message.test(e.message), message.toString());
+  }
+  // The size names one version, the bytes another (the object changed between the two).
+  await assert.rejects(ask({ read: (b) => ({ bytes: b, etag: '"b"' }), size: (n) => ({ size: n, etag: '"a"' }) }), code('E_CHANGED'));
+});
+
 test('defect 10: every wrong argument type is E_INVALID naming the argument (wasm)', async () => {
   const cases = [
     [() => reader.lookup(123, 'by_id', 1), /table/],
