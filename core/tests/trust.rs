@@ -53,20 +53,25 @@ impl Fixture {
         let o = Overlay::open(&self.overlay_url(), OpenOptions::default())
             .await
             .unwrap();
-        o.register_parquet_table("orders", &self.data_url(), FileSelection::Prefix("".into()))
-            .await
-            .unwrap();
-        o.create_index(
-            "orders",
-            "by_id",
-            &["order_id".into()],
-            IndexOptions::unique(),
-        )
-        .await
-        .unwrap();
-        o.build("orders", |_| {}).await.unwrap();
+        index_orders(&o, &self.data_url()).await;
         o
     }
+}
+
+/// Registers the files under `data_url` as `orders`, with a unique index `by_id` built.
+async fn index_orders(o: &Overlay, data_url: &str) {
+    o.register_parquet_table("orders", data_url, FileSelection::Prefix("".into()))
+        .await
+        .unwrap();
+    o.create_index(
+        "orders",
+        "by_id",
+        &["order_id".into()],
+        IndexOptions::unique(),
+    )
+    .await
+    .unwrap();
+    o.build("orders", |_| {}).await.unwrap();
 }
 
 fn id_eq(v: i64) -> Query {
@@ -160,22 +165,7 @@ async fn on_s3_a_dictionary_is_reused_by_etag_and_an_overwrite_is_caught() {
     )
     .await
     .unwrap();
-    o.register_parquet_table(
-        "orders",
-        "s3://lake/orders",
-        FileSelection::Prefix("".into()),
-    )
-    .await
-    .unwrap();
-    o.create_index(
-        "orders",
-        "by_id",
-        &["order_id".into()],
-        IndexOptions::unique(),
-    )
-    .await
-    .unwrap();
-    o.build("orders", |_| {}).await.unwrap();
+    index_orders(&o, "s3://lake/orders").await;
     let loc = Location::new("s3://lake/orders/part-0.parquet");
     assert!(o
         .data_reader()
