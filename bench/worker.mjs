@@ -15,11 +15,11 @@ import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { startRangeServer } from '../scripts/range-server.mjs';
+import { bundleExampleWorker } from '../scripts/worker-bundle.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay } = require('skerry');
 const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.join(here, '..');
 
 const ROWS = Number(process.env.SKERRY_BENCH_ROWS || 2_000_000);
 const RUNS = Number(process.env.SKERRY_BENCH_RUNS || 7);
@@ -36,13 +36,8 @@ await overlay.publish();
 await overlay.close();
 
 const dist = path.join(dir, 'worker-dist');
-execFileSync(path.join(repo, 'node_modules/.bin/wrangler'), ['deploy', '--dry-run', '--config', path.join(repo, 'examples/worker/wrangler.toml'), '--outdir', dist], {
-  cwd: repo,
-  env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: '1', NO_COLOR: '1' },
-  stdio: 'pipe',
-});
-const wasm = fs.readdirSync(dist).filter((f) => f.endsWith('.wasm'));
-const wasmBytes = fs.statSync(path.join(dist, wasm[0])).size;
+const bundle = bundleExampleWorker(dist);
+const wasmBytes = fs.statSync(bundle.wasm).size;
 const { Miniflare } = await import('miniflare');
 
 let seed = 4242;
@@ -56,10 +51,7 @@ for (const latencyMs of [0, 20]) {
   for (let run = 0; run < RUNS; run++) {
     let t = performance.now();
     const mf = new Miniflare({
-      modules: [
-        { type: 'ESModule', path: path.join(dist, 'worker.js') },
-        { type: 'CompiledWasm', path: path.join(dist, wasm[0]) },
-      ],
+      modules: bundle.modules,
       modulesRoot: dist,
       compatibilityDate: '2026-04-01',
       bindings: { OVERLAY_URL: `${server.url}/overlay`, DATA_URL: `${server.url}/data` },
@@ -97,7 +89,7 @@ for (const latencyMs of [0, 20]) {
 }
 
 const kib = (b) => `${(b / 1024).toFixed(0)} KiB`;
-console.log(`\nworker bundle: ${wasm[0]} ${(wasmBytes / 1024).toFixed(0)} KiB; ${ROWS} rows in 20 files; ${RUNS} fresh workerd runs each`);
+console.log(`\nworker bundle: ${path.basename(bundle.wasm)} ${(wasmBytes / 1024).toFixed(0)} KiB; ${ROWS} rows in 20 files; ${RUNS} fresh workerd runs each`);
 console.log('\n| per response | startup (workerd, modules compiled) p50 | a request without Skerry first (405) p50 | then the first Skerry request p50: trips / requests / bytes / time | warm request p50: requests / bytes / time |');
 console.log('|---|---|---|---|---|');
 for (const { latencyMs, m } of results) {

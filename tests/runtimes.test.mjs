@@ -6,13 +6,13 @@
 // Every answer is checked against the Node addon's answer to the same call.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { startRangeServer } from '../scripts/range-server.mjs';
+import { bundleExampleWorker } from '../scripts/worker-bundle.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay, sampleOrdersParquet } = require('skerry');
@@ -78,19 +78,11 @@ function assertSame(got, label) {
 test('examples/worker: bundled by wrangler, in workerd via miniflare, over fetch and R2', async (t) => {
   const { Miniflare } = await import('miniflare');
   const dist = path.join(root, 'worker-dist');
-  // What `wrangler deploy` would upload: the package's `workerd` entry with its .wasm module.
-  execFileSync(path.join(repo, 'node_modules/.bin/wrangler'), ['deploy', '--dry-run', '--config', path.join(repo, 'examples/worker/wrangler.toml'), '--outdir', dist], {
-    cwd: repo,
-    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: '1', NO_COLOR: '1' },
-    stdio: 'pipe',
-  });
-  const wasm = fs.readdirSync(dist).filter((f) => f.endsWith('.wasm'));
-  assert.equal(wasm.length, 1, `bundle: ${fs.readdirSync(dist)}`);
+  // What `wrangler deploy` would upload: the package's `workerd` entry with its .wasm module
+  // (exactly one, or the helper throws).
+  const { modules } = bundleExampleWorker(dist);
   const mf = new Miniflare({
-    modules: [
-      { type: 'ESModule', path: path.join(dist, 'worker.js') },
-      { type: 'CompiledWasm', path: path.join(dist, wasm[0]) },
-    ],
+    modules,
     modulesRoot: dist,
     compatibilityDate: '2026-04-01',
     r2Buckets: ['BUCKET'],
