@@ -1,5 +1,5 @@
 // Read benchmark (issue 14): point, IN-10 and 1,000-row range queries with six columns over a
-// pyarrow table (SKERRY_BENCH_ROWS rows, 2,000,000 by default, in 20 files of 4 row groups,
+// pyarrow table (SKERRY_BENCH_ROWS rows, 2,000,000 by default, in 20 files — SKERRY_BENCH_FILES=200 for 10× more — of 4 row groups,
 // 64 KiB pages), side by side in one run:
 //   - Skerry's Node addon (native, warm: every file's metadata cached, new keys each time;
 //     and a second handle that has read once from every row group, whose cache also holds
@@ -30,6 +30,8 @@ const { OverlayReader } = require('skerry-wasm');
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 const ROWS = Number(process.env.SKERRY_BENCH_ROWS || 2_000_000);
+// The same rows in 10× more files: SKERRY_BENCH_FILES=200.
+const FILES = Number(process.env.SKERRY_BENCH_FILES || 20);
 const LATENCY = 20;
 const COLUMNS = ['id', 'email', 'region', 'ts', 'amount', 'tag'];
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-rbench-'));
@@ -37,7 +39,7 @@ const data = path.join(dir, 'data');
 fs.mkdirSync(data, { recursive: true });
 
 let t0 = performance.now();
-execFileSync('python3', [path.join(here, 'reads_data.py'), data, String(ROWS)], { stdio: 'inherit' });
+execFileSync('python3', [path.join(here, 'reads_data.py'), data, String(ROWS), String(FILES)], { stdio: 'inherit' });
 const files = fs.readdirSync(data).sort();
 const dataBytes = files.reduce((n, f) => n + fs.statSync(path.join(data, f)).size, 0);
 const overlay = await Overlay.open(`file://${dir}/overlay`);

@@ -3,7 +3,7 @@
 ascending across files), email (string, unique, permuted), region (50 values), ts
 (timestamp[us]), amount (float64 with NULLs), tag (8 values), body (~60-byte text).
 
-    python3 bench/reads_data.py <dir> <rows>
+    python3 bench/reads_data.py <dir> <rows> [files, 20 by default]
 """
 import sys
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 out, rows = sys.argv[1], int(sys.argv[2])
-files = 20
+files = int(sys.argv[3]) if len(sys.argv) > 3 else 20
 per = rows // files
 for f in range(files):
     ids = list(range(f * per, (f + 1) * per))
