@@ -90,6 +90,54 @@ test('IN-10 and a 1,000-row range fan out: 3 round trips, 2 with metadata cached
   assert.equal(r.stats.index, 'by_id');
 });
 
+// The rows of keys spread over many files are read in one round, not one round per 16 files
+// walked: files the index rules out cost no read and no place in the window of files in
+// flight. 48 files, ten keys in files 0, 5, …, 45 (three windows of 16 files apart).
+test('IN over keys in 48 files: the rows come in one round, wherever the files are', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-wide-'));
+  fs.mkdirSync(path.join(dir, 'data'));
+  const N = 48, per = 2_000;
+  for (let f = 0; f < N; f++) {
+    fs.writeFileSync(path.join(dir, 'data', `p${String(f).padStart(2, '0')}.parquet`), sampleOrdersParquet(f * per, per, 500, 'snappy'));
+  }
+  const o = await Overlay.open(`file://${dir}/overlay`);
+  const s = await startRangeServer(dir, { latencyMs: 40 });
+  try {
+    await o.registerParquetTable('orders', `file://${dir}/data`);
+    await o.createIndex('orders', 'by_id', ['order_id'], { unique: true });
+    await o.build('orders');
+    await o.publish();
+    const reader = await OverlayReader.open(`${s.url}/overlay`, { tables: { orders: `${s.url}/data` } });
+    const keysAt = (shift) => Array.from({ length: 10 }, (_, k) => k * 5 * per + 17 + shift);
+    for (const [shift, most] of [[0, 3], [1, 2]]) {
+      // The first IN meets its ten files (metadata and rows); the second reads rows only.
+      const keys = keysAt(shift);
+      s.reset();
+      const w = await reader.query('orders', { where: { order_id: { in: keys } }, columns });
+      const a = await o.query('orders', { where: { order_id: { in: keys } }, columns });
+      assert.deepEqual(ids(w), keys);
+      assert.deepEqual(w.rows, a.rows);
+      assert.ok(s.stats.trips <= most, `IN-10 over ${N} files (${shift ? 'warm' : 'first'}): ${s.stats.trips} trips: ${JSON.stringify(s.stats.log)}`);
+    }
+    // `fetchRows` of rows in ten files the reader has not met (files 2, 7, …, 47), in an order
+    // that is not the files': each file's metadata, then its rows — two rounds for all ten;
+    // one once their metadata is held.
+    const refs = Array.from({ length: 10 }, (_, k) => ({ file: `p${String(47 - 5 * k).padStart(2, '0')}.parquet`, position: 100 + k }));
+    for (const most of [2, 1]) {
+      s.reset();
+      const w = await reader.fetchRows('orders', refs, columns);
+      const a = await o.fetchRows('orders', refs, columns);
+      assert.deepEqual(w.rows, a.rows);
+      assert.deepEqual(ids(w), refs.map((r, k) => (47 - 5 * k) * per + 100 + k));
+      assert.ok(s.stats.trips <= most, `fetchRows over 10 files: ${s.stats.trips} trips: ${JSON.stringify(s.stats.log)}`);
+    }
+  } finally {
+    await s.close();
+    await o.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 // Issue 42: where the server's ETag is a content hash (S3, R2, GCS; here the range server's
 // `etag: 'md5'`), a warm reader pinned to it uses the dictionary pages it already holds
 // without fetching them again; where the ETag is modification time and size, every read

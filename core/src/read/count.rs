@@ -118,21 +118,20 @@ impl Pinned<'_> {
             stats.files_by_run += b.by_run;
             pruned = b.pruned;
         }
-        for (w, window) in t.files.chunks(FILE_WINDOW).enumerate() {
-            let answers = futures::future::join_all(
-                window
-                    .iter()
-                    .enumerate()
-                    .map(|(j, f)| (w * FILE_WINDOW + j, f))
-                    .filter(|(i, _)| !done[*i])
-                    .map(|(i, f)| {
-                        let from_run: Vec<Option<Positions>> = ran
-                            .iter_mut()
-                            .map(|r| r.get_mut(i).and_then(Option::take))
-                            .collect();
-                        self.count_file(t, &pred, columns.as_deref(), f, q, pruned[i], from_run)
-                    }),
-            )
+        // At most FILE_WINDOW files left to count in flight (the files a run answered take no
+        // place in a window: what is left costs one round per FILE_WINDOW files, wherever they
+        // are).
+        let todo: Vec<usize> = (0..t.files.len()).filter(|&i| !done[i]).collect();
+        for window in todo.chunks(FILE_WINDOW) {
+            let answers = futures::future::join_all(window.iter().map(|&i| (i, &t.files[i])).map(
+                |(i, f)| {
+                    let from_run: Vec<Option<Positions>> = ran
+                        .iter_mut()
+                        .map(|r| r.get_mut(i).and_then(Option::take))
+                        .collect();
+                    self.count_file(t, &pred, columns.as_deref(), f, q, pruned[i], from_run)
+                },
+            ))
             .await;
             for a in answers {
                 let (n, st) = a?;

@@ -208,49 +208,65 @@ impl Pinned<'_> {
                 .expect("inserted")
                 .push((i, r.position));
         }
-        let mut parts = Vec::new();
-        let mut place = Vec::new(); // answer index of each fetched row, in fetch order
-        for file in order {
-            let f = t
-                .files
-                .iter()
-                .find(|f| f.path == file)
-                .ok_or_else(|| Error::NotFound {
-                    kind: "data file",
-                    name: file.to_string(),
-                })?;
-            // Refused before any read, naming the file as the caller did (not its location).
-            if let Some(p) = by_file[file].iter().map(|(_, p)| *p).max() {
-                if p >= f.record_count {
-                    return Err(Error::Invalid(format!(
-                        "row position {p} is past the end of {} ({} rows)",
-                        f.path, f.record_count
-                    )));
+        // Every file's rows in flight at once (at most FILE_WINDOW files): one round of reads
+        // however many files the rows are in. The futures are collected first (as in `run`:
+        // `Send` futures cannot name a higher-ranked closure).
+        let by_file = &by_file;
+        let fields = &fields[..];
+        let mut reads = Vec::with_capacity(order.len());
+        for &file in &order {
+            reads.push(async move {
+                let f = t
+                    .files
+                    .iter()
+                    .find(|f| f.path == file)
+                    .ok_or_else(|| Error::NotFound {
+                        kind: "data file",
+                        name: file.to_string(),
+                    })?;
+                // Refused before any read, naming the file as the caller did (not its location).
+                if let Some(p) = by_file[file].iter().map(|(_, p)| *p).max() {
+                    if p >= f.record_count {
+                        return Err(Error::Invalid(format!(
+                            "row position {p} is past the end of {} ({} rows)",
+                            f.path, f.record_count
+                        )));
+                    }
                 }
-            }
-            let mut loc = Location::new(t.data_location(f));
-            if pin_versions {
-                if let Some(v) = &f.etag {
-                    loc = loc.with_version(v);
+                let mut loc = Location::new(t.data_location(f));
+                if pin_versions {
+                    if let Some(v) = &f.etag {
+                        loc = loc.with_version(v);
+                    }
                 }
-            }
-            let (md, meta, cached) = self.file_metadata(f, &loc).await?;
-            let loc = reads_at(loc, &meta, cached);
-            let count = md.file_metadata().num_rows().max(0) as u64;
-            if meta.size != f.size || count != f.record_count {
-                return Err(Error::Drift {
-                    path: f.path.clone(),
-                    detail: "size or record count differs from the manifest".into(),
-                });
-            }
-            let wanted = &by_file[file];
-            let positions: Vec<u64> = wanted.iter().map(|(_, p)| *p).collect();
-            parts.push(
-                datafile::read_rows_as(self.data, &loc, &md, &positions, &fields, Some(self.cache))
-                    .await?,
-            );
-            place.extend(wanted.iter().map(|(i, _)| *i));
+                let (md, meta, cached) = self.file_metadata(f, &loc).await?;
+                let loc = reads_at(loc, &meta, cached);
+                let count = md.file_metadata().num_rows().max(0) as u64;
+                if meta.size != f.size || count != f.record_count {
+                    return Err(Error::Drift {
+                        path: f.path.clone(),
+                        detail: "size or record count differs from the manifest".into(),
+                    });
+                }
+                let positions: Vec<u64> = by_file[file].iter().map(|(_, p)| *p).collect();
+                datafile::read_rows_as(self.data, &loc, &md, &positions, fields, Some(self.cache))
+                    .await
+            });
         }
+        let parts: Vec<arrow_array::RecordBatch> = {
+            use futures::StreamExt;
+            futures::stream::iter(reads)
+                .buffered(FILE_WINDOW)
+                .collect::<Vec<Result<_>>>()
+                .await
+                .into_iter()
+                .collect::<Result<_>>()?
+        };
+        // answer index of each fetched row, in fetch order
+        let place: Vec<usize> = order
+            .iter()
+            .flat_map(|file| by_file[file].iter().map(|(i, _)| *i))
+            .collect();
         let schema = match parts.first() {
             Some(b) => b.schema(),
             None => {

@@ -546,42 +546,72 @@ impl Pinned<'_> {
         let limit = q.limit.unwrap_or(u64::MAX);
         let mut hits: Vec<(usize, FileHits)> = Vec::new();
         let mut found = 0u64;
-        let order: Vec<usize> = (0..t.files.len()).collect();
-        for window in order.chunks(FILE_WINDOW) {
+        // What each file costs before its rows: nothing when the index rules it out without
+        // a read — a bloom filter, key bounds the read gate accepts (both pruned here, without
+        // a future per file: a query over 100,000s of files walks them in one cheap pass), or a
+        // table run that names no row of it.
+        let pruned_here: Vec<bool> = t
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                if q.verify_files {
+                    return false;
+                }
+                if bloom_pruned[i] {
+                    return true;
+                }
+                match (covered[i], by_file.get(&f.file_id), probe.as_ref()) {
+                    (false, Some(e), Some(probe)) => {
+                        !crate::read::lookup::reaches(&e.ordered, &probe.ranges)
+                            && matches!(
+                                ReadGate::check(
+                                    &f.path,
+                                    Some(&e.lineage),
+                                    Some(&f.facts()),
+                                    t.snapshot
+                                ),
+                                GateDecision::Accept
+                            )
+                    }
+                    _ => false,
+                }
+            })
+            .collect();
+        let reads = |i: usize| {
+            !pruned_here[i]
+                && (q.verify_files
+                    || !covered[i]
+                    || match run_positions.get(&i) {
+                        Some(ps) => !ps.is_empty(),
+                        None => run_hits.get(&i).is_some_and(|h| !h.is_empty()),
+                    })
+        };
+        // Files are answered in order, at most FILE_WINDOW of those that read anything in
+        // flight at once: keys spread over many files cost one round of reads, not one per
+        // FILE_WINDOW files walked.
+        let mut windows: Vec<std::ops::Range<usize>> = Vec::new();
+        let (mut start, mut reading) = (0, 0);
+        for i in 0..t.files.len() {
+            if reads(i) {
+                reading += 1;
+            }
+            if reading == FILE_WINDOW || i + 1 == t.files.len() {
+                windows.push(start..i + 1);
+                (start, reading) = (i + 1, 0);
+            }
+        }
+        for window in windows {
             if found >= limit {
                 break;
             }
             let mut pruned: Vec<(usize, FileHits)> = Vec::new();
             let (pred, plan_ref, probe_ref) = (&pred, plan.as_ref(), probe.as_ref());
-            let futs = window.iter().filter_map(|&i| {
+            let futs = window.clone().filter_map(|i| {
                 let f = &t.files[i];
-                if bloom_pruned[i] && !q.verify_files {
+                if pruned_here[i] {
                     pruned.push((i, FileHits::pruned()));
                     return None;
-                }
-                if let (false, Some(e), Some(probe), false) = (
-                    covered[i],
-                    by_file.get(&f.file_id),
-                    probe_ref,
-                    q.verify_files,
-                ) {
-                    // The index's key bounds exclude every probed key and the read gate
-                    // accepts the entry: pruned here, without a future per file (a query
-                    // over 100,000s of files walks them in one cheap pass).
-                    if !crate::read::lookup::reaches(&e.ordered, &probe.ranges)
-                        && matches!(
-                            ReadGate::check(
-                                &f.path,
-                                Some(&e.lineage),
-                                Some(&f.facts()),
-                                t.snapshot
-                            ),
-                            GateDecision::Accept
-                        )
-                    {
-                        pruned.push((i, FileHits::pruned()));
-                        return None;
-                    }
                 }
                 let answer = if let Some(ps) = run_positions.remove(&i) {
                     Answer::RunPositions(ps, by_file.get(&f.file_id).copied())
