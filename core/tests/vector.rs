@@ -1345,3 +1345,88 @@ async fn runs_are_tiers_and_a_build_writes_what_they_lack() {
     }
     o.close().await.unwrap();
 }
+
+/// RFC 0004 (one copy, a first step): a merge of vector tiers reads the runs it merges, not
+/// the blobs of the files they cover — shown by deleting those blobs' bundles before the
+/// merge — and leaves out the entries of a file rewritten since; the merged run holds what a
+/// run built from every file's blob holds, and answers exactly.
+#[tokio::test]
+async fn a_merge_reads_the_runs_it_merges_not_their_files_blobs() {
+    use skerry_core::formats::manifest::TableRun;
+    let (mut t, o, mut r, g) = small_table(0x0C0B, 8, 100).await;
+    vector_index(&o, "knn", MetricName::L2).await;
+    o.build("t", |_| {}).await.unwrap();
+    async fn runs_of(o: &Overlay) -> (Vec<TableRun>, Vec<String>) {
+        o.publish().await.unwrap();
+        let m = o.snapshot().await.unwrap().manifest().clone();
+        let ix = m.table("t").unwrap().index("knn").unwrap();
+        let blobs = ix
+            .file_entries()
+            .iter()
+            .map(|e| e.lineage.bundle_path.clone())
+            .collect();
+        (ix.table_runs().into_iter().cloned().collect(), blobs)
+    }
+    let (base, blobs) = runs_of(&o).await;
+    assert_eq!(base.len(), 1);
+    assert_eq!(base[0].files.len(), 8);
+    // The covered files' own blobs are gone: only the run holds their entries.
+    let overlay_dir = t.dir.path().join("overlay");
+    assert_eq!(blobs.len(), 8);
+    for b in &blobs {
+        std::fs::remove_file(overlay_dir.join(b)).unwrap();
+    }
+    // f003 rewritten (its entries in the run are stale), eight files appended: the nine no
+    // run covers become a run, which merges with the first (900 rows outweigh a quarter of
+    // the 700 it still answers).
+    t.write("f003.parquet", rows_of(&mut r, &g, 3_000_000, 100));
+    o.refresh("t").await.unwrap();
+    let added: Vec<String> = (1..=8)
+        .map(|k| {
+            let name = format!("g{k:03}.parquet");
+            t.write(&name, rows_of(&mut r, &g, 100_000 * k, 100));
+            name
+        })
+        .collect();
+    o.register_files("t", &added).await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let (now, _) = runs_of(&o).await;
+    assert_eq!(now.len(), 1, "{now:?}");
+    let mut names: Vec<String> = now[0].files.iter().map(|f| f.path.clone()).collect();
+    // The first run's seven unchanged files keep their order, ahead of the rest.
+    let kept: Vec<String> = base[0]
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .filter(|p| p != "f003.parquet")
+        .collect();
+    assert_eq!(names[..7], kept[..]);
+    names.sort();
+    let mut want: Vec<String> = t.files.iter().map(|f| f.0.clone()).collect();
+    want.sort();
+    want.dedup();
+    assert_eq!(names, want);
+    // A run built from every file's blob (another overlay over the same files, with a
+    // codebook of its own) holds as many entries; f003's old entries would be ~100 more.
+    let fresh = overlay_at(&t, "fresh").await;
+    vector_index(&fresh, "knn", MetricName::L2).await;
+    fresh.build("t", |_| {}).await.unwrap();
+    let (reference, _) = runs_of(&fresh).await;
+    assert_eq!(reference.len(), 1);
+    assert_eq!(now[0].ordered.entries, reference[0].ordered.entries);
+    // Exact over every entry: each file answered by the run, none by a blob or a scan.
+    for i in 0..8 {
+        let n = Nearest {
+            vector: g.vector(&mut r),
+            k: 7,
+            nprobe: Some(skerry_core::read::nearest::MAX_NPROBE),
+            ef: Some(10_000),
+            columns: Some(vec!["id".into()]),
+            ..Default::default()
+        };
+        let got = o.nearest("t", &n).await.unwrap();
+        assert!(got.stats.rejections.is_empty(), "{:?}", got.stats);
+        assert_eq!(got.stats.files_by_run, 16, "{:?}", got.stats);
+        assert_eq!(check(&t, &o, MetricName::L2, &n, "merged").await, 16, "{i}");
+    }
+}

@@ -155,7 +155,10 @@ impl Overlay {
         if !step.inputs.is_empty() {
             let previous: Vec<&TableRun> = step.step.merge.iter().map(|&i| &runs[i]).collect();
             let run = match ix.kind().kind().and_then(|k| k.run()) {
-                Some(RunLayout::Partitioned) => self.write_vector_run(tr, ix, &step.inputs).await?,
+                Some(RunLayout::Partitioned) => {
+                    self.write_vector_run(tr, ix, &step.inputs, &previous)
+                        .await?
+                }
                 Some(RunLayout::Merged) => {
                     self.write_run(tr, ix, &step.inputs, &previous, None)
                         .await?
@@ -206,34 +209,10 @@ impl Overlay {
         {
             return Ok(None); // beyond the run's position encoding: per-file blobs serve it
         }
-        // Ordinals: each previous run's files still covered unchanged keep their order (so
-        // its entries stay sorted after renumbering), run after run, then the rest in file
-        // order.
-        let by_id: HashMap<u64, usize> = covered
-            .iter()
-            .enumerate()
-            .map(|(i, (f, _))| (f.file_id, i))
-            .collect();
-        let mut order: Vec<usize> = Vec::with_capacity(covered.len());
-        let mut taken = vec![false; covered.len()];
+        let (order, remaps) = merge_order(covered, previous);
         let mask = (1u64 << RUN_POSITION_BITS) - 1;
         let mut specs: Vec<RunInput> = Vec::new();
-        for prev in previous {
-            let mut remap: Vec<Option<u64>> = Vec::with_capacity(prev.files.len());
-            for rf in &prev.files {
-                match by_id
-                    .get(&rf.file_id)
-                    .copied()
-                    .filter(|&i| !taken[i] && same_file(rf, &covered[i].0, &covered[i].1))
-                {
-                    Some(i) => {
-                        remap.push(Some(order.len() as u64));
-                        taken[i] = true;
-                        order.push(i);
-                    }
-                    None => remap.push(None),
-                }
-            }
+        for (prev, remap) in previous.iter().zip(remaps) {
             if remap.iter().all(Option::is_none) {
                 continue;
             }
@@ -252,8 +231,8 @@ impl Overlay {
                 }),
             });
         }
-        let from_previous = order.len();
-        order.extend((0..covered.len()).filter(|&i| !taken[i]));
+        let from_previous = covered.len() - order.iter().filter(|o| o.1).count();
+        let order: Vec<usize> = order.into_iter().map(|o| o.0).collect();
         // The inputs: where each blob is and how its positions become run positions.
         for (ordinal, &i) in order.iter().enumerate().skip(from_previous) {
             let l = &covered[i].1.lineage;
@@ -384,15 +363,19 @@ impl Overlay {
 }
 
 impl Overlay {
-    /// Writes the table run of vector index `ix` over `covered` (ordinals in that order,
+    /// Writes the table run of vector index `ix` over `covered`, merging the runs `previous`
+    /// (oldest first: a file by the first of them that covers it unchanged, its entries read
+    /// from that run, not from its blob; ordinals as [`merge_order`] gives them,
     /// `admin::vector_run`) and returns its record, uncommitted. `None` when no run can be
-    /// made: no codebook, no vector, a blob of another codebook or width, or damage in a blob
-    /// (per-file blobs serve the index meanwhile; their readers reject the damaged one).
+    /// made: no codebook, no vector, an input of another codebook or width, or damage in an
+    /// input (the runs and blobs there serve the index meanwhile; their readers reject the
+    /// damaged one).
     async fn write_vector_run(
         &self,
         tr: &TableRecord,
         ix: &IndexRecord,
         covered: &[(FileEntry, IndexFileEntry)],
+        previous: &[&TableRun],
     ) -> Result<Option<TableRun>> {
         use crate::admin::vector_run;
         use crate::index::vector::ivf;
@@ -405,11 +388,31 @@ impl Overlay {
             return Ok(None);
         };
         let started = std::time::Instant::now();
-        let Some(plan) = vector_run::plan(&self.reader, covered, book).await? else {
+        if covered.len() >= u32::MAX as usize {
+            return Ok(None);
+        }
+        let (order, remaps) = merge_order(covered, previous);
+        let mut inputs: Vec<vector_run::Input> = previous
+            .iter()
+            .zip(remaps)
+            .filter(|(_, remap)| remap.iter().any(Option::is_some))
+            .map(|(r, remap)| vector_run::Input {
+                bundle_path: r.bundle_path.clone(),
+                blob_offset: r.blob_offset,
+                meta: r.ordered.clone(),
+                map: remap.into_iter().map(|o| o.map(|o| o as u32)).collect(),
+            })
+            .collect();
+        for (ordinal, &(i, own)) in order.iter().enumerate() {
+            if own {
+                inputs.push(vector_run::Input::blob(&covered[i].1, ordinal as u32));
+            }
+        }
+        let Some(plan) = vector_run::plan(&self.reader, &inputs, book).await? else {
             return Ok(None);
         };
         let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
-        let written = vector_run::write(&self.reader, covered, &plan, &mut sink).await;
+        let written = vector_run::write(&self.reader, &inputs, &plan, &mut sink).await;
         let Some((tail, blob_length)) = end_run_upload(
             sink,
             written,
@@ -436,7 +439,10 @@ impl Overlay {
                 max_key: None,
                 dim: Some(plan.codes.dim as u32),
             },
-            files: covered.iter().map(|(f, a)| run_file(f, a)).collect(),
+            files: order
+                .iter()
+                .map(|&(i, _)| run_file(&covered[i].0, &covered[i].1))
+                .collect(),
             directory: None,
         };
         tracing::debug!(
@@ -1059,6 +1065,46 @@ fn plan_tiers(runs: &[TableRun], covered: &[(FileEntry, IndexFileEntry)]) -> Opt
         .map(|i| covered[i].clone())
         .collect();
     Some(PlannedTiers { step, inputs })
+}
+
+/// The ordinals of a run of `covered` that merges the runs `previous` (oldest first): each
+/// previous run's files still covered unchanged keep their order (so its entries stay sorted
+/// after renumbering), run after run, then the rest in file order. Returns, by new ordinal,
+/// the index into `covered` and whether the file's own blob is the input (not a run), and per
+/// previous run its old ordinals' new ones (`None`: left out).
+#[allow(clippy::type_complexity)]
+fn merge_order(
+    covered: &[(FileEntry, IndexFileEntry)],
+    previous: &[&TableRun],
+) -> (Vec<(usize, bool)>, Vec<Vec<Option<u64>>>) {
+    let by_id: HashMap<u64, usize> = covered
+        .iter()
+        .enumerate()
+        .map(|(i, (f, _))| (f.file_id, i))
+        .collect();
+    let mut order: Vec<(usize, bool)> = Vec::with_capacity(covered.len());
+    let mut taken = vec![false; covered.len()];
+    let mut remaps = Vec::with_capacity(previous.len());
+    for prev in previous {
+        let mut remap: Vec<Option<u64>> = Vec::with_capacity(prev.files.len());
+        for rf in &prev.files {
+            match by_id
+                .get(&rf.file_id)
+                .copied()
+                .filter(|&i| !taken[i] && same_file(rf, &covered[i].0, &covered[i].1))
+            {
+                Some(i) => {
+                    remap.push(Some(order.len() as u64));
+                    taken[i] = true;
+                    order.push((i, false));
+                }
+                None => remap.push(None),
+            }
+        }
+        remaps.push(remap);
+    }
+    order.extend((0..covered.len()).filter(|&i| !taken[i]).map(|i| (i, true)));
+    (order, remaps)
 }
 
 fn same_file(rf: &RunFile, f: &FileEntry, a: &IndexFileEntry) -> bool {

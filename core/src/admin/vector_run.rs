@@ -1,14 +1,18 @@
 //! A vector index's table run (`docs/vector-index.md`, "Table runs"; RFC 0001): every covered
-//! file's blob laid out partition by partition in one `skerry-vector-ivf-v1` blob whose file
+//! file's entries laid out partition by partition in one `skerry-vector-ivf-v1` blob whose file
 //! runs name the files by ordinal — so a query reads each partition it probes once for all
 //! files, and the raw vectors of its candidates from the same few places, whatever the
 //! number of files.
 //!
-//! The run is streamed in two passes, codes then raw vectors: the files' directories are read
+//! The run's inputs ([`Input`]) are the files' own blobs and the earlier runs it merges (RFC
+//! 0004 tiers): a merge reads the runs, never the blobs of the files they cover, and leaves out
+//! the entries of files a run covers that are no longer covered (rewritten, removed).
+//!
+//! The run is streamed in two passes, codes then raw vectors: the inputs' directories are read
 //! once, then the partitions are taken in chunks of about [`CHUNK_BYTES`] (one range read per
-//! file and chunk, [`READS`] at a time), checked against their CRC-32s and written straight
-//! into the multipart upload. Memory is one chunk and the directories, whatever the table's
-//! size.
+//! input and chunk, [`READS`] at a time), checked against their CRC-32s and written straight
+//! into the multipart upload. Memory is one chunk, the directories and, for a run that leaves
+//! files out, the sizes of its file runs, whatever the table's size.
 
 use std::collections::BTreeMap;
 
@@ -21,13 +25,41 @@ use crate::index::blob::BlobError;
 use crate::index::vector::ivf::{self, IvfBlob, IvfDirectory, RunWriter};
 use crate::io::{Location, ObjectStoreReader, RangeReader};
 
-/// Bytes of codes read per chunk of partitions (over all files).
+/// Bytes of codes read per chunk of partitions (over all inputs).
 pub(crate) const CHUNK_BYTES: u64 = 32 << 20;
 /// Range reads in flight while a chunk is gathered.
 const READS: usize = 8;
 
-/// What a run of `covered` is made of: their blobs' directories (by ordinal), the codes' shape,
-/// and the partitions (with their bytes of codes over all files) cut into chunks.
+/// One input of a run: a file's own blob (`map` = its ordinal in the run) or an earlier run
+/// (`map`: its ordinals to the new run's; `None` leaves the file out). Inputs come in the
+/// order of their new ordinals, each input's ascending: partitions are written input by
+/// input.
+pub(crate) struct Input {
+    pub(crate) bundle_path: String,
+    pub(crate) blob_offset: u64,
+    pub(crate) meta: OrderedMeta,
+    pub(crate) map: Vec<Option<u32>>,
+}
+
+impl Input {
+    /// A file's own blob, as ordinal `ordinal` of the run.
+    pub(crate) fn blob(a: &IndexFileEntry, ordinal: u32) -> Input {
+        Input {
+            bundle_path: a.lineage.bundle_path.clone(),
+            blob_offset: a.lineage.blob_offset,
+            meta: a.ordered.clone(),
+            map: vec![Some(ordinal)],
+        }
+    }
+
+    /// Every ordinal kept: its bytes are copied as they are.
+    fn keeps_all(&self) -> bool {
+        self.map.iter().all(Option::is_some)
+    }
+}
+
+/// What a run of the inputs is made of: their directories, the codes' shape, and the
+/// partitions (with their bytes of codes over all inputs) cut into chunks.
 pub(crate) struct Plan {
     dirs: Vec<IvfDirectory>,
     pub(crate) codes: ivf::Codes,
@@ -35,33 +67,29 @@ pub(crate) struct Plan {
     chunks: Vec<(u32, u32)>,
 }
 
-/// Reads every covered blob's directory (checked against its manifest SHA-256) and plans the
-/// run of vector index blobs `covered` (ordinals in that order) against codebook `book`.
-/// `None` when no run can be made: no vector, a blob written against another codebook or of
-/// another width, or a damaged directory (per-file blobs serve the index meanwhile; their
-/// readers reject the damaged one).
+/// Reads every input's directory (checked against its manifest SHA-256) and plans their run
+/// against codebook `book`. `None` when no run can be made: no vector, an input written
+/// against another codebook or of another width, or a damaged directory (the runs and blobs
+/// there serve the index meanwhile; their readers reject the damaged one).
 pub(crate) async fn plan(
     reader: &ObjectStoreReader,
-    covered: &[(FileEntry, IndexFileEntry)],
+    inputs: &[Input],
     book: [u8; 32],
 ) -> Result<Option<Plan>> {
-    if covered.len() >= u32::MAX as usize {
+    let ordinals: usize = inputs.iter().map(|i| i.map.len()).sum();
+    if ordinals >= u32::MAX as usize {
         return Ok(None);
     }
     // (Futures collected first: a stream mapping borrowed items to futures is not `Send`
     // for every lifetime, which the addon's spawned builds need.)
-    let futs: Vec<_> = covered
+    let futs: Vec<_> = inputs
         .iter()
-        .map(|(_, a)| async move {
-            let l = &a.lineage;
-            let m = &a.ordered;
-            if l.blob_type != ivf::BLOB_TYPE {
-                return Ok(Err(BlobError::Corrupt("not a partition-major blob")));
-            }
-            let at = l.blob_offset.saturating_add(m.directory_offset);
+        .map(|i| async move {
+            let m = &i.meta;
+            let at = i.blob_offset.saturating_add(m.directory_offset);
             let bytes = reader
                 .read_range(
-                    &Location::new(&l.bundle_path),
+                    &Location::new(&i.bundle_path),
                     at..at.saturating_add(m.directory_length),
                 )
                 .await?;
@@ -84,10 +112,7 @@ pub(crate) async fn plan(
     };
     let fits = |d: &IvfDirectory| {
         d.entries == 0
-            || (d.codes == codes
-                && d.codes.codebook == book
-                && d.entries < u64::from(u32::MAX)
-                && d.partitions.iter().all(|p| p.runs == 1))
+            || (d.codes == codes && d.codes.codebook == book && d.entries < u64::from(u32::MAX))
     };
     if !dirs.iter().all(fits) {
         return Ok(None);
@@ -113,19 +138,29 @@ pub(crate) async fn plan(
     }))
 }
 
+/// Per input that leaves files out, per partition id: its file runs' entry counts and
+/// whether each is kept (read in the codes pass, used to cut the raw vectors alike).
+type Cuts = Vec<BTreeMap<u32, Vec<(u32, bool)>>>;
+
 /// Streams the run `p` plans into `sink` (codes, then raw vectors) and returns its directory
-/// and footer, not yet written. `None` when a blob's bytes do not check out.
+/// and footer, not yet written. `None` when an input's bytes do not check out.
 pub(crate) async fn write(
     reader: &ObjectStoreReader,
-    covered: &[(FileEntry, IndexFileEntry)],
+    inputs: &[Input],
     p: &Plan,
     sink: &mut Sink,
 ) -> Result<Option<IvfBlob>> {
     let mut w = RunWriter::new(p.codes);
     let raw_len = p.codes.dim as u64 * 4 + 4;
+    let mut cuts: Cuts = vec![BTreeMap::new(); inputs.len()];
     for raws in [false, true] {
         for &chunk in &p.chunks {
-            if !write_chunk(reader, covered, p, chunk, raws, raw_len, &mut w, sink).await? {
+            let pass = Pass {
+                raws,
+                raw_len,
+                chunk,
+            };
+            if !write_chunk(reader, inputs, p, pass, &mut cuts, &mut w, sink).await? {
                 return Ok(None);
             }
         }
@@ -133,21 +168,31 @@ pub(crate) async fn write(
     Ok(w.finish().ok())
 }
 
-/// One chunk of partitions (`lo..=hi`) of every covered file into the run: their codes, or
-/// with `raws` their raw vectors. `false` when a blob's bytes do not check out.
-#[allow(clippy::too_many_arguments)]
-async fn write_chunk(
-    reader: &ObjectStoreReader,
-    covered: &[(FileEntry, IndexFileEntry)],
-    p: &Plan,
-    (lo, hi): (u32, u32),
+/// A chunk of partitions (`lo..=hi`) in one of the two passes.
+#[derive(Clone, Copy)]
+struct Pass {
     raws: bool,
     raw_len: u64,
+    chunk: (u32, u32),
+}
+
+/// One chunk of partitions of every input into the run: their codes, or with `raws` their
+/// raw vectors. `false` when an input's bytes do not check out.
+async fn write_chunk(
+    reader: &ObjectStoreReader,
+    inputs: &[Input],
+    p: &Plan,
+    Pass {
+        raws,
+        raw_len,
+        chunk: (lo, hi),
+    }: Pass,
+    cuts: &mut Cuts,
     w: &mut RunWriter,
     sink: &mut Sink,
 ) -> Result<bool> {
     let (dirs, sizes) = (&p.dirs, &p.sizes);
-    // Per file: its partitions lo..=hi (indexes a..b), whose codes — or raw vectors — are
+    // Per input: its partitions lo..=hi (indexes a..b), whose codes — or raw vectors — are
     // one contiguous range of its blob.
     let spans: Vec<Option<(usize, usize, std::ops::Range<u64>)>> = dirs
         .iter()
@@ -166,17 +211,17 @@ async fn write_chunk(
             })
         })
         .collect();
-    let futs: Vec<_> = covered
+    let futs: Vec<_> = inputs
         .iter()
         .zip(&spans)
-        .map(|((_, e), s)| async move {
+        .map(|(i, s)| async move {
             let Some((_, _, r)) = s else {
                 return Ok::<_, crate::error::Error>(None);
             };
-            let o = e.lineage.blob_offset;
+            let o = i.blob_offset;
             let b = reader
                 .read_range(
-                    &Location::new(&e.lineage.bundle_path),
+                    &Location::new(&i.bundle_path),
                     o.saturating_add(r.start)..o.saturating_add(r.end),
                 )
                 .await?;
@@ -187,7 +232,7 @@ async fn write_chunk(
         .buffered(READS)
         .try_collect()
         .await?;
-    // Each file's next partition within the chunk.
+    // Each input's next partition within the chunk.
     let mut next: Vec<usize> = spans
         .iter()
         .map(|s| s.as_ref().map_or(0, |s| s.0))
@@ -214,18 +259,44 @@ async fn write_chunk(
             let Some(part) = bytes.get(at..at + (pr.end - pr.start) as usize) else {
                 return Ok(false);
             };
+            let input = &inputs[o];
             if raws {
-                pieces.push((o as u32, part));
+                // In entry order, as the codes pass cut them.
+                match cuts[o].remove(&id) {
+                    None => pieces.push((0, part)),
+                    Some(runs) => {
+                        let mut at = 0usize;
+                        for (n, keep) in runs {
+                            let len = n as usize * raw_len as usize;
+                            let Some(run) = part.get(at..at + len) else {
+                                return Ok(false);
+                            };
+                            if keep {
+                                pieces.push((0, run));
+                            }
+                            at += len;
+                        }
+                    }
+                }
                 continue;
             }
-            // Its CRC-32 and its one file run (ordinal 0, all its entries).
-            if crc32fast::hash(part) != p.codes_crc32
-                || part[..4] != [0; 4]
-                || part[4..8] != p.entries.to_le_bytes()
-            {
+            // Its CRC-32 and file runs, each file's entries under its new ordinal.
+            let Ok(runs) = d.file_runs(p, part) else {
                 return Ok(false);
+            };
+            let mut cut = Vec::new();
+            for run in &runs {
+                let Some(new) = input.map.get(run.ordinal as usize) else {
+                    return Ok(false); // an ordinal the input does not have
+                };
+                if let Some(new) = new {
+                    pieces.push((*new, &part[run.bytes.clone()]));
+                }
+                cut.push((run.entries, new.is_some()));
             }
-            pieces.push((o as u32, &part[8..]));
+            if !input.keeps_all() {
+                cuts[o].insert(id, cut);
+            }
         }
         if raws {
             for (_, bytes) in &pieces {
@@ -235,6 +306,8 @@ async fn write_chunk(
                 // The bytes as they are (checked): one part of the upload at a time.
                 sink.put(bytes.to_vec()).await?;
             }
+        } else if pieces.is_empty() {
+            // Every file of the partition left out.
         } else {
             match w.partition(id, &pieces) {
                 Ok(b) => sink.put(b).await?,

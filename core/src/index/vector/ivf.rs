@@ -287,6 +287,15 @@ pub struct Found<'b> {
     pub position: u32,
 }
 
+/// One file's entries in a partition: its ordinal, how many, and where their bytes are in the
+/// partition's bytes ([`IvfDirectory::file_runs`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRun {
+    pub ordinal: u32,
+    pub entries: u32,
+    pub bytes: Range<usize>,
+}
+
 /// A blob's parsed directory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IvfDirectory {
@@ -397,13 +406,10 @@ impl IvfDirectory {
         self.raw_offset + i * len..self.raw_offset + (i + 1) * len
     }
 
-    /// The entries of partition `p` from its bytes, checked against its CRC-32 and its file
-    /// runs against its entry count, in order.
-    pub fn entries<'b>(
-        &self,
-        p: &Partition,
-        bytes: &'b [u8],
-    ) -> Result<impl Iterator<Item = Found<'b>> + 'b, BlobError> {
+    /// The file runs of partition `p` from its bytes (as [`codes_range`](Self::codes_range)
+    /// spans them), checked against its CRC-32 and its entry count: each file's ordinal, and
+    /// the range of `bytes` its entries take, ordinals ascending.
+    pub fn file_runs(&self, p: &Partition, bytes: &[u8]) -> Result<Vec<FileRun>, BlobError> {
         let r = self.codes_range(p);
         if bytes.len() as u64 != r.end - r.start {
             return Err(BlobError::Corrupt("partition length"));
@@ -411,21 +417,41 @@ impl IvfDirectory {
         if crc32fast::hash(bytes) != p.codes_crc32 {
             return Err(BlobError::Checksum("vector partition"));
         }
-        let (head, body) = bytes.split_at(p.runs as usize * RUN_LEN);
-        let mut ordinals = Vec::with_capacity(p.runs as usize);
-        let mut total = 0u64;
-        for run in head.chunks_exact(RUN_LEN) {
-            let o = u32::from_le_bytes(run[..4].try_into().expect("4 bytes"));
+        let head = p.runs as usize * RUN_LEN;
+        let entry_len = self.codes.code_bytes + ENTRY_TAIL;
+        let mut runs: Vec<FileRun> = Vec::with_capacity(p.runs as usize);
+        let (mut at, mut total) = (head, 0u64);
+        for run in bytes[..head].chunks_exact(RUN_LEN) {
+            let ordinal = u32::from_le_bytes(run[..4].try_into().expect("4 bytes"));
             let n = u32::from_le_bytes(run[4..].try_into().expect("4 bytes"));
-            if ordinals.last().is_some_and(|(l, _)| *l >= o) || n == 0 {
+            if runs.last().is_some_and(|l| l.ordinal >= ordinal) || n == 0 {
                 return Err(BlobError::Corrupt("partition file runs"));
             }
             total += u64::from(n);
-            ordinals.push((o, n));
+            let end = at.saturating_add((n as usize).saturating_mul(entry_len));
+            runs.push(FileRun {
+                ordinal,
+                entries: n,
+                bytes: at..end,
+            });
+            at = end;
         }
-        if total != u64::from(p.entries) {
+        if total != u64::from(p.entries) || at != bytes.len() {
             return Err(BlobError::Corrupt("partition file runs"));
         }
+        Ok(runs)
+    }
+
+    /// The entries of partition `p` from its bytes, checked against its CRC-32 and its file
+    /// runs against its entry count, in order.
+    pub fn entries<'b>(
+        &self,
+        p: &Partition,
+        bytes: &'b [u8],
+    ) -> Result<impl Iterator<Item = Found<'b>> + 'b, BlobError> {
+        let runs = self.file_runs(p, bytes)?;
+        let body = &bytes[p.runs as usize * RUN_LEN..];
+        let ordinals = runs.into_iter().map(|r| (r.ordinal, r.entries));
         let (first, code_bytes) = (p.first, self.codes.code_bytes);
         let owners = ordinals
             .into_iter()
