@@ -540,3 +540,76 @@ async fn a_damaged_run_is_rebuilt_alone() {
     }
     o.close().await.unwrap();
 }
+
+/// RFC 0004 (one copy, a first step): a merge of bitmap tiers reads the runs it merges, not
+/// the blobs of the files they cover — shown by deleting those blobs' bundles before the
+/// merge — and leaves out the bitmaps of a file rewritten since; counts through the merged run
+/// are exact, every file answered by it.
+#[tokio::test]
+async fn a_merge_reads_the_runs_it_merges_not_their_files_blobs() {
+    let (mut t, o) = setup(8_000, 8).await;
+    let first = runs_of(&o).await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].files.len(), 8);
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let mut bundles: Vec<String> = ["by_region", "by_n"]
+        .iter()
+        .flat_map(|ix| m.table("t").unwrap().index(ix).unwrap().file_entries())
+        .map(|e| e.lineage.bundle_path.clone())
+        .collect();
+    bundles.sort();
+    bundles.dedup();
+    assert_eq!(
+        bundles.len(),
+        8,
+        "one bundle per file holds both indexes' blobs"
+    );
+    for b in &bundles {
+        std::fs::remove_file(t.dir.path().join("overlay").join(b)).unwrap();
+    }
+    // f003 rewritten (its bitmaps in the run are stale), eight files appended: the nine no run
+    // covers become a run, which merges with the first.
+    t.write("f003.parquet", (70_000..71_000).map(row).collect());
+    o.refresh("t").await.unwrap();
+    append(&mut t, &o, 8..16).await;
+    let now = runs_of(&o).await;
+    assert_eq!(now.len(), 1, "{now:?}");
+    let names: Vec<String> = now[0].files.iter().map(|f| f.path.clone()).collect();
+    let kept: Vec<String> = first[0]
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .filter(|p| p != "f003.parquet")
+        .collect();
+    assert_eq!(
+        names[..7],
+        kept[..],
+        "the first run's files keep their order"
+    );
+    assert_eq!(names.len(), 16);
+    assert_eq!(names[7], "f003.parquet");
+    assert_eq!(
+        now[0].ordered.entries, 16_000,
+        "positions: f003's old ones left out"
+    );
+    for (regions, ns) in [
+        (vec![region(0)], None),
+        (vec![region(3), region(17), region(49)], None),
+        (vec![region(1)], Some(vec![2, 5])),
+        ((0..50).map(region).collect(), Some(vec![9])),
+    ] {
+        let c = o
+            .count("t", &count_q(&regions, ns.as_deref()))
+            .await
+            .unwrap();
+        assert_eq!(
+            c.count,
+            t.count(&regions, ns.as_deref()),
+            "{regions:?} {ns:?}"
+        );
+        assert!(c.stats.rejections.is_empty(), "{:?}", c.stats);
+        assert_eq!(c.stats.files_scanned, 0, "{:?}", c.stats);
+        assert_eq!(c.stats.files_by_run, 16, "{:?}", c.stats);
+    }
+    o.close().await.unwrap();
+}

@@ -3,9 +3,13 @@
 //! files holding a value — with their cardinalities — in one range whatever the number of
 //! files.
 //!
-//! The run is streamed: the files' directories are read once (checked against their manifest
+//! The run's inputs ([`Input`]) are the files' own blobs and the earlier runs it merges (RFC
+//! 0004 tiers): a merge reads the runs, never the blobs of the files they cover, and leaves out
+//! the bitmaps of files a run covers that are no longer covered (rewritten, removed).
+//!
+//! The run is streamed: the inputs' directories are read once (checked against their manifest
 //! SHA-256), the distinct values are taken in key order in chunks of about [`CHUNK_BYTES`] of
-//! bitmaps (one range read per file and chunk, [`READS`] at a time), every bitmap checked
+//! bitmaps (one range read per input and chunk, [`READS`] at a time), every bitmap checked
 //! against its hash and written straight into the multipart upload. Memory is one chunk and
 //! the directories, whatever the table's size.
 
@@ -13,57 +17,82 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 
-use crate::admin::run_bundle::{self, Sink};
+use crate::admin::run_bundle::{self, Input, Sink};
 use crate::error::Result;
-use crate::formats::manifest::*;
-use crate::index::bitmap::run::{RunTail, RunWriter};
+use crate::index::bitmap::run::{self, RunDirectory, RunTail, RunWriter};
 use crate::index::bitmap::{self, BitmapDirectory};
 use crate::io::{Location, ObjectStoreReader, RangeReader};
 
-/// Bytes of bitmaps read per chunk of values (over all files).
+/// Bytes of bitmaps read per chunk of values (over all inputs).
 pub(crate) const CHUNK_BYTES: u64 = 32 << 20;
 /// Range reads in flight while a chunk is gathered.
 const READS: usize = 8;
 
-/// What a run of `covered` is made of: their blobs' directories (by ordinal) and the distinct
-/// values (each with its holders: ordinal and index in that file's directory), in key order,
-/// cut into chunks.
+/// An input's directory: a file's blob's, or an earlier run's.
+enum Directory {
+    Blob(BitmapDirectory),
+    Run(RunDirectory),
+}
+
+impl Directory {
+    /// The byte range (relative to the blob) of value `j`: a file's bitmap, or a run's files
+    /// and bitmaps of the value.
+    fn range(&self, j: usize) -> std::ops::Range<u64> {
+        match self {
+            Directory::Blob(d) => d.values[j].offset..d.values[j].offset + d.values[j].length,
+            Directory::Run(d) => d.values[j].offset..d.values[j].offset + d.values[j].length,
+        }
+    }
+}
+
+/// What a run of the inputs is made of: their directories and the distinct values (each
+/// with its holders: input and index in that input's directory), in key order, cut into
+/// chunks.
 pub(crate) struct Plan {
-    dirs: Vec<BitmapDirectory>,
+    dirs: Vec<Directory>,
     values: Vec<(Vec<u8>, Vec<(u32, u32)>)>,
     /// Ranges of `values`.
     chunks: Vec<std::ops::Range<usize>>,
+    /// The run's files (new ordinals).
+    files: u64,
 }
 
-/// Reads every covered blob's directory (checked against its manifest SHA-256 and
-/// cardinalities) and plans the run. `None` when no run can be made (a blob of another kind
-/// or a damaged directory: per-file blobs serve the index meanwhile, and their readers
-/// reject the damaged one).
-pub(crate) async fn plan(
-    reader: &ObjectStoreReader,
-    covered: &[(FileEntry, IndexFileEntry)],
-) -> Result<Option<Plan>> {
-    if covered.len() >= u32::MAX as usize {
+/// Reads every input's directory (checked against its manifest SHA-256 and cardinalities)
+/// and plans the run. `None` when no run can be made (a blob of another kind or a damaged
+/// directory: the runs and blobs there serve the index meanwhile, and their readers reject
+/// the damaged one).
+pub(crate) async fn plan(reader: &ObjectStoreReader, inputs: &[Input]) -> Result<Option<Plan>> {
+    let files: usize = inputs.iter().map(|i| i.map.iter().flatten().count()).sum();
+    if files >= u32::MAX as usize {
         return Ok(None);
     }
     // (Futures collected first: a stream mapping borrowed items to futures is not `Send`
     // for every lifetime, which the addon's spawned builds need.)
-    let futs: Vec<_> = covered
+    let futs: Vec<_> = inputs
         .iter()
-        .map(|(_, a)| async move {
-            let m = &a.ordered;
-            let Some(bytes) = run_bundle::blob_directory(reader, a, bitmap::BLOB_TYPE).await?
-            else {
-                return Ok(None);
-            };
-            Ok::<_, crate::error::Error>(
-                BitmapDirectory::parse(&bytes, Some(&m.directory_sha256), m.directory_offset)
+        .map(|i| async move {
+            let m = &i.meta;
+            let at = i.blob_offset.saturating_add(m.directory_offset);
+            let bytes = reader
+                .read_range(
+                    &Location::new(&i.bundle_path),
+                    at..at.saturating_add(m.directory_length),
+                )
+                .await?;
+            let (sha, off) = (Some(m.directory_sha256.as_str()), m.directory_offset);
+            Ok::<_, crate::error::Error>(if i.run {
+                RunDirectory::parse(&bytes, sha, off, i.map.len() as u64)
                     .ok()
-                    .filter(|d| d.positions() == m.entries),
-            )
+                    .map(Directory::Run)
+            } else {
+                BitmapDirectory::parse(&bytes, sha, off)
+                    .ok()
+                    .filter(|d| d.positions() == m.entries)
+                    .map(Directory::Blob)
+            })
         })
         .collect();
-    let dirs: Vec<Option<BitmapDirectory>> = futures::stream::iter(futs)
+    let dirs: Vec<Option<Directory>> = futures::stream::iter(futs)
         .buffered(READS)
         .try_collect()
         .await?;
@@ -72,11 +101,12 @@ pub(crate) async fn plan(
     };
     let mut by_key: BTreeMap<&[u8], Vec<(u32, u32)>> = BTreeMap::new();
     for (o, d) in dirs.iter().enumerate() {
-        for (i, v) in d.values.iter().enumerate() {
-            by_key
-                .entry(v.key.as_slice())
-                .or_default()
-                .push((o as u32, i as u32));
+        let keys: Vec<&[u8]> = match d {
+            Directory::Blob(d) => d.values.iter().map(|v| v.key.as_slice()).collect(),
+            Directory::Run(d) => d.values.iter().map(|v| v.key.as_slice()).collect(),
+        };
+        for (i, k) in keys.into_iter().enumerate() {
+            by_key.entry(k).or_default().push((o as u32, i as u32));
         }
     }
     let values: Vec<(Vec<u8>, Vec<(u32, u32)>)> =
@@ -85,7 +115,10 @@ pub(crate) async fn plan(
         values.iter().map(|(_, holders)| {
             holders
                 .iter()
-                .map(|&(o, j)| dirs[o as usize].values[j as usize].length)
+                .map(|&(o, j)| {
+                    let r = dirs[o as usize].range(j as usize);
+                    r.end - r.start
+                })
                 .sum::<u64>()
         }),
         CHUNK_BYTES,
@@ -94,38 +127,39 @@ pub(crate) async fn plan(
         dirs,
         values,
         chunks,
+        files: files as u64,
     }))
 }
 
 /// Streams the run `p` plans into `sink` and returns its directory and trailer, not yet
-/// written. `None` when a blob's bytes do not check out.
+/// written. `None` when an input's bytes do not check out.
 pub(crate) async fn write(
     reader: &ObjectStoreReader,
-    covered: &[(FileEntry, IndexFileEntry)],
+    inputs: &[Input],
     p: &Plan,
     sink: &mut Sink,
 ) -> Result<Option<RunTail>> {
-    let mut w = RunWriter::new(covered.len() as u64);
+    let mut w = RunWriter::new(p.files);
     for chunk in &p.chunks {
-        if !write_chunk(reader, covered, p, chunk.clone(), &mut w, sink).await? {
+        if !write_chunk(reader, inputs, p, chunk.clone(), &mut w, sink).await? {
             return Ok(None);
         }
     }
     Ok(Some(w.finish()))
 }
 
-/// The values `chunk` of every covered file into the run. `false` when a bitmap's bytes do
-/// not check out.
+/// The values `chunk` of every input into the run. `false` when a bitmap's bytes do not
+/// check out.
 async fn write_chunk(
     reader: &ObjectStoreReader,
-    covered: &[(FileEntry, IndexFileEntry)],
+    inputs: &[Input],
     p: &Plan,
     chunk: std::ops::Range<usize>,
     w: &mut RunWriter,
     sink: &mut Sink,
 ) -> Result<bool> {
     let values = &p.values[chunk];
-    // Per file: the indexes of its values in the chunk (a contiguous run of its directory,
+    // Per input: the indexes of its values in the chunk (a contiguous run of its directory,
     // since both are in key order), and so one contiguous range of its blob.
     let mut span: Vec<Option<(u32, u32)>> = vec![None; p.dirs.len()];
     for (_, holders) in values {
@@ -134,20 +168,19 @@ async fn write_chunk(
             s.1 = j;
         }
     }
-    let futs: Vec<_> = covered
+    let futs: Vec<_> = inputs
         .iter()
         .zip(&span)
         .zip(&p.dirs)
-        .map(|(((_, e), s), d)| async move {
+        .map(|((i, s), d)| async move {
             let Some((a, b)) = *s else {
                 return Ok::<_, crate::error::Error>(None);
             };
-            let (first, last) = (&d.values[a as usize], &d.values[b as usize]);
-            let o = e.lineage.blob_offset;
-            let r = first.offset..last.offset.saturating_add(last.length);
+            let r = d.range(a as usize).start..d.range(b as usize).end;
+            let o = i.blob_offset;
             let bytes = reader
                 .read_range(
-                    &Location::new(&e.lineage.bundle_path),
+                    &Location::new(&i.bundle_path),
                     o.saturating_add(r.start)..o.saturating_add(r.end),
                 )
                 .await?;
@@ -161,19 +194,54 @@ async fn write_chunk(
     for (key, holders) in values {
         let mut pieces: Vec<(u64, &[u8], u64)> = Vec::with_capacity(holders.len());
         for &(o, j) in holders {
-            let v = &p.dirs[o as usize].values[j as usize];
             let Some((start, bytes)) = &got[o as usize] else {
                 return Ok(false);
             };
-            let at = (v.offset - start) as usize;
-            let Some(b) = bytes.get(at..at + v.length as usize) else {
+            let input = &inputs[o as usize];
+            let r = p.dirs[o as usize].range(j as usize);
+            let at = (r.start - start) as usize;
+            let Some(b) = bytes.get(at..at + (r.end - r.start) as usize) else {
                 return Ok(false);
             };
-            // The bitmap as its file's blob holds it, checked against its directory entry.
-            if bitmap::decode_bitmap(b, v, Some(covered[o as usize].0.record_count)).is_err() {
-                return Ok(false);
+            match &p.dirs[o as usize] {
+                Directory::Blob(d) => {
+                    // The bitmap as its file's blob holds it, checked against its directory
+                    // entry.
+                    let v = &d.values[j as usize];
+                    let (Some(Some(new)), Some(&rows)) = (input.map.first(), input.rows.first())
+                    else {
+                        return Ok(false);
+                    };
+                    if bitmap::decode_bitmap(b, v, Some(rows)).is_err() {
+                        return Ok(false);
+                    }
+                    pieces.push((u64::from(*new), b, v.cardinality));
+                }
+                Directory::Run(d) => {
+                    // The value's files (checked against their hash), each kept file's
+                    // bitmap checked against its own, under its new ordinal.
+                    let v = &d.values[j as usize];
+                    let Ok(files) =
+                        run::parse_files(&b[..v.files_length as usize], v, input.map.len() as u64)
+                    else {
+                        return Ok(false);
+                    };
+                    for f in &files {
+                        let Some(new) = input.map[f.ordinal as usize] else {
+                            continue;
+                        };
+                        let fb = &b[(f.range.start - v.offset) as usize
+                            ..(f.range.end - v.offset) as usize];
+                        if run::decode(fb, f, input.rows[f.ordinal as usize]).is_err() {
+                            return Ok(false);
+                        }
+                        pieces.push((u64::from(new), fb, f.cardinality));
+                    }
+                }
             }
-            pieces.push((u64::from(o), b, v.cardinality));
+        }
+        if pieces.is_empty() {
+            continue; // every file holding the value left out
         }
         match w.value(key, &pieces) {
             Ok(b) => sink.put(b).await?,

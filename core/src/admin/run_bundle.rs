@@ -31,6 +31,41 @@ pub(crate) async fn blob_directory(
     Ok(Some(bytes))
 }
 
+/// One input of a run (vector, bitmap; RFC 0004 tiers): a file's own blob (`map` = its ordinal
+/// in the run) or an earlier run of the index (`map`: its ordinals to the new run's; `None`
+/// leaves the file out). Inputs come in the order of their new ordinals, each input's
+/// ascending, so a run writer taking them in turn writes every value's files in order.
+pub(crate) struct Input {
+    pub(crate) bundle_path: String,
+    pub(crate) blob_offset: u64,
+    pub(crate) meta: OrderedMeta,
+    pub(crate) map: Vec<Option<u32>>,
+    /// Rows of each file by old ordinal (0 for a file left out): what its entries' positions
+    /// are checked against.
+    pub(crate) rows: Vec<u64>,
+    /// An earlier run (else a file's own blob).
+    pub(crate) run: bool,
+}
+
+impl Input {
+    /// A covered file's own blob, as ordinal `ordinal` of the run.
+    pub(crate) fn blob((f, a): &(FileEntry, IndexFileEntry), ordinal: u32) -> Input {
+        Input {
+            bundle_path: a.lineage.bundle_path.clone(),
+            blob_offset: a.lineage.blob_offset,
+            meta: a.ordered.clone(),
+            map: vec![Some(ordinal)],
+            rows: vec![f.record_count],
+            run: false,
+        }
+    }
+
+    /// Every ordinal kept: its bytes are copied as they are.
+    pub(crate) fn keeps_all(&self) -> bool {
+        self.map.iter().all(Option::is_some)
+    }
+}
+
 /// What a run records about a covered file: the read gate's facts its blob was built on.
 pub(crate) fn run_file(f: &FileEntry, a: &IndexFileEntry) -> RunFile {
     let l = &a.lineage;

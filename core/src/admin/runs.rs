@@ -19,7 +19,7 @@ use std::sync::Arc;
 use crate::admin::catalog::*;
 use crate::admin::merge::{self, BlobAt, BlobStream, MergeInput};
 use crate::admin::overlay::{store_err, Overlay, RUN_MIN_FILES};
-use crate::admin::run_bundle::{run_file, run_generation, Sink};
+use crate::admin::run_bundle::{run_file, run_generation, Input, Sink};
 use crate::admin::unique::{has_null, row_name, Indexed, UniqueCheck};
 use crate::error::{Error, Result};
 use crate::formats::codec::Codec;
@@ -164,7 +164,10 @@ impl Overlay {
                         .await?
                 }
                 Some(RunLayout::Striped) => self.write_bloom_run(tr, ix, &step.inputs).await?,
-                Some(RunLayout::Stacked) => self.write_bitmap_run(tr, ix, &step.inputs).await?,
+                Some(RunLayout::Stacked) => {
+                    self.write_bitmap_run(tr, ix, &step.inputs, &previous)
+                        .await?
+                }
                 Some(RunLayout::Concatenated) => {
                     self.write_fulltext_run(tr, ix, &step.inputs).await?
                 }
@@ -391,23 +394,13 @@ impl Overlay {
         if covered.len() >= u32::MAX as usize {
             return Ok(None);
         }
-        let (order, remaps) = merge_order(covered, previous);
-        let mut inputs: Vec<vector_run::Input> = previous
+        if covered
             .iter()
-            .zip(remaps)
-            .filter(|(_, remap)| remap.iter().any(Option::is_some))
-            .map(|(r, remap)| vector_run::Input {
-                bundle_path: r.bundle_path.clone(),
-                blob_offset: r.blob_offset,
-                meta: r.ordered.clone(),
-                map: remap.into_iter().map(|o| o.map(|o| o as u32)).collect(),
-            })
-            .collect();
-        for (ordinal, &(i, own)) in order.iter().enumerate() {
-            if own {
-                inputs.push(vector_run::Input::blob(&covered[i].1, ordinal as u32));
-            }
+            .any(|(_, a)| a.lineage.blob_type != ivf::BLOB_TYPE)
+        {
+            return Ok(None); // a blob of another layout: per-file blobs serve the index
         }
+        let (order, inputs) = tier_inputs(covered, previous);
         let Some(plan) = vector_run::plan(&self.reader, &inputs, book).await? else {
             return Ok(None);
         };
@@ -463,14 +456,22 @@ impl Overlay {
         tr: &TableRecord,
         ix: &IndexRecord,
         covered: &[(FileEntry, IndexFileEntry)],
+        previous: &[&TableRun],
     ) -> Result<Option<TableRun>> {
         use crate::admin::bitmap_run;
         use crate::index::bitmap::run::BLOB_TYPE;
-        let Some(plan) = bitmap_run::plan(&self.reader, covered).await? else {
+        if covered
+            .iter()
+            .any(|(_, a)| a.lineage.blob_type != crate::index::bitmap::BLOB_TYPE)
+        {
+            return Ok(None); // a blob of another kind: per-file blobs serve the index
+        }
+        let (order, inputs) = tier_inputs(covered, previous);
+        let Some(plan) = bitmap_run::plan(&self.reader, &inputs).await? else {
             return Ok(None);
         };
         let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
-        let written = bitmap_run::write(&self.reader, covered, &plan, &mut sink).await;
+        let written = bitmap_run::write(&self.reader, &inputs, &plan, &mut sink).await;
         let Some((tail, blob_length)) = end_run_upload(
             sink,
             written,
@@ -490,7 +491,10 @@ impl Overlay {
                 ..OrderedMeta::new(tail.directory, &tail.directory_sha256, tail.positions)
             }
             .with_keys(&tail.min_key, &tail.max_key),
-            files: covered.iter().map(|(f, a)| run_file(f, a)).collect(),
+            files: order
+                .iter()
+                .map(|&(i, _)| run_file(&covered[i].0, &covered[i].1))
+                .collect(),
             directory: None,
         }))
     }
@@ -1105,6 +1109,39 @@ fn merge_order(
     }
     order.extend((0..covered.len()).filter(|&i| !taken[i]).map(|i| (i, true)));
     (order, remaps)
+}
+
+/// The inputs of a run of `covered` merging the runs `previous` (oldest first) for the run
+/// writers that take runs as inputs ([`Input`]): the previous runs that still cover a file,
+/// then the other files' own blobs; with the order of [`merge_order`].
+#[allow(clippy::type_complexity)]
+fn tier_inputs(
+    covered: &[(FileEntry, IndexFileEntry)],
+    previous: &[&TableRun],
+) -> (Vec<(usize, bool)>, Vec<Input>) {
+    let (order, remaps) = merge_order(covered, previous);
+    let mut inputs: Vec<Input> = previous
+        .iter()
+        .zip(remaps)
+        .filter(|(_, remap)| remap.iter().any(Option::is_some))
+        .map(|(r, remap)| Input {
+            bundle_path: r.bundle_path.clone(),
+            blob_offset: r.blob_offset,
+            meta: r.ordered.clone(),
+            rows: remap
+                .iter()
+                .map(|o| o.map_or(0, |o| covered[order[o as usize].0].0.record_count))
+                .collect(),
+            map: remap.into_iter().map(|o| o.map(|o| o as u32)).collect(),
+            run: true,
+        })
+        .collect();
+    for (ordinal, &(i, own)) in order.iter().enumerate() {
+        if own {
+            inputs.push(Input::blob(&covered[i], ordinal as u32));
+        }
+    }
+    (order, inputs)
 }
 
 fn same_file(rf: &RunFile, f: &FileEntry, a: &IndexFileEntry) -> bool {

@@ -18,9 +18,8 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 
-use crate::admin::run_bundle::{self, Sink};
+use crate::admin::run_bundle::{self, Input, Sink};
 use crate::error::Result;
-use crate::formats::manifest::*;
 use crate::index::blob::BlobError;
 use crate::index::vector::ivf::{self, IvfBlob, IvfDirectory, RunWriter};
 use crate::io::{Location, ObjectStoreReader, RangeReader};
@@ -29,34 +28,6 @@ use crate::io::{Location, ObjectStoreReader, RangeReader};
 pub(crate) const CHUNK_BYTES: u64 = 32 << 20;
 /// Range reads in flight while a chunk is gathered.
 const READS: usize = 8;
-
-/// One input of a run: a file's own blob (`map` = its ordinal in the run) or an earlier run
-/// (`map`: its ordinals to the new run's; `None` leaves the file out). Inputs come in the
-/// order of their new ordinals, each input's ascending: partitions are written input by
-/// input.
-pub(crate) struct Input {
-    pub(crate) bundle_path: String,
-    pub(crate) blob_offset: u64,
-    pub(crate) meta: OrderedMeta,
-    pub(crate) map: Vec<Option<u32>>,
-}
-
-impl Input {
-    /// A file's own blob, as ordinal `ordinal` of the run.
-    pub(crate) fn blob(a: &IndexFileEntry, ordinal: u32) -> Input {
-        Input {
-            bundle_path: a.lineage.bundle_path.clone(),
-            blob_offset: a.lineage.blob_offset,
-            meta: a.ordered.clone(),
-            map: vec![Some(ordinal)],
-        }
-    }
-
-    /// Every ordinal kept: its bytes are copied as they are.
-    fn keeps_all(&self) -> bool {
-        self.map.iter().all(Option::is_some)
-    }
-}
 
 /// What a run of the inputs is made of: their directories, the codes' shape, and the
 /// partitions (with their bytes of codes over all inputs) cut into chunks.
