@@ -551,3 +551,65 @@ async fn appended_files_become_a_striped_run_of_their_own() {
     }
     o.close().await.unwrap();
 }
+
+/// RFC 0004 (one copy, a first step): a merge of striped runs reads the runs it merges, not
+/// the blobs of the files they cover — shown by deleting those blobs' bundles before the
+/// merge — and leaves out the filter of a file rewritten since; every file answered by the
+/// merged run, the rewritten file's new keys found and its old ones pruned.
+#[tokio::test]
+async fn a_merge_reads_the_runs_it_merges_not_their_files_blobs() {
+    let (mut t, o) = setup(8, 100, 0.01).await;
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let ix = m.table("t").unwrap().index("bloom_k").unwrap();
+    let first: Vec<_> = ix.table_runs().into_iter().cloned().collect();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].files.len(), 8);
+    for e in ix.file_entries() {
+        std::fs::remove_file(t.dir.path().join("overlay").join(&e.lineage.bundle_path)).unwrap();
+    }
+    let write = |t: &mut Table, f: usize, salt: usize| {
+        let rows: Rows = (0..100)
+            .map(|i| (Some(key(f + salt, i)), (f * 100 + i) as i64))
+            .collect();
+        t.write(&format!("f{f:03}.parquet"), rows);
+    };
+    write(&mut t, 3, 5000);
+    o.refresh("t").await.unwrap();
+    for f in 8..16 {
+        write(&mut t, f, 0);
+    }
+    let names: Vec<String> = (8..16).map(|f| format!("f{f:03}.parquet")).collect();
+    o.register_files("t", &names).await.unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    let m = o.snapshot_manifest(0).await.unwrap();
+    let now: Vec<_> = m
+        .table("t")
+        .unwrap()
+        .index("bloom_k")
+        .unwrap()
+        .table_runs()
+        .into_iter()
+        .cloned()
+        .collect();
+    assert_eq!(now.len(), 1, "{now:?}");
+    let got: Vec<String> = now[0].files.iter().map(|f| f.path.clone()).collect();
+    let kept: Vec<String> = first[0]
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .filter(|p| p != "f003.parquet")
+        .collect();
+    assert_eq!(got[..7], kept[..], "the first run's files keep their order");
+    assert_eq!(got.len(), 16);
+    for (f, i) in [(0, 3), (3, 4), (5003, 4), (9, 9), (15, 99), (7777, 1)] {
+        let k = key(f, i);
+        let c = o.count("t", &eq(&k)).await.unwrap();
+        assert_eq!(c.count, t.count(&[Some(k.clone())]), "{k}: {:?}", c.stats);
+        assert!(c.stats.rejections.is_empty(), "{:?}", c.stats);
+        assert_eq!(c.stats.files_by_run, 16, "{:?}", c.stats);
+        // Every file but the one holding the key (if any) pruned, up to the filters' rate:
+        // f003's old filter would hold (3, 4).
+        assert!(c.stats.files_pruned >= 13, "{k}: {:?}", c.stats);
+    }
+    o.close().await.unwrap();
+}

@@ -38,6 +38,8 @@ pub(crate) async fn blob_directory(
 pub(crate) struct Input {
     pub(crate) bundle_path: String,
     pub(crate) blob_offset: u64,
+    /// The blob's length.
+    pub(crate) length: u64,
     pub(crate) meta: OrderedMeta,
     pub(crate) map: Vec<Option<u32>>,
     /// Rows of each file by old ordinal (0 for a file left out): what its entries' positions
@@ -53,6 +55,7 @@ impl Input {
         Input {
             bundle_path: a.lineage.bundle_path.clone(),
             blob_offset: a.lineage.blob_offset,
+            length: a.lineage.blob_length,
             meta: a.ordered.clone(),
             map: vec![Some(ordinal)],
             rows: vec![f.record_count],

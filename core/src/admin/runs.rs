@@ -163,7 +163,10 @@ impl Overlay {
                     self.write_run(tr, ix, &step.inputs, &previous, None)
                         .await?
                 }
-                Some(RunLayout::Striped) => self.write_bloom_run(tr, ix, &step.inputs).await?,
+                Some(RunLayout::Striped) => {
+                    self.write_bloom_run(tr, ix, &step.inputs, &previous)
+                        .await?
+                }
                 Some(RunLayout::Stacked) => {
                     self.write_bitmap_run(tr, ix, &step.inputs, &previous)
                         .await?
@@ -569,27 +572,49 @@ impl Overlay {
         tr: &TableRecord,
         ix: &IndexRecord,
         covered: &[(FileEntry, IndexFileEntry)],
+        previous: &[&TableRun],
     ) -> Result<Option<TableRun>> {
         use crate::index::bloom;
-        let mut blobs = Vec::with_capacity(covered.len());
-        for (_, a) in covered {
-            let l = &a.lineage;
+        if covered
+            .iter()
+            .any(|(_, a)| a.lineage.blob_type != bloom::BLOB_TYPE)
+        {
+            return Ok(None); // a blob of another kind: per-file blobs serve the index
+        }
+        // Every file's filter, by new ordinal: a merged run's files' from its stripes (as
+        // widened there: widening again gives what widening the file's own gives), the
+        // others' from their blobs.
+        let (order, inputs) = tier_inputs(covered, previous);
+        let mut bitsets: Vec<Vec<u8>> = Vec::with_capacity(order.len());
+        for input in &inputs {
             let b = self
                 .reader
-                .read_range(&Location::new(&l.bundle_path), l.blob_range())
+                .read_range(
+                    &Location::new(&input.bundle_path),
+                    input.blob_offset..input.blob_offset.saturating_add(input.length),
+                )
                 .await?;
-            if crate::formats::lineage::sha256_hex(&b) != l.blob_sha256 {
-                return Ok(None);
-            }
-            blobs.push(b);
-        }
-        let mut bitsets = Vec::with_capacity(blobs.len());
-        for b in &blobs {
-            match bloom::bitset(b) {
-                Ok(bits) => bitsets.push(bits),
+            let got = if input.run {
+                bloom::unstripe(&b, &input.meta.directory_sha256, &input.map)
+            } else {
+                let i = order[input.map[0].unwrap_or(0) as usize].0;
+                if crate::formats::lineage::sha256_hex(&b) != covered[i].1.lineage.blob_sha256 {
+                    return Ok(None);
+                }
+                bloom::bitset(&b).map(|bits| vec![bits.to_vec()])
+            };
+            match got {
+                Ok(got) => bitsets.extend(got),
                 Err(_) => return Ok(None),
             }
         }
+        if bitsets.len() != order.len() {
+            return Ok(None);
+        }
+        let bitsets: Vec<&[u8]> = bitsets.iter().map(Vec::as_slice).collect();
+        let covered: Vec<(FileEntry, IndexFileEntry)> =
+            order.iter().map(|&(i, _)| covered[i].clone()).collect();
+        let covered = &covered[..];
         let stripes = match bloom::write_stripes(&bitsets) {
             Ok(s) => s,
             Err(_) => return Ok(None),
@@ -1127,6 +1152,7 @@ fn tier_inputs(
         .map(|(r, remap)| Input {
             bundle_path: r.bundle_path.clone(),
             blob_offset: r.blob_offset,
+            length: r.blob_length,
             meta: r.ordered.clone(),
             rows: remap
                 .iter()

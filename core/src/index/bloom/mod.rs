@@ -265,6 +265,42 @@ pub fn write_stripes(bitsets: &[&[u8]]) -> Result<Vec<u8>, BlobError> {
     Ok(out)
 }
 
+/// The filters of the files `keep` names (by ordinal: `Some` kept, in ordinal order) out of
+/// a whole striped blob, each as widened there (`blocks` blocks): the trailer checked against
+/// `trailer_sha256` (the manifest's), every stripe against its hash. Widening one of them
+/// again gives what widening the file's own filter gives (block `b` of `n` is block
+/// `b / (n / own)` of the file's either way), so a merge of runs stripes them as it stripes
+/// files' own filters.
+pub fn unstripe<T>(
+    blob: &[u8],
+    trailer_sha256: &str,
+    keep: &[Option<T>],
+) -> Result<Vec<Vec<u8>>, BlobError> {
+    let len = blob.len() as u64;
+    if len < STRIPES_TRAILER_LEN {
+        return Err(BlobError::Corrupt("shorter than its trailer"));
+    }
+    let t = &blob[(len - STRIPES_TRAILER_LEN) as usize..];
+    crate::index::blob::check_sha256(t, Some(trailer_sha256), "bloom stripes trailer")?;
+    let (files, blocks) = parse_stripes_trailer(t, len)?;
+    if files != keep.len() as u64 {
+        return Err(BlobError::Corrupt("bloom stripes file count"));
+    }
+    let kept: Vec<usize> = (0..keep.len()).filter(|&o| keep[o].is_some()).collect();
+    let mut out: Vec<Vec<u8>> = kept
+        .iter()
+        .map(|_| Vec::with_capacity(blocks as usize * BLOCK))
+        .collect();
+    for b in 0..blocks {
+        let r = stripe_range(b, files);
+        let blocks_of = stripe_blocks(&blob[r.start as usize..r.end as usize], b, files)?;
+        for (k, &o) in kept.iter().enumerate() {
+            out[k].extend_from_slice(blocks_of[o]);
+        }
+    }
+    Ok(out)
+}
+
 /// The byte range of stripe `b` in a striped blob of `files` files.
 pub fn stripe_range(b: u64, files: u64) -> Range<u64> {
     let len = files * BLOCK as u64 + 16;
@@ -452,6 +488,48 @@ mod tests {
             assert!(stripe_blocks(&d[r.start as usize..r.end as usize], 3, n).is_err());
         }
         assert!(stripe_blocks(&s[r.start as usize..r.end as usize], 4, n).is_err());
+    }
+
+    /// A run's filters taken out of its stripes (some left out) and striped again stripe
+    /// exactly as the files' own filters do; damage, a wrong trailer hash or file count is an
+    /// error.
+    #[test]
+    fn unstriped_filters_stripe_again_like_the_files_own() {
+        let files: Vec<BloomBlob> = (0..5)
+            .map(|f| {
+                let ks = keys(200 * (1 << f), f);
+                write(ks.iter().map(|k| k.as_slice()), 0.01)
+            })
+            .collect();
+        let bits: Vec<&[u8]> = files.iter().map(|b| bitset(&b.bytes).unwrap()).collect();
+        let first = write_stripes(&bits[..3]).unwrap();
+        let sha = |s: &[u8]| {
+            crate::formats::lineage::sha256_hex(&s[s.len() - STRIPES_TRAILER_LEN as usize..])
+        };
+        let keep = [Some(()), None, Some(())];
+        let out = unstripe(&first, &sha(&first), &keep).unwrap();
+        assert_eq!(out.len(), 2);
+        let mut again: Vec<&[u8]> = out.iter().map(Vec::as_slice).collect();
+        again.extend(&bits[3..]);
+        let mut direct = vec![bits[0], bits[2]];
+        direct.extend(&bits[3..]);
+        assert_eq!(
+            write_stripes(&again).unwrap(),
+            write_stripes(&direct).unwrap()
+        );
+        assert!(unstripe(&first, &"0".repeat(64), &keep).is_err());
+        assert!(unstripe(&first, &sha(&first), &keep[..2]).is_err());
+        for at in [0, 40, first.len() / 2] {
+            let mut d = first.clone();
+            d[at] ^= 0x10;
+            assert!(unstripe(&d, &sha(&d), &keep).is_err(), "flip at {at}");
+        }
+        for cut in 0..first.len() {
+            let t = &first[..cut];
+            if t.len() as u64 >= STRIPES_TRAILER_LEN {
+                assert!(unstripe(t, &sha(t), &keep).is_err(), "cut at {cut}");
+            }
+        }
     }
 
     #[test]
