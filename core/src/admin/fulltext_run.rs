@@ -2,8 +2,12 @@
 //! file's postings merged term by term into one `skerry-fulltext-v1` blob over the files'
 //! rows end to end ([`crate::index::fulltext::run`]).
 //!
-//! The merge is streamed: each covered blob's directory is read once (checked against its
-//! manifest SHA-256), then its term blocks, postings and positions are read front to back
+//! The run's inputs ([`Input`]) are the files' own blobs and the earlier runs it merges (RFC
+//! 0004 tiers): a merge reads the runs, never the blobs of the files they cover, and leaves out
+//! the postings (and statistics) of files a run covers that are no longer covered.
+//!
+//! The merge is streamed: each input's directory is read once (checked against its manifest
+//! SHA-256), then its term blocks, postings and positions are read front to back
 //! through a window of [`window_bytes`] each — every region of a per-file blob is in term
 //! order — while a heap takes the terms in order across files. A term's postings are checked
 //! (CRC-32) and decoded file by file, shifted by the file's base row, re-encoded and handed to
@@ -16,12 +20,12 @@ use std::ops::Range;
 
 use futures::{StreamExt, TryStreamExt};
 
-use crate::admin::run_bundle::{self, Sink};
+use crate::admin::run_bundle::{Input, Sink};
 use crate::error::Result;
 use crate::formats::manifest::*;
 use crate::index::fulltext::run::{RunTail, RunWriter, TermGather, MAX_RUN_ROWS};
 use crate::index::fulltext::{
-    self, check_positions, parse_term_block, FulltextDirectory, FulltextSpec, Postings, TermEntry,
+    check_positions, parse_term_block, FulltextDirectory, FulltextSpec, Postings, TermEntry,
 };
 use crate::io::{Location, ObjectStoreReader, RangeReader};
 
@@ -81,11 +85,12 @@ struct Blob<'a> {
     offset: u64,
 }
 
-/// One covered file's blob, read term by term.
-struct Input<'a> {
+/// One input (a file's blob or an earlier run), read term by term.
+struct Source<'a> {
     blob: Blob<'a>,
     dir: FulltextDirectory,
-    base: u32,
+    /// Where its rows go in the run.
+    rows: Rows,
     next_block: usize,
     entries: VecDeque<TermEntry>,
     blocks: Window,
@@ -93,7 +98,34 @@ struct Input<'a> {
     positions: Window,
 }
 
-impl Input<'_> {
+/// How an input's rows become the run's.
+enum Rows {
+    /// All kept, shifted by this.
+    Shift(u32),
+    /// Old ordinal → (old base, record count, new base or `None`: left out), by old base.
+    Map(Vec<(u64, u64, Option<u64>)>),
+}
+
+impl Rows {
+    fn map(&self, r: u32) -> Option<u32> {
+        match self {
+            Rows::Shift(b) => r.checked_add(*b),
+            Rows::Map(m) => {
+                let r = u64::from(r);
+                let k = m
+                    .partition_point(|(base, _, _)| *base <= r)
+                    .checked_sub(1)?;
+                let (base, count, new) = m[k];
+                if r - base >= count {
+                    return None;
+                }
+                u32::try_from(new? + (r - base)).ok()
+            }
+        }
+    }
+}
+
+impl Source<'_> {
     /// Its next term's entry (`None`: done; `Err(None)`: damage).
     async fn advance(
         &mut self,
@@ -122,13 +154,16 @@ impl Input<'_> {
     }
 }
 
-/// Merges the blobs of `covered` (in that order: ordinal = index) into a run streamed into
-/// `sink`; its tail, not yet written. `None` when the run cannot be made: the files' rows
-/// pass [`MAX_RUN_ROWS`], or a blob is of another kind or definition, or damaged (per-file
-/// blobs serve the index meanwhile, and their readers reject the damaged one).
+/// Merges the inputs (the run's files `covered`, by new ordinal, and where their entries
+/// are: [`Input`]) into a run streamed into `sink`; its tail, not yet written. `None` when the
+/// run cannot be made: the files' rows pass [`MAX_RUN_ROWS`], or an input is of another kind
+/// or definition, or damaged, or a run left a file out whose statistics it does not record
+/// (the runs and blobs there serve the index meanwhile, and their readers reject the damaged
+/// one).
 pub(crate) async fn write(
     reader: &ObjectStoreReader,
     spec: &FulltextSpec,
+    inputs: &[Input],
     covered: &[(FileEntry, IndexFileEntry)],
     sink: &mut Sink,
 ) -> Result<Option<RunTail>> {
@@ -139,23 +174,38 @@ pub(crate) async fn write(
     if rows > MAX_RUN_ROWS {
         return Ok(None);
     }
+    // Each new ordinal's first row in the run.
+    let mut new_base = Vec::with_capacity(covered.len());
+    let mut at = 0u64;
+    for (_, a) in covered {
+        new_base.push(at);
+        at += a.lineage.source_record_count;
+    }
     // Directories.
-    let futs: Vec<_> = covered
+    let futs: Vec<_> = inputs
         .iter()
-        .map(|(_, a)| async move {
-            let (l, m) = (&a.lineage, &a.ordered);
-            let Some(bytes) = run_bundle::blob_directory(reader, a, fulltext::BLOB_TYPE).await?
-            else {
-                return Ok(None);
+        .map(|i| async move {
+            let m = &i.meta;
+            let d = i.blob_offset.saturating_add(m.directory_offset);
+            let bytes = reader
+                .read_range(
+                    &Location::new(&i.bundle_path),
+                    d..d.saturating_add(m.directory_length),
+                )
+                .await?;
+            let rows: u64 = if i.run {
+                i.files.iter().map(|f| f.record_count).sum()
+            } else {
+                i.rows.first().copied().unwrap_or(0)
             };
             Ok::<_, crate::error::Error>(
-                FulltextDirectory::parse(&bytes, Some(&m.directory_sha256), l.blob_length)
+                FulltextDirectory::parse(&bytes, Some(&m.directory_sha256), i.length)
                     .ok()
                     .filter(|d| {
                         d.tokenizer == spec.tokenizer
                             && d.positions == spec.positions
-                            && !d.interleaved
-                            && d.rows == l.source_record_count
+                            && d.interleaved == i.run
+                            && d.rows == rows
                             && m.text
                                 .is_some_and(|t| t.docs == d.docs && t.tokens == d.tokens)
                     }),
@@ -169,32 +219,64 @@ pub(crate) async fn write(
     let Some(dirs) = dirs.into_iter().collect::<Option<Vec<_>>>() else {
         return Ok(None);
     };
-    let chunk = window_bytes(covered.len());
+    let chunk = window_bytes(inputs.len());
     let (mut docs, mut tokens) = (0u64, 0u64);
-    let mut inputs: Vec<Input> = Vec::with_capacity(covered.len());
-    let mut base = 0u64;
-    for ((_, a), dir) in covered.iter().zip(dirs) {
-        let l = &a.lineage;
+    let mut sources: Vec<Source> = Vec::with_capacity(inputs.len());
+    for (i, dir) in inputs.iter().zip(dirs) {
         docs += dir.docs;
         tokens += dir.tokens;
+        let rows = if !i.run {
+            let Some(Some(n)) = i.map.first() else {
+                return Ok(None);
+            };
+            Rows::Shift(new_base[*n as usize] as u32)
+        } else {
+            // A left-out file's statistics leave the run's with it.
+            let mut m = Vec::with_capacity(i.files.len());
+            let mut old = 0u64;
+            for (f, new) in i.files.iter().zip(&i.map) {
+                if new.is_none() {
+                    let Some(t) = f.text else {
+                        return Ok(None);
+                    };
+                    docs = docs.saturating_sub(t.docs);
+                    tokens = tokens.saturating_sub(t.tokens);
+                }
+                m.push((old, f.record_count, new.map(|n| new_base[n as usize])));
+                old += f.record_count;
+            }
+            let shift = |(o, _, n): &(u64, u64, Option<u64>)| n.map(|n| n.checked_sub(*o));
+            match m.first().map(shift) {
+                Some(Some(Some(s))) if m.iter().all(|x| shift(x) == Some(Some(s))) => {
+                    Rows::Shift(s as u32)
+                }
+                _ => Rows::Map(m),
+            }
+        };
         let first_block = dir.blocks.first().map_or(0, |b| b.offset);
-        inputs.push(Input {
+        // A run's positions follow each term's postings: one window serves both.
+        let postings_end = if dir.interleaved {
+            first_block
+        } else {
+            dir.positions_start
+        };
+        sources.push(Source {
             blob: Blob {
-                bundle: &l.bundle_path,
-                offset: l.blob_offset,
+                bundle: &i.bundle_path,
+                offset: i.blob_offset,
             },
-            base: base as u32,
+            rows,
             next_block: 0,
             entries: VecDeque::new(),
             blocks: Window {
                 at: first_block,
                 bytes: bytes::Bytes::new(),
-                limit: a.ordered.directory_offset,
+                limit: i.meta.directory_offset,
             },
             postings: Window {
                 at: 0,
                 bytes: bytes::Bytes::new(),
-                limit: dir.positions_start,
+                limit: postings_end,
             },
             positions: Window {
                 at: dir.positions_start,
@@ -203,13 +285,12 @@ pub(crate) async fn write(
             },
             dir,
         });
-        base += l.source_record_count;
     }
     // The heap of each input's current term.
-    let mut current: Vec<Option<TermEntry>> = Vec::with_capacity(inputs.len());
+    let mut current: Vec<Option<TermEntry>> = Vec::with_capacity(sources.len());
     let mut heap: BinaryHeap<Reverse<(Vec<u8>, u32)>> = BinaryHeap::new();
-    for (o, (inp, (_, a))) in inputs.iter_mut().zip(covered).enumerate() {
-        match inp.advance(reader, chunk, a.lineage.blob_length).await? {
+    for (o, (src, i)) in sources.iter_mut().zip(inputs).enumerate() {
+        match src.advance(reader, chunk, i.length).await? {
             Ok(Some(e)) => {
                 heap.push(Reverse((e.term.clone(), o as u32)));
                 current.push(Some(e));
@@ -231,26 +312,27 @@ pub(crate) async fn write(
         holders.sort_unstable();
         g.clear();
         for &o in &holders {
-            let inp = &mut inputs[o as usize];
+            let src = &mut sources[o as usize];
             let e = current[o as usize].take().expect("a held term");
-            let length = covered[o as usize].1.lineage.blob_length;
-            let Some(pb) = inp
+            let length = inputs[o as usize].length;
+            let Some(pb) = src
                 .postings
-                .get(reader, &inp.blob, e.postings.clone(), chunk)
+                .get(reader, &src.blob, e.postings.clone(), chunk)
                 .await?
             else {
                 return Ok(None);
             };
-            let Ok(p) = Postings::parse(pb, &e, inp.dir.rows) else {
+            let Ok(p) = Postings::parse(pb, &e, src.dir.rows) else {
                 return Ok(None);
             };
             let pos = match &e.positions {
                 Some((r, crc)) if spec.positions => {
-                    let Some(b) = inp
-                        .positions
-                        .get(reader, &inp.blob, r.clone(), chunk)
-                        .await?
-                    else {
+                    let window = if src.dir.interleaved {
+                        &mut src.postings
+                    } else {
+                        &mut src.positions
+                    };
+                    let Some(b) = window.get(reader, &src.blob, r.clone(), chunk).await? else {
                         return Ok(None);
                     };
                     if check_positions(&b, *crc).is_err() {
@@ -260,10 +342,14 @@ pub(crate) async fn write(
                 }
                 _ => None,
             };
-            if g.append(&p, pos.as_deref(), inp.base).is_err() {
+            let appended = match &src.rows {
+                Rows::Shift(base) => g.append(&p, pos.as_deref(), *base),
+                rows => g.append_mapped(&p, pos.as_deref(), |r| rows.map(r)),
+            };
+            if appended.is_err() {
                 return Ok(None);
             }
-            match inp.advance(reader, chunk, length).await? {
+            match src.advance(reader, chunk, length).await? {
                 Ok(Some(next)) => {
                     heap.push(Reverse((next.term.clone(), o)));
                     current[o as usize] = Some(next);
@@ -272,7 +358,9 @@ pub(crate) async fn write(
                 Err(()) => return Ok(None),
             }
         }
-        w.term(&term, g.as_ref());
+        if !g.rows.is_empty() {
+            w.term(&term, g.as_ref());
+        }
         if w.pending() >= PUT_BYTES {
             sink.put(w.take()).await?;
         }

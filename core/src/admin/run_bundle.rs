@@ -1,6 +1,7 @@
 //! What every table run's bundle shares, whatever the kind (`admin::runs`,
-//! `admin::vector_run`): the multipart upload it is streamed into ([`Sink`]), the facts it
-//! records about each covered file and the generation in its name. Pure of the overlay's
+//! `admin::vector_run`): its inputs ([`Input`]: files' blobs and the earlier runs it merges),
+//! the multipart upload it is streamed into ([`Sink`]), the facts it records about each
+//! covered file and the generation in its name. Pure of the overlay's
 //! verbs, so the kinds' run writers depend on it and not on each other.
 
 use object_store::WriteMultipart;
@@ -9,29 +10,7 @@ use crate::error::Result;
 use crate::formats::manifest::*;
 use crate::formats::puffin::PuffinWriter;
 
-/// The directory bytes of a covered file's blob when it is of `blob_type` (`None`: a blob of
-/// another kind) — the first read of every kind's run writer.
-pub(crate) async fn blob_directory(
-    reader: &crate::io::ObjectStoreReader,
-    a: &IndexFileEntry,
-    blob_type: &str,
-) -> Result<Option<bytes::Bytes>> {
-    use crate::io::RangeReader;
-    let (l, m) = (&a.lineage, &a.ordered);
-    if l.blob_type != blob_type {
-        return Ok(None);
-    }
-    let at = l.blob_offset.saturating_add(m.directory_offset);
-    let bytes = reader
-        .read_range(
-            &crate::io::Location::new(&l.bundle_path),
-            at..at.saturating_add(m.directory_length),
-        )
-        .await?;
-    Ok(Some(bytes))
-}
-
-/// One input of a run (vector, bitmap; RFC 0004 tiers): a file's own blob (`map` = its ordinal
+/// One input of a run (vector, bitmap, bloom, full text; RFC 0004 tiers): a file's own blob (`map` = its ordinal
 /// in the run) or an earlier run of the index (`map`: its ordinals to the new run's; `None`
 /// leaves the file out). Inputs come in the order of their new ordinals, each input's
 /// ascending, so a run writer taking them in turn writes every value's files in order.
@@ -47,6 +26,8 @@ pub(crate) struct Input {
     pub(crate) rows: Vec<u64>,
     /// An earlier run (else a file's own blob).
     pub(crate) run: bool,
+    /// An earlier run's files, by old ordinal (its record of each; empty for a blob).
+    pub(crate) files: Vec<RunFile>,
 }
 
 impl Input {
@@ -60,6 +41,7 @@ impl Input {
             map: vec![Some(ordinal)],
             rows: vec![f.record_count],
             run: false,
+            files: Vec::new(),
         }
     }
 

@@ -172,7 +172,8 @@ impl Overlay {
                         .await?
                 }
                 Some(RunLayout::Concatenated) => {
-                    self.write_fulltext_run(tr, ix, &step.inputs).await?
+                    self.write_fulltext_run(tr, ix, &step.inputs, &previous)
+                        .await?
                 }
                 None => None,
             };
@@ -509,14 +510,25 @@ impl Overlay {
         tr: &TableRecord,
         ix: &IndexRecord,
         covered: &[(FileEntry, IndexFileEntry)],
+        previous: &[&TableRun],
     ) -> Result<Option<TableRun>> {
         use crate::admin::fulltext_run;
         use crate::index::fulltext::BLOB_TYPE;
         let Some(spec) = ix.spec.fulltext() else {
             return Ok(None);
         };
+        if covered
+            .iter()
+            .any(|(_, a)| a.lineage.blob_type != BLOB_TYPE)
+        {
+            return Ok(None); // a blob of another kind: per-file blobs serve the index
+        }
+        let (order, inputs) = tier_inputs(covered, previous);
+        let covered: Vec<(FileEntry, IndexFileEntry)> =
+            order.iter().map(|&(i, _)| covered[i].clone()).collect();
+        let covered = &covered[..];
         let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
-        let written = fulltext_run::write(&self.reader, &spec, covered, &mut sink).await;
+        let written = fulltext_run::write(&self.reader, &spec, &inputs, covered, &mut sink).await;
         let Some((tail, blob_length)) = end_run_upload(
             sink,
             written,
@@ -1160,6 +1172,7 @@ fn tier_inputs(
                 .collect(),
             map: remap.into_iter().map(|o| o.map(|o| o as u32)).collect(),
             run: true,
+            files: r.files.clone(),
         })
         .collect();
     for (ordinal, &(i, own)) in order.iter().enumerate() {

@@ -223,6 +223,45 @@ impl TermGather {
         }
         Ok(())
     }
+
+    /// Appends the postings of a term of an earlier run (`p`, its positions bytes
+    /// `positions` when kept) whose rows `row` maps to this run's (`None`: the row's file is
+    /// left out, its posting and positions dropped). Rows must map in increasing order.
+    /// Errors as [`append`](Self::append).
+    pub fn append_mapped(
+        &mut self,
+        p: &super::Postings,
+        positions: Option<&[u8]>,
+        row: impl Fn(u32) -> Option<u32>,
+    ) -> Result<(), super::BlobError> {
+        let mut rows = [0u32; super::BLOCK_DOCS];
+        let mut tfs = [0u32; super::BLOCK_DOCS];
+        let mut lens = [0u32; super::BLOCK_DOCS];
+        let mut kept = [None; super::BLOCK_DOCS];
+        for i in 0..p.skips.len() {
+            let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+            for k in 0..n {
+                kept[k] = row(rows[k]);
+                if let Some(r) = kept[k] {
+                    if self.rows.last().is_some_and(|l| *l >= r) {
+                        return Err(super::BlobError::Corrupt("run rows out of order"));
+                    }
+                    self.rows.push(r);
+                    self.tfs.push(tfs[k]);
+                    self.lens.push(lens[k]);
+                }
+            }
+            if let Some(pb) = positions {
+                let out = &mut self.positions;
+                super::block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
+                    if kept[k].is_some() {
+                        out.extend_from_slice(ps);
+                    }
+                })?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
