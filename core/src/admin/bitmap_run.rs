@@ -21,7 +21,7 @@ use crate::admin::run_bundle::{self, Input, Sink};
 use crate::error::Result;
 use crate::index::bitmap::run::{self, RunDirectory, RunTail, RunWriter};
 use crate::index::bitmap::{self, BitmapDirectory};
-use crate::io::{Location, ObjectStoreReader, RangeReader};
+use crate::io::ObjectStoreReader;
 
 /// Bytes of bitmaps read per chunk of values (over all inputs).
 pub(crate) const CHUNK_BYTES: u64 = 32 << 20;
@@ -72,13 +72,7 @@ pub(crate) async fn plan(reader: &ObjectStoreReader, inputs: &[Input]) -> Result
         .iter()
         .map(|i| async move {
             let m = &i.meta;
-            let at = i.blob_offset.saturating_add(m.directory_offset);
-            let bytes = reader
-                .read_range(
-                    &Location::new(&i.bundle_path),
-                    at..at.saturating_add(m.directory_length),
-                )
-                .await?;
+            let bytes = i.directory(reader).await?;
             let (sha, off) = (Some(m.directory_sha256.as_str()), m.directory_offset);
             Ok::<_, crate::error::Error>(if i.run {
                 RunDirectory::parse(&bytes, sha, off, i.map.len() as u64)
@@ -177,13 +171,7 @@ async fn write_chunk(
                 return Ok::<_, crate::error::Error>(None);
             };
             let r = d.range(a as usize).start..d.range(b as usize).end;
-            let o = i.blob_offset;
-            let bytes = reader
-                .read_range(
-                    &Location::new(&i.bundle_path),
-                    o.saturating_add(r.start)..o.saturating_add(r.end),
-                )
-                .await?;
+            let bytes = i.read(reader, r.clone()).await?;
             Ok(Some((r.start, bytes)))
         })
         .collect();

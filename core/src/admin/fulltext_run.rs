@@ -186,13 +186,7 @@ pub(crate) async fn write(
         .iter()
         .map(|i| async move {
             let m = &i.meta;
-            let d = i.blob_offset.saturating_add(m.directory_offset);
-            let bytes = reader
-                .read_range(
-                    &Location::new(&i.bundle_path),
-                    d..d.saturating_add(m.directory_length),
-                )
-                .await?;
+            let bytes = i.directory(reader).await?;
             let rows: u64 = if i.run {
                 i.files.iter().map(|f| f.record_count).sum()
             } else {

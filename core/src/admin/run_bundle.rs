@@ -45,6 +45,33 @@ impl Input {
         }
     }
 
+    /// The bytes `r` of its blob (relative to the blob's start).
+    pub(crate) async fn read(
+        &self,
+        reader: &crate::io::ObjectStoreReader,
+        r: std::ops::Range<u64>,
+    ) -> Result<bytes::Bytes> {
+        use crate::io::RangeReader;
+        let o = self.blob_offset;
+        Ok(reader
+            .read_range(
+                &crate::io::Location::new(&self.bundle_path),
+                o.saturating_add(r.start)..o.saturating_add(r.end),
+            )
+            .await?)
+    }
+
+    /// Its directory's bytes, where the manifest places them (each kind checks them against
+    /// `meta.directory_sha256` as it parses them).
+    pub(crate) async fn directory(
+        &self,
+        reader: &crate::io::ObjectStoreReader,
+    ) -> Result<bytes::Bytes> {
+        let m = &self.meta;
+        let end = m.directory_offset.saturating_add(m.directory_length);
+        self.read(reader, m.directory_offset..end).await
+    }
+
     /// Every ordinal kept: its bytes are copied as they are.
     pub(crate) fn keeps_all(&self) -> bool {
         self.map.iter().all(Option::is_some)

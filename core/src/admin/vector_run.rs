@@ -22,7 +22,7 @@ use crate::admin::run_bundle::{self, Input, Sink};
 use crate::error::Result;
 use crate::index::blob::BlobError;
 use crate::index::vector::ivf::{self, IvfBlob, IvfDirectory, RunWriter};
-use crate::io::{Location, ObjectStoreReader, RangeReader};
+use crate::io::ObjectStoreReader;
 
 /// Bytes of codes read per chunk of partitions (over all inputs).
 pub(crate) const CHUNK_BYTES: u64 = 32 << 20;
@@ -57,13 +57,7 @@ pub(crate) async fn plan(
         .iter()
         .map(|i| async move {
             let m = &i.meta;
-            let at = i.blob_offset.saturating_add(m.directory_offset);
-            let bytes = reader
-                .read_range(
-                    &Location::new(&i.bundle_path),
-                    at..at.saturating_add(m.directory_length),
-                )
-                .await?;
+            let bytes = i.directory(reader).await?;
             Ok::<_, crate::error::Error>(IvfDirectory::parse(
                 &bytes,
                 Some(&m.directory_sha256),
@@ -189,13 +183,7 @@ async fn write_chunk(
             let Some((_, _, r)) = s else {
                 return Ok::<_, crate::error::Error>(None);
             };
-            let o = i.blob_offset;
-            let b = reader
-                .read_range(
-                    &Location::new(&i.bundle_path),
-                    o.saturating_add(r.start)..o.saturating_add(r.end),
-                )
-                .await?;
+            let b = i.read(reader, r.clone()).await?;
             Ok(Some(b))
         })
         .collect();

@@ -309,3 +309,26 @@ pub async fn index_ids_and_publish(o: &Overlay, table: &str) -> skerry_core::rea
         ..Default::default()
     }
 }
+
+/// The files of a run `now` that merged the run `first` after its file `rewritten` changed
+/// (RFC 0004, decision 69): checked to begin with `first`'s other files in their order —
+/// a merge keeps a merged run's files' order and leaves a changed file's old entries out.
+pub fn merged_run_files(
+    first: &skerry_core::formats::manifest::TableRun,
+    now: &skerry_core::formats::manifest::TableRun,
+    rewritten: &str,
+) -> Vec<String> {
+    let names: Vec<String> = now.files.iter().map(|f| f.path.clone()).collect();
+    let kept: Vec<String> = first
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .filter(|p| p != rewritten)
+        .collect();
+    assert_eq!(
+        names[..kept.len()],
+        kept[..],
+        "the merged run's files keep their order"
+    );
+    names
+}

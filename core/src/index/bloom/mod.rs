@@ -457,14 +457,19 @@ mod tests {
         assert!(ks.iter().all(|k| whole.check(k.as_slice())));
     }
 
-    #[test]
-    fn stripes_answer_like_each_file_and_catch_damage() {
-        let files: Vec<BloomBlob> = (0..5)
+    /// Five files' filters of 200, 400, … 3,200 keys (block counts 1× to 16×).
+    fn five_filters() -> Vec<BloomBlob> {
+        (0..5)
             .map(|f| {
                 let ks = keys(200 * (1 << f), f);
                 write(ks.iter().map(|k| k.as_slice()), 0.01)
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn stripes_answer_like_each_file_and_catch_damage() {
+        let files = five_filters();
         let bits: Vec<&[u8]> = files.iter().map(|b| bitset(&b.bytes).unwrap()).collect();
         let s = write_stripes(&bits).unwrap();
         let len = s.len() as u64;
@@ -495,12 +500,7 @@ mod tests {
     /// error.
     #[test]
     fn unstriped_filters_stripe_again_like_the_files_own() {
-        let files: Vec<BloomBlob> = (0..5)
-            .map(|f| {
-                let ks = keys(200 * (1 << f), f);
-                write(ks.iter().map(|k| k.as_slice()), 0.01)
-            })
-            .collect();
+        let files = five_filters();
         let bits: Vec<&[u8]> = files.iter().map(|b| bitset(&b.bytes).unwrap()).collect();
         let first = write_stripes(&bits[..3]).unwrap();
         let sha = |s: &[u8]| {
