@@ -926,50 +926,72 @@ async fn frequent_terms_read_by_block_match_brute_force() {
 
 /// A flipped byte anywhere in a bundle never changes an answer: the blob is rejected (its
 /// file scanned) or the damage is outside what the search reads.
-/// The published manifest keeps the run in the root and the entries of the files it answers
-/// in a part beside it (format 3): a search the run answers never reads that part — here it
-/// is damaged and every answer is still the catalog's — while a pending file's entry stays
-/// inline and answers from its blob. `verify` answers file by file, so it reads the part and
-/// refuses a damaged one (`E_MANIFEST`); restored, it answers like the catalog.
+/// The drop (decision 71): once the run holds six files' entries, their blobs are gone —
+/// their bundles withdrawn by the build itself, nothing deleted here — and the published
+/// manifest lists no entry for them, only the pending file's, inline beside the run. A search
+/// answers the six from the run; one that will not trust the run (`verify_files`) scans them
+/// and answers like the catalog. A format-3 manifest (a covered part, as earlier versions
+/// wrote) still reads, and its hostile shapes are refused `E_MANIFEST`.
 #[tokio::test]
-async fn covered_part_is_read_only_when_the_run_stops_answering() {
+async fn covered_files_have_no_blob_and_are_answered_by_the_run_or_scanned() {
     let (mut t, o, mut r) = setup(0x6A09_E667_F3BC_C908, 6, 150, Tokenizer::Simple).await;
-    o.set_part_min_bytes(0);
+    o.set_part_min_bytes(1 << 30);
+    let overlay_dir = t.dir.path().join("overlay");
+    let bundle_files = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.join("bundles")];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    };
+    let before = bundle_files(&overlay_dir);
     add_pending(&mut t, &o, &mut r).await;
     o.publish().await.unwrap();
-    let overlay_dir = t.dir.path().join("overlay");
-    let head: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(overlay_dir.join("manifests/HEAD")).unwrap())
-            .unwrap();
-    let root: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(overlay_dir.join(head["path"].as_str().unwrap())).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(root["format_version"], 3);
-    let ix = &root["tables"][0]["indexes"][0];
-    assert!(ix["run"].is_object(), "the run stays in the root");
+    let m = o.snapshot().await.unwrap().manifest().clone();
+    let ix = m.table("t").unwrap().index("body_text").unwrap();
+    let run = ix.table_run().expect("a run");
+    assert_eq!(run.files.len(), 6);
+    let listed: Vec<u64> = ix.file_entries().iter().map(|e| e.file_id).collect();
     assert_eq!(
-        ix["files"].as_array().unwrap().len(),
+        listed.len(),
         1,
-        "f006's entry stays inline"
+        "only the pending file has a blob: {listed:?}"
     );
-    assert_eq!(ix["part"]["files"], 6);
-    let part = overlay_dir.join(ix["part"]["path"].as_str().unwrap());
-    let good = std::fs::read(&part).unwrap();
-    let mut bad = good.clone();
-    bad[20] ^= 0x01;
-    std::fs::write(&part, &bad).unwrap();
+    assert!(run.files.iter().all(|rf| !listed.contains(&rf.file_id)));
+    // The catalog keeps the six records (gate facts, the dropped blob's SHA-256), marked.
+    let held = o.catalog_keys("a/").await.unwrap();
+    assert_eq!(held, 7);
+    // A vacuum with no grace deletes the covered files' old bundles: nothing names them.
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+        retain_versions: 1,
+        grace_seconds: 0,
+    })
+    .await
+    .unwrap();
+    let after = bundle_files(&overlay_dir);
+    for b in &before {
+        let live = run
+            .bundle_path
+            .ends_with(&*b.file_name().unwrap().to_string_lossy());
+        assert_eq!(after.contains(b), live, "{b:?}");
+    }
+    // The run bundle and the pending file's bundle are all that is left.
+    assert_eq!(after.len(), 2, "{after:?}");
     for _ in 0..25 {
         let s = pick(&t, &mut r);
-        let got = check_cold(&t, &o, &s, "covered part unread").await;
+        let got = check_cold(&t, &o, &s, "covered files").await;
         assert_eq!(got.stats.files_by_run, 6, "{s:?}");
     }
     let mut s = pick(&t, &mut r);
     s.verify_files = true;
-    let reader = support::open_reader(&overlay_dir).await;
-    let e = reader.snapshot().search("t", &s).await.unwrap_err();
-    assert_eq!(e.code(), "E_MANIFEST", "{e}");
-    std::fs::write(&part, &good).unwrap();
     let got = support::open_reader(&overlay_dir)
         .await
         .snapshot()
@@ -978,44 +1000,66 @@ async fn covered_part_is_read_only_when_the_run_stops_answering() {
         .unwrap();
     let want = o.search("t", &s).await.unwrap();
     assert_eq!(got.stats.files_by_run, 0);
+    assert_eq!(got.stats.files_scanned, 6, "{:?}", got.stats);
     assert_eq!((&got.rows, &got.scores), (&want.rows, &want.scores));
-    // Hostile shapes are refused `E_MANIFEST`: a version-2 root with a run beside a part, a
-    // part naming a file the root lists, a part with a run of its own.
-    use skerry_core::formats::manifest::{IndexPart, Manifest};
-    let root_bytes = std::fs::read(overlay_dir.join(head["path"].as_str().unwrap())).unwrap();
-    let m = Manifest::from_json(&root_bytes).unwrap();
-    let mut v2 = m.clone();
+    // A format-3 root (an earlier writer's: the run in the root, entries in a covered part)
+    // reads; its hostile shapes are refused `E_MANIFEST`: a version-2 root with a run beside
+    // a part, a part naming a file the root lists, a part with a run of its own.
+    use sha2::Digest;
+    use skerry_core::formats::manifest::{part_path, IndexPart, Manifest, PartRef};
+    let mut m3 = Manifest::clone(&m);
+    m3.format_version = 3;
+    let (tid, iid) = (m3.tables[0].table_id, m3.tables[0].indexes[0].index_id);
+    let part_of = |p: &IndexPart| {
+        let bytes = serde_json::to_vec(p).unwrap();
+        let r = PartRef {
+            path: part_path(m3.version, tid, iid),
+            size: bytes.len() as u64,
+            sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+            files: p.files.len() as u64,
+        };
+        (bytes, r)
+    };
+    let good = IndexPart {
+        format_version: 3,
+        version: m3.version,
+        table_id: tid,
+        index_id: iid,
+        files: m3.tables[0].indexes[0].files.clone(),
+        run: None,
+        tiers: vec![],
+    };
+    let (good_bytes, good_ref) = part_of(&good);
+    m3.tables[0].indexes[0].files.clear();
+    m3.tables[0].indexes[0].part = Some(good_ref.clone());
+    let root = Manifest::from_json(&m3.to_json()).unwrap();
+    let ixm = &root.tables[0].indexes[0];
+    assert!(ixm.covered_part());
+    ixm.attach(root.version, &root.tables[0], &good_bytes)
+        .unwrap();
+    assert_eq!(ixm.file_entries().len(), 1);
+    let mut v2 = m3.clone();
     v2.format_version = 2;
     assert_eq!(
         Manifest::from_json(&v2.to_json()).unwrap_err().code(),
         "E_MANIFEST"
     );
-    let (tm, ixm) = (&m.tables[0], &m.tables[0].indexes[0]);
-    assert!(ixm.covered_part());
-    ixm.attach(m.version, tm, &good).unwrap();
-    let mut p: IndexPart = serde_json::from_slice(&good).unwrap();
-    p.files.push(ixm.files[0].clone());
-    let m2 = Manifest::from_json(&root_bytes).unwrap();
-    let ix2 = &m2.tables[0].indexes[0];
-    let mut twice = serde_json::to_vec(&p).unwrap();
-    let mut pr = ix2.part.clone().unwrap();
-    pr.size = twice.len() as u64;
-    pr.files += 1;
-    use sha2::Digest;
-    pr.sha256 = hex::encode(sha2::Sha256::digest(&twice));
-    let mut ix3 = ix2.clone();
-    ix3.part = Some(pr);
-    let e = ix3.attach(m2.version, &m2.tables[0], &twice).unwrap_err();
+    let mut twice = m3.clone();
+    twice.tables[0].indexes[0].files = good.files.clone();
+    let root2 = Manifest::from_json(&twice.to_json()).unwrap();
+    let e = root2.tables[0].indexes[0]
+        .attach(root2.version, &root2.tables[0], &good_bytes)
+        .unwrap_err();
     assert_eq!(e.code(), "E_MANIFEST", "{e}");
-    let mut p: IndexPart = serde_json::from_slice(&good).unwrap();
-    p.run = ix2.run.clone();
-    twice = serde_json::to_vec(&p).unwrap();
-    let mut pr = ix2.part.clone().unwrap();
-    pr.size = twice.len() as u64;
-    pr.sha256 = hex::encode(sha2::Sha256::digest(&twice));
-    let mut ix4 = ix2.clone();
-    ix4.part = Some(pr);
-    let e = ix4.attach(m2.version, &m2.tables[0], &twice).unwrap_err();
+    let mut with_run = good.clone();
+    with_run.run = m3.tables[0].indexes[0].run.clone();
+    let (bytes, r4) = part_of(&with_run);
+    let mut m4 = m3.clone();
+    m4.tables[0].indexes[0].part = Some(r4);
+    let root4 = Manifest::from_json(&m4.to_json()).unwrap();
+    let e = root4.tables[0].indexes[0]
+        .attach(root4.version, &root4.tables[0], &bytes)
+        .unwrap_err();
     assert_eq!(e.code(), "E_MANIFEST", "{e}");
 }
 
@@ -1215,9 +1259,9 @@ async fn lifecycle_and_errors() {
     o.close().await.unwrap();
 }
 
-/// RFC 0004 (one copy, a first step): a merge of full-text tiers reads the runs it merges,
-/// not the blobs of the files they cover — shown by deleting those blobs' bundles before the
-/// merge — and leaves out the postings and statistics of a file rewritten since (its rows in
+/// RFC 0004 (one copy): a merge of full-text tiers reads the runs it merges, not the blobs
+/// of the files they cover — those blobs are gone once a run holds them (decision 71), their
+/// bundles vacuumed before the merge — and leaves out the postings and statistics of a file rewritten since (its rows in
 /// the middle of the run: every later row moves); searches through the merged run are exact
 /// (BM25 statistics, rows, scores), every file answered by it.
 #[tokio::test]
@@ -1228,9 +1272,26 @@ async fn a_merge_reads_the_runs_it_merges_not_their_files_blobs() {
     let first: Vec<_> = ix.table_runs().into_iter().cloned().collect();
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].files.len(), 8);
-    for e in ix.file_entries() {
-        std::fs::remove_file(t.dir.path().join("overlay").join(&e.lineage.bundle_path)).unwrap();
-    }
+    // The covered files' blobs went with the build (decision 71): none is listed, and a
+    // vacuum without grace deletes their bundles before the merge.
+    assert!(ix.file_entries().is_empty());
+    o.publish().await.unwrap();
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+        retain_versions: 1,
+        grace_seconds: 0,
+    })
+    .await
+    .unwrap();
+    let dir = t
+        .dir
+        .path()
+        .join("overlay")
+        .join(first[0].bundle_path.rsplit_once('/').unwrap().0);
+    assert_eq!(
+        std::fs::read_dir(dir).unwrap().count(),
+        1,
+        "only the run's bundle"
+    );
     // f003 rewritten with other documents and another row count, eight files appended.
     let rows: Rows = (0..70)
         .map(|i| (30_000 + i, doc(&mut r), r.below(5) as i64))

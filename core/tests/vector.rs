@@ -1073,8 +1073,8 @@ async fn a_table_run_answers_whatever_the_file_count() {
 
         if files == 10 {
             // A damaged run: a flip in its codes (the first 4 MB: 200,000 entries of 20
-            // bytes) or its directory is caught, the files are answered by their own blobs,
-            // the answer is exact.
+            // bytes) or its directory is caught, the files are scanned (their blobs went when
+            // the run took their entries, decision 71), the answer is exact.
             let p = t.dir.path().join("overlay").join(&run.bundle_path);
             let orig = std::fs::read(&p).unwrap();
             for i in 0..6u64 {
@@ -1108,7 +1108,8 @@ async fn a_table_run_answers_whatever_the_file_count() {
                     "flip at {at} unnoticed: {:?}",
                     got.stats
                 );
-                assert_eq!(got.stats.files_by_index, files as u64);
+                assert_eq!(got.stats.files_by_index, 0, "{:?}", got.stats);
+                assert_eq!(got.stats.files_scanned, files as u64, "{:?}", got.stats);
             }
             std::fs::write(&p, &orig).unwrap();
         }
@@ -1346,9 +1347,9 @@ async fn runs_are_tiers_and_a_build_writes_what_they_lack() {
     o.close().await.unwrap();
 }
 
-/// RFC 0004 (one copy, a first step): a merge of vector tiers reads the runs it merges, not
-/// the blobs of the files they cover — shown by deleting those blobs' bundles before the
-/// merge — and leaves out the entries of a file rewritten since; the merged run holds what a
+/// RFC 0004 (one copy): a merge of vector tiers reads the runs it merges, not the blobs of
+/// the files they cover — those blobs are gone once a run holds them (decision 71), their
+/// bundles vacuumed before the merge — and leaves out the entries of a file rewritten since; the merged run holds what a
 /// run built from every file's blob holds, and answers exactly.
 #[tokio::test]
 async fn a_merge_reads_the_runs_it_merges_not_their_files_blobs() {
@@ -1370,12 +1371,22 @@ async fn a_merge_reads_the_runs_it_merges_not_their_files_blobs() {
     let (base, blobs) = runs_of(&o).await;
     assert_eq!(base.len(), 1);
     assert_eq!(base[0].files.len(), 8);
-    // The covered files' own blobs are gone: only the run holds their entries.
+    // The covered files' own blobs went with the build (decision 71): no entry is listed,
+    // and a vacuum without grace deletes their bundles — only the run holds their entries.
     let overlay_dir = t.dir.path().join("overlay");
-    assert_eq!(blobs.len(), 8);
-    for b in &blobs {
-        std::fs::remove_file(overlay_dir.join(b)).unwrap();
-    }
+    assert!(blobs.is_empty(), "{blobs:?}");
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+        retain_versions: 1,
+        grace_seconds: 0,
+    })
+    .await
+    .unwrap();
+    let left: Vec<_> =
+        std::fs::read_dir(overlay_dir.join(base[0].bundle_path.rsplit_once('/').unwrap().0))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+    assert_eq!(left.len(), 1, "only the run's bundle: {left:?}");
     // f003 rewritten (its entries in the run are stale), eight files appended: the nine no
     // run covers become a run, which merges with the first (900 rows outweigh a quarter of
     // the 700 it still answers).
@@ -1420,5 +1431,206 @@ async fn a_merge_reads_the_runs_it_merges_not_their_files_blobs() {
         assert!(got.stats.rejections.is_empty(), "{:?}", got.stats);
         assert_eq!(got.stats.files_by_run, 16, "{:?}", got.stats);
         assert_eq!(check(&t, &o, MetricName::L2, &n, "merged").await, 16, "{i}");
+    }
+}
+
+/// The drop (decision 71): `verify` certifies the files a run holds without their blobs (gone
+/// and vacuumed) — a rebuild of each hashes to the blob the run merged. A file rewritten in
+/// place so that nothing but its bytes tell (two float values of its dictionary swapped, the
+/// same size, its modification time restored) is caught: verify queues the file and the run,
+/// the next build withdraws the run and derives its files again, and then the answers follow
+/// the new values and verify certifies again.
+#[tokio::test]
+async fn verify_certifies_files_a_run_holds_and_catches_a_silent_rewrite() {
+    let (mut t, o, mut r, g) = small_table(0x5EED_0071, 8, 100).await;
+    vector_index(&o, "knn", MetricName::L2).await;
+    o.build("t", |_| {}).await.unwrap();
+    o.publish().await.unwrap();
+    let m = o.snapshot().await.unwrap().manifest().clone();
+    let ix = m.table("t").unwrap().index("knn").unwrap();
+    assert_eq!(ix.table_run().map(|r| r.files.len()), Some(8));
+    assert!(ix.file_entries().is_empty());
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+        retain_versions: 1,
+        grace_seconds: 0,
+    })
+    .await
+    .unwrap();
+    let v = o.verify("t", "knn").await.unwrap();
+    assert!(v.certified, "{v:?}");
+    assert_eq!((v.stored, v.mismatched, v.missing), (800, 0, 0), "{v:?}");
+
+    // f004: two of its values swapped in the dictionary page, in place.
+    let name = "f004.parquet";
+    let path = t.data().join(name);
+    let fi = t.files.iter().position(|f| f.0 == name).unwrap();
+    let (a, b) = {
+        let rows = &t.files[fi].1;
+        (
+            rows[0].1.as_ref().unwrap()[0],
+            rows[7].1.as_ref().unwrap()[3],
+        )
+    };
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let find = |bytes: &[u8], v: f32| bytes.windows(4).position(|w| w == v.to_le_bytes()).unwrap();
+    let (i, j) = (find(&bytes, a), find(&bytes, b));
+    for k in 0..4 {
+        bytes.swap(i + k, j + k);
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    for row in &mut t.files[fi].1 {
+        for x in row.1.iter_mut().flatten() {
+            if *x == a {
+                *x = b;
+            } else if *x == b {
+                *x = a;
+            }
+        }
+    }
+    let v = o.verify("t", "knn").await.unwrap();
+    assert!(!v.certified, "{v:?}");
+    assert_eq!(v.mismatched, 100, "{v:?}");
+    let queued = o.repairs("t", "knn").await.unwrap();
+    assert!(
+        queued.iter().any(|e| e.path == name) && queued.iter().any(|e| e.file_id == 0),
+        "{queued:?}"
+    );
+    o.build("t", |_| {}).await.unwrap();
+    assert!(o.repairs("t", "knn").await.unwrap().is_empty());
+    let v = o.verify("t", "knn").await.unwrap();
+    assert!(v.certified, "{v:?}");
+    assert_eq!((v.stored, v.mismatched, v.missing), (800, 0, 0), "{v:?}");
+    o.publish().await.unwrap();
+    let m = o.snapshot().await.unwrap().manifest().clone();
+    let ix = m.table("t").unwrap().index("knn").unwrap();
+    assert_eq!(ix.table_run().map(|r| r.files.len()), Some(8));
+    assert!(ix.file_entries().is_empty());
+    for _ in 0..6 {
+        let n = Nearest {
+            vector: g.vector(&mut r),
+            k: 9,
+            nprobe: Some(skerry_core::read::nearest::MAX_NPROBE),
+            ef: Some(10_000),
+            columns: Some(vec!["id".into()]),
+            ..Default::default()
+        };
+        assert_eq!(check(&t, &o, MetricName::L2, &n, "repaired").await, 8);
+    }
+    // Nearest to a swapped vector itself: the new value is what answers.
+    let mut q = t.files[fi].1[0].1.clone().unwrap();
+    q[1] += 1e-3;
+    let n = Nearest {
+        vector: q,
+        k: 1,
+        nprobe: Some(skerry_core::read::nearest::MAX_NPROBE),
+        ef: Some(10_000),
+        columns: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    check(&t, &o, MetricName::L2, &n, "the swapped row").await;
+}
+
+/// The drop with a kind that keeps its blobs beside it (decision 71): each file's bundle holds
+/// an ordered and a vector blob; once the run holds the vectors, the bundle is written again
+/// with the ordered blob alone (copied, byte for byte), the vector blob's bytes go with the
+/// old bundle at vacuum, lookups still read the ordered blobs and nearest reads the run.
+#[tokio::test]
+async fn a_bundle_sheds_the_blob_a_run_holds_and_keeps_the_others() {
+    let (t, o, mut r, g) = small_table(0xB0_71, 8, 100).await;
+    o.create_index(
+        "t",
+        "by_id",
+        &["id".into()],
+        IndexOptions {
+            kind: IndexKind::Ordered,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    vector_index(&o, "knn", MetricName::L2).await;
+    o.build("t", |_| {}).await.unwrap();
+    o.publish().await.unwrap();
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+        retain_versions: 1,
+        grace_seconds: 0,
+    })
+    .await
+    .unwrap();
+    let m = o.snapshot().await.unwrap().manifest().clone();
+    let tm = m.table("t").unwrap();
+    let knn = tm.index("knn").unwrap();
+    assert_eq!(knn.table_run().map(|r| r.files.len()), Some(8));
+    assert!(knn.file_entries().is_empty());
+    let by_id = tm.index("by_id").unwrap();
+    assert_eq!(by_id.file_entries().len(), 8);
+    let overlay_dir = t.dir.path().join("overlay");
+    let mut bundle_bytes = 0u64;
+    for e in by_id.file_entries() {
+        let bytes = std::fs::read(overlay_dir.join(&e.lineage.bundle_path)).unwrap();
+        bundle_bytes += bytes.len() as u64;
+        let s = e.lineage.blob_offset as usize;
+        let blob = &bytes[s..s + e.lineage.blob_length as usize];
+        use sha2::Digest;
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(blob)),
+            e.lineage.blob_sha256
+        );
+    }
+    // Every object under the table's bundles: the eight rewritten bundles and the runs (the
+    // ordered index has one too), no more — the bundles that held vectors are gone.
+    let dir = overlay_dir.join(
+        knn.table_run()
+            .unwrap()
+            .bundle_path
+            .rsplit_once('/')
+            .unwrap()
+            .0,
+    );
+    let runs: Vec<&str> = [&knn, &by_id]
+        .iter()
+        .filter_map(|ix| ix.table_run().map(|r| r.bundle_path.as_str()))
+        .collect();
+    let mut on_disk = 0u64;
+    let mut objects = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        objects += 1;
+        if !runs
+            .iter()
+            .any(|r| p.ends_with(r.rsplit_once('/').unwrap().1))
+        {
+            on_disk += std::fs::metadata(&p).unwrap().len();
+        }
+    }
+    assert_eq!(objects, 8 + runs.len());
+    assert_eq!(
+        on_disk, bundle_bytes,
+        "the per-file bundles hold the ordered blobs only"
+    );
+    // 800 raw vectors of 8 floats are 25.6 KB; the eight bundles hold far less.
+    assert!(bundle_bytes < 25_600, "{bundle_bytes}");
+    for id in [0i64, 10_000 + 5, 30_000 + 99, 70_000 + 42] {
+        let got = o.lookup("t", "by_id", &[Value::Int(id)]).await.unwrap();
+        assert_eq!(got.rows.len(), 1, "{id}: {:?}", got.stats);
+        assert_eq!(got.stats.files_scanned, 0, "{id}: {:?}", got.stats);
+    }
+    for _ in 0..4 {
+        let n = Nearest {
+            vector: g.vector(&mut r),
+            k: 5,
+            nprobe: Some(skerry_core::read::nearest::MAX_NPROBE),
+            ef: Some(10_000),
+            columns: Some(vec!["id".into()]),
+            ..Default::default()
+        };
+        assert_eq!(check(&t, &o, MetricName::L2, &n, "shed").await, 8);
     }
 }

@@ -322,6 +322,15 @@ async fn main() {
         .unwrap();
         o.build(&table, |_| {}).await.unwrap();
         let secs = t0.elapsed().as_secs_f64();
+        // What the overlay keeps: the blobs the run took (decision 71) are deleted by a
+        // vacuum (without a grace period: nothing else reads this overlay).
+        o.publish().await.unwrap();
+        o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+            retain_versions: 1,
+            grace_seconds: 0,
+        })
+        .await
+        .unwrap();
         let total =
             dir_bytes(&overlay_dir.join("bundles")) + dir_bytes(&overlay_dir.join("codebooks"));
         builds.push((files, secs, total - bundles_before));

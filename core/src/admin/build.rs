@@ -231,7 +231,8 @@ impl Overlay {
                 continue;
             }
             let old: Option<IndexFileEntry> = t.get(&artifact_key(ix.index_id, f.file_id)).await?;
-            if let Some(old) = old.filter(|a| accepted(f, Some(a), tr)) {
+            // A blob a run holds is not copied (its record stays as it is).
+            if let Some(old) = old.filter(|a| !a.in_run && accepted(f, Some(a), tr)) {
                 let l = &old.lineage;
                 let bytes = self
                     .reader
@@ -279,6 +280,83 @@ impl Overlay {
             },
             written.size,
         ))
+    }
+
+    /// Frees the bytes of the blobs runs now hold (RFC 0004 "the drop", decision 71): the
+    /// bundle of each of `file_ids` that still holds a blob marked
+    /// [`IndexFileEntry::in_run`] is written again without it — or, when no other blob of it
+    /// is live, the file's bundle record is withdrawn — in one commit that skips a file whose
+    /// bundle or artifacts another writer changed meanwhile. The old objects stay for the
+    /// manifests that name them until [`Overlay::vacuum`]'s grace period; a bundle written
+    /// here for a skipped file is left to vacuum too.
+    pub(crate) async fn shed_covered(&self, tr: &TableRecord, file_ids: &[u64]) -> Result<()> {
+        if file_ids.is_empty() {
+            return Ok(());
+        }
+        let t = self.catalog.begin()?;
+        let files = self.catalog.files(&t, tr.table_id).await?;
+        let indexes = self.catalog.indexes(&t, tr.table_id).await?;
+        let mut plans = Vec::new();
+        let wanted: HashSet<u64> = file_ids.iter().copied().collect();
+        for f in files.iter().filter(|f| wanted.contains(&f.file_id)) {
+            let Some(bundle) = t
+                .get::<BundleRecord>(&bundle_key(tr.table_id, f.file_id))
+                .await?
+            else {
+                continue;
+            };
+            let mut arts = Vec::new();
+            for ix in &indexes {
+                let a: Option<IndexFileEntry> =
+                    t.get(&artifact_key(ix.index_id, f.file_id)).await?;
+                arts.extend(a.filter(|a| a.lineage.bundle_path == bundle.path));
+            }
+            if arts.iter().any(|a| a.in_run) {
+                plans.push((f, bundle, arts));
+            }
+        }
+        drop(t);
+        let mut written = Vec::with_capacity(plans.len());
+        for (f, bundle, arts) in plans {
+            let live = arts.iter().any(|a| !a.in_run && accepted(f, Some(a), tr));
+            let next = if live {
+                Some(self.write_bundle(tr, f, &indexes, vec![]).await?)
+            } else {
+                None
+            };
+            written.push((f, bundle, arts, next));
+        }
+        let t = self.catalog.begin()?;
+        let mut changed = false;
+        'file: for (f, bundle, arts, next) in &written {
+            let key = bundle_key(tr.table_id, f.file_id);
+            if t.get::<BundleRecord>(&key).await?.as_ref() != Some(bundle) {
+                continue;
+            }
+            for a in arts {
+                let now: Option<IndexFileEntry> =
+                    t.get(&artifact_key(a.lineage.index_id, a.file_id)).await?;
+                if now.as_ref() != Some(a) {
+                    continue 'file;
+                }
+            }
+            match next {
+                Some((arts, b, _)) => {
+                    for x in arts {
+                        t.put(&artifact_key(x.lineage.index_id, x.file_id), x)?;
+                    }
+                    t.put(&key, b)?;
+                }
+                None => t.delete(&key)?,
+            }
+            changed = true;
+        }
+        if changed {
+            t.bump_version().await?;
+            t.commit().await?;
+            self.invalidate();
+        }
+        Ok(())
     }
 
     /// Create-only put of an overlay object (`E_CONFLICT` when it exists: a concurrent

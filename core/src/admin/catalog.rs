@@ -422,25 +422,60 @@ impl Txn<'_> {
         Ok(out)
     }
 
-    /// Replaces every run of index `i` with `runs` (oldest first; none drops them all).
-    pub async fn put_runs(&self, i: u64, runs: &[TableRun]) -> Result<()> {
-        self.delete_runs(i).await?;
-        for (n, r) in runs.iter().enumerate() {
-            match n {
-                0 => self.put(&run_key(i), r)?,
-                n => self.put(&tier_key(i, n), r)?,
+    /// Replaces every run of index `i` with `runs` (oldest first; none drops them all), and
+    /// keeps the index's artifacts to them (RFC 0004 "the drop", decision 71): an artifact a
+    /// run now holds unchanged is marked [`IndexFileEntry::in_run`] when its kind drops
+    /// covered blobs ([`crate::index::kind::Kind::drops_covered`]); an artifact marked so
+    /// that no run holds any more is withdrawn, so the build derives the file again (its
+    /// blob is gone). Returns the files newly marked: their bundles can shed the blob
+    /// ([`crate::admin::overlay::Overlay::shed_covered`]) once this commits.
+    pub async fn put_runs(&self, i: u64, runs: &[TableRun]) -> Result<Vec<u64>> {
+        self.replace_runs(i, runs).await?;
+        let held = |a: &IndexFileEntry| {
+            runs.iter().any(|r| {
+                r.files.iter().any(|rf| {
+                    rf.file_id == a.file_id
+                        && rf.sha256 == a.lineage.source_sha256
+                        && rf.sequence_number == a.lineage.source_sequence_number
+                })
+            })
+        };
+        let mut marked = Vec::new();
+        for (key, mut a) in self
+            .scan_limit::<IndexFileEntry>(&artifact_prefix(i), usize::MAX)
+            .await?
+        {
+            match (a.in_run, held(&a)) {
+                (true, false) => self.delete(&key)?,
+                (false, true) if crate::index::kind::drops_covered(&a.lineage.blob_type) => {
+                    a.in_run = true;
+                    self.put(&key, &a)?;
+                    marked.push(a.file_id);
+                }
+                _ => {}
             }
         }
-        Ok(())
+        Ok(marked)
     }
 
-    /// Drops every run of index `i`.
+    /// Drops every run of index `i` and withdraws the artifacts only they held
+    /// ([`Txn::put_runs`] with no runs).
     pub async fn delete_runs(&self, i: u64) -> Result<()> {
+        self.put_runs(i, &[]).await.map(|_| ())
+    }
+
+    async fn replace_runs(&self, i: u64, runs: &[TableRun]) -> Result<()> {
         self.delete(&run_key(i))?;
         let keys: Vec<(String, serde::de::IgnoredAny)> =
             self.scan_limit(&tier_prefix(i), usize::MAX).await?;
         for (k, _) in keys {
             self.delete(&k)?;
+        }
+        for (n, r) in runs.iter().enumerate() {
+            match n {
+                0 => self.put(&run_key(i), r)?,
+                n => self.put(&tier_key(i, n), r)?,
+            }
         }
         Ok(())
     }

@@ -874,7 +874,8 @@ impl Overlay {
         for ix in indexes {
             let art = arts[&ix.index_id].get(&f.file_id);
             if accepted(f, art, tr) {
-                carry.extend(art.map(|a| Carried {
+                // A blob a run holds is not carried (no bundle holds it).
+                carry.extend(art.filter(|a| !a.in_run).map(|a| Carried {
                     artifact: a.clone(),
                     fpp_ppm: ix.spec.fpp_ppm(),
                 }));

@@ -802,6 +802,7 @@ fn artifact_of(
         file_id: f.file_id,
         lineage,
         ordered: meta,
+        in_run: false,
     }
 }
 

@@ -848,8 +848,12 @@ impl Overlay {
         for b in t.scan::<BundleRecord>("b/").await? {
             live.insert(b.path);
         }
+        // A record whose blob a run holds names the bundle it was dropped from: not a
+        // reference (manifests that still list the blob keep the bundle until they go).
         for a in t.scan::<IndexFileEntry>("a/").await? {
-            live.insert(a.lineage.bundle_path);
+            if !a.in_run {
+                live.insert(a.lineage.bundle_path);
+            }
         }
         for r in t.scan::<TableRun>("r/").await? {
             live.insert(r.bundle_path);
@@ -1019,7 +1023,9 @@ impl Overlay {
         let files = self.catalog.files(&t, tr.table_id).await?;
         let artifacts: HashMap<u64, IndexFileEntry> =
             self.catalog.artifacts_by_file(&t, ix.index_id).await?;
+        let runs = t.runs(ix.index_id).await?;
         drop(t);
+        let mut wrong_runs: std::collections::BTreeSet<Option<String>> = Default::default();
         let mut r = VerifyReport {
             files: files.len() as u64,
             ..Default::default()
@@ -1069,6 +1075,36 @@ impl Overlay {
                 continue;
             }
             let a = a.expect("accepted implies present");
+            if a.in_run {
+                // A run holds the file's entries, merged from the blob this record names (the
+                // drop, decision 71): a rebuild hashing to that blob's SHA-256 certifies them.
+                // Otherwise the run answers the file wrongly: its repair withdraws the run
+                // (its files are derived again) as well as re-checking the file.
+                let n = expected.len() as u64;
+                if rebuilt
+                    .as_ref()
+                    .is_some_and(|want| lineage::sha256_hex(want) == a.lineage.blob_sha256)
+                {
+                    r.stored += n;
+                } else {
+                    r.mismatched += n;
+                    repairs.push(repair(
+                        f,
+                        "verify",
+                        format!(
+                            "verify: the {} entries a run holds differ from the file's",
+                            ix.kind()
+                        ),
+                    ));
+                    let holder = runs.iter().rev().find(|run| {
+                        run.files.iter().any(|rf| {
+                            rf.file_id == f.file_id && rf.sha256 == a.lineage.source_sha256
+                        })
+                    });
+                    wrong_runs.insert(holder.map(|run| run.bundle_path.clone()));
+                }
+                continue;
+            }
             let blob = self
                 .reader
                 .read_range(
@@ -1151,6 +1187,20 @@ impl Overlay {
                 ));
             }
         }
+        if !wrong_runs.is_empty() {
+            // One queued run repair per index: the run, or every run when more are wrong.
+            repairs.push(crate::admin::repair::RepairEntry {
+                index_id: ix.index_id,
+                file_id: 0,
+                path: "*".into(),
+                run: match wrong_runs.len() {
+                    1 => wrong_runs.into_iter().next().flatten(),
+                    _ => None,
+                },
+                reason: "verify".into(),
+                message: "verify: a run holds entries that differ from its files'".into(),
+            });
+        }
         if !repairs.is_empty() {
             let t = self.catalog.begin()?;
             for e in &repairs {
@@ -1197,7 +1247,7 @@ impl Overlay {
     #[doc(hidden)]
     pub async fn catalog_keys(&self, prefix: &str) -> Result<u64> {
         let t = self.catalog.begin()?;
-        let keys: Vec<(String, serde_json::Value)> = t.scan(prefix).await?;
+        let keys: Vec<serde_json::Value> = t.scan(prefix).await?;
         Ok(keys.len() as u64)
     }
 

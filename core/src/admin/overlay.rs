@@ -751,7 +751,9 @@ impl Overlay {
             let files = self.catalog.files(&t, tr.table_id).await?;
             let mut indexes = Vec::new();
             for ix in self.catalog.indexes(&t, tr.table_id).await? {
-                let artifacts = self.catalog.artifacts(&t, ix.index_id).await?;
+                // A blob a run holds has no bundle: the run answers the file, or a scan.
+                let mut artifacts = self.catalog.artifacts(&t, ix.index_id).await?;
+                artifacts.retain(|a| !a.in_run);
                 let mut runs = t.runs(ix.index_id).await?.into_iter();
                 indexes.push(IndexManifest {
                     index_id: ix.index_id,

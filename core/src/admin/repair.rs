@@ -24,6 +24,9 @@
 //!
 //! A rejected table run (file `*`, id 0, named by its bundle path) is withdrawn — that run
 //! alone, the others keep answering their files — and formed again at the end of the build.
+//! The files whose blobs it held (dropped, decision 71) lose their records with it, so the
+//! step derives them again as files no run covers. `verify` queues a run this way too when
+//! a file's rebuild differs from what a run holds of it.
 //! Repaired files go first in the step's order. `future_snapshot` rejections are not queued:
 //! they mean the reader is behind the index, not that the index is wrong.
 
@@ -33,7 +36,7 @@ use crate::admin::catalog::*;
 use crate::admin::overlay::Overlay;
 use crate::error::Result;
 use crate::formats::lineage::{RejectReason, Rejection};
-use crate::formats::manifest::Manifest;
+use crate::formats::manifest::{IndexFileEntry, Manifest};
 
 /// One queued repair.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,7 +142,7 @@ impl Overlay {
         }
         let drifted: Vec<u64> = entries
             .iter()
-            .filter(|e| e.reason == "drifted" || e.reason == "verify")
+            .filter(|e| e.file_id != 0 && (e.reason == "drifted" || e.reason == "verify"))
             .map(|e| e.file_id)
             .collect();
         if !drifted.is_empty() {
@@ -178,8 +181,17 @@ impl Overlay {
                     | "unsupported_format"
                     | "verify"
             ) {
-                t.delete(&artifact_key(ix.index_id, e.file_id))?;
-                withdrawn = true;
+                // A record whose blob a run holds (decision 71) was rejected by a reader of
+                // an older manifest, whose bundle is gone: the run answers the file.
+                let key = artifact_key(ix.index_id, e.file_id);
+                let held = e.reason != "verify"
+                    && t.get::<IndexFileEntry>(&key)
+                        .await?
+                        .is_some_and(|a| a.in_run);
+                if !held {
+                    t.delete(&key)?;
+                    withdrawn = true;
+                }
             }
             t.delete(&repair_key(ix.index_id, e.file_id))?;
         }

@@ -109,6 +109,17 @@ impl Overlay {
     /// files), runs merged by size.
     pub(crate) async fn build_runs(&self, tr: &TableRecord) -> Result<()> {
         let t = self.catalog.begin()?;
+        // The table as it is now: a step's repairs may have moved its snapshot since the
+        // caller read it, and against an older snapshot every artifact looks built in the
+        // future — covering nothing, every run would look dead (and take its files' records
+        // with it, decision 71).
+        let tr: &TableRecord = &t
+            .get::<TableRecord>(&table_key(tr.table_id))
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                kind: "table",
+                name: tr.name.clone(),
+            })?;
         let files = self.catalog.files(&t, tr.table_id).await?;
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
         let mut steps = Vec::new();
@@ -134,10 +145,15 @@ impl Overlay {
             }
         }
         drop(t);
+        let mut marked = Vec::new();
         for (ix, runs, step) in steps {
-            self.build_tiers(tr, &ix, runs, step).await?;
+            marked.extend(self.build_tiers(tr, &ix, runs, step).await?);
         }
-        Ok(())
+        // The runs hold those files' entries now: their blobs' bytes go, once per bundle
+        // whatever the number of indexes that dropped a blob of it.
+        marked.sort_unstable();
+        marked.dedup();
+        self.shed_covered(tr, &marked).await
     }
 
     /// Takes one step of a tiered index's runs: writes the merged runs and the delta
@@ -150,7 +166,7 @@ impl Overlay {
         ix: &IndexRecord,
         runs: Vec<TableRun>,
         step: PlannedTiers,
-    ) -> Result<()> {
+    ) -> Result<Vec<u64>> {
         let mut next: Vec<TableRun> = step.step.keep.iter().map(|&i| runs[i].clone()).collect();
         if !step.inputs.is_empty() {
             let previous: Vec<&TableRun> = step.step.merge.iter().map(|&i| &runs[i]).collect();
@@ -178,7 +194,7 @@ impl Overlay {
                 None => None,
             };
             let Some(run) = run else {
-                return Ok(()); // cannot be made: the runs stay, their files' blobs serve
+                return Ok(vec![]); // cannot be made: the runs stay, their files' blobs serve
             };
             next.push(run);
         }
@@ -187,12 +203,12 @@ impl Overlay {
         let paths =
             |rs: &[TableRun]| -> Vec<String> { rs.iter().map(|r| r.bundle_path.clone()).collect() };
         if paths(&now) != paths(&runs) {
-            return Ok(());
+            return Ok(vec![]);
         }
-        t.put_runs(ix.index_id, &next).await?;
+        let marked = t.put_runs(ix.index_id, &next).await?;
         t.bump_version().await?;
         t.commit().await?;
-        Ok(())
+        Ok(marked)
     }
 
     /// Writes the run of `covered` (merging the runs `previous`, oldest first, where they

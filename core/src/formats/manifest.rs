@@ -513,6 +513,13 @@ pub struct IndexFileEntry {
     pub file_id: u64,
     pub lineage: IndexFile,
     pub ordered: OrderedMeta,
+    /// The blob was dropped (RFC 0004 "the drop", decision 71): a table run covering the
+    /// file holds its entries. The record keeps the blob's lineage — the gate facts the build
+    /// and readiness read, and `blob_sha256`, what `verify` compares a rebuild with — but no
+    /// bundle holds the blob any more. Catalog only: a manifest lists no such entry, so a
+    /// reader answers the file from its run or scans it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_run: bool,
 }
 
 impl IndexFileEntry {

@@ -295,6 +295,17 @@ pub static KINDS: &[&dyn Kind] = &[
     &super::valueset::Valueset,
 ];
 
+/// Whether the kind writing blobs of `blob_type` drops a file's blob once a table run holds
+/// its entries (RFC 0004 "the drop", decision 71): kinds with a run that `verify` certifies by
+/// rebuilding the blob — a rebuild's SHA-256 against the dropped blob's recorded one then
+/// certifies the file without the blob. Full text and vector: the large blobs. The key-entry
+/// kinds (ordered, bitmap, bloom) keep theirs, which `verify` reads entry by entry.
+pub fn drops_covered(blob_type: &str) -> bool {
+    KINDS
+        .iter()
+        .any(|k| k.blob_type() == blob_type && k.run().is_some() && k.verify_by_rebuild())
+}
+
 /// The kind of `tag` (`None` for [`IndexKind::Unknown`]).
 pub fn of(tag: IndexKind) -> Option<&'static dyn Kind> {
     KINDS.iter().copied().find(|k| k.tag() == tag)

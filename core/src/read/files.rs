@@ -39,6 +39,8 @@ pub(crate) struct Files<'m> {
     unread: Option<&'m IndexManifest>,
     /// Files a failed blob read sent to a scan.
     forced: HashSet<usize>,
+    /// Whether the verb reads the index at all (`FileOptions::use_blobs`).
+    use_index: bool,
 }
 
 /// What the pre-filter and the index choice need to know of a verb's call.
@@ -90,6 +92,7 @@ impl<'m> Files<'m> {
             entries,
             unread,
             forced: HashSet::new(),
+            use_index: o.use_blobs,
         })
     }
 
@@ -139,6 +142,18 @@ impl<'m> Files<'m> {
                 GateDecision::Reject(r) => Source::Scan(Some(r)),
             },
         }
+    }
+
+    /// Whether a table run whose facts of file `i` match the file's may answer it: the verb
+    /// reads the index, the file was not forced to a scan, and a blob entry it still has (a
+    /// file whose blob the run holds has none, decision 71) is one the gate accepts.
+    pub(crate) fn by_run(&self, i: usize) -> bool {
+        self.use_index
+            && !self.forced.contains(&i)
+            && match self.entries.get(&self.t.files[i].file_id) {
+                None => true,
+                Some(_) => matches!(self.source(i), Source::Index(_)),
+            }
     }
 
     /// The bundle of file `i`'s blob entry, forced or not (what a rejection names).

@@ -429,8 +429,9 @@ impl Pinned<'_> {
                 k: n.k,
             };
             // The run's directory (cached), checked against the codebook; the files it
-            // answers: those it covers whose blob the gate accepts and is still the one the
-            // run points into, and of which `where` keeps a row.
+            // answers: those it covers unchanged that may be answered by a run
+            // (`Files::by_run`: most have no blob of their own, decision 71), and of which
+            // `where` keeps a row.
             // By file: the run answering it; by run: its ordinals' files it answers.
             let mut in_run: Vec<Option<usize>> = vec![None; t.files.len()];
             let mut ordinals: Vec<Vec<Option<u32>>> = vec![vec![]; runs.len()];
@@ -449,9 +450,7 @@ impl Pinned<'_> {
                         ordinals[ri] = vec![None; t.files.len()];
                         for (o, i) in tier_cov[ri].iter().enumerate() {
                             let Some(i) = *i else { continue };
-                            if matches!(files.source(i), Source::Index(_))
-                                && !matches!(files.allow(i), Some(None))
-                            {
+                            if files.by_run(i) && !matches!(files.allow(i), Some(None)) {
                                 in_run[i] = Some(ri);
                                 ordinals[ri][i] = Some(o as u32);
                             }
