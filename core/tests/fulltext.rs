@@ -929,8 +929,8 @@ async fn frequent_terms_read_by_block_match_brute_force() {
 /// The drop (decision 71): once the run holds six files' entries, their blobs are gone —
 /// their bundles withdrawn by the build itself, nothing deleted here — and the published
 /// manifest lists no entry for them, only the pending file's, inline beside the run. A search
-/// answers the six from the run; one that will not trust the run (`verify_files`) scans them
-/// and answers like the catalog. A format-3 manifest (a covered part, as earlier versions
+/// answers the six from the run, and so does one under `verify_files` once a HEAD confirms
+/// each, answering like the catalog. A format-3 manifest (a covered part, as earlier versions
 /// wrote) still reads, and its hostile shapes are refused `E_MANIFEST`.
 #[tokio::test]
 async fn covered_files_have_no_blob_and_are_answered_by_the_run_or_scanned() {
@@ -999,8 +999,10 @@ async fn covered_files_have_no_blob_and_are_answered_by_the_run_or_scanned() {
         .await
         .unwrap();
     let want = o.search("t", &s).await.unwrap();
-    assert_eq!(got.stats.files_by_run, 0);
-    assert_eq!(got.stats.files_scanned, 6, "{:?}", got.stats);
+    // `verify` confirms the six with a HEAD each, then the run answers them.
+    assert_eq!(got.stats.files_by_run, 6, "{:?}", got.stats);
+    assert_eq!(got.stats.files_scanned, 0, "{:?}", got.stats);
+    assert!(got.stats.rejections.is_empty(), "{:?}", got.stats);
     assert_eq!((&got.rows, &got.scores), (&want.rows, &want.scores));
     // A format-3 root (an earlier writer's: the run in the root, entries in a covered part)
     // reads; its hostile shapes are refused `E_MANIFEST`: a version-2 root with a run beside

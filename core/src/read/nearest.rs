@@ -345,14 +345,23 @@ impl Pinned<'_> {
         // every blob (their files are scanned).
         // The blobs' directories are fetched in the same round (cached; checked against the
         // codebook when each file is probed).
-        // The index's table run (when built, and `verify` not asked: that checks each file
-        // on its own): by ordinal, the file it still covers.
-        // Every run (RFC 0004 tiers), each file answered by the newest that covers it.
-        let all_runs: Vec<&TableRun> = match use_blobs && !n.verify_files {
+        // The index's table runs (RFC 0004 tiers): by ordinal, the file each still covers,
+        // each file answered by the newest that covers it; under `verify` only the files a
+        // HEAD confirms.
+        let all_runs: Vec<&TableRun> = match use_blobs {
             true => ix.table_runs(),
             false => vec![],
         };
-        let tier_cov: Vec<Vec<Option<usize>>> = t.tier_coverage(&all_runs);
+        let mut tier_cov: Vec<Vec<Option<usize>>> = t.tier_coverage(&all_runs);
+        if n.verify_files && !all_runs.is_empty() {
+            for r in self
+                .confirm_covered(t, &all_runs, &mut tier_cov, ix.index_id, n.pin_versions)
+                .await?
+            {
+                stats.drifted.push(r.data_file.clone());
+                stats.rejections.push(r);
+            }
+        }
         let mut by_run = vec![false; t.files.len()];
         for i in tier_cov.iter().flatten().flatten() {
             by_run[*i] = true;

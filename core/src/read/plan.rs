@@ -146,7 +146,13 @@ impl QueryStats {
         self.files_pruned += s.files_pruned;
         self.files_rejected += s.files_rejected;
         self.rejections.extend(s.rejections);
-        self.drifted.extend(s.drifted);
+        // A set of files: a file found drifted twice (a HEAD under `verify`, then its scan)
+        // is listed once.
+        for d in s.drifted {
+            if !self.drifted.contains(&d) {
+                self.drifted.push(d);
+            }
+        }
         self.row_groups += s.row_groups;
         self.row_groups_pruned += s.row_groups_pruned;
         self.rows_pruned_by_pages += s.rows_pruned_by_pages;
@@ -837,6 +843,64 @@ impl Pinned<'_> {
         } else {
             vec![]
         }
+    }
+
+    /// Under `verify`: confirms with a HEAD each — one round, in parallel — the files
+    /// `coverage` gives to the table runs `runs` (as [`TableManifest::tier_coverage`] gives
+    /// them). A file whose size (or, with `pin_versions`, version) is not the manifest's is
+    /// taken from its run (`None`) and reported as that run's rejection (drifted), so it is
+    /// scanned; the others are answered by the run as without `verify`. A file whose blob a
+    /// run holds (decision 71) has no blob of its own to be confirmed through.
+    pub(crate) async fn confirm_covered(
+        &self,
+        t: &TableManifest,
+        runs: &[&crate::formats::manifest::TableRun],
+        coverage: &mut [Vec<Option<usize>>],
+        index_id: u64,
+        pin_versions: bool,
+    ) -> Result<Vec<Rejection>> {
+        use futures::StreamExt;
+        let covered: Vec<(usize, usize)> = coverage
+            .iter()
+            .enumerate()
+            .flat_map(|(r, cov)| cov.iter().flatten().map(move |&i| (r, i)))
+            .collect();
+        let q = Query {
+            pin_versions,
+            ..Default::default()
+        };
+        let futs: Vec<_> = covered
+            .iter()
+            .map(|&(r, i)| {
+                let f = &t.files[i];
+                let q = &q;
+                async move {
+                    let meta = self.data.head(&Location::new(t.data_location(f))).await?;
+                    Ok::<_, Error>(Self::drift(f, &meta, None, q).map(|d| (r, i, d)))
+                }
+            })
+            .collect();
+        let heads: Vec<Result<Option<(usize, usize, String)>>> = futures::stream::iter(futs)
+            .buffer_unordered(4 * FILE_WINDOW)
+            .collect()
+            .await;
+        let mut out = Vec::new();
+        for h in heads {
+            let Some((r, i, detail)) = h? else { continue };
+            for c in coverage[r].iter_mut() {
+                if *c == Some(i) {
+                    *c = None;
+                }
+            }
+            out.push(Rejection {
+                data_file: t.files[i].path.clone(),
+                index_id: Some(index_id),
+                bundle_path: Some(runs[r].bundle_path.clone()),
+                reason: RejectReason::Drifted { detail },
+            });
+        }
+        out.sort_by(|a, b| a.data_file.cmp(&b.data_file));
+        Ok(out)
     }
 
     /// What differs between the store's view of a data file and the manifest's facts.

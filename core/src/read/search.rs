@@ -568,14 +568,24 @@ impl Pinned<'_> {
         // holds (a failed check turns it off for this search); a file is answered by the
         // newest run covering it.
         let table_runs: Vec<&TableRun> = match use_blobs
-            && !s.verify_files
             && crate::index::kind::of(ix.kind()).and_then(|k| k.run())
                 == Some(crate::index::kind::RunLayout::Concatenated)
         {
             true => ix.table_runs(),
             false => vec![],
         };
-        let coverages = t.tier_coverage(&table_runs);
+        let mut coverages = t.tier_coverage(&table_runs);
+        // Under `verify`, a run answers the files a HEAD confirms; a drifted one is left out
+        // (its share subtracted, as for any file a run no longer answers) and scanned.
+        if s.verify_files && !table_runs.is_empty() {
+            for r in self
+                .confirm_covered(t, &table_runs, &mut coverages, ix.index_id, s.pin_versions)
+                .await?
+            {
+                stats.drifted.push(r.data_file.clone());
+                stats.rejections.push(r);
+            }
+        }
         let mut files = Files::open(
             self,
             table,
