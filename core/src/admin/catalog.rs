@@ -425,7 +425,7 @@ impl Txn<'_> {
     /// Replaces every run of index `i` with `runs` (oldest first; none drops them all), and
     /// keeps the index's artifacts to them (RFC 0004 "the drop", decision 71): an artifact a
     /// run now holds unchanged is marked [`IndexFileEntry::in_run`] when its kind drops
-    /// covered blobs ([`crate::index::kind::Kind::drops_covered`]); an artifact marked so
+    /// covered blobs ([`crate::index::kind::drops_covered`]); an artifact marked so
     /// that no run holds any more is withdrawn, so the build derives the file again (its
     /// blob is gone). Returns the files newly marked: their bundles can shed the blob
     /// ([`crate::admin::overlay::Overlay::shed_covered`]) once this commits.
