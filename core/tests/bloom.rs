@@ -305,18 +305,7 @@ async fn bloom_answers_match_brute_force() {
 #[tokio::test]
 async fn damaged_filters_never_change_an_answer() {
     let (t, o) = setup(6, 80, 0.01).await;
-    let mut bundles = Vec::new();
-    let mut stack = vec![t.dir.path().join("overlay").join("bundles")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                bundles.push(p);
-            }
-        }
-    }
+    let bundles = support::files_under(&t.dir.path().join("overlay").join("bundles"));
     assert!(bundles
         .iter()
         .any(|p| p.to_string_lossy().contains("/run-")));

@@ -937,21 +937,7 @@ async fn covered_files_have_no_blob_and_are_answered_by_the_run_or_scanned() {
     let (mut t, o, mut r) = setup(0x6A09_E667_F3BC_C908, 6, 150, Tokenizer::Simple).await;
     o.set_part_min_bytes(1 << 30);
     let overlay_dir = t.dir.path().join("overlay");
-    let bundle_files = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
-        let mut out = Vec::new();
-        let mut stack = vec![dir.join("bundles")];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    out.push(p);
-                }
-            }
-        }
-        out
-    };
+    let bundle_files = |dir: &std::path::Path| support::files_under(&dir.join("bundles"));
     let before = bundle_files(&overlay_dir);
     add_pending(&mut t, &o, &mut r).await;
     o.publish().await.unwrap();
@@ -970,12 +956,7 @@ async fn covered_files_have_no_blob_and_are_answered_by_the_run_or_scanned() {
     let held = o.catalog_keys("a/").await.unwrap();
     assert_eq!(held, 7);
     // A vacuum with no grace deletes the covered files' old bundles: nothing names them.
-    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
-        retain_versions: 1,
-        grace_seconds: 0,
-    })
-    .await
-    .unwrap();
+    support::vacuum_now(&o).await;
     let after = bundle_files(&overlay_dir);
     for b in &before {
         let live = run
@@ -1068,18 +1049,7 @@ async fn covered_files_have_no_blob_and_are_answered_by_the_run_or_scanned() {
 #[tokio::test]
 async fn damaged_blobs_never_change_an_answer() {
     let (t, o, mut r) = setup(0xD1B5_4A32_D192_ED03, 4, 200, Tokenizer::Simple).await;
-    let mut bundles = Vec::new();
-    let mut stack = vec![t.dir.path().join("overlay").join("bundles")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                bundles.push(p);
-            }
-        }
-    }
+    let bundles = support::files_under(&t.dir.path().join("overlay").join("bundles"));
     assert!(!bundles.is_empty());
     // Every other flip lands in the table run's bundle.
     let run = bundles
@@ -1278,12 +1248,7 @@ async fn a_merge_reads_the_runs_it_merges_not_their_files_blobs() {
     // vacuum without grace deletes their bundles before the merge.
     assert!(ix.file_entries().is_empty());
     o.publish().await.unwrap();
-    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
-        retain_versions: 1,
-        grace_seconds: 0,
-    })
-    .await
-    .unwrap();
+    support::vacuum_now(&o).await;
     let dir = t
         .dir
         .path()

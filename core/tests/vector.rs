@@ -1375,12 +1375,7 @@ async fn a_merge_reads_the_runs_it_merges_not_their_files_blobs() {
     // and a vacuum without grace deletes their bundles — only the run holds their entries.
     let overlay_dir = t.dir.path().join("overlay");
     assert!(blobs.is_empty(), "{blobs:?}");
-    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
-        retain_versions: 1,
-        grace_seconds: 0,
-    })
-    .await
-    .unwrap();
+    support::vacuum_now(&o).await;
     let left: Vec<_> =
         std::fs::read_dir(overlay_dir.join(base[0].bundle_path.rsplit_once('/').unwrap().0))
             .unwrap()
@@ -1450,12 +1445,7 @@ async fn verify_certifies_files_a_run_holds_and_catches_a_silent_rewrite() {
     let ix = m.table("t").unwrap().index("knn").unwrap();
     assert_eq!(ix.table_run().map(|r| r.files.len()), Some(8));
     assert!(ix.file_entries().is_empty());
-    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
-        retain_versions: 1,
-        grace_seconds: 0,
-    })
-    .await
-    .unwrap();
+    support::vacuum_now(&o).await;
     let v = o.verify("t", "knn").await.unwrap();
     assert!(v.certified, "{v:?}");
     assert_eq!((v.stored, v.mismatched, v.missing), (800, 0, 0), "{v:?}");
@@ -1558,12 +1548,7 @@ async fn a_bundle_sheds_the_blob_a_run_holds_and_keeps_the_others() {
     vector_index(&o, "knn", MetricName::L2).await;
     o.build("t", |_| {}).await.unwrap();
     o.publish().await.unwrap();
-    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
-        retain_versions: 1,
-        grace_seconds: 0,
-    })
-    .await
-    .unwrap();
+    support::vacuum_now(&o).await;
     let m = o.snapshot().await.unwrap().manifest().clone();
     let tm = m.table("t").unwrap();
     let knn = tm.index("knn").unwrap();

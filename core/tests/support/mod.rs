@@ -332,3 +332,33 @@ pub fn merged_run_files(
     );
     names
 }
+
+/// Every file under `dir`, at any depth (a test's view of the objects an overlay stored).
+#[allow(dead_code)]
+pub fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Vacuums `o` keeping only the newest manifest and no young objects: what nothing
+/// references any more is deleted now (the blobs a run took, decision 71, among them).
+#[allow(dead_code)]
+pub async fn vacuum_now(o: &Overlay) {
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+        retain_versions: 1,
+        grace_seconds: 0,
+    })
+    .await
+    .unwrap();
+}
