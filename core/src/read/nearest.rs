@@ -353,14 +353,10 @@ impl Pinned<'_> {
             false => vec![],
         };
         let mut tier_cov: Vec<Vec<Option<usize>>> = t.tier_coverage(&all_runs);
-        if n.verify_files && !all_runs.is_empty() {
-            for r in self
-                .confirm_covered(t, &all_runs, &mut tier_cov, ix.index_id, n.pin_versions)
-                .await?
-            {
-                stats.drifted.push(r.data_file.clone());
-                stats.rejections.push(r);
-            }
+        if n.verify_files {
+            let q = (ix.index_id, n.pin_versions);
+            self.confirm_covered(t, &all_runs, &mut tier_cov, q, &mut stats)
+                .await?;
         }
         let mut by_run = vec![false; t.files.len()];
         for i in tier_cov.iter().flatten().flatten() {

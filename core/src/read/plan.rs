@@ -848,17 +848,19 @@ impl Pinned<'_> {
     /// Under `verify`: confirms with a HEAD each — one round, in parallel — the files
     /// `coverage` gives to the table runs `runs` (as [`TableManifest::tier_coverage`] gives
     /// them). A file whose size (or, with `pin_versions`, version) is not the manifest's is
-    /// taken from its run (`None`) and reported as that run's rejection (drifted), so it is
-    /// scanned; the others are answered by the run as without `verify`. A file whose blob a
-    /// run holds (decision 71) has no blob of its own to be confirmed through.
+    /// taken from its run (`None`) and reported in `stats` as that run's rejection and a
+    /// drifted file, so it is scanned; the others are answered by the run as without
+    /// `verify`. A file whose blob a run holds (decision 71) has no blob of its own to be
+    /// confirmed through. `(index_id, pin_versions)`: the index, and whether a version change
+    /// is drift too.
     pub(crate) async fn confirm_covered(
         &self,
         t: &TableManifest,
         runs: &[&crate::formats::manifest::TableRun],
         coverage: &mut [Vec<Option<usize>>],
-        index_id: u64,
-        pin_versions: bool,
-    ) -> Result<Vec<Rejection>> {
+        (index_id, pin_versions): (u64, bool),
+        stats: &mut QueryStats,
+    ) -> Result<()> {
         use futures::StreamExt;
         let covered: Vec<(usize, usize)> = coverage
             .iter()
@@ -900,7 +902,12 @@ impl Pinned<'_> {
             });
         }
         out.sort_by(|a, b| a.data_file.cmp(&b.data_file));
-        Ok(out)
+        stats.add(QueryStats {
+            drifted: out.iter().map(|r| r.data_file.clone()).collect(),
+            rejections: out,
+            ..Default::default()
+        });
+        Ok(())
     }
 
     /// What differs between the store's view of a data file and the manifest's facts.

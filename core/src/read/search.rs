@@ -577,14 +577,10 @@ impl Pinned<'_> {
         let mut coverages = t.tier_coverage(&table_runs);
         // Under `verify`, a run answers the files a HEAD confirms; a drifted one is left out
         // (its share subtracted, as for any file a run no longer answers) and scanned.
-        if s.verify_files && !table_runs.is_empty() {
-            for r in self
-                .confirm_covered(t, &table_runs, &mut coverages, ix.index_id, s.pin_versions)
-                .await?
-            {
-                stats.drifted.push(r.data_file.clone());
-                stats.rejections.push(r);
-            }
+        if s.verify_files {
+            let q = (ix.index_id, s.pin_versions);
+            self.confirm_covered(t, &table_runs, &mut coverages, q, &mut stats)
+                .await?;
         }
         let mut files = Files::open(
             self,
