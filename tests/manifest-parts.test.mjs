@@ -54,6 +54,9 @@ test('the wasm reader reads a part on first use of its index and answers like th
   const reader = await open();
   const opened = server.stats.log.map((l) => l.path);
   assert.ok(opened.every((p) => !parts.includes(p)), `open reads no part: ${JSON.stringify(opened)}`);
+  // The root rides in HEAD (decision 72): one request opens the reader.
+  assert.equal(opened.length, 1, JSON.stringify(opened));
+  assert.match(opened[0], /\/manifests\/HEAD$/);
 
   server.reset();
   const id = 2 * PER + 17;

@@ -317,8 +317,20 @@ test('hostile manifests against the wasm build: no request leaves the base, no t
   const EXTREMES = ['18446744073709551615', '9223372036854775807', '9007199254740993', '4294967295', '0', '-1', '1e400'];
   const nums = numericPaths(good);
   assert.ok(nums.length > 20);
-  const check = async (text, options = { tables: { orders: `${server.url}/data/orders` } }) => {
+  // HEAD carries a small manifest (decision 72): each document is served both ways — inlined
+  // in HEAD (raw text, as a hostile publisher could write it) and by HEAD's path.
+  const hpath = path.join(root, 'overlay/manifests/HEAD');
+  const originalHead = fs.readFileSync(hpath, 'utf8');
+  assert.ok(head.manifest, 'HEAD inlines the manifest');
+  const pointer = JSON.stringify({ version: head.version, path: head.path });
+  let inline = false;
+  const serve = (text) => {
     fs.writeFileSync(mpath, text);
+    fs.writeFileSync(hpath, inline ? `${pointer.slice(0, -1)},"manifest":${text}}` : pointer);
+  };
+  const check = async (text, options = { tables: { orders: `${server.url}/data/orders` } }) => {
+    inline = !inline;
+    serve(text);
     let r;
     try {
       r = await OverlayReader.open(`${server.url}/overlay`, options);
@@ -367,6 +379,7 @@ test('hostile manifests against the wasm build: no request leaves the base, no t
     await check('{"format_version": 99}');
   } finally {
     fs.writeFileSync(mpath, original);
+    fs.writeFileSync(hpath, originalHead);
   }
   assert.deepEqual(canary.seen, [], 'the canary server was reached');
   const outside = server.stats.log.filter((x) => !x.path.startsWith('/overlay/') && !x.path.startsWith('/data/orders/'));
@@ -375,10 +388,11 @@ test('hostile manifests against the wasm build: no request leaves the base, no t
   assert.ok(results.typed > 100 && results.answered > 100, JSON.stringify(results));
   assert.ok(server.stats.log.some((x) => x.path.startsWith('/data/orders/')), 'data files were read');
   assert.equal(sameOrigin, 1);
-  fs.writeFileSync(mpath, JSON.stringify({ ...good, tables: [{ ...good.tables[0], location: `${server.url}/data/orders` }] }));
+  serve(JSON.stringify({ ...good, tables: [{ ...good.tables[0], location: `${server.url}/data/orders` }] }));
   const same = await OverlayReader.open(`${server.url}/overlay`, {});
   assert.deepEqual((await same.query('orders', { where: { order_id: 30001 }, columns: ['order_id'] })).rows.map((x) => Number(x.order_id)), [30001]);
   fs.writeFileSync(mpath, original);
+  fs.writeFileSync(hpath, originalHead);
   const blocked = await OverlayReader.open(`${server.url}/overlay`, {});
   await assert.rejects(blocked.query('orders', { where: { order_id: 30001 } }), code('E_INVALID_URL'));
   await canary.close();
@@ -418,7 +432,7 @@ test('defect 5: HEAD and manifests are bounded while streaming', async (t) => {
   assert.ok(sent < 64 << 20, `sent ${sent} bytes before the declared length was refused`);
   mode = 'head';
   sent = 0;
-  await assert.rejects(OverlayReader.open(url, {}), (e) => e.code === 'E_MANIFEST' && /larger than 65536/.test(e.message));
+  await assert.rejects(OverlayReader.open(url, {}), (e) => e.code === 'E_MANIFEST' && /larger than 262144/.test(e.message));
   assert.ok(sent < 64 << 20, `HEAD: sent ${sent} bytes`);
   mode = 'chunked';
   sent = 0;

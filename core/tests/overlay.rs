@@ -293,6 +293,76 @@ async fn index_publish_and_lookup() {
     o.close().await.unwrap();
 }
 
+/// Decision 72: `HEAD` carries a small manifest, so a reader opens with one read; the inline
+/// copy is validated like the file (a hostile one is refused), must be the version `HEAD`
+/// names, and a `HEAD` without it (a large manifest, an older publisher) still opens by path.
+#[tokio::test]
+async fn head_inlines_a_small_manifest_and_a_reader_opens_in_one_read() {
+    let fx = fixture();
+    let o = indexed(&fx).await;
+    o.build("orders", |_| {}).await.unwrap();
+    o.publish().await.unwrap();
+    let root = fx._dir.path().join("overlay");
+    let head_file = root.join(manifest::HEAD_PATH);
+    let head: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&head_file).unwrap()).unwrap();
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join(head["path"].as_str().unwrap())).unwrap())
+            .unwrap();
+    assert_eq!(
+        head["manifest"], file,
+        "HEAD inlines the document its path holds"
+    );
+
+    let reader = ObjectStoreReader::from_url(&fx.overlay_url, &[]).unwrap();
+    let before = reader.stats().requests;
+    let m = manifest::read_latest(&reader).await.unwrap();
+    assert_eq!(reader.stats().requests - before, 1, "HEAD alone");
+    assert_eq!(
+        m,
+        manifest::Manifest::from_json(&serde_json::to_vec(&file).unwrap()).unwrap()
+    );
+
+    let write = |v: &serde_json::Value| std::fs::write(&head_file, v.to_string()).unwrap();
+    // A hostile inline manifest is refused as the file would be.
+    let mut bad = head.clone();
+    bad["manifest"]["tables"][0]["files"][0]["path"] = "../../elsewhere.parquet".into();
+    write(&bad);
+    let e = manifest::read_latest(&reader).await.unwrap_err();
+    assert_eq!(e.code(), "E_MANIFEST", "{e}");
+    // Another version's document is refused.
+    let mut other = head.clone();
+    other["manifest"]["version"] = 7.into();
+    write(&other);
+    let e = manifest::read_latest(&reader).await.unwrap_err();
+    assert_eq!(e.code(), "E_MANIFEST", "{e}");
+    assert!(e.to_string().contains("HEAD names version"), "{e}");
+    // Not an object: refused.
+    let mut junk = head.clone();
+    junk["manifest"] = "not a manifest".into();
+    write(&junk);
+    assert_eq!(
+        manifest::read_latest(&reader).await.unwrap_err().code(),
+        "E_MANIFEST"
+    );
+    // Without it (a manifest too large to inline, or an older publisher): by path, two reads.
+    let mut pointer = head.clone();
+    pointer.as_object_mut().unwrap().remove("manifest");
+    write(&pointer);
+    let before = reader.stats().requests;
+    assert_eq!(manifest::read_latest(&reader).await.unwrap(), m);
+    assert_eq!(reader.stats().requests - before, 2);
+    // The next publish inlines again and moves HEAD past the pointer-only one.
+    o.drop_index("orders", "by_customer").await.unwrap();
+    assert_eq!(o.publish().await.unwrap().version, 2);
+    let m2 = manifest::read_latest(&reader).await.unwrap();
+    assert_eq!(m2.version, 2);
+    let head2: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&head_file).unwrap()).unwrap();
+    assert_eq!(head2["manifest"]["version"], 2);
+    o.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn drifted_file_is_rejected_and_scanned() {
     let fx = fixture();

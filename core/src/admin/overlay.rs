@@ -868,15 +868,12 @@ impl Overlay {
         }
         let body = m.to_json();
         bytes += body.len() as u64;
+        let head = Head::body(version, &path, &body);
         self.store
             .put_opts(&Path::from(path.as_str()), PutPayload::from(body), create)
             .await
             .map_err(concurrent)?;
-        self.move_head(&Head {
-            version,
-            path: path.clone(),
-        })
-        .await?;
+        self.move_head(version, head).await?;
         Ok(PublishReport {
             version,
             path,
@@ -886,9 +883,8 @@ impl Overlay {
 
     /// Moves `HEAD` forward with a conditional put where the store supports it; never moves
     /// it backwards.
-    async fn move_head(&self, head: &Head) -> Result<()> {
+    async fn move_head(&self, to: u64, body: Vec<u8>) -> Result<()> {
         let p = Path::from(HEAD_PATH);
-        let body = serde_json::to_vec(head).expect("head serializes");
         let current = match self.store.get(&p).await {
             Ok(r) => {
                 let e_tag = r.meta.e_tag.clone();
@@ -896,7 +892,7 @@ impl Overlay {
                 let b = r.bytes().await.map_err(store_err)?;
                 let old: Head = serde_json::from_slice(&b)
                     .map_err(|e| Error::Manifest(format!("HEAD: {e}")))?;
-                if old.version >= head.version {
+                if old.version >= to {
                     return Err(Error::Conflict(format!(
                         "HEAD is already at version {}",
                         old.version

@@ -27,8 +27,9 @@ pub const FORMAT_VERSION_COVERED: u32 = 3;
 pub const HEAD_PATH: &str = "manifests/HEAD";
 /// Largest manifest object a reader accepts.
 pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
-/// Largest `HEAD` object a reader accepts.
-pub const MAX_HEAD_BYTES: u64 = 64 << 10;
+/// Largest `HEAD` object a reader accepts, and the largest a publisher writes with the
+/// manifest inlined ([`Head::body`]).
+pub const MAX_HEAD_BYTES: u64 = 256 << 10;
 /// Largest size, offset, length or count a manifest may state (2^53, JavaScript's exact
 /// integer range — far beyond any real object): sums of a few such values never overflow.
 pub const MAX_MANIFEST_NUMBER: u64 = 1 << 53;
@@ -38,11 +39,40 @@ pub fn manifest_path(version: u64) -> String {
     format!("manifests/{version:020}.json")
 }
 
-/// `manifests/HEAD`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// `manifests/HEAD`: the newest version and its manifest's path — and, when the two fit in
+/// [`MAX_HEAD_BYTES`], the manifest itself (`manifest`, the same document the path holds),
+/// so a reader opens with one read instead of two (decision 72).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Head {
     pub version: u64,
     pub path: String,
+    /// The manifest of `version`, inlined (a JSON object; absent when too large).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<serde_json::Value>,
+}
+
+impl Head {
+    /// The `HEAD` object for manifest `version` at `path` whose document is `manifest_json`:
+    /// the manifest inlined when the whole fits in [`MAX_HEAD_BYTES`], else the pointer
+    /// alone. Written by hand around the manifest's bytes (no second serialization).
+    pub fn body(version: u64, path: &str, manifest_json: &[u8]) -> Vec<u8> {
+        let pointer = serde_json::to_string(&Head {
+            version,
+            path: path.to_string(),
+            manifest: None,
+        })
+        .expect("head serializes");
+        let inlined = pointer.len() + manifest_json.len() + ",\"manifest\":".len();
+        if inlined as u64 > MAX_HEAD_BYTES {
+            return pointer.into_bytes();
+        }
+        let mut out = Vec::with_capacity(inlined);
+        out.extend_from_slice(&pointer.as_bytes()[..pointer.len() - 1]);
+        out.extend_from_slice(b",\"manifest\":");
+        out.extend_from_slice(manifest_json);
+        out.push(b'}');
+        out
+    }
 }
 
 /// One published version of an overlay.
@@ -896,7 +926,7 @@ impl TableManifest {
     }
 }
 
-/// Reads `HEAD` and the manifest it points to (two reads).
+/// Reads `HEAD`: the newest version, its manifest's path and, when inlined, the manifest.
 pub async fn read_head<R: RangeReader + ?Sized>(r: &R) -> Result<Head> {
     let bytes = read_small(r, HEAD_PATH, MAX_HEAD_BYTES).await?;
     let head: Head =
@@ -915,11 +945,16 @@ pub async fn read_head<R: RangeReader + ?Sized>(r: &R) -> Result<Head> {
     Ok(head)
 }
 
-/// Reads the manifest `HEAD` points to; both bounded while read, the manifest validated
-/// ([`Manifest::validate`]).
+/// Reads the manifest `HEAD` names — inlined in `HEAD` (one read), else from its path (two);
+/// both bounded while read, the manifest validated ([`Manifest::validate`]) either way.
 pub async fn read_latest<R: RangeReader + ?Sized>(r: &R) -> Result<Manifest> {
     let head = read_head(r).await?;
-    let m = Manifest::from_json(&read_small(r, &head.path, MAX_MANIFEST_BYTES).await?)?;
+    let m = match &head.manifest {
+        Some(inline) => Manifest::from_json(
+            &serde_json::to_vec(inline).map_err(|e| Error::Manifest(format!("HEAD: {e}")))?,
+        )?,
+        None => Manifest::from_json(&read_small(r, &head.path, MAX_MANIFEST_BYTES).await?)?,
+    };
     if m.version != head.version {
         return Err(Error::Manifest(format!(
             "HEAD names version {} but the manifest is {}",
@@ -968,5 +1003,40 @@ async fn read_small<R: RangeReader + ?Sized>(r: &R, path: &str, max: u64) -> Res
             "{path} is larger than {max} bytes"
         ))),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_inlines_what_fits_and_points_to_the_rest() {
+        let small = br#"{"format_version":1,"version":3,"catalog_version":1,"tables":[]}"#;
+        let body = Head::body(3, &manifest_path(3), small);
+        let head: Head = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            (head.version, head.path.as_str()),
+            (3, "manifests/00000000000000000003.json")
+        );
+        let inline = serde_json::to_vec(head.manifest.as_ref().unwrap()).unwrap();
+        assert_eq!(Manifest::from_json(&inline).unwrap().version, 3);
+        // One byte past the limit: the pointer alone.
+        let pointer_len = Head::body(3, &manifest_path(3), b"").len() - b",\"manifest\":".len();
+        let fill = MAX_HEAD_BYTES as usize - pointer_len - b",\"manifest\":".len() + 1;
+        let big = format!("\"{}\"", "x".repeat(fill - 2));
+        let body = Head::body(3, &manifest_path(3), big.as_bytes());
+        assert!(body.len() < 100);
+        assert!(serde_json::from_slice::<Head>(&body)
+            .unwrap()
+            .manifest
+            .is_none());
+        let fits = format!("\"{}\"", "x".repeat(fill - 3));
+        let body = Head::body(3, &manifest_path(3), fits.as_bytes());
+        assert_eq!(body.len() as u64, MAX_HEAD_BYTES);
+        assert!(serde_json::from_slice::<Head>(&body)
+            .unwrap()
+            .manifest
+            .is_some());
     }
 }
