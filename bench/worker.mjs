@@ -2,7 +2,7 @@
 // `wrangler deploy` would upload it (the release wasm), run in workerd through miniflare.
 // A fresh workerd per run; timed separately: startup (workerd up, modules compiled — what a
 // deploy's cold isolate pays before the first request), the first request (the reader opened
-// at module scope: HEAD + manifest, then a point query of 6 columns), and a warm request on
+// at module scope: HEAD with the manifest inlined, then a point query of 6 columns), and a warm request on
 // fresh keys. The read benchmark's pyarrow table (SKERRY_BENCH_ROWS rows, 2,000,000 by
 // default, in 20 files) over the range server at 0 ms and at 20 ms per response; requests,
 // bytes and sequential round trips counted by the server.
