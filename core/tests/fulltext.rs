@@ -853,7 +853,8 @@ async fn frequent_terms_read_by_block_match_brute_force() {
     let mut bad = inline.into_bytes();
     bad[100] = if bad[100] == b'0' { b'1' } else { b'0' };
     v["tables"][0]["indexes"][0]["run"]["directory"] = String::from_utf8(bad).unwrap().into();
-    std::fs::write(&mpath, v.to_string()).unwrap();
+    let overlay = t.dir.path().join("overlay");
+    support::serve_published(&overlay, v.to_string().as_bytes());
     let after = open()
         .await
         .snapshot()
@@ -862,7 +863,7 @@ async fn frequent_terms_read_by_block_match_brute_force() {
         .unwrap();
     assert_eq!(after.rounds, 3, "{:?}", after.stats);
     assert_eq!((&after.rows, &after.scores), (&before.rows, &before.scores));
-    std::fs::write(&mpath, &published).unwrap();
+    support::serve_published(&overlay, &published);
     // Damaged blocks of "the" (its skips intact): each block is refused when read, never
     // decoded — the run is left for the files' own blobs, and the answer stays exact.
     o.publish().await.unwrap();

@@ -362,3 +362,16 @@ pub async fn vacuum_now(o: &Overlay) {
     .await
     .unwrap();
 }
+
+/// Serves `manifest` (JSON text) as the published version of the overlay at `overlay_dir`,
+/// the way a publisher writes it: the file `HEAD` names, and `HEAD` itself with the document
+/// inlined when it fits (decision 72) — so a test that alters the published manifest is read
+/// whichever way a reader opens.
+#[allow(dead_code)]
+pub fn serve_published(overlay_dir: &Path, manifest: &[u8]) {
+    use skerry_core::formats::manifest::{Head, HEAD_PATH};
+    let head_file = overlay_dir.join(HEAD_PATH);
+    let head: Head = serde_json::from_slice(&std::fs::read(&head_file).unwrap()).unwrap();
+    std::fs::write(overlay_dir.join(&head.path), manifest).unwrap();
+    std::fs::write(&head_file, Head::body(head.version, &head.path, manifest)).unwrap();
+}
