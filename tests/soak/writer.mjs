@@ -25,6 +25,9 @@ const rows = JSON.parse(fs.readFileSync(path.join(dataDir, 'pool.json'), 'utf8')
 const say = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
 const stats = { events: 0, publishes: 0, builds: 0, vacuums: 0, syncs: 0, retries: {}, failures: [], vacuumed: { manifests: 0, artifacts: 0, bytes: 0 } };
 let stopping = false;
+// At once, before any await: a SIGTERM during startup (the soak's end right after a restart)
+// must still end with the final report, not the signal's default exit.
+process.on('SIGTERM', () => { stopping = true; });
 
 /** Runs `f` until it succeeds; every failure must be a typed Error (counted by code). */
 async function retry(what, f) {
@@ -113,7 +116,6 @@ await deletesOf(n - 1);
 const stamp = path.join(root, 'vacuumed-at');
 const lastVacuum = () => (fs.existsSync(stamp) ? fs.statSync(stamp).mtimeMs : 0);
 if (!fs.existsSync(stamp)) fs.writeFileSync(stamp, '');
-process.on('SIGTERM', () => { stopping = true; });
 while (!stopping) {
   if (n < names.length) {
     await retry(`registerFiles ${n}`, async () => {
