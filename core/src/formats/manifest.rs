@@ -46,9 +46,10 @@ pub fn manifest_path(version: u64) -> String {
 pub struct Head {
     pub version: u64,
     pub path: String,
-    /// The manifest of `version`, inlined (a JSON object; absent when too large).
+    /// The manifest of `version`, inlined (absent when too large), parsed with `HEAD` in
+    /// one pass and checked by [`read_latest`] like the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifest: Option<serde_json::Value>,
+    pub manifest: Option<Box<Manifest>>,
 }
 
 impl Head {
@@ -586,8 +587,16 @@ impl Manifest {
 
     /// Parses and validates a manifest.
     pub fn from_json(bytes: &[u8]) -> Result<Manifest> {
-        let m: Manifest =
-            serde_json::from_slice(bytes).map_err(|e| Error::Manifest(e.to_string()))?;
+        serde_json::from_slice::<Manifest>(bytes)
+            .map_err(|e| Error::Manifest(e.to_string()))?
+            .checked()
+    }
+
+    /// A parsed manifest, refused when its format version is newer than this reader's or
+    /// [`Manifest::validate`] fails: what [`Manifest::from_json`] and an inlined copy in
+    /// `HEAD` ([`read_latest`]) both go through.
+    fn checked(self) -> Result<Manifest> {
+        let m = self;
         if m.format_version > MANIFEST_FORMAT_VERSION {
             return Err(Error::Manifest(format!(
                 "format version {} is newer than supported {MANIFEST_FORMAT_VERSION}",
@@ -949,10 +958,8 @@ pub async fn read_head<R: RangeReader + ?Sized>(r: &R) -> Result<Head> {
 /// both bounded while read, the manifest validated ([`Manifest::validate`]) either way.
 pub async fn read_latest<R: RangeReader + ?Sized>(r: &R) -> Result<Manifest> {
     let head = read_head(r).await?;
-    let m = match &head.manifest {
-        Some(inline) => Manifest::from_json(
-            &serde_json::to_vec(inline).map_err(|e| Error::Manifest(format!("HEAD: {e}")))?,
-        )?,
+    let m = match head.manifest {
+        Some(inline) => inline.checked()?,
         None => Manifest::from_json(&read_small(r, &head.path, MAX_MANIFEST_BYTES).await?)?,
     };
     if m.version != head.version {
@@ -1019,24 +1026,32 @@ mod tests {
             (head.version, head.path.as_str()),
             (3, "manifests/00000000000000000003.json")
         );
-        let inline = serde_json::to_vec(head.manifest.as_ref().unwrap()).unwrap();
-        assert_eq!(Manifest::from_json(&inline).unwrap().version, 3);
+        assert_eq!(head.manifest.unwrap().checked().unwrap().version, 3);
         // One byte past the limit: the pointer alone.
         let pointer_len = Head::body(3, &manifest_path(3), b"").len() - b",\"manifest\":".len();
         let fill = MAX_HEAD_BYTES as usize - pointer_len - b",\"manifest\":".len() + 1;
-        let big = format!("\"{}\"", "x".repeat(fill - 2));
-        let body = Head::body(3, &manifest_path(3), big.as_bytes());
+        // A valid manifest of `n` bytes: the small one with spaces before its last brace.
+        let sized = |n: usize| {
+            let mut m = small[..small.len() - 1].to_vec();
+            m.resize(n - 1, b' ');
+            m.push(b'}');
+            m
+        };
+        let body = Head::body(3, &manifest_path(3), &sized(fill));
         assert!(body.len() < 100);
         assert!(serde_json::from_slice::<Head>(&body)
             .unwrap()
             .manifest
             .is_none());
-        let fits = format!("\"{}\"", "x".repeat(fill - 3));
-        let body = Head::body(3, &manifest_path(3), fits.as_bytes());
+        let body = Head::body(3, &manifest_path(3), &sized(fill - 1));
         assert_eq!(body.len() as u64, MAX_HEAD_BYTES);
-        assert!(serde_json::from_slice::<Head>(&body)
-            .unwrap()
-            .manifest
-            .is_some());
+        assert_eq!(
+            serde_json::from_slice::<Head>(&body)
+                .unwrap()
+                .manifest
+                .unwrap()
+                .version,
+            3
+        );
     }
 }
