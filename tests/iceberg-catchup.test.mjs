@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { icebergFixture, snapshotTree } from './iceberg/helpers.mjs';
+import { readHead } from './support/head.mjs';
 
 const require = createRequire(import.meta.url);
 const { OverlayReader } = require('skerry-wasm');
@@ -132,7 +133,7 @@ test('syncs through an append far past one commit, a delete, a schema change; ex
 
 /** (index, file, blob SHA-256) of every blob of table `grow` in `dir`'s published manifest. */
 function publishedBlobs(dir) {
-  const head = JSON.parse(fs.readFileSync(path.join(dir, 'manifests/HEAD'), 'utf8'));
+  const head = readHead(path.join(dir, 'manifests/HEAD'));
   const m = JSON.parse(fs.readFileSync(path.join(dir, head.path), 'utf8'));
   const t = m.tables.find((x) => x.name === 'grow');
   const byId = new Map(t.files.map((f) => [f.file_id, f.path]));

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { startRangeServer } from '../scripts/range-server.mjs';
+import { readHead } from './support/head.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay } = require('skerry');
@@ -66,7 +67,7 @@ after(async () => {
 /** Each index's runs (bundle paths, oldest first), from the published manifest's source. */
 async function runsOf() {
   await addon.publish();
-  const head = JSON.parse(fs.readFileSync(path.join(root, 'overlay/manifests/HEAD'), 'utf8'));
+  const head = readHead(path.join(root, 'overlay/manifests/HEAD'));
   const m = JSON.parse(fs.readFileSync(path.join(root, 'overlay', head.path), 'utf8'));
   const out = {};
   for (const ix of m.tables[0].indexes) {

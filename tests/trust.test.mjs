@@ -8,10 +8,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
+import zlib from 'node:zlib';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { startRangeServer } from '../scripts/range-server.mjs';
 import { swapInPlace } from './support/rewrite.mjs';
+import { readHead } from './support/head.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay, sampleOrdersParquet, writeParquet } = require('skerry');
@@ -291,7 +293,7 @@ function setPath(v, p, raw) {
 
 test('hostile manifests against the wasm build: no request leaves the base, no trap, typed errors', async (t) => {
   const canary = await startCanary();
-  const head = JSON.parse(fs.readFileSync(path.join(root, 'overlay/manifests/HEAD'), 'utf8'));
+  const head = readHead(path.join(root, 'overlay/manifests/HEAD'));
   const mpath = path.join(root, 'overlay', head.path);
   const original = fs.readFileSync(mpath, 'utf8');
   const good = JSON.parse(original);
@@ -320,7 +322,7 @@ test('hostile manifests against the wasm build: no request leaves the base, no t
   // HEAD carries a small manifest (decision 72): each document is served both ways — inlined
   // in HEAD (raw text, as a hostile publisher could write it) and by HEAD's path.
   const hpath = path.join(root, 'overlay/manifests/HEAD');
-  const originalHead = fs.readFileSync(hpath, 'utf8');
+  const originalHead = fs.readFileSync(hpath);
   assert.ok(head.manifest, 'HEAD inlines the manifest');
   const pointer = JSON.stringify({ version: head.version, path: head.path });
   let inline = false;
@@ -401,6 +403,7 @@ test('hostile manifests against the wasm build: no request leaves the base, no t
 test('defect 5: HEAD and manifests are bounded while streaming', async (t) => {
   let sent = 0;
   let mode = 'declared';
+  let fixed = null;
   // An endless body (kept under backpressure), with a declared length or chunked.
   const endless = (req, res, declared) => {
     res.writeHead(200, declared ? { 'Content-Length': String(declared) } : {});
@@ -418,6 +421,7 @@ test('defect 5: HEAD and manifests are bounded while streaming', async (t) => {
   const s = http.createServer((req, res) => {
     const head = req.url.endsWith('/manifests/HEAD');
     if (mode === 'head') return endless(req, res, 0);
+    if (mode === 'fixed' && head) { res.writeHead(200); res.end(fixed); return; }
     if (head) {
       res.writeHead(200, { 'Content-Type': 'application/json' });
       res.end(JSON.stringify({ version: 1, path: 'manifests/00000000000000000001.json' }));
@@ -434,6 +438,19 @@ test('defect 5: HEAD and manifests are bounded while streaming', async (t) => {
   sent = 0;
   await assert.rejects(OverlayReader.open(url, {}), (e) => e.code === 'E_MANIFEST' && /larger than 262144/.test(e.message));
   assert.ok(sent < 64 << 20, `HEAD: sent ${sent} bytes`);
+  // A compressed HEAD (decision 73) is inflated under a bound: a deflate bomb and a stream
+  // that is neither JSON nor zlib are E_MANIFEST, memory bounded by the 2 MiB of JSON.
+  for (const [body, pattern] of [
+    [zlib.deflateSync(Buffer.alloc(64 << 20, 32), { level: 9 }), /inflates past 2097152/],
+    [Buffer.from([0x78, 0x9c, 1, 2, 3, 4]), /neither JSON nor zlib/],
+    [Buffer.from('<html>not a manifest</html>'), /neither JSON nor zlib/],
+  ]) {
+    mode = 'fixed';
+    fixed = body;
+    const rss = process.memoryUsage().rss;
+    await assert.rejects(OverlayReader.open(url, {}), (e) => e.code === 'E_MANIFEST' && pattern.test(e.message), `${body.length}-byte HEAD`);
+    assert.ok(process.memoryUsage().rss - rss < 256 << 20, 'bounded while inflating');
+  }
   mode = 'chunked';
   sent = 0;
   await assert.rejects(OverlayReader.open(url, {}), (e) => e.code === 'E_MANIFEST' && /larger than 268435456/.test(e.message));

@@ -828,10 +828,10 @@ async fn frequent_terms_read_by_block_match_brute_force() {
     // The run's directory rides in the published manifest (so a cold search reads none);
     // one altered there no longer matches its SHA-256 and is ignored: the bundle's is read,
     // one round more, the same answer.
-    let head: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(t.dir.path().join("overlay/manifests/HEAD")).unwrap(),
-    )
-    .unwrap();
+    let head_bytes = std::fs::read(t.dir.path().join("overlay/manifests/HEAD")).unwrap();
+    let head: serde_json::Value =
+        serde_json::from_slice(&skerry_core::formats::manifest::Head::json(&head_bytes).unwrap())
+            .unwrap();
     let mpath = t
         .dir
         .path()

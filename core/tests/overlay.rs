@@ -293,6 +293,72 @@ async fn index_publish_and_lookup() {
     o.close().await.unwrap();
 }
 
+/// Decision 73: past 16 KiB `HEAD` is the same document zlib-compressed — a table of 120
+/// files publishes one (moved forward by the next publish, which reads the old one back), a
+/// reader opens it in one read to the manifest the file holds, at a fraction of the bytes.
+#[tokio::test]
+async fn a_large_head_is_compressed_and_still_one_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    write_orders_files(&data, 120);
+    let url = format!("file://{}", dir.path().join("overlay").display());
+    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
+    o.register_parquet_table(
+        "orders",
+        &format!("file://{}", data.display()),
+        FileSelection::Prefix(String::new()),
+    )
+    .await
+    .unwrap();
+    o.create_index(
+        "orders",
+        "by_id",
+        &["order_id".into()],
+        IndexOptions::default(),
+    )
+    .await
+    .unwrap();
+    o.build("orders", |_| {}).await.unwrap();
+    let reader = ObjectStoreReader::from_url(&url, &[]).unwrap();
+    let head_file = dir.path().join("overlay").join(manifest::HEAD_PATH);
+    for version in [1, 2] {
+        if version == 2 {
+            o.drop_index("orders", "by_id").await.unwrap();
+        }
+        assert_eq!(o.publish().await.unwrap().version, version);
+        let stored = std::fs::read(&head_file).unwrap();
+        assert_eq!(stored[0], 0x78, "zlib (RFC 1950)");
+        let json = manifest::Head::json(&stored).unwrap();
+        assert!(
+            json.len() > manifest::PLAIN_HEAD_BYTES && stored.len() * 3 < json.len(),
+            "{} bytes of JSON stored in {}",
+            json.len(),
+            stored.len()
+        );
+        let head: manifest::Head = serde_json::from_slice(&json).unwrap();
+        assert!(head.manifest.is_some());
+        let before = reader.stats().requests;
+        let m = manifest::read_latest(&reader).await.unwrap();
+        assert_eq!(reader.stats().requests - before, 1, "HEAD alone");
+        assert_eq!(m.version, version);
+        let file = manifest::Manifest::from_json(
+            &std::fs::read(dir.path().join("overlay").join(&head.path)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(m, file);
+        assert_eq!(m.tables[0].files.len(), 120);
+    }
+}
+
+/// 120 one-row-group sample files under `data`.
+fn write_orders_files(data: &Path, files: i64) {
+    std::fs::create_dir_all(data).unwrap();
+    for i in 0..files {
+        let bytes = orders_parquet(i * 10, 10, 10, SampleCodec::Snappy).unwrap();
+        std::fs::write(data.join(format!("p{i:03}.parquet")), bytes).unwrap();
+    }
+}
+
 /// Decision 72: `HEAD` carries a small manifest, so a reader opens with one read; the inline
 /// copy is validated like the file (a hostile one is refused), must be the version `HEAD`
 /// names, and a `HEAD` without it (a large manifest, an older publisher) still opens by path.
@@ -304,8 +370,9 @@ async fn head_inlines_a_small_manifest_and_a_reader_opens_in_one_read() {
     o.publish().await.unwrap();
     let root = fx._dir.path().join("overlay");
     let head_file = root.join(manifest::HEAD_PATH);
-    let head: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&head_file).unwrap()).unwrap();
+    let head_bytes = std::fs::read(&head_file).unwrap();
+    assert_eq!(head_bytes[0], b'{', "a small HEAD stays plain JSON");
+    let head: serde_json::Value = serde_json::from_slice(&head_bytes).unwrap();
     let file: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join(head["path"].as_str().unwrap())).unwrap())
             .unwrap();
@@ -345,6 +412,22 @@ async fn head_inlines_a_small_manifest_and_a_reader_opens_in_one_read() {
         manifest::read_latest(&reader).await.unwrap_err().code(),
         "E_MANIFEST"
     );
+    // zlib-compressed (what a publisher writes past 16 KiB, decision 73): the same manifest
+    // in the same one read; a hostile document compressed is refused the same way.
+    let zlib = |v: &serde_json::Value| {
+        std::fs::write(
+            &head_file,
+            miniz_oxide::deflate::compress_to_vec_zlib(v.to_string().as_bytes(), 6),
+        )
+        .unwrap()
+    };
+    zlib(&head);
+    let before = reader.stats().requests;
+    assert_eq!(manifest::read_latest(&reader).await.unwrap(), m);
+    assert_eq!(reader.stats().requests - before, 1, "compressed HEAD alone");
+    zlib(&bad);
+    let e = manifest::read_latest(&reader).await.unwrap_err();
+    assert_eq!(e.code(), "E_MANIFEST", "{e}");
     // Without it (a manifest too large to inline, or an older publisher): by path, two reads.
     let mut pointer = head.clone();
     pointer.as_object_mut().unwrap().remove("manifest");

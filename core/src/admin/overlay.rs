@@ -890,7 +890,7 @@ impl Overlay {
                 let e_tag = r.meta.e_tag.clone();
                 let version = r.meta.version.clone();
                 let b = r.bytes().await.map_err(store_err)?;
-                let old: Head = serde_json::from_slice(&b)
+                let old: Head = serde_json::from_slice(&Head::json(&b)?)
                     .map_err(|e| Error::Manifest(format!("HEAD: {e}")))?;
                 if old.version >= to {
                     return Err(Error::Conflict(format!(

@@ -30,6 +30,12 @@ pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 /// Largest `HEAD` object a reader accepts, and the largest a publisher writes with the
 /// manifest inlined ([`Head::body`]).
 pub const MAX_HEAD_BYTES: u64 = 256 << 10;
+/// A `HEAD` whose JSON passes this many bytes is stored zlib-compressed (decision 73).
+pub const PLAIN_HEAD_BYTES: usize = 16 << 10;
+/// Largest JSON a compressed `HEAD` holds: a publisher inlines no larger manifest, and a
+/// reader inflates no further (a deflate bomb fails `E_MANIFEST` having allocated at most
+/// this).
+pub const MAX_HEAD_JSON_BYTES: u64 = 2 << 20;
 /// Largest size, offset, length or count a manifest may state (2^53, JavaScript's exact
 /// integer range — far beyond any real object): sums of a few such values never overflow.
 pub const MAX_MANIFEST_NUMBER: u64 = 1 << 53;
@@ -54,8 +60,10 @@ pub struct Head {
 
 impl Head {
     /// The `HEAD` object for manifest `version` at `path` whose document is `manifest_json`:
-    /// the manifest inlined when the whole fits in [`MAX_HEAD_BYTES`], else the pointer
-    /// alone. Written by hand around the manifest's bytes (no second serialization).
+    /// the manifest inlined — as JSON up to [`PLAIN_HEAD_BYTES`], zlib-compressed JSON
+    /// (RFC 1950) above, when that fits in [`MAX_HEAD_BYTES`] and the JSON in
+    /// [`MAX_HEAD_JSON_BYTES`] (decision 73) — else the pointer alone. Written by hand around
+    /// the manifest's bytes (no second serialization).
     pub fn body(version: u64, path: &str, manifest_json: &[u8]) -> Vec<u8> {
         let pointer = serde_json::to_string(&Head {
             version,
@@ -64,7 +72,7 @@ impl Head {
         })
         .expect("head serializes");
         let inlined = pointer.len() + manifest_json.len() + ",\"manifest\":".len();
-        if inlined as u64 > MAX_HEAD_BYTES {
+        if inlined as u64 > MAX_HEAD_JSON_BYTES {
             return pointer.into_bytes();
         }
         let mut out = Vec::with_capacity(inlined);
@@ -72,7 +80,36 @@ impl Head {
         out.extend_from_slice(b",\"manifest\":");
         out.extend_from_slice(manifest_json);
         out.push(b'}');
-        out
+        if out.len() <= PLAIN_HEAD_BYTES {
+            return out;
+        }
+        let z = miniz_oxide::deflate::compress_to_vec_zlib(&out, 6);
+        if z.len() as u64 > MAX_HEAD_BYTES {
+            return pointer.into_bytes();
+        }
+        z
+    }
+
+    /// The JSON of a `HEAD` object as read: the bytes themselves when they are JSON (they
+    /// begin with `{`, after any whitespace), else inflated as zlib (RFC 1950) to at most
+    /// [`MAX_HEAD_JSON_BYTES`]. Errors: `E_MANIFEST` for neither, a corrupt stream or one
+    /// that inflates past the bound — refused while inflating, never allocated whole.
+    pub fn json(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>> {
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        if first == Some(&b'{') {
+            return Ok(std::borrow::Cow::Borrowed(bytes));
+        }
+        miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(bytes, MAX_HEAD_JSON_BYTES as usize)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| match e.status {
+                miniz_oxide::inflate::TINFLStatus::HasMoreOutput => {
+                    Error::Manifest(format!("HEAD inflates past {MAX_HEAD_JSON_BYTES} bytes"))
+                }
+                _ => Error::Manifest(
+                    "HEAD is neither JSON nor zlib-compressed JSON (or the stream is damaged)"
+                        .into(),
+                ),
+            })
     }
 }
 
@@ -938,8 +975,8 @@ impl TableManifest {
 /// Reads `HEAD`: the newest version, its manifest's path and, when inlined, the manifest.
 pub async fn read_head<R: RangeReader + ?Sized>(r: &R) -> Result<Head> {
     let bytes = read_small(r, HEAD_PATH, MAX_HEAD_BYTES).await?;
-    let head: Head =
-        serde_json::from_slice(&bytes).map_err(|e| Error::Manifest(format!("HEAD: {e}")))?;
+    let head: Head = serde_json::from_slice(&Head::json(&bytes)?)
+        .map_err(|e| Error::Manifest(format!("HEAD: {e}")))?;
     // One object directly in manifests/ (a manifest version's name), nothing below it.
     let in_manifests = head
         .path
@@ -1020,38 +1057,82 @@ mod tests {
     #[test]
     fn head_inlines_what_fits_and_points_to_the_rest() {
         let small = br#"{"format_version":1,"version":3,"catalog_version":1,"tables":[]}"#;
+        let parse =
+            |body: &[u8]| -> Head { serde_json::from_slice(&Head::json(body).unwrap()).unwrap() };
+        // Small: plain JSON.
         let body = Head::body(3, &manifest_path(3), small);
+        assert_eq!(body[0], b'{');
         let head: Head = serde_json::from_slice(&body).unwrap();
         assert_eq!(
             (head.version, head.path.as_str()),
             (3, "manifests/00000000000000000003.json")
         );
         assert_eq!(head.manifest.unwrap().checked().unwrap().version, 3);
-        // One byte past the limit: the pointer alone.
-        let pointer_len = Head::body(3, &manifest_path(3), b"").len() - b",\"manifest\":".len();
-        let fill = MAX_HEAD_BYTES as usize - pointer_len - b",\"manifest\":".len() + 1;
-        // A valid manifest of `n` bytes: the small one with spaces before its last brace.
-        let sized = |n: usize| {
+        // A valid manifest of `n` bytes: the small one with `filler` before its last brace.
+        let sized = |n: usize, filler: &dyn Fn(usize) -> u8| {
             let mut m = small[..small.len() - 1].to_vec();
-            m.resize(n - 1, b' ');
-            m.push(b'}');
+            m.extend_from_slice(br#","x":""#);
+            let k = m.len();
+            m.extend((k..n - 2).map(filler));
+            m.extend_from_slice(b"\"}");
             m
         };
-        let body = Head::body(3, &manifest_path(3), &sized(fill));
-        assert!(body.len() < 100);
-        assert!(serde_json::from_slice::<Head>(&body)
-            .unwrap()
-            .manifest
-            .is_none());
-        let body = Head::body(3, &manifest_path(3), &sized(fill - 1));
-        assert_eq!(body.len() as u64, MAX_HEAD_BYTES);
+        let spaces = |_: usize| b' ';
+        // Past PLAIN_HEAD_BYTES: zlib, read back to the same manifest.
+        let pointer_len = Head::body(3, &manifest_path(3), b"").len() - b",\"manifest\":".len();
+        let plain_max = PLAIN_HEAD_BYTES - pointer_len - b",\"manifest\":".len();
         assert_eq!(
-            serde_json::from_slice::<Head>(&body)
-                .unwrap()
-                .manifest
-                .unwrap()
-                .version,
-            3
+            Head::body(3, &manifest_path(3), &sized(plain_max, &spaces)).len(),
+            PLAIN_HEAD_BYTES
         );
+        let body = Head::body(3, &manifest_path(3), &sized(plain_max + 1, &spaces));
+        assert_eq!(body[0], 0x78, "zlib");
+        assert!(body.len() < 1024);
+        assert_eq!(parse(&body).manifest.unwrap().checked().unwrap().version, 3);
+        // Up to MAX_HEAD_JSON_BYTES of JSON inlined; one byte more, the pointer alone.
+        let json_max = MAX_HEAD_JSON_BYTES as usize - pointer_len - b",\"manifest\":".len();
+        let body = Head::body(3, &manifest_path(3), &sized(json_max, &spaces));
+        assert_eq!(Head::json(&body).unwrap().len() as u64, MAX_HEAD_JSON_BYTES);
+        assert!(parse(&body).manifest.is_some());
+        let body = Head::body(3, &manifest_path(3), &sized(json_max + 1, &spaces));
+        assert!(body.len() < 100 && parse(&body).manifest.is_none());
+        // JSON that does not compress into MAX_HEAD_BYTES: the pointer alone.
+        let x = std::cell::Cell::new(0x2545_f491_u32);
+        let noise = |_: usize| {
+            let mut v = x.get();
+            v ^= v << 13;
+            v ^= v >> 17;
+            v ^= v << 5;
+            x.set(v);
+            b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[v as usize % 62]
+        };
+        let body = Head::body(3, &manifest_path(3), &sized(400 << 10, &noise));
+        assert!(body.len() < 100 && parse(&body).manifest.is_none());
+    }
+
+    /// A `HEAD` that is neither JSON nor zlib, or inflates past its bound, is `E_MANIFEST`.
+    #[test]
+    fn head_refuses_garbage_and_deflate_bombs() {
+        for bad in [&b""[..], b"\x00\x01\x02", b"x\x9c\x00garbage", b"[1]"] {
+            assert!(
+                matches!(Head::json(bad), Err(Error::Manifest(_))),
+                "{bad:?}"
+            );
+        }
+        let bomb = miniz_oxide::deflate::compress_to_vec_zlib(
+            &vec![b' '; MAX_HEAD_JSON_BYTES as usize + 1],
+            9,
+        );
+        assert!(bomb.len() < 8 << 10);
+        match Head::json(&bomb) {
+            Err(Error::Manifest(m)) => assert!(m.contains("inflates past"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // Exactly the bound inflates.
+        let ok = miniz_oxide::deflate::compress_to_vec_zlib(
+            &vec![b' '; MAX_HEAD_JSON_BYTES as usize],
+            9,
+        );
+        assert_eq!(Head::json(&ok).unwrap().len() as u64, MAX_HEAD_JSON_BYTES);
     }
 }

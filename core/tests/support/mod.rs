@@ -371,7 +371,8 @@ pub async fn vacuum_now(o: &Overlay) {
 pub fn serve_published(overlay_dir: &Path, manifest: &[u8]) {
     use skerry_core::formats::manifest::{Head, HEAD_PATH};
     let head_file = overlay_dir.join(HEAD_PATH);
-    let head: Head = serde_json::from_slice(&std::fs::read(&head_file).unwrap()).unwrap();
+    let head: Head =
+        serde_json::from_slice(&Head::json(&std::fs::read(&head_file).unwrap()).unwrap()).unwrap();
     std::fs::write(overlay_dir.join(&head.path), manifest).unwrap();
     std::fs::write(&head_file, Head::body(head.version, &head.path, manifest)).unwrap();
 }
