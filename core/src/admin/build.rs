@@ -123,6 +123,9 @@ pub(crate) fn is_data_error(e: &Error) -> bool {
     )
 }
 
+/// Bundles [`Overlay::shed_covered`] writes again at once.
+const SHED_WRITES: usize = 8;
+
 impl Overlay {
     /// Sorted `(key, position)` entries of `ix` for the rows `range` of `f`, stopping after
     /// the row that takes the encoded size to `max_bytes`. Returns the entries, the end of
@@ -290,56 +293,71 @@ impl Overlay {
     /// manifests that name them until [`Overlay::vacuum`]'s grace period; a bundle written
     /// here for a skipped file is left to vacuum too.
     pub(crate) async fn shed_covered(&self, tr: &TableRecord, file_ids: &[u64]) -> Result<()> {
+        use futures::{StreamExt, TryStreamExt};
         if file_ids.is_empty() {
             return Ok(());
         }
         let t = self.catalog.begin()?;
         let files = self.catalog.files(&t, tr.table_id).await?;
         let indexes = self.catalog.indexes(&t, tr.table_id).await?;
-        let mut plans = Vec::new();
+        // The table's bundles and each index's artifacts in a scan each, not a read per file.
+        let (bundles, arts_of) = self.bundles_and_artifacts(&t, tr, &indexes).await?;
+        drop(t);
         let wanted: HashSet<u64> = file_ids.iter().copied().collect();
+        let mut plans = Vec::new();
         for f in files.iter().filter(|f| wanted.contains(&f.file_id)) {
-            let Some(bundle) = t
-                .get::<BundleRecord>(&bundle_key(tr.table_id, f.file_id))
-                .await?
-            else {
+            let Some(bundle) = bundles.get(&f.file_id) else {
                 continue;
             };
-            let mut arts = Vec::new();
-            for ix in &indexes {
-                let a: Option<IndexFileEntry> =
-                    t.get(&artifact_key(ix.index_id, f.file_id)).await?;
-                arts.extend(a.filter(|a| a.lineage.bundle_path == bundle.path));
-            }
+            let arts: Vec<IndexFileEntry> = arts_of
+                .iter()
+                .filter_map(|by_file| by_file.get(&f.file_id))
+                .filter(|a| a.lineage.bundle_path == bundle.path)
+                .cloned()
+                .collect();
             if arts.iter().any(|a| a.in_run) {
-                plans.push((f, bundle, arts));
+                plans.push((f, bundle.clone(), arts));
             }
         }
-        drop(t);
-        let mut written = Vec::with_capacity(plans.len());
-        for (f, bundle, arts) in plans {
-            let live = arts.iter().any(|a| !a.in_run && accepted(f, Some(a), tr));
-            let next = if live {
-                Some(self.write_bundle(tr, f, &indexes, vec![]).await?)
-            } else {
-                None
-            };
-            written.push((f, bundle, arts, next));
-        }
+        // The bundles that keep a live blob are written again, SHED_WRITES at a time (each
+        // reads its live blobs and writes one object: sequential, thousands of files took as
+        // many round trips to the store one after another).
+        let indexes = &indexes;
+        // (The futures are made first: a stream mapping through a closure that borrows is
+        // not `Send` for every lifetime, which the Node addon's runtime requires.)
+        let writes: Vec<_> = plans
+            .into_iter()
+            .map(|(f, bundle, arts)| async move {
+                let live = arts.iter().any(|a| !a.in_run && accepted(f, Some(a), tr));
+                let next = if live {
+                    Some(self.write_bundle(tr, f, indexes, vec![]).await?)
+                } else {
+                    None
+                };
+                Ok::<_, Error>((f, bundle, arts, next))
+            })
+            .collect();
+        let written: Vec<_> = futures::stream::iter(writes)
+            .buffered(SHED_WRITES)
+            .try_collect()
+            .await?;
         let t = self.catalog.begin()?;
+        let (bundles, arts_of) = self.bundles_and_artifacts(&t, tr, indexes).await?;
         let mut changed = false;
         'file: for (f, bundle, arts, next) in &written {
-            let key = bundle_key(tr.table_id, f.file_id);
-            if t.get::<BundleRecord>(&key).await?.as_ref() != Some(bundle) {
+            if bundles.get(&f.file_id) != Some(bundle) {
                 continue;
             }
             for a in arts {
-                let now: Option<IndexFileEntry> =
-                    t.get(&artifact_key(a.lineage.index_id, a.file_id)).await?;
-                if now.as_ref() != Some(a) {
+                let now = indexes
+                    .iter()
+                    .position(|ix| ix.index_id == a.lineage.index_id)
+                    .and_then(|i| arts_of[i].get(&a.file_id));
+                if now != Some(a) {
                     continue 'file;
                 }
             }
+            let key = bundle_key(tr.table_id, f.file_id);
             match next {
                 Some((arts, b, _)) => {
                     for x in arts {
@@ -357,6 +375,26 @@ impl Overlay {
             self.invalidate();
         }
         Ok(())
+    }
+
+    /// The table's bundle records by file, and per index of `indexes` (in order) its
+    /// artifacts by file, as `t` sees them.
+    #[allow(clippy::type_complexity)]
+    async fn bundles_and_artifacts(
+        &self,
+        t: &Txn<'_>,
+        tr: &TableRecord,
+        indexes: &[IndexRecord],
+    ) -> Result<(
+        HashMap<u64, BundleRecord>,
+        Vec<HashMap<u64, IndexFileEntry>>,
+    )> {
+        let bundles = self.catalog.bundles_by_file(t, tr.table_id).await?;
+        let mut arts = Vec::with_capacity(indexes.len());
+        for ix in indexes {
+            arts.push(self.catalog.artifacts_by_file(t, ix.index_id).await?);
+        }
+        Ok((bundles, arts))
     }
 
     /// Create-only put of an overlay object (`E_CONFLICT` when it exists: a concurrent

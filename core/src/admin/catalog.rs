@@ -622,6 +622,25 @@ impl Catalog {
             .collect())
     }
 
+    /// Every bundle record of table `table_id`, by file id: one scan, where a get per file
+    /// costs a catalog read each (an object store request when not cached) at thousands of
+    /// files.
+    pub async fn bundles_by_file(
+        &self,
+        t: &Txn<'_>,
+        table_id: u64,
+    ) -> Result<std::collections::HashMap<u64, BundleRecord>> {
+        let prefix = format!("b/{table_id:020}/");
+        let mut out = std::collections::HashMap::new();
+        for (key, b) in t.scan_limit::<BundleRecord>(&prefix, usize::MAX).await? {
+            let file_id = key[prefix.len()..]
+                .parse::<u64>()
+                .map_err(|_| Error::catalog(format!("bundle key {key:?}")))?;
+            out.insert(file_id, b);
+        }
+        Ok(out)
+    }
+
     pub async fn tables(&self, t: &Txn<'_>) -> Result<Vec<TableRecord>> {
         t.scan("t/").await
     }
