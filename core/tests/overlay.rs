@@ -13,6 +13,8 @@ use skerry_core::io::{Location, ObjectStoreReader, RangeReader};
 use skerry_core::read::cache::ReadCache;
 use skerry_core::read::lookup::{Pinned, RowRef};
 use skerry_core::values::Value;
+
+mod support;
 use skerry_core::Error;
 
 struct Fixture {
@@ -300,24 +302,13 @@ async fn index_publish_and_lookup() {
 async fn a_large_head_is_compressed_and_still_one_read() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    write_orders_files(&data, 120);
-    let url = format!("file://{}", dir.path().join("overlay").display());
-    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
-    o.register_parquet_table(
-        "orders",
-        &format!("file://{}", data.display()),
-        FileSelection::Prefix(String::new()),
+    support::write_orders(&data, 120, 10, 10);
+    let (url, o) = support::orders_indexed(
+        &dir.path().join("overlay"),
+        &data,
+        &[("by_id", "order_id", false)],
     )
-    .await
-    .unwrap();
-    o.create_index(
-        "orders",
-        "by_id",
-        &["order_id".into()],
-        IndexOptions::default(),
-    )
-    .await
-    .unwrap();
+    .await;
     o.build("orders", |_| {}).await.unwrap();
     let reader = ObjectStoreReader::from_url(&url, &[]).unwrap();
     let head_file = dir.path().join("overlay").join(manifest::HEAD_PATH);
@@ -347,15 +338,6 @@ async fn a_large_head_is_compressed_and_still_one_read() {
         .unwrap();
         assert_eq!(m, file);
         assert_eq!(m.tables[0].files.len(), 120);
-    }
-}
-
-/// 120 one-row-group sample files under `data`.
-fn write_orders_files(data: &Path, files: i64) {
-    std::fs::create_dir_all(data).unwrap();
-    for i in 0..files {
-        let bytes = orders_parquet(i * 10, 10, 10, SampleCodec::Snappy).unwrap();
-        std::fs::write(data.join(format!("p{i:03}.parquet")), bytes).unwrap();
     }
 }
 
