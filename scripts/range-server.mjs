@@ -19,7 +19,13 @@ const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': '
 // deeper than it; requests in flight together share a trip. `setFaults(rate, seed)` makes
 // that share of GET and HEAD requests fail — a 503, or the connection reset before any
 // byte — chosen by a seeded generator (`stats.faults` counts them).
-export async function startRangeServer(root, { cache = false, latencyMs = 0, etag: etagKind = 'stat' } = {}) {
+//
+// `{ connections: n }` answers at most `n` requests at once, the rest waiting in arrival order
+// and their latency starting when their turn comes: what a Cloudflare Worker in production
+// sees (six subrequests waiting for headers per invocation, the seventh queued — a limit
+// workerd and miniflare do not enforce locally), or a browser's six connections per origin
+// over HTTP/1.1.
+export async function startRangeServer(root, { cache = false, latencyMs = 0, etag: etagKind = 'stat', connections = 0 } = {}) {
   // MD5s by file identity and change time (which no rewrite can restore).
   const md5s = new Map();
   const md5Of = (fd, st) => {
@@ -54,9 +60,28 @@ export async function startRangeServer(root, { cache = false, latencyMs = 0, eta
     req.depth = depth;
     stats.trips = Math.max(stats.trips, depth);
     res.on('finish', () => { answered = Math.max(answered, depth); });
-    if (latencyMs > 0) setTimeout(() => serve(req, res), latencyMs);
-    else serve(req, res);
+    const go = () => {
+      if (latencyMs > 0) setTimeout(() => serve(req, res), latencyMs);
+      else serve(req, res);
+    };
+    if (connections > 0) admit(res, go);
+    else go();
   });
+  // At most `connections` requests answered at once; the others wait in arrival order.
+  let busy = 0;
+  const waiting = [];
+  const admit = (res, go) => {
+    const release = () => {
+      if (res.released) return;
+      res.released = true;
+      busy--;
+      const next = waiting.shift();
+      if (next) { busy++; next(); }
+    };
+    res.on('finish', release);
+    res.on('close', release);
+    if (busy < connections) { busy++; go(); } else waiting.push(go);
+  };
   function serve(req, res) {
     const url = new URL(req.url, 'http://x');
     const file = path.join(root, decodeURIComponent(url.pathname));
