@@ -23,10 +23,7 @@ const LATENCY = 20;
 const COLD = Number(process.env.SKERRY_BENCH_COLD || 10);
 // The range server runs in its own process (a real one is another machine; see
 // `startBenchServer`): the time measured is the reader's.
-// `SKERRY_BENCH_CONNECTIONS=6`: the server answers 6 requests at a time, as a Worker in
-// production waits for at most 6 subrequests' headers at once (`startRangeServer`).
-const CONNECTIONS = Number(process.env.SKERRY_BENCH_CONNECTIONS || 0);
-const server = await startBenchServer(root, { latencyMs: LATENCY, connections: CONNECTIONS });
+const server = await startBenchServer(root, { latencyMs: LATENCY });
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * p))]; };
 
 function recall(layout, truth, rows) {
@@ -34,7 +31,7 @@ function recall(layout, truth, rows) {
   return truth.filter((t) => got.has(t)).length;
 }
 
-console.log(`${spec.n} × 64-d vectors, k = ${spec.k}, metric ${spec.metric}; wasm over HTTP with ${LATENCY} ms per response (server ${server.where}${CONNECTIONS ? `, ${CONNECTIONS} requests at a time` : ''}); default options`);
+console.log(`${spec.n} × 64-d vectors, k = ${spec.k}, metric ${spec.metric}; wasm over HTTP with ${LATENCY} ms per response (server ${server.where}); default options`);
 console.log();
 console.log('| layout | side | recall@10 | p50 | p95 | round trips | requests/query | bytes/query |');
 console.log('|---|---|---|---|---|---|---|---|');

@@ -213,10 +213,15 @@ if (process.argv[2] === '--serve' && process.send) {
 // What the HTTP benchmarks serve from: the range server in its own process, or with
 // `SKERRY_BENCH_SERVER=inproc` in the reader's (its serving time then counts in every
 // query's, as in the benchmarks before stop 56). Either way `stats()` and `reset()` are async.
+// `SKERRY_BENCH_CONNECTIONS=6`: six requests answered at a time (`connections` above — a
+// Worker in production, a browser over HTTP/1.1); `where` says so.
 export async function startBenchServer(root, options = {}) {
+  const connections = Number(process.env.SKERRY_BENCH_CONNECTIONS || 0);
+  const opts = { ...options, connections };
+  const limit = connections ? `, ${connections} requests at a time` : '';
   if (process.env.SKERRY_BENCH_SERVER === 'inproc') {
-    const s = await startRangeServer(root, options);
-    return { url: s.url, where: "in the reader's process", stats: async () => s.stats, reset: async () => s.reset(), close: s.close };
+    const s = await startRangeServer(root, opts);
+    return { url: s.url, where: `in the reader's process${limit}`, stats: async () => s.stats, reset: async () => s.reset(), close: s.close };
   }
-  return { ...(await startRangeServerProcess(root, options)), where: 'in its own process' };
+  return { ...(await startRangeServerProcess(root, opts)), where: `in its own process${limit}` };
 }

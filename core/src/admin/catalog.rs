@@ -337,7 +337,12 @@ pub fn staged_table_key(t: u64) -> String {
 }
 pub const STAGED_TABLE_PREFIX: &str = "g/";
 pub fn bundle_key(t: u64, f: u64) -> String {
-    format!("b/{t:020}/{f:020}")
+    format!("{}{f:020}", bundle_prefix(t))
+}
+
+/// The prefix of every [`bundle_key`] of table `t`.
+fn bundle_prefix(t: u64) -> String {
+    format!("b/{t:020}/")
 }
 
 /// The SlateDB-backed catalog.
@@ -630,7 +635,7 @@ impl Catalog {
         t: &Txn<'_>,
         table_id: u64,
     ) -> Result<std::collections::HashMap<u64, BundleRecord>> {
-        let prefix = format!("b/{table_id:020}/");
+        let prefix = bundle_prefix(table_id);
         let mut out = std::collections::HashMap::new();
         for (key, b) in t.scan_limit::<BundleRecord>(&prefix, usize::MAX).await? {
             let file_id = key[prefix.len()..]
