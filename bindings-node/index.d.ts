@@ -17,7 +17,8 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class BundleBuilder {
   /**
    * Builds one task (a JSON text from `planBuild`): indexes the data file and writes its
-   * bundle; resolves to the receipt (a JSON text for `commitBuild`).
+   * bundle — or, for a run task (`"kind": "run"`, from `planBuild(table, { runs: true })`),
+   * writes the index's new run; resolves to the receipt (a JSON text for `commitBuild`).
    */
   buildBundle(task: string): Promise<string>
 }
@@ -133,15 +134,19 @@ export declare class Overlay {
   certificate(table: string, index: string): Promise<Certificate | null>
   /**
    * Plans a build for workers elsewhere (`docs/fanout.md`): one task per data file
-   * lacking blobs, each a JSON text to hand to `BundleBuilder.buildBundle` in any process.
+   * lacking blobs, each a JSON text to hand to `BundleBuilder.buildBundle` in any process;
+   * with `runs: true`, one run task per index whose tier rule calls for a run instead.
    * Nothing is written.
    */
   planBuild(table: string, options?: PlanOptions | undefined | null): Promise<string[]>
   /**
    * Commits receipts (JSON texts from `buildBundle`): each is checked against the catalog
-   * and its object; valid ones are committed, stale ones refused with their reason.
+   * and its object; valid ones are committed, stale ones refused with their reason. Then
+   * the tier steps the committed files call for are taken (unless `runs: false`); run
+   * receipts are committed as their index's new run while its runs are still the ones
+   * the task was planned against.
    */
-  commitBuild(receipts: Array<string>): Promise<CommitReport>
+  commitBuild(receipts: Array<string>, options?: CommitOptions | undefined | null): Promise<CommitReport>
   /**
    * Closes the catalog (waits for durability of everything committed); a read-only
    * overlay has nothing to close.
@@ -201,6 +206,15 @@ export interface Certificate {
   entries: number
 }
 
+/** Options of `commitBuild`. */
+export interface CommitOptions {
+  /**
+   * Take the tier steps the committed files call for (write the runs here; default
+   * true). `false` leaves them to `planBuild(table, { runs: true })` and workers.
+   */
+  runs?: boolean
+}
+
 /** What `commitBuild` did. */
 export interface CommitReport {
   /** Files whose new bundles are committed. */
@@ -213,6 +227,11 @@ export interface CommitReport {
   bytes: bigint
   /** Catalog transactions the commit took. */
   transactions: number
+  /**
+   * Run bundles committed from run receipts (each its index's new run); refused run
+   * receipts are in `refused`, by run bundle.
+   */
+  runs: Array<string>
 }
 
 export interface CursorInfo {
@@ -261,6 +280,19 @@ export interface IndexInfo {
   state: IndexState
   /** Why a poisoned index was poisoned, when recorded (an upstream schema change). */
   reason?: string
+}
+
+/**
+ * One merge of a staged build: the run it wrote (`runBytes`, 0 when it only dropped runs
+ * answering nothing), the runs it merged into it, the files and rows that run covers, and
+ * the index's runs after it.
+ */
+export interface MergeReport {
+  runsMerged: number
+  files: number
+  rows: number
+  runBytes: number
+  runs: number
 }
 
 /** Where `mountIceberg` mounts from, when not a metadata URL. */
@@ -323,6 +355,12 @@ export interface PlanOptions {
    * entries of the file).
    */
   passEntries?: number
+  /**
+   * Plan the tier steps' runs instead of files (`docs/fanout.md`, "Run tasks"): one task per
+   * index whose runs a step is due for, after the file receipts are committed with
+   * `commitBuild(receipts, { runs: false })`.
+   */
+  runs?: boolean
 }
 
 export interface PublishReport {
@@ -429,6 +467,8 @@ export interface StepReport {
   cursor?: CursorInfo
   rowsDone: number
   rowsTotal: number
+  /** A step of the merge phase (every row indexed): the tier step it took. */
+  merged?: MergeReport
 }
 
 export interface SyncOptions {

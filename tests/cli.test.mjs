@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { readHead } from './support/head.mjs';
 
 const require = createRequire(import.meta.url);
 const { Overlay, sampleOrdersParquet } = require('skerry');
@@ -316,7 +317,7 @@ test('plan, build-bundle and commit: a build split across processes through JSON
     assert.match(ok(run(['query', 'orders', '--where', '{"order_id": 2500}', '--columns', 'order_id', '--format', 'json'])).out, /2500/);
     // The same receipts again (a retried commit): reported committed, nothing written.
     const again = ok(run(['commit', '-'], receipts.join('\n')));
-    assert.match(again.out, /committed 3 files \(0 entries, 0 bytes\) in 0 transactions; refused 0/);
+    assert.match(again.out, /committed 3 files \(0 entries, 0 bytes\) and 0 runs in 0 transactions; refused 0/);
     // A receipt that does not match its bundle's bytes: refused with the reason.
     const forged = JSON.parse(receipts[0]);
     forged.outcome.sha256 = '0'.repeat(64);
@@ -327,6 +328,54 @@ test('plan, build-bundle and commit: a build split across processes through JSON
     const bad = run(['build-bundle', '--overlay', url, '-'], '{"not":"a task"}\n');
     assert.equal(bad.code, 1);
     assert.match(bad.err, /error E_INVALID: .*buildBundle: not a build task/);
+  } finally {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('plan --runs: the table runs written by build-bundle workers, committed after commit --no-runs', () => {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-cli-runs-'));
+  const run = (args, input) => {
+    const r = spawnSync(process.execPath, [BIN, ...args], { cwd: d, encoding: 'utf8', input, env: { ...process.env, SKERRY_OVERLAY: '' } });
+    return { code: r.status, out: r.stdout, err: r.stderr };
+  };
+  try {
+    fs.mkdirSync(path.join(d, 'data'));
+    for (let i = 0; i < 5; i++) fs.writeFileSync(path.join(d, `data/p${i}.parquet`), sampleOrdersParquet(i * 1000, 1000, 250));
+    const url = `file://${path.join(d, 'overlay')}`;
+    ok(run(['init', url]));
+    ok(run(['register', 'orders', `file://${path.join(d, 'data')}`]));
+    ok(run(['index', 'create', 'orders', 'by_customer', 'customer']));
+    const tasks = ok(run(['plan', 'orders'])).out;
+    const receipts = ok(run(['build-bundle', '--overlay', url, '-'], tasks)).out;
+    const c = ok(run(['commit', '--no-runs', '-'], receipts));
+    assert.match(c.out, /committed 5 files \(5000 entries, \d+ bytes\) and 0 runs/);
+    const runDir = () => fs.readdirSync(path.join(d, 'overlay/bundles', fs.readdirSync(path.join(d, 'overlay/bundles'))[0])).filter((f) => f.startsWith('run-'));
+    assert.deepEqual(runDir(), [], 'no run yet');
+    // One run task (the index's first run over the five files), written by a worker.
+    const runTasks = ok(run(['plan', 'orders', '--runs'])).out.trim().split('\n');
+    assert.equal(runTasks.length, 1);
+    const t = JSON.parse(runTasks[0]);
+    assert.equal(t.kind, 'run');
+    assert.equal(t.files.length, 5);
+    const runReceipt = ok(run(['build-bundle', '--overlay', url, '-'], runTasks[0] + '\n')).out;
+    assert.equal(JSON.parse(runReceipt).kind, 'run');
+    assert.equal(runDir().length, 1, 'the worker wrote the run');
+    const c2 = ok(run(['commit', '-'], runReceipt));
+    assert.match(c2.out, /and 1 runs in/);
+    // Nothing is due any more; the same receipt again is refused (the runs moved on).
+    assert.equal(ok(run(['plan', 'orders', '--runs'])).out.trim(), '');
+    assert.match(ok(run(['commit', '-'], runReceipt)).out, /refused 1[\s\S]*runs changed since/);
+    ok(run(['publish']));
+    const head = readHead(path.join(d, 'overlay/manifests/HEAD'));
+    const manifest = head.manifest ?? head;
+    const ix = manifest.tables[0].indexes.find((i) => i.name === 'by_customer');
+    assert.equal(ix.run?.files?.length, 5, JSON.stringify(Object.keys(head)));
+    assert.equal(ix.run.bundlePath ?? ix.run.bundle_path, t.bundlePath);
+    const q = run(['query', 'orders', '--where', '{"customer": "customer-00042"}', '--columns', 'order_id', '--json', '--stats']);
+    assert.equal(q.code, 0, q.err);
+    assert.ok(JSON.parse(q.out).length > 0);
+    assert.match(q.err, /files 5: 5 by index, 0 scanned/);
   } finally {
     fs.rmSync(d, { recursive: true, force: true });
   }

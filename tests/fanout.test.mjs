@@ -52,6 +52,19 @@ function bundles(dir, name) {
   return out;
 }
 
+/** Per index id, its run bundles' bytes (names differ by their attempt token). */
+function runBundles(dir, name) {
+  const root = path.join(dir, name, 'bundles');
+  const out = new Map();
+  for (const t of fs.readdirSync(root)) {
+    for (const f of fs.readdirSync(path.join(root, t))) {
+      const m = /^run-(\d+)-g\d+-[0-9a-f]+\.puffin$/.exec(f);
+      if (m) out.set(m[1], [...(out.get(m[1]) ?? []), fs.readFileSync(path.join(root, t, f))]);
+    }
+  }
+  return out;
+}
+
 test('200 files built by 4 BullMQ workers (one killed mid-job) equal a local build', { timeout: 300_000 }, async () => {
   const { dir, data } = setup();
   const redis = await startRedis();
@@ -87,6 +100,19 @@ test('200 files built by 4 BullMQ workers (one killed mid-job) equal a local bui
     for (const [k, [bytes]] of a) {
       assert.equal(b.get(k).length, 1, `one bundle of ${k} (the retried job wrote the same name)`);
       assert.ok(bytes.equals(b.get(k)[0]), `bundle of ${k} differs`);
+    }
+    // The table runs: the unique index's written as it turned ready (its cross-file check),
+    // the other's by a worker from a run task — each byte for byte the local build's.
+    assert.equal(r.runTasks, 1);
+    assert.equal(r.runs.runs.length, 1, JSON.stringify(r.runs.refused));
+    assert.deepEqual(r.runs.refused, []);
+    const ra = runBundles(dir, 'local');
+    const rb = runBundles(dir, 'fanout');
+    assert.equal(ra.size, 2);
+    assert.deepEqual([...rb.keys()].sort(), [...ra.keys()].sort());
+    for (const [k, [bytes]] of ra) {
+      assert.equal(rb.get(k).length, 1, `one run of index ${k}`);
+      assert.ok(bytes.equals(rb.get(k)[0]), `run of index ${k} differs`);
     }
     // The same answers, from the indexes.
     for (const [ix, key] of [['by_id', 0], ['by_id', 31_337], ['by_id', FILES * ROWS - 1], ['by_id', FILES * ROWS], ['by_customer', 'customer-00042'], ['by_customer', 'nobody']]) {

@@ -98,6 +98,16 @@ test('syncs through an append far past one commit, a delete, a schema change; ex
   assert.ok(progress.length >= 4, `progress events: ${progress.length}`);
   assert.ok(progress.every((p) => p.entries <= 400000), 'each step within its bound');
   assert.ok(progress.some((p) => p.done && p.state === 'ready'));
+  // Runs are written in merge steps of their own, after the index turned ready (decision 74),
+  // and the loop goes on stepping an index its budget left mid-merge.
+  const merges = progress.filter((p) => p.merged);
+  assert.ok(merges.length >= 1, JSON.stringify(progress));
+  for (const m of merges) {
+    assert.equal(m.state, 'ready');
+    assert.equal(m.entries, 0);
+    assert.ok(m.merged.files >= 4 && m.merged.runBytes > 0, JSON.stringify(m));
+  }
+  assert.ok(progress.every((p) => !p.merged || progress.indexOf(p) > progress.findIndex((q) => q.index === p.index && q.state === 'ready')));
   assert.deepEqual(await states(overlay), { by_id: 'ready', by_region: 'ready', by_email: 'ready' });
   await exact(overlay, s4, 'addon, caught up');
   const byIndex = await overlay.query('grow', { where: { id: 700005 }, columns: ['id'] });

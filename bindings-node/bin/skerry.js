@@ -203,16 +203,18 @@ const COMMANDS = {
     },
   },
   plan: {
-    usage: 'skerry plan <table> [--index <name>] [--pass-entries n]',
-    about: 'Plan a build for workers elsewhere: one task per data file lacking blobs, printed as JSON lines (one task per line) for `skerry build-bundle` on any machine. Writes nothing.',
+    usage: 'skerry plan <table> [--index <name>] [--pass-entries n] [--runs]',
+    about: 'Plan a build for workers elsewhere: one task per data file lacking blobs, printed as JSON lines (one task per line) for `skerry build-bundle` on any machine. With --runs, one task per index whose runs a tier step is due for (after `skerry commit --no-runs`). Writes nothing.',
     args: ['table'],
     options: {
       index: { type: 'string', desc: '<name>  only this index' },
       'pass-entries': { type: 'string', desc: '<n>     entries (rows × indexes) a worker derives in one pass; larger files are built one index at a time' },
+      runs: { type: 'boolean', desc: '        plan the tier steps\' runs (workers write them) instead of files' },
     },
     run: async (o, [table], flags) => {
       const options = {};
       if (flags.index !== undefined) options.index = flags.index;
+      if (flags.runs) options.runs = true;
       if (flags['pass-entries'] !== undefined) options.passEntries = count(flags['pass-entries'], '--pass-entries');
       const tasks = await o.planBuild(table, options);
       if (flags.json) return { result: tasks.map((t) => JSON.parse(t)), text: null };
@@ -234,12 +236,15 @@ const COMMANDS = {
     },
   },
   commit: {
-    usage: 'skerry commit [<receipts.jsonl> | -]',
-    about: 'Commit receipts from `skerry build-bundle` (JSON lines from a file or stdin): each is checked against the catalog and its bundle object; stale ones are refused with their reason (plan again). Then publish.',
+    usage: 'skerry commit [<receipts.jsonl> | -] [--no-runs]',
+    about: 'Commit receipts from `skerry build-bundle` (JSON lines from a file or stdin): each is checked against the catalog and its bundle object; stale ones are refused with their reason (plan again). Then the tier steps due are taken (the runs written here) unless --no-runs leaves them to `skerry plan --runs` and workers; run receipts are committed as their index\'s new run. Then publish.',
     args: ['receipts?'],
-    run: async (o, [file]) => {
-      const r = await o.commitBuild(jsonLines(file, 'receipts'));
-      const lines = [`committed ${r.committed.length} files (${r.entries} entries, ${r.bytes} bytes) in ${r.transactions} transactions; refused ${r.refused.length}; left for a local build ${r.left.length}`];
+    options: {
+      'no-runs': { type: 'boolean', desc: '        leave the tier steps\' runs to `skerry plan --runs`' },
+    },
+    run: async (o, [file], flags) => {
+      const r = await o.commitBuild(jsonLines(file, 'receipts'), flags['no-runs'] ? { runs: false } : undefined);
+      const lines = [`committed ${r.committed.length} files (${r.entries} entries, ${r.bytes} bytes) and ${r.runs.length} runs in ${r.transactions} transactions; refused ${r.refused.length}; left for a local build ${r.left.length}`];
       for (const x of r.refused) lines.push(`  refused ${x.file}: ${x.reason}`);
       for (const x of r.left) lines.push(`  left ${x.file}: ${x.reason}`);
       return { result: r, text: lines.join('\n') };

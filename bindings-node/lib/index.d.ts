@@ -72,7 +72,10 @@ export interface SyncProgress {
   rowsDone: number;
   rowsTotal: number;
   state: import('../index').IndexState;
+  /** Nothing left to index or merge for this index. */
   done: boolean;
+  /** A step of the merge phase (every row indexed): the run it wrote; `null` otherwise. */
+  merged: import('../index').MergeReport | null;
 }
 
 /** A background sync's problem: an index it poisoned, or a run that failed. */
@@ -117,7 +120,8 @@ export declare class BundleBuilder {
   static open(url: string, options?: { storage?: Record<string, string>; timeoutMs?: number }): BundleBuilder;
   /**
    * Builds one task (a JSON text from `planBuild`): indexes its data file, writes the file's
-   * new bundle, resolves to the receipt (a JSON text for `commitBuild`). Safe to retry.
+   * new bundle — or, for a run task (`planBuild(table, { runs: true })`), the index's new run
+   * — and resolves to the receipt (a JSON text for `commitBuild`). Safe to retry.
    */
   buildBundle(task: string): Promise<string>;
 }

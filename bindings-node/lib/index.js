@@ -110,8 +110,8 @@ const SIGNATURES = {
   vacuum: [['options', { retainVersions: 'count', graceSeconds: 'count' }]],
   verify: [['table', 'string'], ['index', 'string']],
   certificate: [['table', 'string'], ['index', 'string']],
-  planBuild: [['table', 'string'], ['options', { index: 'string', passEntries: 'count' }]],
-  commitBuild: [['receipts', 'string[]']],
+  planBuild: [['table', 'string'], ['options', { index: 'string', passEntries: 'count', runs: 'boolean' }]],
+  commitBuild: [['receipts', 'string[]'], ['options', { runs: 'boolean' }]],
   close: [],
 };
 const SYNC = new Set(['setScanOnly', 'startSync']);
@@ -259,7 +259,7 @@ native.Overlay.prototype.dropIndex = async function (table, name, options) {
 // at once. Each run syncs, then catches up index work a sync deferred (indexes `building` or
 // `maintaining`) in at most `catchUpSteps` bounded build steps (default 4; `maxEntries` /
 // `maxBytes` per step; 0 steps: no catch-up), emitting `progress` `{ table, index, step,
-// rowsDone, rowsTotal, state, done }` per step; publishes when something changed or coverage
+// rowsDone, rowsTotal, state, done, merged }` per step (`merged`: a merge-phase step's run, else null); publishes when something changed or coverage
 // moved (unless `publish: false`), emits `sync` `{ table, report, published, pending }`
 // (`pending`: indexes still catching up, whose next run follows at once), and emits `warning`
 // for an index the run poisoned (`{ table, index, reason: 'poisoned', message }`) or a run
@@ -287,7 +287,9 @@ native.Overlay.prototype.startSync = function (name, options) {
     let budget = catchUpSteps;
     let moved = false;
     const left = [];
-    const indexes = (await this.listIndexes(name)).filter((i) => i.state === 'building' || i.state === 'maintaining');
+    // Indexes still catching up, and those a budget left in their merge phase (ready by
+    // then: their runs follow in steps of their own).
+    const indexes = (await this.listIndexes(name)).filter((i) => i.state === 'building' || i.state === 'maintaining' || loop.pending.includes(i.name));
     for (const ix of indexes) {
       let done = false;
       while (budget > 0 && !done && !loop.stopped) {
@@ -296,7 +298,8 @@ native.Overlay.prototype.startSync = function (name, options) {
           const s = await this.buildStep(name, ix.name, stepOptions);
           done = s.done;
           if (s.filesCompleted.length > 0 || s.state !== ix.state) moved = true;
-          emit('progress', { table: name, index: ix.name, step: s.step, entries: s.entries, rowsDone: s.rowsDone, rowsTotal: s.rowsTotal, state: s.state, done: s.done });
+          if (s.merged) moved = true;
+          emit('progress', { table: name, index: ix.name, step: s.step, entries: s.entries, rowsDone: s.rowsDone, rowsTotal: s.rowsTotal, state: s.state, done: s.done, merged: s.merged ?? null });
         } catch (e) {
           if (e.code === 'E_CONFLICT') continue; // another builder moved it; next step
           done = true;
@@ -416,8 +419,10 @@ class BundleBuilder {
   }
   /**
    * Builds one task (a JSON text from `planBuild`): indexes its data file and writes the
-   * file's new bundle. Resolves to the receipt, a JSON text for `commitBuild`. Retrying a
-   * task is safe: it writes the same bytes under the same name.
+   * file's new bundle — or, for a run task (`planBuild(table, { runs: true })`), writes the
+   * index's new run from the runs it merges and the new files' blobs. Resolves to the
+   * receipt, a JSON text for `commitBuild`. Retrying a task is safe: it writes the same
+   * bytes under the same name.
    */
   buildBundle(task) {
     try {

@@ -189,6 +189,18 @@ pub struct PlanOptions {
     /// 2,000,000); a larger file is built one index at a time (the worker holds one index's
     /// entries of the file).
     pub pass_entries: Option<f64>,
+    /// Plan the tier steps' runs instead of files (`docs/fanout.md`, "Run tasks"): one task per
+    /// index whose runs a step is due for, after the file receipts are committed with
+    /// `commitBuild(receipts, { runs: false })`.
+    pub runs: Option<bool>,
+}
+
+/// Options of `commitBuild`.
+#[napi(object)]
+pub struct CommitOptions {
+    /// Take the tier steps the committed files call for (write the runs here; default
+    /// true). `false` leaves them to `planBuild(table, { runs: true })` and workers.
+    pub runs: Option<bool>,
 }
 
 /// A file `commitBuild` did not commit, and why.
@@ -211,6 +223,9 @@ pub struct CommitReport {
     pub bytes: BigInt,
     /// Catalog transactions the commit took.
     pub transactions: u32,
+    /// Run bundles committed from run receipts (each its index's new run); refused run
+    /// receipts are in `refused`, by run bundle.
+    pub runs: Vec<String>,
 }
 
 #[napi(object)]
@@ -385,6 +400,20 @@ pub struct StepReport {
     pub cursor: Option<CursorInfo>,
     pub rows_done: i64,
     pub rows_total: i64,
+    /// A step of the merge phase (every row indexed): the tier step it took.
+    pub merged: Option<MergeReport>,
+}
+
+/// One merge of a staged build: the run it wrote (`runBytes`, 0 when it only dropped runs
+/// answering nothing), the runs it merged into it, the files and rows that run covers, and
+/// the index's runs after it.
+#[napi(object)]
+pub struct MergeReport {
+    pub runs_merged: i64,
+    pub files: i64,
+    pub rows: i64,
+    pub run_bytes: i64,
+    pub runs: i64,
 }
 
 /// What vacuum (or a purging drop) removed.
@@ -1170,6 +1199,13 @@ impl Overlay {
                 }),
                 rows_done: i(s.rows_done),
                 rows_total: i(s.rows_total),
+                merged: s.merged.map(|m| MergeReport {
+                    runs_merged: i(m.runs_merged),
+                    files: i(m.files),
+                    rows: i(m.rows),
+                    run_bytes: i(m.run_bytes),
+                    runs: i(m.runs),
+                }),
             })
         })
     }
@@ -1289,7 +1325,8 @@ impl Overlay {
     }
 
     /// Plans a build for workers elsewhere (`docs/fanout.md`): one task per data file
-    /// lacking blobs, each a JSON text to hand to `BundleBuilder.buildBundle` in any process.
+    /// lacking blobs, each a JSON text to hand to `BundleBuilder.buildBundle` in any process;
+    /// with `runs: true`, one run task per index whose tier rule calls for a run instead.
     /// Nothing is written.
     #[napi(ts_return_type = "Promise<string[]>")]
     pub fn plan_build<'env>(
@@ -1299,9 +1336,9 @@ impl Overlay {
         options: Option<PlanOptions>,
     ) -> Result<PromiseRaw<'env, Vec<String>>> {
         let w = self.writer();
-        let (index, pass_entries) = match options {
-            Some(o) => (o.index, o.pass_entries),
-            None => (None, None),
+        let (index, pass_entries, runs) = match options {
+            Some(o) => (o.index, o.pass_entries, o.runs.unwrap_or(false)),
+            None => (None, None, false),
         };
         if let Some(n) = pass_entries {
             if n.fract() != 0.0 || !(1.0..=9_007_199_254_740_991.0).contains(&n) {
@@ -1317,37 +1354,61 @@ impl Overlay {
             index,
             pass_entries: pass_entries.map(|n| n as u64),
         };
+        let json = |t: serde_json::Result<String>| t.map_err(|e| CoreError::Invalid(e.to_string()));
         run(env, async move {
-            let tasks = w?.plan_build(&table, &opts).await?;
+            let w = w?;
+            if runs {
+                let tasks = w.plan_runs(&table, opts.index.as_deref()).await?;
+                return tasks
+                    .iter()
+                    .map(|t| json(serde_json::to_string(t)))
+                    .collect();
+            }
+            let tasks = w.plan_build(&table, &opts).await?;
             tasks
                 .iter()
-                .map(|t| serde_json::to_string(t).map_err(|e| CoreError::Invalid(e.to_string())))
+                .map(|t| json(serde_json::to_string(t)))
                 .collect()
         })
     }
 
     /// Commits receipts (JSON texts from `buildBundle`): each is checked against the catalog
-    /// and its object; valid ones are committed, stale ones refused with their reason.
+    /// and its object; valid ones are committed, stale ones refused with their reason. Then
+    /// the tier steps the committed files call for are taken (unless `runs: false`); run
+    /// receipts are committed as their index's new run while its runs are still the ones
+    /// the task was planned against.
     #[napi(ts_return_type = "Promise<CommitReport>")]
     pub fn commit_build<'env>(
         &self,
         env: &'env Env,
         receipts: Vec<String>,
+        options: Option<CommitOptions>,
     ) -> Result<PromiseRaw<'env, CommitReport>> {
         let w = self.writer();
+        let take_runs = options.and_then(|o| o.runs).unwrap_or(true);
         run(env, async move {
-            let receipts = receipts
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    serde_json::from_str(r).map_err(|e| {
-                        CoreError::Invalid(format!(
-                            "commitBuild: receipts[{i}] is not a receipt: {e}"
-                        ))
-                    })
-                })
-                .collect::<skerry_core::Result<Vec<_>>>()?;
-            let r = w?.commit_build(&receipts).await?;
+            let mut files = Vec::new();
+            let mut runs = Vec::new();
+            for (i, r) in receipts.iter().enumerate() {
+                let bad = |e: serde_json::Error| {
+                    CoreError::Invalid(format!("commitBuild: receipts[{i}] is not a receipt: {e}"))
+                };
+                if is_run(r) {
+                    runs.push(serde_json::from_str(r).map_err(bad)?);
+                } else {
+                    files.push(serde_json::from_str(r).map_err(bad)?);
+                }
+            }
+            let w = w?;
+            // A commit of run receipts alone takes no further step (it is the step).
+            let mut r = if files.is_empty() && !runs.is_empty() {
+                skerry_core::admin::fanout::CommitReport::default()
+            } else {
+                w.commit_build_with(&files, take_runs).await?
+            };
+            let done = w.commit_runs(&runs).await?;
+            r.refused.extend(done.refused);
+            let run_bundles = done.committed;
             let refused = |v: Vec<skerry_core::admin::fanout::Refused>| {
                 v.into_iter()
                     .map(|r| RefusedFile {
@@ -1363,6 +1424,7 @@ impl Overlay {
                 entries: big(r.entries),
                 bytes: big(r.bytes),
                 transactions: r.transactions as u32,
+                runs: run_bundles,
             })
         })
     }
@@ -1379,6 +1441,14 @@ impl Overlay {
             }
         })
     }
+}
+
+/// Is this task or receipt (JSON) a run's (`"kind": "run"` at its top level)? A text that
+/// is not a JSON object is not: it then fails as a file's.
+fn is_run(json: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(json).is_ok_and(|v| {
+        v.get("kind").and_then(|k| k.as_str()) == Some(skerry_core::admin::run_tasks::RUN_KIND)
+    })
 }
 
 /// Builds bundles from `planBuild`'s tasks in any process: the overlay's object store and the
@@ -1420,7 +1490,8 @@ pub fn open_bundle_builder(
 #[napi]
 impl BundleBuilder {
     /// Builds one task (a JSON text from `planBuild`): indexes the data file and writes its
-    /// bundle; resolves to the receipt (a JSON text for `commitBuild`).
+    /// bundle — or, for a run task (`"kind": "run"`, from `planBuild(table, { runs: true })`),
+    /// writes the index's new run; resolves to the receipt (a JSON text for `commitBuild`).
     #[napi(ts_return_type = "Promise<string>")]
     pub fn build_bundle<'env>(
         &self,
@@ -1429,8 +1500,17 @@ impl BundleBuilder {
     ) -> Result<PromiseRaw<'env, String>> {
         let b = self.inner.clone();
         run(env, async move {
-            let task: skerry_core::admin::fanout::BuildTask = serde_json::from_str(&task)
-                .map_err(|e| CoreError::Invalid(format!("buildBundle: not a build task: {e}")))?;
+            let bad = |e: serde_json::Error| {
+                CoreError::Invalid(format!("buildBundle: not a build task: {e}"))
+            };
+            if is_run(&task) {
+                let task: skerry_core::admin::run_tasks::RunTask =
+                    serde_json::from_str(&task).map_err(bad)?;
+                let r = b.build_run(&task).await?;
+                return serde_json::to_string(&r).map_err(|e| CoreError::Invalid(e.to_string()));
+            }
+            let task: skerry_core::admin::fanout::BuildTask =
+                serde_json::from_str(&task).map_err(bad)?;
             let r = b.build_bundle(&task).await?;
             serde_json::to_string(&r).map_err(|e| CoreError::Invalid(e.to_string()))
         })

@@ -583,3 +583,195 @@ async fn vacuums_during_a_four_worker_fan_out_take_nothing_in_flight() {
     ready_and_exact(&o).await;
     assert_eq!(answers(&local).await, answers(&o).await);
 }
+
+/// Run tasks (`docs/fanout.md`, "Run tasks"): with the file receipts committed and the runs
+/// left (`commit_build_with(.., false)`), `plan_runs` hands each index's tier step to a worker
+/// (`BundleBuilder::build_run`, a handle of its own, the task through JSON) and `commit_runs`
+/// takes them. The runs equal a local `build()`'s blob for blob (ordered, bitmap, bloom and
+/// full text), the answers and `verify` hold; tampered tasks are refused before any write,
+/// a stale receipt and one whose object is gone are refused at the commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_written_by_workers_and_equal_a_local_build() {
+    use skerry_core::admin::run_tasks::{RunReceipt, RunTask};
+    use skerry_core::formats::manifest::TableRun;
+    use skerry_core::index::spec::{IndexKind, IndexOptions};
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    write_data(&data);
+    async fn more(o: &Overlay) {
+        for (name, column, kind) in [
+            ("bm_day", "day", IndexKind::Bitmap),
+            ("bl_customer", "customer", IndexKind::Bloom),
+            ("ft_customer", "customer", IndexKind::Fulltext),
+        ] {
+            o.create_index(
+                "orders",
+                name,
+                &[column.into()],
+                IndexOptions {
+                    kind,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        }
+    }
+    let (_, local) = overlay(d.path(), "local", &data).await;
+    more(&local).await;
+    local.build("orders", |_| {}).await.unwrap();
+    let (url, o) = overlay(d.path(), "fanout", &data).await;
+    more(&o).await;
+    async fn runs_of(o: &Overlay, ix: &str) -> Vec<TableRun> {
+        let m = o.snapshot_manifest(0).await.unwrap();
+        m.table("orders")
+            .unwrap()
+            .index(ix)
+            .unwrap()
+            .table_runs()
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+    let tiered = ["by_customer", "bm_day", "bl_customer", "ft_customer"];
+
+    let tasks = o
+        .plan_build("orders", &PlanOptions::default())
+        .await
+        .unwrap();
+    let receipts = build_all(&url, &tasks).await;
+    let c = o.commit_build_with(&receipts, false).await.unwrap();
+    assert_eq!(c.committed.len(), FILES as usize);
+    for ix in tiered {
+        assert!(
+            runs_of(&o, ix).await.is_empty(),
+            "{ix}: the commit took no step"
+        );
+    }
+
+    let tasks: Vec<RunTask> = o.plan_runs("orders", None).await.unwrap();
+    let mut planned: Vec<&str> = tasks.iter().map(|t| t.index.name.as_str()).collect();
+    planned.sort();
+    let mut want = tiered.to_vec();
+    want.sort();
+    // (The unique index's run is written with its cross-file check as it turns ready.)
+    assert_eq!(planned, want);
+    assert!(tasks
+        .iter()
+        .all(|t| t.files.len() == FILES as usize && t.merge.is_empty()));
+
+    // Tampered tasks: refused before anything is written.
+    let worker = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
+    let bundles = || support::files_under(&d.path().join("fanout/bundles")).len();
+    let before = bundles();
+    let mut escape = tasks[0].clone();
+    escape.bundle_path = escape.bundle_path.replace("bundles/", "bundles/../../");
+    let mut forged = tasks[0].clone();
+    forged.files.pop();
+    forged.artifacts.pop();
+    let mut outside = tasks[0].clone();
+    outside.artifacts[0].lineage.bundle_path = "keys/fanout-task.key".into();
+    for (what, t) in [("escape", escape), ("forged", forged), ("outside", outside)] {
+        let e = worker.build_run(&t).await.unwrap_err();
+        assert_eq!(e.code(), "E_INVALID", "{what}: {e}");
+    }
+    assert_eq!(bundles(), before, "a refused task writes nothing");
+
+    // Each task on a worker of its own, through JSON.
+    let mut handles = Vec::new();
+    for t in &tasks {
+        let wire = serde_json::to_string(t).unwrap();
+        let url = url.clone();
+        handles.push(tokio::spawn(async move {
+            let task: RunTask = serde_json::from_str(&wire).unwrap();
+            let b = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
+            let r = b.build_run(&task).await.unwrap();
+            serde_json::from_str::<RunReceipt>(&serde_json::to_string(&r).unwrap()).unwrap()
+        }));
+    }
+    let mut run_receipts = Vec::new();
+    for h in handles {
+        run_receipts.push(h.await.unwrap());
+    }
+    assert!(run_receipts.iter().all(|r| r.run.is_some()));
+    // Nothing is committed until the committer takes the receipts.
+    for ix in tiered {
+        assert!(runs_of(&o, ix).await.is_empty());
+    }
+    let report = o.commit_runs(&run_receipts).await.unwrap();
+    assert_eq!(report.committed.len(), tiered.len(), "{report:?}");
+    assert!(report.refused.is_empty(), "{report:?}");
+    for ix in tiered {
+        let (a, b) = (runs_of(&local, ix).await, runs_of(&o, ix).await);
+        assert_eq!(a.len(), 1, "{ix}");
+        assert_eq!(b.len(), 1, "{ix}");
+        // The same run: blob, directory and files (only the bundle's name differs).
+        assert_eq!(a[0].blob_length, b[0].blob_length, "{ix}");
+        assert_eq!(a[0].ordered, b[0].ordered, "{ix}");
+        assert_eq!(a[0].files, b[0].files, "{ix}");
+        let v = o.verify("orders", ix).await.unwrap();
+        assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true), "{ix}");
+    }
+    ready_and_exact(&o).await;
+    assert_eq!(answers(&local).await, answers(&o).await);
+
+    // The same receipts again: the runs moved on since their tasks were planned.
+    let again = o.commit_runs(&run_receipts).await.unwrap();
+    assert!(again.committed.is_empty());
+    assert_eq!(again.refused.len(), tiered.len());
+    assert!(
+        again.refused.iter().all(|r| r.reason.contains("changed")),
+        "{again:?}"
+    );
+
+    // A receipt whose run object is gone, and one naming another run's object: refused.
+    let names: Vec<String> = (0..4)
+        .map(|n| format!("p{:03}.parquet", FILES + n))
+        .collect();
+    for (n, name) in names.iter().enumerate() {
+        std::fs::write(
+            data.join(name),
+            orders_parquet(
+                (FILES + n as i64) * ROWS,
+                ROWS as usize,
+                500,
+                SampleCodec::Snappy,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    }
+    o.register_files("orders", &names).await.unwrap();
+    let tasks = o.plan_runs("orders", Some("bm_day")).await.unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(
+        tasks[0].merge,
+        vec![0],
+        "the four new files merge with the run"
+    );
+    let r = worker.build_run(&tasks[0]).await.unwrap();
+    let mut moved = r.clone();
+    let run = moved.run.as_mut().unwrap();
+    run.bundle_path = runs_of(&o, "bm_day").await[0].bundle_path.clone();
+    let gone = r.clone();
+    std::fs::remove_file(d.path().join("fanout").join(&r.task.bundle_path)).unwrap();
+    let c = o.commit_runs(&[moved, gone]).await.unwrap();
+    assert!(c.committed.is_empty(), "{c:?}");
+    assert!(
+        c.refused[0].reason.contains("not where its task named it"),
+        "{c:?}"
+    );
+    assert!(
+        c.refused[1].reason.contains("not in the overlay store"),
+        "{c:?}"
+    );
+    // Built again, it commits: one run over the ten files.
+    let r = worker.build_run(&tasks[0]).await.unwrap();
+    let c = o.commit_runs(&[r]).await.unwrap();
+    assert_eq!(c.committed.len(), 1, "{c:?}");
+    let runs = runs_of(&o, "bm_day").await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].files.len(), FILES as usize + 4);
+    let v = o.verify("orders", "bm_day").await.unwrap();
+    assert_eq!((v.missing, v.mismatched, v.certified), (0, 0, true));
+}

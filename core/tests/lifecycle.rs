@@ -1595,8 +1595,18 @@ async fn verify_and_certificate() {
         .build_step("t", "by_customer", StepOptions::default())
         .await
         .unwrap();
-    assert!(s1.done);
     assert_eq!(s1.files_completed, vec!["p1.parquet".to_string()]);
+    assert!(s1.merged.is_none());
+    // The rewritten file leaves the run: the tier step follows in a merge step of its own.
+    assert!(!s1.done);
+    let s2 = o
+        .build_step("t", "by_customer", StepOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        s2.done && s2.merged.is_some() && s2.files_completed.is_empty(),
+        "{s2:?}"
+    );
     let v = o.verify("t", "by_customer").await.unwrap();
     assert!(v.certified, "{v:?}");
     // A step of the index withdraws its certificate.

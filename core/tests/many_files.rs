@@ -306,6 +306,110 @@ async fn appended_files_become_a_run_of_their_own() {
     same_as_by_file(&m, 1, 55).await;
 }
 
+/// The merge phase of a staged build: indexing steps never write a run; once every row is
+/// indexed, each step takes one step of the tier rule for its index and reports it, and
+/// `done` waits for it. (Fails if the step that covers the last row merges, or reports done
+/// with a tier step due, or a merge step reports what it did not write.)
+#[tokio::test]
+async fn staged_steps_merge_runs_in_a_phase_of_their_own() {
+    use skerry_core::admin::build::{StepOptions, StepReport};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    support::write_orders(&data, 8, ROWS, 200);
+    let (_, o) = support::orders_indexed(
+        &dir.path().join("overlay"),
+        &data,
+        &[("by_customer", "customer", false)],
+    )
+    .await;
+    let o: &'static _ = Box::leak(Box::new(o));
+    let runs_of = || async {
+        let m = o.snapshot_manifest(0).await.unwrap();
+        let ix = m.table("orders").unwrap().index("by_customer").unwrap();
+        ix.table_runs()
+            .into_iter()
+            .cloned()
+            .collect::<Vec<manifest::TableRun>>()
+    };
+    // Steps of two files' rows each, to the end.
+    let opts = StepOptions {
+        max_entries: 2 * ROWS as u64,
+        ..StepOptions::default()
+    };
+    let steps = || async move {
+        let mut steps: Vec<StepReport> = Vec::new();
+        loop {
+            let s = o.build_step("orders", "by_customer", opts).await.unwrap();
+            let done = s.done;
+            steps.push(s);
+            if done || steps.len() > 20 {
+                return steps;
+            }
+        }
+    };
+    // What a merge step looks like: no entries, every row done, and `done` only when no
+    // other tier step is due.
+    let merge_of = |s: &StepReport| {
+        assert_eq!(s.entries, 0, "{s:?}");
+        assert!(s.files_completed.is_empty() && s.done, "{s:?}");
+        assert_eq!(s.rows_done, s.rows_total);
+        s.merged.clone().expect("a merge step")
+    };
+
+    // A new index over 8 files: four indexing steps, the last flipping it to ready and
+    // writing no run, then a merge step writing the first run.
+    let mut s = steps().await;
+    assert_eq!(s.len(), 5, "{s:?}");
+    let merge = s.pop().unwrap();
+    for (i, st) in s.iter().enumerate() {
+        assert!(
+            st.merged.is_none() && st.entries == 2 * ROWS as u64,
+            "{st:?}"
+        );
+        assert!(!st.done, "a step before the merge is not done: {st:?}");
+        let ready = st.state == manifest::IndexState::Ready;
+        assert_eq!(ready, i == 3, "{st:?}");
+    }
+    let m = merge_of(&merge);
+    assert_eq!(
+        (m.runs_merged, m.files, m.rows, m.runs),
+        (0, 8, 8 * ROWS as u64, 1)
+    );
+    let first = runs_of().await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(m.run_bytes, first[0].blob_length);
+    assert!(m.run_bytes > 0);
+    // A step with nothing left is done at once and merges nothing.
+    let idle = o.build_step("orders", "by_customer", opts).await.unwrap();
+    assert!(idle.done && idle.merged.is_none(), "{idle:?}");
+    assert_eq!(runs_of().await, first);
+
+    // Four more files (their blobs built as they register): the next step merges them with
+    // the run (their 1,600 rows reach a quarter of its 3,200).
+    let names: Vec<String> = (8..12)
+        .map(|n| {
+            let name = format!("p{n:03}.parquet");
+            std::fs::write(
+                data.join(&name),
+                orders_parquet(n * ROWS, ROWS as usize, 200, SampleCodec::Snappy).unwrap(),
+            )
+            .unwrap();
+            name
+        })
+        .collect();
+    o.register_files("orders", &names).await.unwrap();
+    assert_eq!(runs_of().await, first, "registering merges nothing");
+    let s = steps().await;
+    assert_eq!(s.len(), 1, "{s:?}");
+    let m = merge_of(&s[0]);
+    assert_eq!((m.runs_merged, m.files, m.runs), (1, 12, 1));
+    let runs = runs_of().await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].files.len(), 12);
+    assert_ne!(runs[0].bundle_path, first[0].bundle_path);
+    assert_eq!(m.run_bytes, runs[0].blob_length);
+}
+
 /// Manifest at scale (issue 14): a 100,000-file manifest where the index's key bounds prune
 /// every file but one (`p000.parquet`). The query, `explain` and a lookup plan every file from the manifest
 /// alone (no read of a pruned file or its blob), count each pruned file once, and answer from

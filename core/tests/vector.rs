@@ -1619,3 +1619,58 @@ async fn a_bundle_sheds_the_blob_a_run_holds_and_keeps_the_others() {
         assert_eq!(check(&t, &o, MetricName::L2, &n, "shed").await, 8);
     }
 }
+
+/// A vector index's run written by a fan-out worker (`docs/fanout.md`, "Run tasks"): the
+/// file receipts committed without runs, the run task built on a `BundleBuilder` of its own
+/// (the codebook read from the overlay store), committed — the same run as a local build's
+/// (blob, directory, files) and the same answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vector_run_is_written_by_a_worker_like_a_local_build() {
+    use skerry_core::admin::fanout::{BundleBuilder, PlanOptions};
+    use skerry_core::formats::manifest::TableRun;
+    let (t, local, mut r, g) = small_table(0xFA7, 8, 100).await;
+    vector_index(&local, "knn", MetricName::L2).await;
+    local.build("t", |_| {}).await.unwrap();
+    let url = format!("file://{}", t.dir.path().join("fanned").display());
+    let o = overlay_at(&t, "fanned").await;
+    vector_index(&o, "knn", MetricName::L2).await;
+    async fn runs_of(o: &Overlay) -> Vec<TableRun> {
+        let m = o.snapshot_manifest(0).await.unwrap();
+        let ix = m.table("t").unwrap().index("knn").unwrap();
+        ix.table_runs().into_iter().cloned().collect()
+    }
+    let tasks = o.plan_build("t", &PlanOptions::default()).await.unwrap();
+    let worker = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
+    let mut receipts = Vec::new();
+    for task in &tasks {
+        receipts.push(worker.build_bundle(task).await.unwrap());
+    }
+    o.commit_build_with(&receipts, false).await.unwrap();
+    assert!(runs_of(&o).await.is_empty());
+    let run_tasks = o.plan_runs("t", Some("knn")).await.unwrap();
+    assert_eq!(run_tasks.len(), 1);
+    let other = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
+    let receipt = other.build_run(&run_tasks[0]).await.unwrap();
+    let c = o.commit_runs(&[receipt]).await.unwrap();
+    assert_eq!(c.committed.len(), 1, "{c:?}");
+    let (a, b) = (runs_of(&local).await, runs_of(&o).await);
+    assert_eq!((a.len(), b.len()), (1, 1));
+    assert_eq!(a[0].blob_length, b[0].blob_length);
+    assert_eq!(a[0].ordered, b[0].ordered);
+    assert_eq!(a[0].files, b[0].files);
+    local.publish().await.unwrap();
+    o.publish().await.unwrap();
+    for _ in 0..5 {
+        let q = Nearest {
+            vector: g.vector(&mut r),
+            k: 5,
+            columns: Some(vec!["id".into()]),
+            ..Default::default()
+        };
+        let x = local.nearest("t", &q).await.unwrap();
+        let y = o.nearest("t", &q).await.unwrap();
+        assert_eq!(x.batch, y.batch);
+        assert_eq!(x.distances, y.distances);
+        assert_eq!(y.stats.files_by_run, 8, "{:?}", y.stats);
+    }
+}

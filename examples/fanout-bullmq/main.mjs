@@ -33,6 +33,7 @@ try {
   const r = await fanoutBuild(overlay, 'orders', { overlayUrl, redisUrl: redis.url, workers: Number(values.workers) });
   console.log(`${r.tasks} tasks, ${values.workers} workers: plan ${r.ms.plan.toFixed(0)} ms, build ${r.ms.build.toFixed(0)} ms, commit ${r.ms.commit.toFixed(0)} ms`);
   console.log(`committed ${r.report.committed.length} files (${r.report.entries} entries, ${r.report.transactions} transactions), refused ${r.report.refused.length}`);
+  console.log(`${r.runTasks} run tasks written by the workers in ${r.ms.runsBuild.toFixed(0)} ms: committed ${r.runs.runs.length} runs, refused ${r.runs.refused.length}`);
   for (const ix of await overlay.listIndexes('orders')) console.log(`${ix.name}: ${ix.state}`);
   const hit = await overlay.lookup('orders', 'by_id', files * rows - 7);
   console.log(`order ${files * rows - 7}: ${JSON.stringify(hit.rows.map((x) => ({ file: x.file, position: Number(x.position) })))}`);

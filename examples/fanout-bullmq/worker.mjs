@@ -1,6 +1,7 @@
 // A Skerry bundle-building worker: takes build tasks from a BullMQ queue, builds each data
-// file's bundle with a `BundleBuilder` (no catalog: any number of these run beside the one
-// overlay writer) and returns the receipt as the job's result.
+// file's bundle — or, for a run task, writes an index's table run — with a `BundleBuilder`
+// (no catalog: any number of these run beside the one overlay writer) and returns the receipt
+// as the job's result.
 //
 //   node worker.mjs <overlay url> <redis url> <queue name>
 //

@@ -73,6 +73,21 @@ pub struct CursorInfo {
     pub position: u64,
 }
 
+/// What one merge of a staged build did ([`Overlay::merge_step`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeReport {
+    /// Runs written again as part of the new one (0: the delta became a run of its own).
+    pub runs_merged: u64,
+    /// Files the new run covers, and their rows.
+    pub files: u64,
+    pub rows: u64,
+    /// Bytes of the new run's blob (0 when the step only dropped runs that answer nothing).
+    pub run_bytes: u64,
+    /// The index's runs after the step.
+    pub runs: u64,
+}
+
 /// What one step did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -94,6 +109,9 @@ pub struct StepReport {
     /// Rows indexed (covered files + the position in the file in progress) and all rows.
     pub rows_done: u64,
     pub rows_total: u64,
+    /// A step of the merge phase (every row indexed): the tier step it took — the run it
+    /// wrote and what that run covers (`docs/ordered-index.md`, "Table runs").
+    pub merged: Option<MergeReport>,
 }
 
 pub(crate) use crate::admin::catalog::accepted;
@@ -496,10 +514,13 @@ impl Overlay {
         }
     }
 
-    /// One bounded step of building `index` (see the module docs). A step on an index with
-    /// nothing left to index commits nothing and reports `done`; the step that covers the
-    /// last row flips a `building` index to `ready` (unless files were skipped) and builds
-    /// the table-wide runs.
+    /// One bounded step of building `index` (see the module docs). The step that covers the
+    /// last row flips a `building` index to `ready` (unless files were skipped). Then comes
+    /// the **merge phase**: each step takes one step of the index's tier rule — the files no
+    /// run covers written as a run, runs merged by size ([`Overlay::merge_step`]), reported
+    /// in `merged` — bounded by the rule (it writes at most the runs it merges and the
+    /// delta), not by `opts`. A step with nothing left to index or merge commits nothing and
+    /// reports `done`.
     pub async fn build_step(
         &self,
         table: &str,
@@ -591,12 +612,21 @@ impl Overlay {
             cursor: None,
             rows_done: 0,
             rows_total: files.iter().map(|f| f.record_count).sum(),
+            merged: None,
         };
         let flip_due = ix.state.catching_up() && cur.skipped.is_empty();
         if order.is_empty() && !flip_due && (cursor0.is_none() || cursor0 == Some(cur.clone())) {
-            report.done = true;
+            // Every row is indexed: the merge phase, one tier step per call.
             report.step = ix.generation;
             report.rows_done = report.rows_total;
+            // A step that could not be taken (an input damaged, another build first) ends
+            // the phase: the runs and blobs there answer meanwhile.
+            report.done = true;
+            if let Some(m) = self.merge_step(&tr, ix.index_id).await? {
+                report.bytes_written = m.run_bytes;
+                report.merged = Some(m);
+                report.done = !self.merge_due(&tr, ix.index_id).await?;
+            }
             return Ok(report);
         }
 
@@ -802,8 +832,9 @@ impl Overlay {
             .map(|f| f.record_count)
             .sum();
         report.rows_done = done_files + if cur.file_id != 0 { cur.position } else { 0 };
-        if done {
-            self.build_runs(&tr).await?;
+        if done && report.state == IndexState::Ready {
+            // The runs follow in steps of their own (the merge phase, above).
+            report.done = !self.merge_due(&tr, ix.index_id).await?;
         }
         Ok(report)
     }

@@ -134,13 +134,12 @@ impl BuildTask {
 
     /// The task's MAC under `key` (over its JSON without [`BuildTask::mac`]).
     fn mac_under(&self, key: &[u8]) -> String {
-        use hmac::Mac;
         let mut unsigned = self.clone();
         unsigned.mac = None;
-        let body = serde_json::to_vec(&unsigned).expect("a task serializes");
-        let mut m = hmac::Hmac::<Sha256>::new_from_slice(key).expect("any key length");
-        m.update(&body);
-        hex::encode(m.finalize().into_bytes())
+        mac_of(
+            &serde_json::to_vec(&unsigned).expect("a task serializes"),
+            key,
+        )
     }
 
     /// Every path the task names, checked before anything is read: the data file a safe
@@ -174,8 +173,16 @@ impl BuildTask {
     }
 }
 
+/// HMAC-SHA256 (lowercase hex) of a task's JSON `body` under the overlay's task `key`.
+pub(crate) fn mac_of(body: &[u8], key: &[u8]) -> String {
+    use hmac::Mac;
+    let mut m = hmac::Hmac::<Sha256>::new_from_slice(key).expect("any key length");
+    m.update(body);
+    hex::encode(m.finalize().into_bytes())
+}
+
 /// Constant-time equality of two MACs (hex).
-fn same_mac(a: &str, b: &str) -> bool {
+pub(crate) fn same_mac(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
@@ -283,7 +290,18 @@ impl BundleBuilder {
     /// Refuses (`E_INVALID`) a task this overlay's writer did not plan or that changed since:
     /// its MAC under the overlay's task key must match. Reads only that key.
     async fn check_signed(&self, task: &BuildTask) -> Result<()> {
-        let Some(mac) = &task.mac else {
+        self.check_mac(task.mac.as_deref(), |key| task.mac_under(key))
+            .await
+    }
+
+    /// Refuses (`E_INVALID`) a task whose `mac` is absent or is not `compute(key)` under the
+    /// overlay's task key. Reads only that key (once per builder).
+    pub(crate) async fn check_mac(
+        &self,
+        mac: Option<&str>,
+        compute: impl Fn(&[u8]) -> String,
+    ) -> Result<()> {
+        let Some(mac) = mac else {
             return Err(Error::Invalid(
                 "build task: not signed (plan tasks with planBuild)".into(),
             ));
@@ -307,7 +325,7 @@ impl BundleBuilder {
                 }
             })
             .await?;
-        if !same_mac(mac, &task.mac_under(key)) {
+        if !same_mac(mac, &compute(key)) {
             return Err(Error::Invalid(
                 "build task: its signature does not match (forged or altered; plan again)".into(),
             ));
@@ -596,7 +614,7 @@ pub(crate) struct Written {
     pub sha256: String,
 }
 
-fn check_format(format: u32) -> Result<()> {
+pub(crate) fn check_format(format: u32) -> Result<()> {
     if format != TASK_FORMAT {
         return Err(Error::Invalid(format!(
             "build task or receipt of format {format}; this build reads format {TASK_FORMAT}"
@@ -764,7 +782,7 @@ impl Overlay {
 
     /// The overlay's task key ([`TASK_KEY_PATH`]): read, or drawn from the OS and written
     /// create-only the first time (a concurrent first writer's key wins, and is read).
-    async fn task_key(&self) -> Result<Vec<u8>> {
+    pub(crate) async fn task_key(&self) -> Result<Vec<u8>> {
         let loc = Location::new(TASK_KEY_PATH);
         for _ in 0..2 {
             match self.reader.read_all_max(&loc, TASK_KEY_BYTES as u64).await {
@@ -931,6 +949,17 @@ impl Overlay {
     /// duplicate within its file poisons that index; the commit then returns `E_CONSTRAINT`
     /// after committing the rest.
     pub async fn commit_build(&self, receipts: &[BuildReceipt]) -> Result<CommitReport> {
+        self.commit_build_with(receipts, true).await
+    }
+
+    /// [`Overlay::commit_build`]; with `runs` false the tier steps the committed files call
+    /// for are not taken here but left to [`Overlay::plan_runs`] (workers write the runs) or
+    /// the next build.
+    pub async fn commit_build_with(
+        &self,
+        receipts: &[BuildReceipt],
+        runs: bool,
+    ) -> Result<CommitReport> {
         let mut report = CommitReport::default();
         let mut tables: Vec<String> = Vec::new();
         let mut duplicates = Vec::new();
@@ -981,7 +1010,7 @@ impl Overlay {
             first_error.get_or_insert(e);
         }
         for table in &tables {
-            if let Err(e) = self.finish_committed(table).await {
+            if let Err(e) = self.finish_committed(table, runs).await {
                 first_error.get_or_insert(e);
             }
         }
@@ -992,8 +1021,8 @@ impl Overlay {
     }
 
     /// After receipts are committed: unique indexes whose every file is covered are checked
-    /// across files and flipped; table runs are rebuilt.
-    async fn finish_committed(&self, table: &str) -> Result<()> {
+    /// across files and flipped; with `runs`, the tier steps due are taken.
+    async fn finish_committed(&self, table: &str, runs: bool) -> Result<()> {
         let t = self.catalog.begin()?;
         let (tr, _, indexes) = self.catalog.table_files_live_indexes(&t, table).await?;
         drop(t);
@@ -1001,6 +1030,9 @@ impl Overlay {
             self.finish_unique(table, &ix.name).await?;
         }
         self.poison_mixed_dims(table).await?;
+        if !runs {
+            return Ok(());
+        }
         self.build_runs(&tr).await
     }
 

@@ -16,6 +16,7 @@ pub(crate) mod merge;
 pub mod overlay;
 pub mod repair;
 pub(crate) mod run_bundle;
+pub mod run_tasks;
 pub(crate) mod runs;
 pub mod sample;
 pub(crate) mod schema;

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::admin::build::MergeReport;
 use crate::admin::catalog::*;
 use crate::admin::merge::{self, BlobAt, BlobStream, MergeInput};
 use crate::admin::overlay::{store_err, Overlay, RUN_MIN_FILES};
@@ -59,6 +60,20 @@ pub(crate) struct TierStep {
     pub merge: Vec<usize>,
     /// Whether the delta's files join the new run.
     pub delta: bool,
+}
+
+/// What writes one run: the overlay's store and reader, the writers' sizes and the run
+/// bundle's path — an [`Overlay`]'s ([`Overlay::run_writer`]) or a fan-out worker's (a run
+/// task's, `admin::run_tasks`), which has no catalog.
+pub(crate) struct RunWriter {
+    pub store: Arc<dyn object_store::ObjectStore>,
+    pub reader: Arc<crate::io::ObjectStoreReader>,
+    /// Ordered-index block size.
+    pub block_bytes: usize,
+    /// Upload part size.
+    pub part_bytes: usize,
+    /// The run bundle to write (a name no other attempt uses).
+    pub path: String,
 }
 
 /// The tier rule (RFC 0004, "Runs are tiers"), on rows: `live[i]` the rows of the files run
@@ -108,12 +123,74 @@ impl Overlay {
     /// own once there are enough of them (on tables of at least [`RUN_MIN_FILES`] indexed
     /// files), runs merged by size.
     pub(crate) async fn build_runs(&self, tr: &TableRecord) -> Result<()> {
+        let (tr, steps) = self.due_tiers(tr, None).await?;
+        let mut marked = Vec::new();
+        for (ix, runs, step) in steps {
+            marked.extend(self.build_tiers(&tr, &ix, runs, step).await?.0);
+        }
+        // The runs hold those files' entries now: their blobs' bytes go, once per bundle
+        // whatever the number of indexes that dropped a blob of it.
+        marked.sort_unstable();
+        marked.dedup();
+        self.shed_covered(&tr, &marked).await
+    }
+
+    /// One merge of a staged build (`build_step`'s merge phase): the tier step due for index
+    /// `index_id` of `tr`, if any, taken alone — its run written and committed, its covered
+    /// files' blobs shed. `None` when none is due (or another build took it first). A step is
+    /// bounded by the tier rule, not by a step budget: it writes at most its inputs (the runs
+    /// it merges and the delta), and an entry is rewritten a few times over its life
+    /// (decision 64).
+    pub(crate) async fn merge_step(
+        &self,
+        tr: &TableRecord,
+        index_id: u64,
+    ) -> Result<Option<MergeReport>> {
+        let (tr, steps) = self.due_tiers(tr, Some(index_id)).await?;
+        let Some((ix, runs, step)) = steps.into_iter().next() else {
+            return Ok(None);
+        };
+        let report = MergeReport {
+            runs_merged: step.step.merge.len() as u64,
+            files: step.inputs.len() as u64,
+            rows: step.inputs.iter().map(|(f, _)| f.record_count).sum(),
+            run_bytes: 0,
+            runs: 0,
+        };
+        let (mut marked, outcome) = self.build_tiers(&tr, &ix, runs, step).await?;
+        let Some((run_bytes, runs)) = outcome else {
+            return Ok(None);
+        };
+        marked.sort_unstable();
+        marked.dedup();
+        self.shed_covered(&tr, &marked).await?;
+        Ok(Some(MergeReport {
+            run_bytes,
+            runs,
+            ..report
+        }))
+    }
+
+    /// Whether a tier step is due for index `index_id` of `tr` (what [`Overlay::merge_step`]
+    /// would take).
+    pub(crate) async fn merge_due(&self, tr: &TableRecord, index_id: u64) -> Result<bool> {
+        Ok(!self.due_tiers(tr, Some(index_id)).await?.1.is_empty())
+    }
+
+    /// The table as it is now and, per ready index with a table run (or `only` that one),
+    /// the tier step its covered files call for, with its current runs.
+    #[allow(clippy::type_complexity)]
+    pub(crate) async fn due_tiers(
+        &self,
+        tr: &TableRecord,
+        only: Option<u64>,
+    ) -> Result<(TableRecord, Vec<(IndexRecord, Vec<TableRun>, PlannedTiers)>)> {
         let t = self.catalog.begin()?;
         // The table as it is now: a step's repairs may have moved its snapshot since the
         // caller read it, and against an older snapshot every artifact looks built in the
         // future — covering nothing, every run would look dead (and take its files' records
         // with it, decision 71).
-        let tr: &TableRecord = &t
+        let tr: TableRecord = t
             .get::<TableRecord>(&table_key(tr.table_id))
             .await?
             .ok_or_else(|| Error::NotFound {
@@ -125,6 +202,7 @@ impl Overlay {
         let mut steps = Vec::new();
         for ix in indexes
             .into_iter()
+            .filter(|ix| only.is_none_or(|id| id == ix.index_id))
             // Runs merge ordered blobs, stripe bloom filters, lay vector codes out
             // partition-major, stack bitmaps and concatenate postings.
             .filter(|ix| {
@@ -137,23 +215,14 @@ impl Overlay {
             // The run covers the files whose artifact the gate accepts now.
             let covered: Vec<(FileEntry, IndexFileEntry)> = files
                 .iter()
-                .filter(|f| accepted(f, by_file.get(&f.file_id), tr))
+                .filter(|f| accepted(f, by_file.get(&f.file_id), &tr))
                 .map(|f| (f.clone(), by_file[&f.file_id].clone()))
                 .collect();
             if let Some(step) = plan_tiers(&runs, &covered) {
                 steps.push((ix, runs, step));
             }
         }
-        drop(t);
-        let mut marked = Vec::new();
-        for (ix, runs, step) in steps {
-            marked.extend(self.build_tiers(tr, &ix, runs, step).await?);
-        }
-        // The runs hold those files' entries now: their blobs' bytes go, once per bundle
-        // whatever the number of indexes that dropped a blob of it.
-        marked.sort_unstable();
-        marked.dedup();
-        self.shed_covered(tr, &marked).await
+        Ok((tr, steps))
     }
 
     /// Takes one step of a tiered index's runs: writes the merged runs and the delta
@@ -166,35 +235,15 @@ impl Overlay {
         ix: &IndexRecord,
         runs: Vec<TableRun>,
         step: PlannedTiers,
-    ) -> Result<Vec<u64>> {
+    ) -> Result<(Vec<u64>, Option<(u64, u64)>)> {
         let mut next: Vec<TableRun> = step.step.keep.iter().map(|&i| runs[i].clone()).collect();
         if !step.inputs.is_empty() {
             let previous: Vec<&TableRun> = step.step.merge.iter().map(|&i| &runs[i]).collect();
-            let run = match ix.kind().kind().and_then(|k| k.run()) {
-                Some(RunLayout::Partitioned) => {
-                    self.write_vector_run(tr, ix, &step.inputs, &previous)
-                        .await?
-                }
-                Some(RunLayout::Merged) => {
-                    self.write_run(tr, ix, &step.inputs, &previous, None)
-                        .await?
-                }
-                Some(RunLayout::Striped) => {
-                    self.write_bloom_run(tr, ix, &step.inputs, &previous)
-                        .await?
-                }
-                Some(RunLayout::Stacked) => {
-                    self.write_bitmap_run(tr, ix, &step.inputs, &previous)
-                        .await?
-                }
-                Some(RunLayout::Concatenated) => {
-                    self.write_fulltext_run(tr, ix, &step.inputs, &previous)
-                        .await?
-                }
-                None => None,
-            };
+            let w = self.run_writer(self.run_bundle_path(tr, ix).await?);
+            let run = w.write_tier(tr, ix, &step.inputs, &previous).await?;
             let Some(run) = run else {
-                return Ok(vec![]); // cannot be made: the runs stay, their files' blobs serve
+                // cannot be made: the runs stay, their files' blobs serve
+                return Ok((vec![], None));
             };
             next.push(run);
         }
@@ -203,14 +252,21 @@ impl Overlay {
         let paths =
             |rs: &[TableRun]| -> Vec<String> { rs.iter().map(|r| r.bundle_path.clone()).collect() };
         if paths(&now) != paths(&runs) {
-            return Ok(vec![]);
+            return Ok((vec![], None));
         }
         let marked = t.put_runs(ix.index_id, &next).await?;
         t.bump_version().await?;
         t.commit().await?;
-        Ok(marked)
+        let written = if step.inputs.is_empty() {
+            0
+        } else {
+            next.last().map_or(0, |r| r.blob_length)
+        };
+        Ok((marked, Some((written, next.len() as u64))))
     }
+}
 
+impl RunWriter {
     /// Writes the run of `covered` (merging the runs `previous`, oldest first, where they
     /// still hold: a file by the first of them that covers it unchanged) and returns its
     /// record, uncommitted; `None` when the run cannot be made (beyond its position encoding,
@@ -283,14 +339,14 @@ impl Overlay {
             })
         });
 
-        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
+        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr).await?;
         // Every partition merges on a task of its own (both cores) and hands its closed
         // blocks over a part at a time; this task uploads them in key order — the first
         // partition's as they come, a later one's (up to its share of [`HELD_PARTS`] held
         // meanwhile) once those before it are out — then appends each partition's directory to the first's.
         let block_bytes = self.block_bytes;
         let held = (HELD_PARTS / partitions.len().saturating_sub(1).max(1)).max(1);
-        let part_bytes = self.run_part_bytes as u64;
+        let part_bytes = self.part_bytes as u64;
         let tasks: Vec<_> = partitions
             .into_iter()
             .map(|inputs| {
@@ -385,7 +441,7 @@ impl Overlay {
     }
 }
 
-impl Overlay {
+impl RunWriter {
     /// Writes the table run of vector index `ix` over `covered`, merging the runs `previous`
     /// (oldest first: a file by the first of them that covers it unchanged, its entries read
     /// from that run, not from its blob; ordinals as [`merge_order`] gives them,
@@ -424,7 +480,7 @@ impl Overlay {
         let Some(plan) = vector_run::plan(&self.reader, &inputs, book).await? else {
             return Ok(None);
         };
-        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
+        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr).await?;
         let written = vector_run::write(&self.reader, &inputs, &plan, &mut sink).await;
         let Some((tail, blob_length)) = end_run_upload(
             sink,
@@ -467,7 +523,7 @@ impl Overlay {
     }
 }
 
-impl Overlay {
+impl RunWriter {
     /// Writes the value-by-value run of `covered`'s bitmap blobs (`admin::bitmap_run`) and
     /// returns its record, uncommitted; `None` when a blob is damaged (per-file blobs serve
     /// the index meanwhile).
@@ -490,7 +546,7 @@ impl Overlay {
         let Some(plan) = bitmap_run::plan(&self.reader, &inputs).await? else {
             return Ok(None);
         };
-        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
+        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr).await?;
         let written = bitmap_run::write(&self.reader, &inputs, &plan, &mut sink).await;
         let Some((tail, blob_length)) = end_run_upload(
             sink,
@@ -543,7 +599,7 @@ impl Overlay {
         let covered: Vec<(FileEntry, IndexFileEntry)> =
             order.iter().map(|&(i, _)| covered[i].clone()).collect();
         let covered = &covered[..];
-        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr, ix).await?;
+        let (bundle_path, mut sink, blob_offset) = self.start_run_upload(tr).await?;
         let written = fulltext_run::write(&self.reader, &spec, &inputs, covered, &mut sink).await;
         let Some((tail, blob_length)) = end_run_upload(
             sink,
@@ -652,7 +708,7 @@ impl Overlay {
             .map(|b| (b.len() / bloom::BLOCK) as u64)
             .max()
             .unwrap_or(1);
-        let bundle_path = self.run_bundle_path(tr, ix).await?;
+        let bundle_path = self.path.clone();
         let mut pw = PuffinWriter::new();
         pw.set_property("skerry.table", tr.name.clone());
         let blob_offset = pw.position();
@@ -682,8 +738,14 @@ impl Overlay {
             Codec::None,
         );
         chunks.push(pw.finish().bytes);
-        self.put_new(&bundle_path, PutPayload::from_iter(chunks))
-            .await?;
+        // A name no other attempt uses; a retried fan-out task writes the same bytes again.
+        self.store
+            .put(
+                &Path::from(bundle_path.as_str()),
+                PutPayload::from_iter(chunks),
+            )
+            .await
+            .map_err(store_err)?;
         let unhex = |h: &Option<String>| h.as_deref().and_then(|h| hex::decode(h).ok());
         let min_key = covered
             .iter()
@@ -741,19 +803,52 @@ impl Overlay {
             crate::admin::build::attempt_token()
         ))
     }
+}
 
-    /// A new run bundle streamed into a multipart upload: its path, the sink (a Puffin writer
-    /// at the blob's start) and the blob's offset.
-    pub(crate) async fn start_run_upload(
+impl Overlay {
+    /// A [`RunWriter`] of this overlay's stores writing the run bundle `path`.
+    pub(crate) fn run_writer(&self, path: String) -> RunWriter {
+        RunWriter {
+            store: self.store.clone(),
+            reader: self.reader.clone(),
+            block_bytes: self.block_bytes,
+            part_bytes: self.run_part_bytes,
+            path,
+        }
+    }
+}
+
+impl RunWriter {
+    /// Writes the run of `inputs` (the files a tier step's new run covers, merging the runs
+    /// `previous`, oldest first) in the layout of `ix`'s kind and returns its record,
+    /// uncommitted; `None` when it cannot be made (the runs and blobs there serve meanwhile).
+    pub(crate) async fn write_tier(
         &self,
         tr: &TableRecord,
         ix: &IndexRecord,
-    ) -> Result<(String, Sink, u64)> {
-        let bundle_path = self.run_bundle_path(tr, ix).await?;
+        inputs: &[(FileEntry, IndexFileEntry)],
+        previous: &[&TableRun],
+    ) -> Result<Option<TableRun>> {
+        match ix.kind().kind().and_then(|k| k.run()) {
+            Some(RunLayout::Partitioned) => self.write_vector_run(tr, ix, inputs, previous).await,
+            Some(RunLayout::Merged) => self.write_run(tr, ix, inputs, previous, None).await,
+            Some(RunLayout::Striped) => self.write_bloom_run(tr, ix, inputs, previous).await,
+            Some(RunLayout::Stacked) => self.write_bitmap_run(tr, ix, inputs, previous).await,
+            Some(RunLayout::Concatenated) => {
+                self.write_fulltext_run(tr, ix, inputs, previous).await
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The run bundle [`RunWriter::path`] as a multipart upload: its path, the sink (a Puffin
+    /// writer at the blob's start) and the blob's offset.
+    pub(crate) async fn start_run_upload(&self, tr: &TableRecord) -> Result<(String, Sink, u64)> {
+        let bundle_path = self.path.clone();
         let path = Path::from(bundle_path.as_str());
         let upload = WriteMultipart::new_with_chunk_size(
             self.store.put_multipart(&path).await.map_err(store_err)?,
-            self.run_part_bytes,
+            self.part_bytes,
         );
         let mut pw = PuffinWriter::new();
         pw.set_property("skerry.table", tr.name.clone());
@@ -977,7 +1072,7 @@ async fn merge_partition(
     Ok(w)
 }
 
-impl Overlay {
+impl RunWriter {
     /// Opens the inputs of a run merge, split into key ranges of about equal entries, one
     /// per core (one range for small runs). Directories are read [`merge::DIRECTORY_READS`] at a time, once.
     async fn open_partitions(&self, specs: &[RunInput]) -> Result<Vec<Partition>> {
@@ -1079,8 +1174,8 @@ fn concat_order(
 /// A tier step and the files of the run it writes (the merged runs' files they still
 /// answer and the delta's, in table order).
 pub(crate) struct PlannedTiers {
-    step: TierStep,
-    inputs: Vec<(FileEntry, IndexFileEntry)>,
+    pub step: TierStep,
+    pub inputs: Vec<(FileEntry, IndexFileEntry)>,
 }
 
 /// Which of `covered` (the files whose blobs the gate accepts, in table order) each of

@@ -414,6 +414,7 @@ impl Overlay {
                     index: format!("{}.{}", tr.name, ix.name),
                 };
                 run = match self
+                    .run_writer(self.run_bundle_path(&tr, &ix).await?)
                     .write_run(
                         &tr,
                         &ix,
