@@ -11,6 +11,10 @@
 //! re-ranking every entry whose lower bound can reach the k-th upper bound, for several bound
 //! widths (decision 62); `HEAVY=1` makes every fourth dimension heavy-tailed.
 //!
+//! `LAYOUT=1` (4-bit codes; `NPROBE`, default 48) counts the requests of the re-ranking round
+//! (`ef` 50 raw vectors, gaps bridged) with each partition's entries in arrival order or
+//! ordered by sub-cluster (`docs/vector-index.md`, "Why a warm query makes ~45 requests").
+//!
 //!     cargo run --release -p skerry-vector --example ivf_scale -- [N] [QUERIES] [SAMPLE_PER_CENTROID] [NLIST]
 
 use std::time::Instant;
@@ -248,6 +252,10 @@ fn main() {
             }
         }
     }
+    if std::env::var("LAYOUT").is_ok() && bits == 4 {
+        layout_experiment(&data, &queries, &book, &members, &codes, &quant, &truth);
+        return;
+    }
     for rerank in [64usize] {
         for nprobe in [16usize, 24, 32, 48, 64] {
             let (mut hit, mut coarse, mut bytes, mut us) = (0, 0, 0u64, 0f64);
@@ -306,6 +314,217 @@ fn main() {
                 coarse as f64 / (10 * nq) as f64,
                 bytes as f64 / nq as f64 / 1e3,
                 us / nq as f64
+            );
+        }
+    }
+}
+
+/// `LAYOUT=1`: how many range requests the re-ranking round of a query makes (its `ef` = 50
+/// best entries by 4-bit code over nprobe 48 partitions, each raw vector 260 bytes), with gaps
+/// up to `G` bridged, when each partition's entries sit in arrival order (today: file by
+/// file, unrelated to where they lie) or ordered by sub-cluster (k-means of `S` entries a
+/// cluster within the partition, clusters chained nearest-first) — what a layout keeping a
+/// query's candidates together would save (issue 40's warm wasm target).
+#[allow(clippy::too_many_arguments)]
+fn layout_experiment(
+    data: &[f32],
+    queries: &[f32],
+    book: &Codebook,
+    members: &[Vec<u32>],
+    codes: &[u8],
+    quant: &Quantizer,
+    truth: &[Vec<u32>],
+) {
+    const RAW: u64 = 4 * DIM as u64 + 4;
+    const EF: usize = 50;
+    let nprobe: usize = std::env::var("NPROBE")
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(48);
+    let code_bytes = DIM / 2;
+    let nq = truth.len();
+    // Per layout: each entry's slot within its partition.
+    let arrival: Vec<u32> = {
+        let mut slot = vec![0u32; data.len() / DIM];
+        for m in members {
+            for (k, i) in m.iter().enumerate() {
+                slot[*i as usize] = k as u32;
+            }
+        }
+        slot
+    };
+    let clustered = |per: usize| -> Vec<u32> {
+        let mut slot = vec![0u32; data.len() / DIM];
+        let mut rng = Rng(0xC1A5);
+        for m in members {
+            if m.is_empty() {
+                continue;
+            }
+            let k = m.len().div_ceil(per).max(1);
+            // Lloyd's k-means, 6 rounds, seeded by random members.
+            let mut cent: Vec<f32> = (0..k)
+                .flat_map(|_| {
+                    let i = m[(rng.next() % m.len() as u64) as usize] as usize;
+                    data[i * DIM..(i + 1) * DIM].to_vec()
+                })
+                .collect();
+            let mut of = vec![0usize; m.len()];
+            for _ in 0..6 {
+                for (j, i) in m.iter().enumerate() {
+                    let v = &data[*i as usize * DIM..][..DIM];
+                    of[j] = (0..k)
+                        .min_by(|a, b| {
+                            l2(v, &cent[a * DIM..][..DIM])
+                                .total_cmp(&l2(v, &cent[b * DIM..][..DIM]))
+                        })
+                        .unwrap();
+                }
+                let mut sum = vec![0f32; k * DIM];
+                let mut cnt = vec![0usize; k];
+                for (j, i) in m.iter().enumerate() {
+                    cnt[of[j]] += 1;
+                    for d in 0..DIM {
+                        sum[of[j] * DIM + d] += data[*i as usize * DIM + d];
+                    }
+                }
+                for c in 0..k {
+                    if cnt[c] > 0 {
+                        for d in 0..DIM {
+                            cent[c * DIM + d] = sum[c * DIM + d] / cnt[c] as f32;
+                        }
+                    }
+                }
+            }
+            // Clusters chained nearest-first from cluster 0.
+            let mut order = vec![0usize];
+            let mut left: Vec<usize> = (1..k).collect();
+            while !left.is_empty() {
+                let last = *order.last().unwrap();
+                let (at, _) = left
+                    .iter()
+                    .enumerate()
+                    .min_by(|a, b| {
+                        l2(&cent[last * DIM..][..DIM], &cent[*a.1 * DIM..][..DIM])
+                            .total_cmp(&l2(&cent[last * DIM..][..DIM], &cent[*b.1 * DIM..][..DIM]))
+                    })
+                    .unwrap();
+                order.push(left.remove(at));
+            }
+            let mut rank = vec![0usize; k];
+            for (r, c) in order.iter().enumerate() {
+                rank[*c] = r;
+            }
+            let mut js: Vec<usize> = (0..m.len()).collect();
+            js.sort_by_key(|&j| (rank[of[j]], j));
+            for (s, j) in js.iter().enumerate() {
+                slot[m[*j] as usize] = s as u32;
+            }
+        }
+        slot
+    };
+    let mut layouts: Vec<(String, Vec<u32>)> = vec![("arrival".into(), arrival)];
+    for per in [16usize, 32, 64] {
+        let t = Instant::now();
+        layouts.push((format!("sub-clusters of {per}"), clustered(per)));
+        println!(
+            "layout by sub-clusters of {per}: {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    // Partition p's raw vectors start at `base[p]` (partitions in id order).
+    let mut base = vec![0u64; members.len() + 1];
+    for (p, m) in members.iter().enumerate() {
+        base[p + 1] = base[p] + m.len() as u64 * RAW;
+    }
+    let part_of: Vec<u32> = {
+        let mut v = vec![0u32; data.len() / DIM];
+        for (p, m) in members.iter().enumerate() {
+            for i in m {
+                v[*i as usize] = p as u32;
+            }
+        }
+        v
+    };
+    let cands: Vec<Vec<u32>> = queries
+        .chunks_exact(DIM)
+        .map(|q| {
+            let mut c: Vec<(f32, u32)> = Vec::new();
+            for p in book.probe(q, nprobe) {
+                let cc = &book.centroids[p as usize * DIM..][..DIM];
+                let rq: Vec<f32> = q.iter().zip(cc).map(|(x, m)| x - m).collect();
+                let qc = quant.query4(&rq);
+                for i in &members[p as usize] {
+                    c.push((
+                        qc.distance(&codes[*i as usize * code_bytes..][..code_bytes]),
+                        *i,
+                    ));
+                }
+            }
+            c.select_nth_unstable_by(EF - 1, |a, b| a.0.total_cmp(&b.0));
+            c[..EF].iter().map(|x| x.1).collect()
+        })
+        .collect();
+    let recall = cands
+        .iter()
+        .zip(queries.chunks_exact(DIM))
+        .zip(truth)
+        .map(|((c, q), want)| {
+            let mut e: Vec<(f32, u32)> = c
+                .iter()
+                .map(|i| (l2(q, &data[*i as usize * DIM..][..DIM]), *i))
+                .collect();
+            e.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            e[..10].iter().filter(|x| want.contains(&x.1)).count()
+        })
+        .sum::<usize>() as f64
+        / (10 * nq) as f64;
+    let probed: usize = queries
+        .chunks_exact(DIM)
+        .map(|q| {
+            book.probe(q, nprobe)
+                .iter()
+                .map(|p| members[*p as usize].len())
+                .sum::<usize>()
+        })
+        .sum();
+    println!(
+        "nprobe {nprobe}, ef {EF}: recall@10 {recall:.3}, {:.0} entries probed per query",
+        probed as f64 / nq as f64
+    );
+    for (name, slot) in &layouts {
+        for gap in [0u64, 8 << 10, 16 << 10, 32 << 10, 64 << 10] {
+            let (mut reqs, mut bytes) = (0u64, 0u64);
+            for c in &cands {
+                let mut spans: Vec<u64> = c
+                    .iter()
+                    .map(|i| {
+                        base[part_of[*i as usize] as usize] + u64::from(slot[*i as usize]) * RAW
+                    })
+                    .collect();
+                spans.sort_unstable();
+                let mut cur: Option<(u64, u64)> = None;
+                for a in spans {
+                    match cur {
+                        Some((s, e)) if a <= e + gap => cur = Some((s, (a + RAW).max(e))),
+                        _ => {
+                            if let Some((s, e)) = cur {
+                                reqs += 1;
+                                bytes += e - s;
+                            }
+                            cur = Some((a, a + RAW));
+                        }
+                    }
+                }
+                if let Some((s, e)) = cur {
+                    reqs += 1;
+                    bytes += e - s;
+                }
+            }
+            println!(
+                "{name:>22}, gap {:>3} KiB: {:.1} requests, {:.1} KB per query",
+                gap >> 10,
+                reqs as f64 / nq as f64,
+                bytes as f64 / nq as f64 / 1e3
             );
         }
     }

@@ -147,19 +147,7 @@ impl BuildTask {
     /// this table's bundle folder of the overlay. `E_INVALID` naming the path.
     fn check_paths(&self) -> Result<()> {
         crate::admin::overlay::check_data_path(&self.file.path)?;
-        let folder = format!("bundles/{}/", self.table.table_id);
-        let bundle = |p: &str| -> Result<()> {
-            let below = p
-                .strip_prefix(folder.as_str())
-                .is_some_and(|name| !name.is_empty() && !name.contains('/'));
-            if crate::io::path::check_relative(p).is_err() || !below {
-                return Err(Error::Invalid(format!(
-                    "build task: bundle {:?} is not in the table's bundle folder {folder}",
-                    p.chars().take(200).collect::<String>()
-                )));
-            }
-            Ok(())
-        };
+        let bundle = |p: &str| check_bundle_path("build task", p, self.table.table_id);
         for c in &self.carry {
             bundle(&c.artifact.lineage.bundle_path)?;
         }
@@ -171,6 +159,22 @@ impl BuildTask {
         }
         Ok(())
     }
+}
+
+/// `E_INVALID` (naming `what` and the path) unless `p` is a safe object name directly in
+/// table `table_id`'s bundle folder `bundles/{table_id}/` of the overlay.
+pub(crate) fn check_bundle_path(what: &str, p: &str, table_id: u64) -> Result<()> {
+    let folder = format!("bundles/{table_id}/");
+    let below = p
+        .strip_prefix(folder.as_str())
+        .is_some_and(|name| !name.is_empty() && !name.contains('/'));
+    if crate::io::path::check_relative(p).is_err() || !below {
+        return Err(Error::Invalid(format!(
+            "{what}: bundle {:?} is not in the table's bundle folder {folder}",
+            p.chars().take(200).collect::<String>()
+        )));
+    }
+    Ok(())
 }
 
 /// HMAC-SHA256 (lowercase hex) of a task's JSON `body` under the overlay's task `key`.

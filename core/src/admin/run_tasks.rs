@@ -13,7 +13,7 @@ use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
 use crate::admin::catalog::*;
-use crate::admin::fanout::{check_format, BundleBuilder, Refused, TASK_FORMAT};
+use crate::admin::fanout::{check_bundle_path, check_format, BundleBuilder, Refused, TASK_FORMAT};
 use crate::admin::overlay::{store_err, Overlay, RUN_PART_BYTES};
 use crate::admin::runs::RunWriter;
 use crate::error::{Error, Result};
@@ -118,18 +118,7 @@ impl RunTask {
                 self.index.index_id
             ));
         }
-        let inside = |p: &str| -> Result<()> {
-            let below = p
-                .strip_prefix(folder.as_str())
-                .is_some_and(|name| !name.is_empty() && !name.contains('/'));
-            if crate::io::path::check_relative(p).is_err() || !below {
-                return bad(format!(
-                    "bundle {:?} is not in the table's bundle folder {folder}",
-                    p.chars().take(200).collect::<String>()
-                ));
-            }
-            Ok(())
-        };
+        let inside = |p: &str| check_bundle_path("run task", p, self.table.table_id);
         for r in &self.runs {
             inside(&r.bundle_path)?;
         }

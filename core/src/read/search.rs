@@ -398,6 +398,9 @@ struct TermData {
     /// Read by block, its skips found in the cache: an earlier search read the term by
     /// block, so this one reads it whole if it needs a block not cached.
     seen: bool,
+    /// Read by block, the skip section's bytes as this search read them (checked): a term
+    /// then read whole reads only what follows them ([`Pinned::run_blocks`]).
+    skip_bytes: Option<bytes::Bytes>,
 }
 
 struct ScanDoc {
@@ -1437,7 +1440,8 @@ impl Pinned<'_> {
         let bundle = b.bundle_path;
         let cap = (BLOCK_REQUESTS / plan.need.len().max(1)).max(8);
         // Merged reads, each with the term it serves and its blocks (`None`: the whole
-        // postings).
+        // postings — read from the end of its skip section when this search holds the
+        // section's bytes, which then lead the postings parsed and checked whole).
         let mut reads: Vec<(std::ops::Range<u64>, usize, Option<Vec<usize>>)> = Vec::new();
         for (t, blocks) in &plan.need {
             let Some(td) = terms[*t].as_mut() else {
@@ -1481,7 +1485,13 @@ impl Pinned<'_> {
                         td.postings = p;
                         td.blocks.clear();
                     }
-                    None => reads.push((p0..p1, *t, None)),
+                    None => {
+                        let held = match (&td.skip_bytes, e.skips) {
+                            (Some(sb), Some((len, _))) if sb.len() as u64 == len => len,
+                            _ => 0,
+                        };
+                        reads.push((p0 + held..p1, *t, None));
+                    }
                 }
                 continue;
             }
@@ -1506,17 +1516,32 @@ impl Pinned<'_> {
         for ((r, t, blocks), by) in reads.into_iter().zip(got) {
             let td = terms[t].as_mut().expect("planned");
             let Some(blocks) = blocks else {
+                let (p0, _) = abs(
+                    b.offset,
+                    td.entry.postings.start,
+                    td.entry.postings.end - td.entry.postings.start,
+                )?;
+                // The skip section this search read leads the rest (checked whole below).
+                let by = match (r.start > p0, &td.skip_bytes) {
+                    (true, Some(sb)) => {
+                        let mut whole = Vec::with_capacity(sb.len() + by.len());
+                        whole.extend_from_slice(sb);
+                        whole.extend_from_slice(&by);
+                        bytes::Bytes::from(whole)
+                    }
+                    _ => by,
+                };
                 let p = Postings::parse(by, &td.entry, rows).map_err(|err| b.corrupt(err))?;
                 let p = Arc::new(p);
-                self.cache.put_postings(bundle, r.start, r.end, p.clone());
+                self.cache.put_postings(bundle, p0, r.end, p.clone());
                 // The whole postings supersede the skips and blocks cached before.
                 if let Some((len, _)) = td.entry.skips {
-                    self.cache.forget(bundle, r.start, r.start + len);
+                    self.cache.forget(bundle, p0, p0 + len);
                 }
                 for i in td.blocks.keys() {
                     let s = &td.postings.skips[*i];
                     self.cache
-                        .forget(bundle, r.start + s.start as u64, r.start + s.end as u64);
+                        .forget(bundle, p0 + s.start as u64, p0 + s.end as u64);
                 }
                 td.postings = p;
                 td.blocks.clear();
@@ -1657,6 +1682,7 @@ impl Pinned<'_> {
             };
             let cached = self.cache.postings(bundle, p0, p1);
             let seen = !whole && cached.is_some();
+            let mut skip_bytes = None;
             let postings = match cached {
                 Some(p) => p,
                 None => {
@@ -1664,6 +1690,7 @@ impl Pinned<'_> {
                     let p = if whole {
                         Postings::parse(by, &te, dir.rows)
                     } else {
+                        skip_bytes = Some(by.clone());
                         Postings::parse_skips(by, &te, dir.rows)
                     };
                     let p = Arc::new(p.map_err(|err| b.corrupt(err))?);
@@ -1693,6 +1720,7 @@ impl Pinned<'_> {
                 positions,
                 blocks: HashMap::new(),
                 seen,
+                skip_bytes,
             }));
         }
         Ok((terms, read))
