@@ -283,12 +283,17 @@ test('vector indexes and nearest: --kind vector, k rows nearest first with a _di
   assert.match(r.err, /^error E_NOT_FOUND/);
 });
 
-test('plan, build-bundle and commit: a build split across processes through JSON lines, stale receipts refused', () => {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-cli-fanout-'));
-  const run = (args, input) => {
+/** The CLI run in directory `d` with no SKERRY_OVERLAY: `(args, stdin) => { code, out, err }`. */
+function inDir(d) {
+  return (args, input) => {
     const r = spawnSync(process.execPath, [BIN, ...args], { cwd: d, encoding: 'utf8', input, env: { ...process.env, SKERRY_OVERLAY: '' } });
     return { code: r.status, out: r.stdout, err: r.stderr };
   };
+}
+
+test('plan, build-bundle and commit: a build split across processes through JSON lines, stale receipts refused', () => {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-cli-fanout-'));
+  const run = inDir(d);
   try {
     fs.mkdirSync(path.join(d, 'data'));
     for (let i = 0; i < 3; i++) fs.writeFileSync(path.join(d, `data/p${i}.parquet`), sampleOrdersParquet(i * 1000, 1000, 250));
@@ -335,10 +340,7 @@ test('plan, build-bundle and commit: a build split across processes through JSON
 
 test('plan --runs: the table runs written by build-bundle workers, committed after commit --no-runs', () => {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-cli-runs-'));
-  const run = (args, input) => {
-    const r = spawnSync(process.execPath, [BIN, ...args], { cwd: d, encoding: 'utf8', input, env: { ...process.env, SKERRY_OVERLAY: '' } });
-    return { code: r.status, out: r.stdout, err: r.stderr };
-  };
+  const run = inDir(d);
   try {
     fs.mkdirSync(path.join(d, 'data'));
     for (let i = 0; i < 5; i++) fs.writeFileSync(path.join(d, `data/p${i}.parquet`), sampleOrdersParquet(i * 1000, 1000, 250));

@@ -56,16 +56,30 @@ async fn ready_and_exact(o: &Overlay) {
 
 /// Builds every task on its own builder handle (as separate workers would), in parallel.
 async fn build_all(url: &str, tasks: &[BuildTask]) -> Vec<BuildReceipt> {
+    on_workers(url, tasks, |b, t| async move {
+        b.build_bundle(&t).await.unwrap()
+    })
+    .await
+}
+
+/// Runs `work` for every task on a builder handle of its own, in parallel, each task and
+/// receipt through JSON (as they travel between processes).
+async fn on_workers<T, R, F, Fut>(url: &str, tasks: &[T], work: F) -> Vec<R>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    F: Fn(BundleBuilder, T) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = R> + Send,
+{
     let mut handles = Vec::new();
     for task in tasks {
-        // Through JSON, as tasks travel between processes.
         let wire = serde_json::to_string(task).unwrap();
         let url = url.to_string();
         handles.push(tokio::spawn(async move {
-            let task: BuildTask = serde_json::from_str(&wire).unwrap();
+            let task: T = serde_json::from_str(&wire).unwrap();
             let b = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
-            let r = b.build_bundle(&task).await.unwrap();
-            serde_json::from_str::<BuildReceipt>(&serde_json::to_string(&r).unwrap()).unwrap()
+            let r = work(b, task).await;
+            serde_json::from_str::<R>(&serde_json::to_string(&r).unwrap()).unwrap()
         }));
     }
     let mut out = Vec::new();
@@ -678,21 +692,10 @@ async fn runs_are_written_by_workers_and_equal_a_local_build() {
     assert_eq!(bundles(), before, "a refused task writes nothing");
 
     // Each task on a worker of its own, through JSON.
-    let mut handles = Vec::new();
-    for t in &tasks {
-        let wire = serde_json::to_string(t).unwrap();
-        let url = url.clone();
-        handles.push(tokio::spawn(async move {
-            let task: RunTask = serde_json::from_str(&wire).unwrap();
-            let b = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
-            let r = b.build_run(&task).await.unwrap();
-            serde_json::from_str::<RunReceipt>(&serde_json::to_string(&r).unwrap()).unwrap()
-        }));
-    }
-    let mut run_receipts = Vec::new();
-    for h in handles {
-        run_receipts.push(h.await.unwrap());
-    }
+    let run_receipts: Vec<RunReceipt> = on_workers(&url, &tasks, |b, t: RunTask| async move {
+        b.build_run(&t).await.unwrap()
+    })
+    .await;
     assert!(run_receipts.iter().all(|r| r.run.is_some()));
     // Nothing is committed until the committer takes the receipts.
     for ix in tiered {
