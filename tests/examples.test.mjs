@@ -39,6 +39,8 @@ test('examples/fanout-bullmq/main.mjs builds through BullMQ workers and one comm
   const out = execFileSync(process.execPath, [new URL('../examples/fanout-bullmq/main.mjs', import.meta.url).pathname, '--files', '12', '--workers', '3'], { encoding: 'utf8' });
   assert.match(out, /^12 tasks, 3 workers: plan \d+ ms, build \d+ ms, commit \d+ ms$/m);
   assert.match(out, /committed 12 files \(48000 entries, 1 transactions\), refused 0/);
+  // The non-unique index's run, written by a worker from a run task.
+  assert.match(out, /^1 run tasks written by the workers in \d+ ms: committed 1 runs, refused 0$/m);
   assert.match(out, /by_id: ready/);
   assert.match(out, /by_customer: ready/);
   assert.match(out, /order 23993: \[\{"file":"part-0011\.parquet","position":1993\}\]/);
