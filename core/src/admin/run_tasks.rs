@@ -164,19 +164,11 @@ impl Overlay {
             if step.inputs.is_empty() {
                 continue; // only drops runs that answer nothing: the next commit or build does
             }
-            let generation = runs
-                .iter()
-                .map(|r| crate::admin::run_bundle::run_generation(&r.bundle_path) + 1)
-                .max()
-                .unwrap_or(1);
             let (files, artifacts) = step.inputs.iter().cloned().unzip();
             let mut task = RunTask {
                 format: TASK_FORMAT,
                 kind: RUN_KIND.into(),
-                bundle_path: format!(
-                    "bundles/{}/run-{}-g{generation}-{plan}.puffin",
-                    tr.table_id, ix.index_id
-                ),
+                bundle_path: crate::admin::runs::run_bundle_name(&tr, &ix, &runs, &plan),
                 table: tr.clone(),
                 index: ix,
                 runs,
@@ -260,6 +252,7 @@ impl Overlay {
             t.commit().await?;
             drop(_writing);
             let mut marked = marked;
+            // One bundle rewrite per file, whatever the number of its blobs the run holds.
             marked.sort_unstable();
             marked.dedup();
             self.shed_covered(&task.table, &marked).await?;

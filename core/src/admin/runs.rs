@@ -787,22 +787,34 @@ impl Overlay {
         ix: &IndexRecord,
     ) -> Result<String> {
         let t = self.catalog.begin()?;
-        let generation = t
-            .runs(ix.index_id)
-            .await?
-            .iter()
-            .map(|r| run_generation(&r.bundle_path) + 1)
-            .max()
-            .unwrap_or(1);
+        let runs = t.runs(ix.index_id).await?;
         drop(t);
-        Ok(format!(
-            "bundles/{}/run-{}-g{}-{}.puffin",
-            tr.table_id,
-            ix.index_id,
-            generation,
-            crate::admin::build::attempt_token()
+        Ok(run_bundle_name(
+            tr,
+            ix,
+            &runs,
+            &crate::admin::build::attempt_token(),
         ))
     }
+}
+
+/// The name of index `ix`'s next run bundle after `runs` (its current ones): the next
+/// generation, and `token` (an attempt's or a plan's), so no two writers share it.
+pub(crate) fn run_bundle_name(
+    tr: &TableRecord,
+    ix: &IndexRecord,
+    runs: &[TableRun],
+    token: &str,
+) -> String {
+    let generation = runs
+        .iter()
+        .map(|r| run_generation(&r.bundle_path) + 1)
+        .max()
+        .unwrap_or(1);
+    format!(
+        "bundles/{}/run-{}-g{generation}-{token}.puffin",
+        tr.table_id, ix.index_id
+    )
 }
 
 impl Overlay {
