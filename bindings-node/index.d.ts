@@ -301,6 +301,19 @@ export interface MountSource {
   catalog: CatalogOptions
 }
 
+/** A change of files that claimed to move rows, as its row ids bear it out (RFC 0006). */
+export interface MoveReport {
+  /** Files added (the move's outputs) and removed (its sources). */
+  files: number
+  sources: number
+  /** Rows the added files hold, each a live row of a removed file under the same id. */
+  rows: number
+  /** Runs of consecutive rows moved together. */
+  segments: number
+  /** Why the change is not a move: the first check the row ids failed. */
+  refused?: string
+}
+
 /** Opens a bundle builder for the overlay at `url` (the URL its writer opened). */
 export declare function openBundleBuilder(url: string, options?: OpenOptions | undefined | null): BundleBuilder
 
@@ -500,6 +513,12 @@ export interface SyncReport {
    * scanned until a build (or `startSync`'s catch-up) covers them.
    */
   pending: Array<string>
+  /**
+   * Set when the change claims to move rows (files removed and added under `replace`
+   * snapshots only, on a table with row lineage): the rows the added files hold of the
+   * removed files', checked by row id — or why the ids do not bear the claim out.
+   */
+  moved?: MoveReport
 }
 
 export interface TableInfo {

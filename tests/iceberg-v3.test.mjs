@@ -66,6 +66,13 @@ test('a v3 table answers with its row ids and deletion vectors, in the addon and
     if (i > 0) {
       const r = await overlay.syncIceberg('v3', { metadataUrl: s.metadata_location });
       assert.deepEqual(r.poisoned, [], s.label);
+      // The compaction (a `replace` keeping row ids) is recognised as a move: D holds A's
+      // 388 live rows and B's 200 under their ids. No other snapshot claims one.
+      assert.deepEqual(
+        r.moved ?? null,
+        i === 3 ? { files: 1, sources: 2, rows: 588, segments: 5 } : null,
+        `${s.label}: moved`,
+      );
       await overlay.publish();
       await reader.refresh();
     }

@@ -341,6 +341,24 @@ pub struct SyncReport {
     /// Indexes whose work over the added files did not fit the sync's commit: the files are
     /// scanned until a build (or `startSync`'s catch-up) covers them.
     pub pending: Vec<String>,
+    /// Set when the change claims to move rows (files removed and added under `replace`
+    /// snapshots only, on a table with row lineage): the rows the added files hold of the
+    /// removed files', checked by row id — or why the ids do not bear the claim out.
+    pub moved: Option<MoveReport>,
+}
+
+/// A change of files that claimed to move rows, as its row ids bear it out (RFC 0006).
+#[napi(object)]
+pub struct MoveReport {
+    /// Files added (the move's outputs) and removed (its sources).
+    pub files: i64,
+    pub sources: i64,
+    /// Rows the added files hold, each a live row of a removed file under the same id.
+    pub rows: i64,
+    /// Runs of consecutive rows moved together.
+    pub segments: i64,
+    /// Why the change is not a move: the first check the row ids failed.
+    pub refused: Option<String>,
 }
 
 #[napi(object)]
@@ -875,6 +893,13 @@ impl Overlay {
                 bytes: r.bytes as i64,
                 poisoned: r.poisoned,
                 pending: r.pending,
+                moved: r.moved.map(|m| MoveReport {
+                    files: m.files as i64,
+                    sources: m.sources as i64,
+                    rows: m.rows as i64,
+                    segments: m.segments as i64,
+                    refused: m.refused,
+                }),
             })
         })
     }

@@ -150,11 +150,28 @@ async fn a_v3_table_answers_with_its_row_ids_and_deletion_vectors() {
         let want = model(s);
         check(&o, &want, label).await;
         o.publish().await.unwrap();
+        if i != 3 {
+            // Appends, deletes and an update (an `overwrite`) claim no move.
+            assert_eq!(r.moved, None, "{label}");
+        }
         match i {
             2 => assert_eq!(r.masks_changed.len(), 2, "{label}: DVs on A and C"),
             3 => {
-                // Compaction: A's and B's rows moved to D and kept their row ids.
+                // Compaction: A's and B's rows moved to D and kept their row ids — a move
+                // (RFC 0006): a `replace` whose added file holds exactly A's 388 live rows
+                // and B's 200 under their ids, in 5 runs (A's four live stretches, B).
                 assert_eq!((r.added.len(), r.removed.len()), (1, 2), "{label}");
+                assert_eq!(
+                    r.moved,
+                    Some(skerry_core::admin::iceberg::MoveReport {
+                        files: 1,
+                        sources: 2,
+                        rows: 388 + 200,
+                        segments: 5,
+                        refused: None,
+                    }),
+                    "{label}"
+                );
                 for id in [0, 100, 399, 400, 599] {
                     assert_eq!(row_of(&before, id), row_of(&want, id), "{label}: id {id}");
                 }

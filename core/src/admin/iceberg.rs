@@ -71,6 +71,31 @@ pub struct SyncReport {
     /// registered (and scanned) and the staged build path catches them up.
     #[serde(default)]
     pub pending: Vec<String>,
+    /// Set when the change claims to move rows (RFC 0006): files removed and added under
+    /// `replace` snapshots only, on a table with row lineage. It says how many rows the
+    /// added files hold of the removed files' — checked by their row ids — or why the ids
+    /// do not bear the claim out. The added files are derived from their data either way
+    /// (carrying their entries over is the next step of issue 43).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<MoveReport>,
+}
+
+/// A change of files that claimed to move rows, as its row ids bear it out
+/// ([`crate::admin::moves`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveReport {
+    /// Files added (the move's outputs) and removed (its sources).
+    pub files: u64,
+    pub sources: u64,
+    /// Rows the added files hold, each a live row of a removed file under the same id.
+    pub rows: u64,
+    /// Runs of consecutive rows moved together (a measure of the move's fragmentation).
+    pub segments: u64,
+    /// Why the change is not a move: the first check the row ids failed (`files`, `rows`
+    /// and `segments` are then 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl Overlay {
@@ -354,6 +379,14 @@ impl Overlay {
             change.masks.insert(p.to_string(), new.cloned());
         }
         report.masks_changed.sort();
+        report.moved = moved(
+            &meta,
+            (src.snapshot_id, snapshot_id),
+            &registered,
+            &report,
+            &added,
+            &change,
+        );
         let r = self
             .register_files_with(name, &report.added, change)
             .await?;
@@ -731,6 +764,91 @@ impl Overlay {
 }
 
 /// The upstream record of a table at `files`' snapshot, read from `metadata_url`.
+/// Whether the change from snapshot `from` to `to` moved rows ([`MoveReport`]): `None` unless
+/// files were both removed and added under `replace` snapshots only, on a table with row
+/// lineage; then the row ids' verdict. `registered` are the files before the change; `change`
+/// holds the added files' row ids and every target's new delete mask.
+fn moved(
+    meta: &TableMetadata,
+    (from, to): (i64, i64),
+    registered: &[crate::formats::manifest::FileEntry],
+    report: &SyncReport,
+    added: &[&LiveFile],
+    change: &FileSetChange,
+) -> Option<MoveReport> {
+    use crate::admin::moves::{replace_chain, Lineage, MoveMap, NotAMove};
+    if report.added.is_empty() || report.removed.is_empty() {
+        return None;
+    }
+    replace_chain(meta, from, to).ok()?;
+    let refused = |n: NotAMove| MoveReport {
+        files: added.len() as u64,
+        sources: report.removed.len() as u64,
+        refused: Some(n.to_string()),
+        ..Default::default()
+    };
+    // A kept file whose deleted rows changed: values left the table, not only files.
+    let removed: HashSet<&str> = report.removed.iter().map(|p| p.as_str()).collect();
+    let added_paths: HashSet<&str> = added.iter().map(|f| f.path.as_str()).collect();
+    if let Some(p) = report
+        .masks_changed
+        .iter()
+        .find(|p| !removed.contains(p.as_str()) && !added_paths.contains(p.as_str()))
+    {
+        return Some(refused(NotAMove::MasksChanged { file: p.clone() }));
+    }
+    let masks: Vec<Option<RoaringTreemap>> = match registered
+        .iter()
+        .filter(|f| removed.contains(f.path.as_str()))
+        .map(|f| f.deleted())
+        .collect::<Result<Vec<_>>>()
+    {
+        Ok(m) => m,
+        Err(e) => {
+            return Some(refused(NotAMove::BadIds {
+                file: String::new(),
+                reason: e.to_string(),
+            }))
+        }
+    };
+    let sources: Vec<Lineage<'_>> = registered
+        .iter()
+        .filter(|f| removed.contains(f.path.as_str()))
+        .zip(&masks)
+        .map(|(f, m)| Lineage {
+            path: &f.path,
+            rows: f.record_count,
+            start: f.row_id_start,
+            runs: f.row_id_runs.as_ref(),
+            deleted: m.as_ref(),
+        })
+        .collect();
+    let no_ids = crate::admin::catalog::RowIds::default();
+    let outputs: Vec<Lineage<'_>> = added
+        .iter()
+        .map(|f| {
+            let ids = change.row_ids.get(&f.path).unwrap_or(&no_ids);
+            Lineage {
+                path: &f.path,
+                rows: f.record_count,
+                start: ids.start,
+                runs: ids.runs.as_ref(),
+                deleted: change.masks.get(&f.path).and_then(|m| m.as_ref()),
+            }
+        })
+        .collect();
+    Some(match MoveMap::of(&sources, &outputs) {
+        Ok(m) => MoveReport {
+            files: outputs.len() as u64,
+            sources: sources.len() as u64,
+            rows: m.rows,
+            segments: m.segments() as u64,
+            refused: None,
+        },
+        Err(n) => refused(n),
+    })
+}
+
 fn upstream(
     metadata_url: &str,
     meta: &TableMetadata,

@@ -13,6 +13,7 @@ pub(crate) mod fulltext_run;
 pub mod iceberg;
 pub mod lifecycle;
 pub(crate) mod merge;
+pub mod moves;
 pub mod overlay;
 pub mod repair;
 pub(crate) mod run_bundle;
