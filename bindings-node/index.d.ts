@@ -310,6 +310,13 @@ export interface MoveReport {
   rows: number
   /** Runs of consecutive rows moved together. */
   segments: number
+  /**
+   * Index entries of the added files carried over from the removed files' blobs
+   * (ordered, bitmap), and derived from the added files' columns (the other kinds). Both
+   * 0 when the work was left `pending`.
+   */
+  carried: number
+  derived: number
   /** Why the change is not a move: the first check the row ids failed. */
   refused?: string
 }

@@ -67,10 +67,11 @@ test('a v3 table answers with its row ids and deletion vectors, in the addon and
       const r = await overlay.syncIceberg('v3', { metadataUrl: s.metadata_location });
       assert.deepEqual(r.poisoned, [], s.label);
       // The compaction (a `replace` keeping row ids) is recognised as a move: D holds A's
-      // 388 live rows and B's 200 under their ids. No other snapshot claims one.
+      // 388 live rows and B's 200 under their ids, and the unique index's entries of D are
+      // carried over from A's and B's blobs, none derived. No other snapshot claims one.
       assert.deepEqual(
         r.moved ?? null,
-        i === 3 ? { files: 1, sources: 2, rows: 588, segments: 5 } : null,
+        i === 3 ? { files: 1, sources: 2, rows: 588, segments: 5, carried: 588, derived: 0 } : null,
         `${s.label}: moved`,
       );
       await overlay.publish();

@@ -357,6 +357,11 @@ pub struct MoveReport {
     pub rows: i64,
     /// Runs of consecutive rows moved together.
     pub segments: i64,
+    /// Index entries of the added files carried over from the removed files' blobs
+    /// (ordered, bitmap), and derived from the added files' columns (the other kinds). Both
+    /// 0 when the work was left `pending`.
+    pub carried: i64,
+    pub derived: i64,
     /// Why the change is not a move: the first check the row ids failed.
     pub refused: Option<String>,
 }
@@ -898,6 +903,8 @@ impl Overlay {
                     sources: m.sources as i64,
                     rows: m.rows as i64,
                     segments: m.segments as i64,
+                    carried: m.carried as i64,
+                    derived: m.derived as i64,
                     refused: m.refused,
                 }),
             })

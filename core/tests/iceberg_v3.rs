@@ -128,6 +128,13 @@ async fn mounted(table: &str) -> (tempfile::TempDir, Value, String, Overlay) {
     o.create_index("v3", "by_id", &["id".into()], IndexOptions::unique())
         .await
         .unwrap();
+    let bitmap = IndexOptions {
+        kind: skerry_core::index::IndexKind::Bitmap,
+        ..Default::default()
+    };
+    o.create_index("v3", "by_region", &["region".into()], bitmap)
+        .await
+        .unwrap();
     o.build("v3", |_| {}).await.unwrap();
     (dir, expected, url, o)
 }
@@ -161,6 +168,9 @@ async fn a_v3_table_answers_with_its_row_ids_and_deletion_vectors() {
                 // (RFC 0006): a `replace` whose added file holds exactly A's 388 live rows
                 // and B's 200 under their ids, in 5 runs (A's four live stretches, B).
                 assert_eq!((r.added.len(), r.removed.len()), (1, 2), "{label}");
+                // Both indexes' entries of D are carried over from A's and B's blobs (RFC
+                // 0006 step 2): none derived from D's columns; `verify`, which rebuilds D's
+                // blobs from its data, certifies them.
                 assert_eq!(
                     r.moved,
                     Some(skerry_core::admin::iceberg::MoveReport {
@@ -168,10 +178,19 @@ async fn a_v3_table_answers_with_its_row_ids_and_deletion_vectors() {
                         sources: 2,
                         rows: 388 + 200,
                         segments: 5,
+                        carried: 2 * (388 + 200),
+                        derived: 0,
                         refused: None,
                     }),
                     "{label}"
                 );
+                for ix in ["by_id", "by_region"] {
+                    let v = o.verify("v3", ix).await.unwrap();
+                    assert!(
+                        v.certified && v.mismatched == 0 && v.missing == 0,
+                        "{label}: {ix}: {v:?}"
+                    );
+                }
                 for id in [0, 100, 399, 400, 599] {
                     assert_eq!(row_of(&before, id), row_of(&want, id), "{label}: id {id}");
                 }

@@ -92,6 +92,12 @@ pub struct MoveReport {
     pub rows: u64,
     /// Runs of consecutive rows moved together (a measure of the move's fragmentation).
     pub segments: u64,
+    /// Index entries of the added files carried over from the removed files' blobs (kinds
+    /// whose blobs hold their entries: ordered, bitmap), and derived from the added files'
+    /// columns (the other kinds, and any index whose source blobs could not give them). Both
+    /// 0 when the work did not fit the sync's commit (`pending`: derived later).
+    pub carried: u64,
+    pub derived: u64,
     /// Why the change is not a move: the first check the row ids failed (`files`, `rows`
     /// and `segments` are then 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -379,17 +385,26 @@ impl Overlay {
             change.masks.insert(p.to_string(), new.cloned());
         }
         report.masks_changed.sort();
-        report.moved = moved(
+        let (verdict, mv) = match moved(
             &meta,
             (src.snapshot_id, snapshot_id),
             &registered,
             &report,
             &added,
             &change,
-        );
+        ) {
+            Some((v, m)) => (Some(v), m),
+            None => (None, None),
+        };
+        report.moved = verdict;
+        change.moved = mv;
         let r = self
             .register_files_with(name, &report.added, change)
             .await?;
+        if let Some(m) = report.moved.as_mut().filter(|m| m.refused.is_none()) {
+            m.carried = r.carried;
+            m.derived = r.derived;
+        }
         report.poisoned = r.poisoned;
         report.pending = r.pending;
         Ok(report)
@@ -775,8 +790,8 @@ fn moved(
     report: &SyncReport,
     added: &[&LiveFile],
     change: &FileSetChange,
-) -> Option<MoveReport> {
-    use crate::admin::moves::{replace_chain, Lineage, MoveMap, NotAMove};
+) -> Option<(MoveReport, Option<crate::admin::moves::Move>)> {
+    use crate::admin::moves::{replace_chain, Lineage, Move, MoveMap, NotAMove};
     if report.added.is_empty() || report.removed.is_empty() {
         return None;
     }
@@ -795,7 +810,7 @@ fn moved(
         .iter()
         .find(|p| !removed.contains(p.as_str()) && !added_paths.contains(p.as_str()))
     {
-        return Some(refused(NotAMove::MasksChanged { file: p.clone() }));
+        return Some((refused(NotAMove::MasksChanged { file: p.clone() }), None));
     }
     let masks: Vec<Option<RoaringTreemap>> = match registered
         .iter()
@@ -805,10 +820,13 @@ fn moved(
     {
         Ok(m) => m,
         Err(e) => {
-            return Some(refused(NotAMove::BadIds {
-                file: String::new(),
-                reason: e.to_string(),
-            }))
+            return Some((
+                refused(NotAMove::BadIds {
+                    file: String::new(),
+                    reason: e.to_string(),
+                }),
+                None,
+            ))
         }
     };
     let sources: Vec<Lineage<'_>> = registered
@@ -838,14 +856,21 @@ fn moved(
         })
         .collect();
     Some(match MoveMap::of(&sources, &outputs) {
-        Ok(m) => MoveReport {
-            files: outputs.len() as u64,
-            sources: sources.len() as u64,
-            rows: m.rows,
-            segments: m.segments() as u64,
-            refused: None,
-        },
-        Err(n) => refused(n),
+        Ok(m) => (
+            MoveReport {
+                files: outputs.len() as u64,
+                sources: sources.len() as u64,
+                rows: m.rows,
+                segments: m.segments() as u64,
+                ..Default::default()
+            },
+            Some(Move {
+                sources: sources.iter().map(|s| s.path.to_string()).collect(),
+                outputs: outputs.iter().map(|o| o.path.to_string()).collect(),
+                map: m,
+            }),
+        ),
+        Err(n) => (refused(n), None),
     })
 }
 

@@ -33,6 +33,10 @@ pub struct RegisterReport {
     pub files: u64,
     pub rows: u64,
     pub entries: u64,
+    /// Of `entries`: carried over from a move's removed files (RFC 0006), and derived from
+    /// the new files' columns.
+    pub carried: u64,
+    pub derived: u64,
     pub bundles_written: u64,
     /// Building unique indexes the new rows broke (now `poisoned`).
     pub poisoned: Vec<String>,
@@ -69,6 +73,9 @@ pub(crate) struct FileSetChange {
     /// Row ids by path, of kept or new files, that come from upstream (Iceberg v3 row
     /// lineage) instead of the table's counter.
     pub row_ids: HashMap<String, crate::admin::catalog::RowIds>,
+    /// The change moved rows (RFC 0006): the added files' entries of indexes whose blobs
+    /// give their entries back are carried over from the removed files' blobs.
+    pub moved: Option<crate::admin::moves::Move>,
 }
 
 /// Rows of one data file to delete, by position.
@@ -384,11 +391,24 @@ impl Overlay {
         // Entries (scoped reads of the indexed columns), then one bundle per new file.
         let mut keys: HashMap<(u64, u64), Vec<(Vec<u8>, u64)>> = HashMap::new();
         let mut bytes = 0u64;
+        let (mut carried, mut derived) = (0u64, 0u64);
+        let mut sources = crate::admin::moves::SourceEntries::default();
         'derive: for f in new_files.iter().filter(|_| !defer) {
             for ix in &indexes {
+                if let Some(mv) = &change.moved {
+                    if let Some(k) = self
+                        .carried(&tr, &existing, mv, f, ix, &mut sources)
+                        .await?
+                    {
+                        carried += k.len() as u64;
+                        keys.insert((ix.index_id, f.file_id), k);
+                        continue;
+                    }
+                }
                 let (k, _, b) = self
                     .index_slice(&tr, f, ix, 0..f.record_count, u64::MAX)
                     .await?;
+                derived += k.len() as u64;
                 bytes += b;
                 if bytes > MAX_COMMIT_BYTES {
                     // The footer's estimate was low: deferred after all.
@@ -404,8 +424,11 @@ impl Overlay {
             files: new_files.len() as u64,
             rows: new_files.iter().map(|f| f.record_count).sum(),
             entries: keys.values().map(|k| k.len() as u64).sum(),
+            carried: if defer { 0 } else { carried },
+            derived: if defer { 0 } else { derived },
             ..Default::default()
         };
+        drop(sources);
         for f in &mut new_files {
             if let Some(Some(m)) = change.masks.get(&f.path) {
                 f.set_deleted(m);
@@ -1310,5 +1333,93 @@ impl Overlay {
     /// The object store under the overlay root (tests inspect what vacuum left).
     pub fn store(&self) -> &Arc<dyn object_store::ObjectStore> {
         &self.store
+    }
+}
+
+impl Overlay {
+    /// Output `f`'s entries of `ix` carried over a move (RFC 0006), or `None` when they must
+    /// be derived: `f` is not one of the move's outputs, or a source's blob for `ix` cannot
+    /// give its entries back — the kind holds none (bloom, full text, vector), the source
+    /// has no blob the read gate accepts, the blob is held by a run or compressed, its
+    /// SHA-256 is not its lineage's, or it does not decode. Sources' entries are read once
+    /// per index into `cache` (they feed every output).
+    async fn carried(
+        &self,
+        tr: &TableRecord,
+        existing: &[FileEntry],
+        mv: &crate::admin::moves::Move,
+        f: &FileEntry,
+        ix: &IndexRecord,
+        cache: &mut crate::admin::moves::SourceEntries,
+    ) -> Result<Option<Vec<(Vec<u8>, u64)>>> {
+        let Some(o) = mv.outputs.iter().position(|p| *p == f.path) else {
+            return Ok(None);
+        };
+        let o = o as u32;
+        if !ix
+            .kind()
+            .kind()
+            .is_some_and(|k| k.input() == crate::index::kind::Input::Key)
+        {
+            return Ok(None);
+        }
+        for s in mv.sources_of(o) {
+            if cache.contains_key(&(ix.index_id, s)) {
+                continue;
+            }
+            let got = match existing
+                .iter()
+                .find(|e| Some(&e.path) == mv.sources.get(s as usize))
+            {
+                Some(src) => self.source_entries(tr, src, ix).await?,
+                None => None,
+            };
+            cache.insert((ix.index_id, s), got);
+        }
+        Ok(mv.carry(o, f.record_count, ix.index_id, cache))
+    }
+
+    /// Every `(key, position)` entry of `src`'s blob of `ix`, read whole and checked; `None`
+    /// when there is no such blob the gate accepts or it cannot be read back.
+    async fn source_entries(
+        &self,
+        tr: &TableRecord,
+        src: &FileEntry,
+        ix: &IndexRecord,
+    ) -> Result<Option<Vec<(Vec<u8>, u64)>>> {
+        let t = self.catalog.begin()?;
+        let a: Option<IndexFileEntry> = t
+            .get(&crate::admin::catalog::artifact_key(ix.index_id, src.file_id))
+            .await?;
+        drop(t);
+        let Some(a) = a.filter(|a| {
+            !a.in_run
+                && a.lineage.compression == crate::formats::codec::Codec::None
+                && crate::admin::catalog::accepted(src, Some(a), tr)
+        }) else {
+            return Ok(None);
+        };
+        let blob = match self
+            .reader
+            .read_range(
+                &Location::new(&a.lineage.bundle_path),
+                a.lineage.blob_range(),
+            )
+            .await
+        {
+            Ok(b) => b,
+            Err(_) => return Ok(None),
+        };
+        if lineage::sha256_hex(&blob) != a.lineage.blob_sha256 {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        match ix
+            .kind()
+            .read_entries(&blob, &mut |k, p| out.push((k.to_vec(), p)))
+        {
+            Ok(()) => Ok(Some(out)),
+            Err(_) => Ok(None),
+        }
     }
 }

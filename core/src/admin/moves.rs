@@ -352,6 +352,67 @@ impl MoveMap {
     }
 }
 
+
+/// A move as a sync hands it to the registration: its map, and the paths of its sources
+/// and outputs in the map's order.
+#[derive(Clone, Debug)]
+pub struct Move {
+    pub map: MoveMap,
+    pub sources: Vec<String>,
+    pub outputs: Vec<String>,
+}
+
+/// Entries of the sources' blobs, read once per (index, source) while a move's outputs are
+/// written: `None` when a source's blob cannot give them (missing, stale, damaged, or of a
+/// kind that does not hold its entries), which makes its outputs derive that index.
+pub type SourceEntries = std::collections::HashMap<(u64, u32), Option<Vec<(Vec<u8>, u64)>>>;
+
+impl Move {
+    /// The sources output `o` takes rows from (ascending).
+    pub fn sources_of(&self, o: u32) -> Vec<u32> {
+        let mut s: Vec<u32> = self.map.output(o).iter().map(|g| g.source).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+
+    /// Output `o`'s entries of one index, carried: each source entry `(key, position)` whose
+    /// row moved to `o`, at its position there; sorted as a build sorts them. `None` unless
+    /// every source of `o` gave its entries and the result holds exactly one entry per row
+    /// of `o` (`rows`) — a kind whose blobs hold one entry per row (ordered, bitmap).
+    pub fn carry(
+        &self,
+        o: u32,
+        rows: u64,
+        index_id: u64,
+        sources: &SourceEntries,
+    ) -> Option<Vec<(Vec<u8>, u64)>> {
+        let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(rows.min(1 << 24) as usize);
+        for s in self.sources_of(o) {
+            let entries = sources.get(&(index_id, s))?.as_ref()?;
+            for (k, p) in entries {
+                if let Some((to, at)) = self.map.target(s, *p) {
+                    if to == o {
+                        out.push((k.clone(), at));
+                    }
+                }
+            }
+        }
+        if out.len() as u64 != rows {
+            return None;
+        }
+        out.sort_unstable();
+        // One entry per row: positions 0..rows each once.
+        let mut seen = vec![false; rows as usize];
+        for (_, p) in &out {
+            if std::mem::replace(seen.get_mut(*p as usize)?, true) {
+                return None;
+            }
+        }
+        Some(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,6 +540,55 @@ mod tests {
             replace_chain(&table(2, &["append", "replace"]), 1, 2),
             Err(NotAMove::NoTableLineage { format_version: 2 })
         );
+    }
+
+
+    #[test]
+    fn entries_carry_to_the_rows_new_positions_and_nothing_less() {
+        // A (ids 0..4, position 1 deleted) and B (ids 4..6) into D: ids 5, 4, 0, 2, 3.
+        let mut del = RoaringTreemap::new();
+        del.insert(1);
+        let a = Lineage {
+            deleted: Some(&del),
+            ..dense("A", 0, 4)
+        };
+        let b = dense("B", 4, 2);
+        let d_ids = IdRuns::from_ids([5, 4, 0, 2, 3].map(Some)).unwrap();
+        let d = explicit("D", &d_ids, 5);
+        let mv = Move {
+            map: MoveMap::of(&[a, b], &[d]).unwrap(),
+            sources: vec!["A".into(), "B".into()],
+            outputs: vec!["D".into()],
+        };
+        let key = |s: &str| s.as_bytes().to_vec();
+        let mut src: SourceEntries = Default::default();
+        // Blobs hold every position, deleted ones too.
+        src.insert(
+            (7, 0),
+            Some(vec![(key("a0"), 0), (key("a1"), 1), (key("a2"), 2), (key("a3"), 3)]),
+        );
+        src.insert((7, 1), Some(vec![(key("b0"), 0), (key("b1"), 1)]));
+        assert_eq!(
+            mv.carry(0, 5, 7, &src),
+            Some(vec![
+                (key("a0"), 2),
+                (key("a2"), 3),
+                (key("a3"), 4),
+                (key("b0"), 1),
+                (key("b1"), 0)
+            ])
+        );
+        // A source that could not give its entries, one entry short, one twice: derive.
+        assert_eq!(mv.carry(0, 5, 8, &src), None);
+        src.insert((9, 0), Some(vec![(key("a0"), 0), (key("a2"), 2), (key("a3"), 3)]));
+        src.insert((9, 1), Some(vec![(key("b0"), 0)]));
+        assert_eq!(mv.carry(0, 5, 9, &src), None);
+        src.insert((10, 0), Some(vec![(key("a0"), 0), (key("a2"), 2)]));
+        src.insert((10, 1), Some(vec![(key("b0"), 0), (key("b1"), 1), (key("bx"), 1)]));
+        assert_eq!(mv.carry(0, 5, 10, &src), None);
+        src.insert((11, 0), None);
+        src.insert((11, 1), Some(vec![(key("b0"), 0), (key("b1"), 1)]));
+        assert_eq!(mv.carry(0, 5, 11, &src), None);
     }
 
     #[test]
