@@ -1389,7 +1389,10 @@ impl Overlay {
     ) -> Result<Option<Vec<(Vec<u8>, u64)>>> {
         let t = self.catalog.begin()?;
         let a: Option<IndexFileEntry> = t
-            .get(&crate::admin::catalog::artifact_key(ix.index_id, src.file_id))
+            .get(&crate::admin::catalog::artifact_key(
+                ix.index_id,
+                src.file_id,
+            ))
             .await?;
         drop(t);
         let Some(a) = a.filter(|a| {

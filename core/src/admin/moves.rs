@@ -352,7 +352,6 @@ impl MoveMap {
     }
 }
 
-
 /// A move as a sync hands it to the registration: its map, and the paths of its sources
 /// and outputs in the map's order.
 #[derive(Clone, Debug)]
@@ -542,7 +541,6 @@ mod tests {
         );
     }
 
-
     #[test]
     fn entries_carry_to_the_rows_new_positions_and_nothing_less() {
         // A (ids 0..4, position 1 deleted) and B (ids 4..6) into D: ids 5, 4, 0, 2, 3.
@@ -565,7 +563,12 @@ mod tests {
         // Blobs hold every position, deleted ones too.
         src.insert(
             (7, 0),
-            Some(vec![(key("a0"), 0), (key("a1"), 1), (key("a2"), 2), (key("a3"), 3)]),
+            Some(vec![
+                (key("a0"), 0),
+                (key("a1"), 1),
+                (key("a2"), 2),
+                (key("a3"), 3),
+            ]),
         );
         src.insert((7, 1), Some(vec![(key("b0"), 0), (key("b1"), 1)]));
         assert_eq!(
@@ -580,11 +583,17 @@ mod tests {
         );
         // A source that could not give its entries, one entry short, one twice: derive.
         assert_eq!(mv.carry(0, 5, 8, &src), None);
-        src.insert((9, 0), Some(vec![(key("a0"), 0), (key("a2"), 2), (key("a3"), 3)]));
+        src.insert(
+            (9, 0),
+            Some(vec![(key("a0"), 0), (key("a2"), 2), (key("a3"), 3)]),
+        );
         src.insert((9, 1), Some(vec![(key("b0"), 0)]));
         assert_eq!(mv.carry(0, 5, 9, &src), None);
         src.insert((10, 0), Some(vec![(key("a0"), 0), (key("a2"), 2)]));
-        src.insert((10, 1), Some(vec![(key("b0"), 0), (key("b1"), 1), (key("bx"), 1)]));
+        src.insert(
+            (10, 1),
+            Some(vec![(key("b0"), 0), (key("b1"), 1), (key("bx"), 1)]),
+        );
         assert_eq!(mv.carry(0, 5, 10, &src), None);
         src.insert((11, 0), None);
         src.insert((11, 1), Some(vec![(key("b0"), 0), (key("b1"), 1)]));
