@@ -458,6 +458,15 @@ async fn random_queries_at_every_snapshot_match_the_model() {
                 .unwrap();
             o.publish().await.unwrap();
         }
+        // The v3 table's last snapshot is a `replace` that changed a value under its row id:
+        // carried as a move (RFC 0006), its entries are the old value's until `verify` finds
+        // them and a build repairs them — done here, so every version holding that snapshot
+        // answers exactly.
+        for ix in ["by_id", "by_region_qty"] {
+            o.verify(name, ix).await.unwrap();
+        }
+        o.build(name, |_| {}).await.unwrap();
+        o.publish().await.unwrap();
     }
     let reader = skerry_core::read::reader::OverlayReader::open(&url, Default::default())
         .await
@@ -505,7 +514,8 @@ async fn random_queries_at_every_snapshot_match_the_model() {
             }
         }
     }
-    assert_eq!(checked, 16 * 25);
+    // 5 + 6 snapshots of the merge-on-read tables, 7 of the v3 table.
+    assert_eq!(checked, 18 * 25);
 }
 
 /// Bytes of the catalog's write-ahead log objects under `overlay` (what commits wrote).

@@ -36,6 +36,9 @@ Snapshots of `db/v3` (unpartitioned):
    old one merged into it, the old entry DELETED) and an appended E holding the updated
    rows with their row ids copied, plus three new rows whose `_row_id` is null (inherited:
    E's first row id + position).
+6. a `replace` of E into F that drops one row (id 5000): not a move by its row ids.
+7. a `replace` of D into G that keeps every row id but changes id 100's region ("zz"): a
+   move by its ids, whose carried entries `verify` finds wrong.
 """
 
 import json
@@ -478,6 +481,41 @@ files["E"] = (e, e_rows, e_ids)
 live["C"] -= dv_c2
 live["E"] = set(range(5))
 record("update C 20, 21 into E (row ids kept) and 3 new rows", snap, meta, model())
+
+# 6. a "replace" that is not a move: E rewritten into F without its row at position 2 (id
+# 5000) — the ids of F are E's minus one, so Skerry derives F (RFC 0006).
+f_keep = [0, 1, 3, 4]
+f_rows, f_ids = [e_rows[p] for p in f_keep], [e_ids[p] for p in f_keep]
+f = write_data("F", f_rows, row_ids=f_ids, seq=[5] * len(f_ids))
+s6 = 3_000_000_000_000_000_000 + (t.seq + 1) * 1_000_003
+m5 = write_manifest("m5", s6, ManifestContent.DATA, [
+    (DELETED, s6, 5, 5, data_file(e, 5, first_row_id=e_first)),
+    (ADDED, s6, None, None, data_file(f, len(f_rows))),
+])
+snap, meta = t.commit("replace", [m5, d3, m3, m2], {m5["manifest_path"]})
+files["F"] = (f, f_rows, f_ids)
+del live["E"]
+live["F"] = set(range(len(f_rows)))
+record("a replace of E into F that drops id 5000 (not a move)", snap, meta, model())
+
+# 7. a "replace" that changes a value under the same row id: D rewritten into G, row id 100's
+# region changed (a buggy compaction). The ids match, so Skerry carries D's entries over;
+# `verify` finds the changed value.
+d_path, d_rows_all, d_ids_all = files["D"]
+k = next(p for p, r in enumerate(d_rows_all) if r[0] == 100)
+g_rows = list(d_rows_all)
+g_rows[k] = (g_rows[k][0], "zz", g_rows[k][2])
+g = write_data("G", g_rows, row_ids=d_ids_all, seq=[4] * len(d_ids_all))
+s7 = 3_000_000_000_000_000_000 + (t.seq + 1) * 1_000_003
+m6 = write_manifest("m6", s7, ManifestContent.DATA, [
+    (DELETED, s7, 4, 4, data_file(d_path, len(d_rows_all), first_row_id=m3["first_row_id"])),
+    (ADDED, s7, None, None, data_file(g, len(g_rows))),
+])
+snap, meta = t.commit("replace", [m6, m5, d3, m2], {m6["manifest_path"]})
+files["G"] = (g, g_rows, d_ids_all)
+del live["D"]
+live["G"] = set(range(len(g_rows)))
+record("a replace of D into G that changes id 100's region under its row id", snap, meta, model())
 
 # db/v3up: a v2 table pyiceberg wrote (two appends), upgraded to v3 (spec "Row Lineage for
 # Upgraded Tables": next-row-id 0, existing snapshots untouched, so their rows have no row
