@@ -73,9 +73,9 @@ pub struct SyncReport {
     pub pending: Vec<String>,
     /// Set when the change claims to move rows (RFC 0006): files removed and added under
     /// `replace` snapshots only, on a table with row lineage. It says how many rows the
-    /// added files hold of the removed files' — checked by their row ids — or why the ids
-    /// do not bear the claim out. The added files are derived from their data either way
-    /// (carrying their entries over is the next step of issue 43).
+    /// added files hold of the removed files' — checked by their row ids — and how many
+    /// index entries were carried over rather than derived, or why the ids do not bear the
+    /// claim out (then every entry is derived, as for any change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved: Option<MoveReport>,
 }
@@ -778,7 +778,6 @@ impl Overlay {
     }
 }
 
-/// The upstream record of a table at `files`' snapshot, read from `metadata_url`.
 /// Whether the change from snapshot `from` to `to` moved rows ([`MoveReport`]): `None` unless
 /// files were both removed and added under `replace` snapshots only, on a table with row
 /// lineage; then the row ids' verdict. `registered` are the files before the change; `change`
@@ -874,6 +873,7 @@ fn moved(
     })
 }
 
+/// The upstream record of a table at `files`' snapshot, read from `metadata_url`.
 fn upstream(
     metadata_url: &str,
     meta: &TableMetadata,
