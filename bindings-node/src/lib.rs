@@ -366,6 +366,21 @@ pub struct MoveReport {
     pub refused: Option<String>,
 }
 
+impl From<skerry_core::admin::iceberg::MoveReport> for MoveReport {
+    fn from(m: skerry_core::admin::iceberg::MoveReport) -> Self {
+        let n = |x: u64| x as i64;
+        MoveReport {
+            files: n(m.files),
+            sources: n(m.sources),
+            rows: n(m.rows),
+            segments: n(m.segments),
+            carried: n(m.carried),
+            derived: n(m.derived),
+            refused: m.refused,
+        }
+    }
+}
+
 #[napi(object)]
 pub struct DeleteReport {
     /// Rows newly deleted (already-deleted positions are not counted).
@@ -898,15 +913,7 @@ impl Overlay {
                 bytes: r.bytes as i64,
                 poisoned: r.poisoned,
                 pending: r.pending,
-                moved: r.moved.map(|m| MoveReport {
-                    files: m.files as i64,
-                    sources: m.sources as i64,
-                    rows: m.rows as i64,
-                    segments: m.segments as i64,
-                    carried: m.carried as i64,
-                    derived: m.derived as i64,
-                    refused: m.refused,
-                }),
+                moved: r.moved.map(MoveReport::from),
             })
         })
     }
