@@ -166,7 +166,8 @@ pub trait Kind: Sync {
         entries: &mut dyn Iterator<Item = (&[u8], u64)>,
     ) -> crate::error::Result<(Vec<u8>, BlobMeta)>;
     /// Calls `f(key, position)` for every entry of a whole blob (verify reads blobs whole);
-    /// kinds without positions refuse.
+    /// kinds without positions refuse. The entries must be exactly those the blob was
+    /// written from: a move carries them over to the rows' new positions (RFC 0006).
     fn read_entries(&self, blob: &[u8], f: &mut dyn FnMut(&[u8], u64)) -> Result<(), BlobError> {
         let _ = (blob, f);
         Err(BlobError::Corrupt("this kind's blobs hold no key entries"))
