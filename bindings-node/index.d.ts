@@ -665,6 +665,10 @@ export interface Metrics {
   repairs: { queued: number; drained: number };
   builds: number;
   buildProgress: { done: number; total: number };
+  /** Per-file index blobs written: derived from their data file's rows (columns read, text
+   * tokenized, vectors coded), or carried over an upstream compaction from the blobs of the
+   * files the rows came from (nothing of the rows read). The read-only reader writes none. */
+  blobs: { derived: number; carried: number };
 }
 /** One data file in an `explain` plan. */
 export interface FilePlan {

@@ -991,11 +991,31 @@ pub fn fields(schema: &Schema) -> Vec<FieldInfo> {
                 i as i32 + 1
             },
             name: f.name().clone(),
-            data_type: f.data_type().to_string(),
+            data_type: type_name(f.data_type()),
             key_type: key_type(f).ok(),
             nullable: f.is_nullable(),
         })
         .collect()
+}
+
+/// `t` as catalogs record a column's type: its text, with the metadata of nested fields
+/// (an Iceberg writer's element field ids) left out — arrow's text of a field's metadata does
+/// not parse back, and nothing of Skerry's reads it.
+pub fn type_name(t: &DataType) -> String {
+    fn bare(f: &Field) -> std::sync::Arc<Field> {
+        std::sync::Arc::new(Field::new(f.name(), strip(f.data_type()), f.is_nullable()))
+    }
+    fn strip(t: &DataType) -> DataType {
+        match t {
+            DataType::List(f) => DataType::List(bare(f)),
+            DataType::LargeList(f) => DataType::LargeList(bare(f)),
+            DataType::FixedSizeList(f, n) => DataType::FixedSizeList(bare(f), *n),
+            DataType::Struct(fs) => DataType::Struct(fs.iter().map(|f| bare(f)).collect()),
+            DataType::Map(f, sorted) => DataType::Map(bare(f), *sorted),
+            other => other.clone(),
+        }
+    }
+    strip(t).to_string()
 }
 
 /// The key type of an arrow field, when it can be indexed.
@@ -1208,6 +1228,41 @@ pub fn conform(a: ArrayRef, to: &DataType) -> Result<ArrayRef> {
                 })
                 .collect::<BinaryArray>(),
         )),
+        // The same list but for its element field's name or metadata (an Iceberg writer's
+        // element field id, which [`type_name`] leaves out of the table's types).
+        (List(_), List(f)) if a.data_type().equals_datatype(to) => {
+            let l = a.as_list::<i32>();
+            arrow_array::ListArray::try_new(
+                f.clone(),
+                l.offsets().clone(),
+                l.values().clone(),
+                l.nulls().cloned(),
+            )
+            .ok()
+            .map(|l| Arc::new(l) as ArrayRef)
+        }
+        (LargeList(_), LargeList(f)) if a.data_type().equals_datatype(to) => {
+            let l = a.as_list::<i64>();
+            arrow_array::LargeListArray::try_new(
+                f.clone(),
+                l.offsets().clone(),
+                l.values().clone(),
+                l.nulls().cloned(),
+            )
+            .ok()
+            .map(|l| Arc::new(l) as ArrayRef)
+        }
+        (FixedSizeList(..), FixedSizeList(f, n)) if a.data_type().equals_datatype(to) => {
+            let l = a.as_fixed_size_list();
+            arrow_array::FixedSizeListArray::try_new(
+                f.clone(),
+                *n,
+                l.values().clone(),
+                l.nulls().cloned(),
+            )
+            .ok()
+            .map(|l| Arc::new(l) as ArrayRef)
+        }
         _ => None,
     };
     out.ok_or_else(|| {
@@ -1526,6 +1581,29 @@ pub fn root_of(fields: &[FieldInfo], field_id: i32) -> Result<usize> {
 
 #[cfg(test)]
 mod tests {
+    /// A list column written by an Iceberg writer (its element field carries a field id):
+    /// its recorded type parses back, and a float list is a vector column.
+    #[test]
+    fn nested_field_metadata_is_left_out_of_type_names() {
+        let element = Field::new("element", DataType::Float32, true).with_metadata(HashMap::from(
+            [(PARQUET_FIELD_ID_META_KEY.to_string(), "5".to_string())],
+        ));
+        let t = DataType::List(std::sync::Arc::new(element));
+        assert!(
+            t.to_string().parse::<DataType>().is_err(),
+            "arrow's own text does not parse"
+        );
+        let name = type_name(&t);
+        assert_eq!(name.parse::<DataType>().unwrap(), {
+            DataType::List(std::sync::Arc::new(Field::new(
+                "element",
+                DataType::Float32,
+                true,
+            )))
+        });
+        assert!(is_vector_type(&name));
+        assert_eq!(type_name(&DataType::Int64), "Int64");
+    }
     use std::collections::HashMap;
 
     use super::*;

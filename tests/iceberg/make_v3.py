@@ -179,12 +179,12 @@ def data_file(path, records, *, content=DataFileContent.DATA, fmt=FileFormat.PAR
     )
 
 
-def write_manifest(name, snapshot_id, content, entries):
+def write_manifest(name, snapshot_id, content, entries, schema_text=None):
     """A v3 manifest of `entries` [(status, snapshot_id, seq, file_seq, DataFile)]; returns a
     manifest-list record (sequence numbers filled by the caller)."""
     path = f"{location}/metadata/{name}.avro"
     meta = {
-        "schema": SCHEMA_JSON_TEXT,
+        "schema": schema_text or SCHEMA_JSON_TEXT,
         "partition-spec": "[]",
         "partition-spec-id": "0",
         "format-version": "3",
@@ -226,7 +226,8 @@ def write_manifest(name, snapshot_id, content, entries):
 
 
 class Table:
-    def __init__(self):
+    def __init__(self, schema=SCHEMA_JSON, table_id=table_uuid, last_column_id=3):
+        self.schema, self.table_id, self.last_column_id = schema, table_id, last_column_id
         self.snapshots, self.log, self.metadata_log = [], [], []
         self.next_row_id = 0
         self.seq = 0
@@ -281,12 +282,12 @@ class Table:
         self.version += 1
         metadata = {
             "format-version": 3,
-            "table-uuid": table_uuid,
+            "table-uuid": self.table_id,
             "location": location,
             "last-sequence-number": self.seq,
             "last-updated-ms": now,
-            "last-column-id": 3,
-            "schemas": [SCHEMA_JSON],
+            "last-column-id": self.last_column_id,
+            "schemas": [self.schema],
             "current-schema-id": 0,
             "partition-specs": [{"spec-id": 0, "fields": []}],
             "default-spec-id": 0,
@@ -633,6 +634,181 @@ expected["db.v3up"]["snapshots"].append(
         "rows": sorted([list(r) for r in live]),
     }
 )
+location = location_saved
+
+# db/v3c (issue 43, RFC 0006 step 3): a v3 table with a text and a vector column, so a
+# compaction carries every kind's entries. Ten files V0..V9 of 60 rows (row ids 0..600 by
+# inheritance); a deletion vector on V3; then two `replace` compactions that keep row ids:
+# V0..V9's live rows into W0 (V0..V4, rows reordered by tag then id: a sort compaction)
+# and W1 (V5..V9 in file order), later W0 and W1 into X; last a lying `replace` of X into Y
+# that changes a value under its row id.
+C_SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [
+        {"id": 1, "name": "id", "required": False, "type": "long"},
+        {"id": 2, "name": "tag", "required": False, "type": "string"},
+        {"id": 3, "name": "body", "required": False, "type": "string"},
+        {"id": 4, "name": "emb", "required": False,
+         "type": {"type": "list", "element-id": 5, "element": "float", "element-required": False}},
+    ],
+}
+C_FIELDS = [
+    fld("id", pa.int64(), 1),
+    fld("tag", pa.string(), 2),
+    fld("body", pa.string(), 3),
+    fld("emb", pa.list_(fld("element", pa.float32(), 5)), 4),
+]
+WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "glacier", "harbor", "isle", "jetty",
+         "kelp", "lagoon", "mist", "nacre", "orca", "pier", "quay", "reef", "skerry", "tide"]
+crng = random.Random(43)
+
+
+def c_row(i):
+    """Row `i` of db/v3c: (id, tag, body, emb). Some bodies are NULL, some empty or without a
+    word (documents without a token, only in files the compactions move whole), some vectors
+    NULL."""
+    tag = ("north", "south", "east", "west")[i % 4]
+    if i % 17 == 0:
+        body = None
+    elif i % 29 == 0 and (i // 60) in (1, 6):
+        body = "" if i % 2 else "-- !!"
+    else:
+        body = " ".join(crng.choice(WORDS) for _ in range(crng.randint(1, 12)))
+    emb = None if i % 23 == 0 else [round(crng.gauss((i % 5) * 2.0, 1.0), 4) for _ in range(8)]
+    return (i, tag, body, emb)
+
+
+def write_c(name, rows, row_ids=None, seq=None):
+    cols = {
+        "id": pa.array([r[0] for r in rows], pa.int64()),
+        "tag": pa.array([r[1] for r in rows], pa.string()),
+        "body": pa.array([r[2] for r in rows], pa.string()),
+        "emb": pa.array([r[3] for r in rows], pa.list_(pa.float32())),
+    }
+    fields = list(C_FIELDS)
+    if row_ids is not None:
+        cols["_row_id"] = pa.array(row_ids, pa.int64())
+        cols["_last_updated_sequence_number"] = pa.array(seq, pa.int64())
+        fields += [fld("_row_id", pa.int64(), ROW_ID), fld("_last_updated_sequence_number", pa.int64(), LAST_UPDATED)]
+    path = f"{location}/data/{name}.parquet"
+    tbl = pa.table([cols[f.name].cast(f.type) for f in fields], schema=pa.schema(fields))
+    pq.write_table(tbl, path[len("file://") :], row_group_size=32)
+    return path
+
+
+location = f"file://{out}/warehouse/db/v3c"
+os.makedirs(f"{out}/warehouse/db/v3c/data", exist_ok=True)
+os.makedirs(f"{out}/warehouse/db/v3c/metadata", exist_ok=True)
+C_TEXT = json.dumps(C_SCHEMA)
+tc = Table(schema=C_SCHEMA, table_id=str(uuid.UUID(int=0x5EE5_0043)), last_column_id=5)
+expected["db.v3c"] = {"location": location, "snapshots": []}
+cfiles, clive = {}, {}
+
+
+def c_record(label, snapshot_id, metadata_location, moves=None):
+    rows = [(*cfiles[n][1][p], cfiles[n][2][p]) for n, ps in clive.items() for p in sorted(ps)]
+    got = StaticTable.from_metadata(metadata_location).scan(snapshot_id=snapshot_id).to_arrow()
+    got = sorted(zip(*(got.column(c).to_pylist() for c in ("id", "tag", "body", "emb"))), key=lambda r: r[0])
+    want = sorted(((r[0], r[1], r[2], r[3]) for r in rows), key=lambda r: r[0])
+    assert len(got) == len(want) and all(
+        g[:3] == w[:3] and (g[3] is None) == (w[3] is None)
+        and (g[3] is None or all(abs(a - b) < 1e-6 for a, b in zip(g[3], w[3])))
+        for g, w in zip(got, want)
+    ), f"{label}: pyiceberg's scan differs from the model"
+    ids = [r[4] for r in rows]
+    assert len(set(ids)) == len(ids), f"{label}: row ids repeat"
+    expected["db.v3c"]["snapshots"].append(
+        {
+            "label": label,
+            "snapshot_id": str(snapshot_id),
+            "metadata_location": metadata_location,
+            "pyiceberg_checked": True,
+            "rows": sorted([list(r) for r in rows]),
+            **({"moves": moves} if moves else {}),
+        }
+    )
+
+
+# 1. append V0..V9
+entries, sid = [], 3_000_000_000_000_000_000 + (tc.seq + 1) * 1_000_003
+for k in range(10):
+    rows_k = [c_row(i) for i in range(60 * k, 60 * k + 60)]
+    pth = write_c(f"V{k}", rows_k)
+    cfiles[f"V{k}"] = (pth, rows_k, list(range(60 * k, 60 * k + 60)))
+    clive[f"V{k}"] = set(range(60))
+    entries.append((ADDED, sid, None, None, data_file(pth, 60)))
+mc1 = write_manifest("mc1", sid, ManifestContent.DATA, entries, C_TEXT)
+snap, meta = tc.commit("append", [mc1], {mc1["manifest_path"]})
+c_record("append V0..V9", snap, meta)
+
+# 2. a deletion vector on V3 (positions 5..11)
+dv_v3 = set(range(5, 12))
+pc, pc_size, rc = write_puffin("PC", {cfiles["V3"][0]: dv_v3})
+sid = 3_000_000_000_000_000_000 + (tc.seq + 1) * 1_000_003
+dv_v3_file = dv_file(pc, pc_size, cfiles["V3"][0], rc[cfiles["V3"][0]], dv_v3)
+dc1 = write_manifest("dc1", sid, ManifestContent.DELETES, [(ADDED, sid, None, None, dv_v3_file)], C_TEXT)
+snap, meta = tc.commit("delete", [dc1, mc1], {dc1["manifest_path"]})
+clive["V3"] -= dv_v3
+c_record("a deletion vector on V3", snap, meta)
+
+# 3. compaction of V0..V9 into W0 (V0..V4 sorted by tag, id) and W1 (V5..V9), row ids kept
+def compact(names, key=None):
+    moved = [(cfiles[n], p) for n in names for p in sorted(clive[n])]
+    if key:
+        moved.sort(key=lambda m: key(m[0][1][m[1]]))
+    return [f[1][p] for f, p in moved], [f[2][p] for f, p in moved]
+
+
+w0_rows, w0_ids = compact([f"V{k}" for k in range(5)], key=lambda r: (r[1], r[0]))
+w1_rows, w1_ids = compact([f"V{k}" for k in range(5, 10)])
+w0 = write_c("W0", w0_rows, row_ids=w0_ids, seq=[1] * len(w0_ids))
+w1 = write_c("W1", w1_rows, row_ids=w1_ids, seq=[1] * len(w1_ids))
+sid = 3_000_000_000_000_000_000 + (tc.seq + 1) * 1_000_003
+mc2 = write_manifest("mc2", sid, ManifestContent.DATA, [
+    *[(DELETED, sid, 1, 1, data_file(cfiles[f"V{k}"][0], 60, first_row_id=60 * k)) for k in range(10)],
+    (ADDED, sid, None, None, data_file(w0, len(w0_rows))),
+    (ADDED, sid, None, None, data_file(w1, len(w1_rows))),
+], C_TEXT)
+dc2 = write_manifest("dc2", sid, ManifestContent.DELETES, [(DELETED, sid, 2, 2, dv_v3_file)], C_TEXT)
+snap, meta = tc.commit("replace", [mc2, dc2], {mc2["manifest_path"], dc2["manifest_path"]})
+for k in range(10):
+    del clive[f"V{k}"]
+cfiles["W0"], cfiles["W1"] = (w0, w0_rows, w0_ids), (w1, w1_rows, w1_ids)
+clive["W0"], clive["W1"] = set(range(len(w0_rows))), set(range(len(w1_rows)))
+c_record("compaction of V0..V9 into W0 (sorted) and W1", snap, meta, moves={"files": 2, "sources": 10})
+
+# 4. compaction of W0 and W1 into X (W1's rows first), row ids kept
+x_rows, x_ids = compact(["W1", "W0"])
+x = write_c("X", x_rows, row_ids=x_ids, seq=[3] * len(x_ids))
+sid = 3_000_000_000_000_000_000 + (tc.seq + 1) * 1_000_003
+mc3 = write_manifest("mc3", sid, ManifestContent.DATA, [
+    (DELETED, sid, 3, 3, data_file(w0, len(w0_rows), first_row_id=mc2["first_row_id"])),
+    (DELETED, sid, 3, 3, data_file(w1, len(w1_rows), first_row_id=mc2["first_row_id"] + len(w0_rows))),
+    (ADDED, sid, None, None, data_file(x, len(x_rows))),
+], C_TEXT)
+snap, meta = tc.commit("replace", [mc3], {mc3["manifest_path"]})
+del clive["W0"], clive["W1"]
+cfiles["X"] = (x, x_rows, x_ids)
+clive["X"] = set(range(len(x_rows)))
+c_record("compaction of W0 and W1 into X", snap, meta, moves={"files": 1, "sources": 2})
+
+# 5. a "replace" of X into Y that keeps every row id but changes id 100's body and vector (a
+# buggy compaction): a move by its ids, whose carried entries `verify` finds wrong.
+k = next(p for p, r in enumerate(x_rows) if r[0] == 100)
+y_rows = list(x_rows)
+y_rows[k] = (100, x_rows[k][1], "zzlie harbor", [9.5] * 8)
+y = write_c("Y", y_rows, row_ids=x_ids, seq=[4] * len(x_ids))
+sid = 3_000_000_000_000_000_000 + (tc.seq + 1) * 1_000_003
+mc4 = write_manifest("mc4", sid, ManifestContent.DATA, [
+    (DELETED, sid, 4, 4, data_file(x, len(x_rows), first_row_id=mc3["first_row_id"])),
+    (ADDED, sid, None, None, data_file(y, len(y_rows))),
+], C_TEXT)
+snap, meta = tc.commit("replace", [mc4], {mc4["manifest_path"]})
+del clive["X"]
+cfiles["Y"] = (y, y_rows, x_ids)
+clive["Y"] = set(range(len(y_rows)))
+c_record("a replace of X into Y that changes id 100's body and vector under its row id", snap, meta)
 location = location_saved
 
 with open(os.path.join(out, "expected_v3.json"), "w") as f:

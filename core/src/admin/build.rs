@@ -216,6 +216,18 @@ impl Overlay {
         ix: &IndexRecord,
         entries: &[(Vec<u8>, u64)],
     ) -> Result<(IndexFileEntry, Vec<u8>)> {
+        self.metrics.record_derived(1);
+        self.write_artifact(tr, f, ix, entries).await
+    }
+
+    /// [`Overlay::blob_artifact`] of entries carried over a move (not counted as derived).
+    pub(crate) async fn write_artifact(
+        &self,
+        tr: &TableRecord,
+        f: &FileEntry,
+        ix: &IndexRecord,
+        entries: &[(Vec<u8>, u64)],
+    ) -> Result<(IndexFileEntry, Vec<u8>)> {
         let book = match &ix.codebook {
             Some(c) => Some(self.codebooks.load(&self.reader, c).await?),
             None => None,

@@ -975,7 +975,10 @@ impl Overlay {
                 tables.push(r.task.table.name.clone());
             }
             match &r.outcome {
-                Outcome::Built { .. } => built.push(r),
+                Outcome::Built { .. } => {
+                    self.metrics.record_derived(r.task.indexes.len() as u64);
+                    built.push(r)
+                }
                 Outcome::Duplicate { .. } => duplicates.push(r),
                 Outcome::TooLarge => report.left.push(Refused {
                     file: r.task.file.path.clone(),

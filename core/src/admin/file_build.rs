@@ -773,7 +773,7 @@ fn blob_source<'a>(
 
 /// The manifest entry of `ix`'s blob `bytes` over `f`, with its lineage (bundle placement
 /// filled in when the bundle is written).
-fn artifact_of(
+pub(crate) fn artifact_of(
     snapshot: i64,
     f: &FileEntry,
     ix: &IndexRecord,

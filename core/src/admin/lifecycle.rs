@@ -250,12 +250,24 @@ impl Overlay {
             // another key type (int → long widens the column but not the index's keys), can
             // no longer be kept whole.
             for ix in &indexes {
+                // A vector index keys its column as bytes: it fits while the column holds
+                // float vectors.
+                let vector = ix
+                    .kind()
+                    .kind()
+                    .is_some_and(|k| k.input() == crate::index::kind::Input::Vector);
                 for (k, id) in ix.fields.iter().enumerate() {
                     let reason = match evolved.fields.iter().find(|f| f.field_id == *id) {
                         None => Some(format!(
                             "its column (field id {id}) was dropped from the upstream schema"
                         )),
-                        Some(f) if f.key_type != ix.key.columns.get(k).map(|c| c.ty) => {
+                        Some(f) if vector && !datafile::is_vector_type(&f.data_type) => {
+                            Some(format!(
+                                "its column {} is {} in the upstream schema now; rebuild the index",
+                                f.name, f.data_type
+                            ))
+                        }
+                        Some(f) if !vector && f.key_type != ix.key.columns.get(k).map(|c| c.ty) => {
                             Some(format!(
                                 "its column {} is {} in the upstream schema now; rebuild the index",
                                 f.name, f.data_type
@@ -393,6 +405,11 @@ impl Overlay {
         let mut bytes = 0u64;
         let (mut carried, mut derived) = (0u64, 0u64);
         let mut sources = crate::admin::moves::SourceEntries::default();
+        // Blobs carried whole (full text, vector), and the source blobs and runs they were
+        // read from (each read once for all outputs).
+        let mut carried_blobs: HashMap<(u64, u64), (IndexFileEntry, Vec<u8>)> = HashMap::new();
+        let mut read_blobs = crate::admin::moves::SourceBlobs::default();
+        let mut carried_keys: HashSet<(u64, u64)> = HashSet::new();
         'derive: for f in new_files.iter().filter(|_| !defer) {
             for ix in &indexes {
                 if let Some(mv) = &change.moved {
@@ -401,7 +418,19 @@ impl Overlay {
                         .await?
                     {
                         carried += k.len() as u64;
+                        self.metrics.record_carried(1);
+                        carried_keys.insert((ix.index_id, f.file_id));
                         keys.insert((ix.index_id, f.file_id), k);
+                        continue;
+                    }
+                    if let Some(b) = self
+                        .carried_blob(&tr, &existing, mv, f, ix, &mut read_blobs)
+                        .await?
+                    {
+                        carried += f.record_count;
+                        self.metrics.record_carried(1);
+                        carried_blobs.insert((ix.index_id, f.file_id), b);
+                        keys.insert((ix.index_id, f.file_id), Vec::new());
                         continue;
                     }
                 }
@@ -429,6 +458,7 @@ impl Overlay {
             ..Default::default()
         };
         drop(sources);
+        drop(read_blobs);
         for f in &mut new_files {
             if let Some(Some(m)) = change.masks.get(&f.path) {
                 f.set_deleted(m);
@@ -439,10 +469,14 @@ impl Overlay {
         for f in &new_files {
             let mut fresh = Vec::with_capacity(built.len());
             for ix in &built {
-                fresh.push(
-                    self.blob_artifact(&tr, f, ix, &keys[&(ix.index_id, f.file_id)])
-                        .await?,
-                );
+                let at = (ix.index_id, f.file_id);
+                fresh.push(match carried_blobs.remove(&at) {
+                    Some(b) => b,
+                    None if carried_keys.contains(&at) => {
+                        self.write_artifact(&tr, f, ix, &keys[&at]).await?
+                    }
+                    None => self.blob_artifact(&tr, f, ix, &keys[&at]).await?,
+                });
             }
             if fresh.is_empty() {
                 continue;
@@ -1377,6 +1411,161 @@ impl Overlay {
             cache.insert((ix.index_id, s), got);
         }
         Ok(mv.carry(o, f.record_count, ix.index_id, cache))
+    }
+
+    /// Output `f`'s blob of `ix` carried whole over a move (RFC 0006 step 3: full text,
+    /// vector — [`crate::index::kind::Kind::carry`]), with its manifest entry; `None` when it
+    /// must be derived: `f` is not an output, the kind carries entry by entry or not at all,
+    /// a source has no accepted blob and no run holding it, a blob fails its SHA-256 or
+    /// does not decode, or the kind declines the move. Source blobs and runs are read whole,
+    /// once for all outputs (`cache`).
+    async fn carried_blob(
+        &self,
+        tr: &TableRecord,
+        existing: &[FileEntry],
+        mv: &crate::admin::moves::Move,
+        f: &FileEntry,
+        ix: &IndexRecord,
+        cache: &mut crate::admin::moves::SourceBlobs,
+    ) -> Result<Option<(IndexFileEntry, Vec<u8>)>> {
+        let Some(o) = mv.outputs.iter().position(|p| *p == f.path) else {
+            return Ok(None);
+        };
+        let o = o as u32;
+        let Some(kind) = ix.kind().kind() else {
+            return Ok(None);
+        };
+        if kind.input() == crate::index::kind::Input::Key {
+            return Ok(None);
+        }
+        let t = self.catalog.begin()?;
+        let runs = t.runs(ix.index_id).await?;
+        // Per source: (its place in the move, the file, its artifact, where its entries are).
+        let mut found = Vec::new();
+        for s in mv.sources_of(o) {
+            let Some(src) = existing
+                .iter()
+                .find(|e| Some(&e.path) == mv.sources.get(s as usize))
+            else {
+                return Ok(None);
+            };
+            let a: Option<IndexFileEntry> = t
+                .get(&crate::admin::catalog::artifact_key(
+                    ix.index_id,
+                    src.file_id,
+                ))
+                .await?;
+            let Some(a) = a.filter(|a| {
+                a.lineage.compression == crate::formats::codec::Codec::None
+                    && crate::admin::catalog::accepted(src, Some(a), tr)
+            }) else {
+                return Ok(None);
+            };
+            let place = if a.in_run {
+                // The run holding the file: its blob, the file's ordinal and first run row.
+                let held = runs.iter().find_map(|r| {
+                    let k = r.files.iter().position(|rf| {
+                        rf.file_id == src.file_id
+                            && rf.sha256 == a.lineage.source_sha256
+                            && rf.sequence_number == a.lineage.source_sequence_number
+                    })?;
+                    let base = r.files[..k].iter().map(|rf| rf.record_count).sum::<u64>();
+                    Some((r, k as u32, base))
+                });
+                let Some((r, k, base)) = held else {
+                    return Ok(None);
+                };
+                crate::admin::moves::SourcePlace {
+                    bundle_path: r.bundle_path.clone(),
+                    range: r.blob_offset..r.blob_offset + r.blob_length,
+                    sha256: None,
+                    directory: r.ordered.directory_offset
+                        ..r.ordered.directory_offset + r.ordered.directory_length,
+                    directory_sha256: r.ordered.directory_sha256.clone(),
+                    run: Some((k, base)),
+                }
+            } else {
+                crate::admin::moves::SourcePlace {
+                    bundle_path: a.lineage.bundle_path.clone(),
+                    range: a.lineage.blob_range(),
+                    sha256: Some(a.lineage.blob_sha256.clone()),
+                    directory: a.ordered.directory_offset
+                        ..a.ordered.directory_offset + a.ordered.directory_length,
+                    directory_sha256: a.ordered.directory_sha256.clone(),
+                    run: None,
+                }
+            };
+            found.push((s, src, a, place));
+        }
+        drop(t);
+        for (_, _, _, place) in &found {
+            let key = (place.bundle_path.clone(), place.range.start);
+            if cache.contains_key(&key) {
+                continue;
+            }
+            let got = match self
+                .reader
+                .read_range(&Location::new(&place.bundle_path), place.range.clone())
+                .await
+            {
+                Ok(b)
+                    if place
+                        .sha256
+                        .as_ref()
+                        .is_none_or(|h| lineage::sha256_hex(&b) == *h) =>
+                {
+                    Some(b)
+                }
+                _ => None,
+            };
+            cache.insert(key, got);
+        }
+        let book = match &ix.codebook {
+            Some(c) => Some(self.codebooks.load(&self.reader, c).await?),
+            None => None,
+        };
+        let maps: Vec<_> = found
+            .iter()
+            .map(|(s, _, _, _)| {
+                let s = *s;
+                move |p: u64| mv.map.target(s, p).filter(|t| t.0 == o).map(|t| t.1)
+            })
+            .collect();
+        let mut list = Vec::with_capacity(found.len());
+        for ((s, src, a, place), to) in found.iter().zip(&maps) {
+            let Some(Some(blob)) = cache.get(&(place.bundle_path.clone(), place.range.start))
+            else {
+                return Ok(None);
+            };
+            let segs = mv.map.source(*s);
+            list.push(crate::index::kind::CarrySource {
+                blob,
+                directory: place.directory.clone(),
+                directory_sha256: &place.directory_sha256,
+                run: place.run,
+                record_count: src.record_count,
+                meta: &a.ordered,
+                whole: segs.iter().all(|g| g.output == o)
+                    && segs.iter().map(|g| g.count).sum::<u64>() == src.record_count,
+                to,
+            });
+        }
+        let bs = crate::index::kind::BlobSource {
+            index: &ix.name,
+            path: &f.path,
+            record_count: f.record_count,
+            block_bytes: self.block_bytes,
+            size_hint: 0,
+            codebook: book.as_deref(),
+        };
+        match kind.carry(&ix.spec, &bs, &list) {
+            Ok(Some((bytes, meta))) => {
+                let a =
+                    crate::admin::file_build::artifact_of(tr.snapshot as i64, f, ix, &bytes, meta);
+                Ok(Some((a, bytes)))
+            }
+            Ok(None) | Err(_) => Ok(None),
+        }
     }
 
     /// Every `(key, position)` entry of `src`'s blob of `ix`, read whole and checked; `None`

@@ -366,6 +366,25 @@ pub struct Move {
 /// kind that does not hold its entries), which makes its outputs derive that index.
 pub type SourceEntries = std::collections::HashMap<(u64, u32), Option<Vec<(Vec<u8>, u64)>>>;
 
+/// Where a source file's entries are for a whole-blob carry: its own blob, or the table run
+/// holding it (`run`: the file's ordinal and first run row).
+#[derive(Clone, Debug)]
+pub struct SourcePlace {
+    pub bundle_path: String,
+    /// The blob's (or run's) bytes in the bundle.
+    pub range: std::ops::Range<u64>,
+    /// The blob's SHA-256, when it has its own (a run is checked by its directory and CRCs).
+    pub sha256: Option<String>,
+    /// Its directory, relative to the blob, and the directory's SHA-256.
+    pub directory: std::ops::Range<u64>,
+    pub directory_sha256: String,
+    pub run: Option<(u32, u64)>,
+}
+
+/// Source blobs and runs read whole for a move, by (bundle path, offset): `None` when one
+/// could not be read or failed its SHA-256 (its outputs derive).
+pub type SourceBlobs = std::collections::HashMap<(String, u64), Option<bytes::Bytes>>;
+
 impl Move {
     /// The sources output `o` takes rows from (ascending).
     pub fn sources_of(&self, o: u32) -> Vec<u32> {

@@ -299,6 +299,13 @@ pub fn metrics(r: &crate::read::metrics::MetricsReport) -> HostValue {
                 ("total", HostValue::count(r.build_total)),
             ]),
         ),
+        (
+            "blobs",
+            HostValue::object([
+                ("derived", HostValue::count(r.blobs_derived)),
+                ("carried", HostValue::count(r.blobs_carried)),
+            ]),
+        ),
     ])
 }
 

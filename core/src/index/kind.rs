@@ -96,6 +96,26 @@ pub struct BlobSource<'a> {
     pub codebook: Option<&'a crate::index::vector::codebook::Trained>,
 }
 
+/// One source file of a move, as a kind's [`Kind::carry`] reads it (RFC 0006): the blob
+/// holding its entries — its own, or the table run covering it — and where its rows went.
+pub struct CarrySource<'a> {
+    /// The whole blob: the file's per-file blob, or the run's.
+    pub blob: &'a [u8],
+    /// The blob's directory (relative to `blob`) and its SHA-256 as recorded.
+    pub directory: std::ops::Range<u64>,
+    pub directory_sha256: &'a str,
+    /// `Some` when `blob` is a run: the file's ordinal in it and the run rows before it.
+    pub run: Option<(u32, u64)>,
+    /// The source file's rows.
+    pub record_count: u64,
+    /// The source's per-file facts (kept when a run holds its entries).
+    pub meta: &'a BlobMeta,
+    /// Every row of the source went to this output (none deleted, none elsewhere).
+    pub whole: bool,
+    /// Where row `position` of the source went in the output; `None`: not to this output.
+    pub to: &'a dyn Fn(u64) -> Option<u64>,
+}
+
 /// What a kind is, as data: its names and what the rest of Skerry may ask of it.
 #[derive(Clone, Copy, Debug)]
 pub struct About {
@@ -171,6 +191,22 @@ pub trait Kind: Sync {
     fn read_entries(&self, blob: &[u8], f: &mut dyn FnMut(&[u8], u64)) -> Result<(), BlobError> {
         let _ = (blob, f);
         Err(BlobError::Corrupt("this kind's blobs hold no key entries"))
+    }
+    /// For a kind whose blob holds what its input made of a row (full text: postings,
+    /// vector: codes and raw vectors) rather than the input itself: output `src`'s blob from
+    /// its move's `sources`, their rows mapped, nothing re-derived — the blob
+    /// [`Kind::write`] writes from the output's input when the move is honest (RFC 0006).
+    /// `Ok(None)` when this kind or this move cannot be carried (the caller derives it);
+    /// errors when a source's blob does not decode. Kinds whose blob entries are the input
+    /// ([`Kind::read_entries`]) are carried entry by entry instead.
+    fn carry(
+        &self,
+        spec: &IndexSpec,
+        src: &BlobSource<'_>,
+        sources: &[CarrySource<'_>],
+    ) -> Result<Option<(Vec<u8>, BlobMeta)>, BlobError> {
+        let _ = (spec, src, sources);
+        Ok(None)
     }
     /// For a kind whose blob is a filter of keys: how many of `keys` it excludes (each one
     /// a key of a live row, so any is a damaged filter). `None` for other kinds.

@@ -43,6 +43,8 @@ pub struct Metrics {
     builds: AtomicU64,
     build_done: AtomicU64,
     build_total: AtomicU64,
+    blobs_derived: AtomicU64,
+    blobs_carried: AtomicU64,
 }
 
 /// Every counter at one moment (see [`Metrics::report`]).
@@ -65,6 +67,12 @@ pub struct MetricsReport {
     pub builds: u64,
     pub build_done: u64,
     pub build_total: u64,
+    /// Per-file blobs written from their data file's rows (columns read, text tokenized,
+    /// vectors coded: builds, registrations, syncs, verify's rebuilds), and blobs carried
+    /// over a move from the blobs of the files the rows came from (RFC 0006), nothing read
+    /// of the rows.
+    pub blobs_derived: u64,
+    pub blobs_carried: u64,
     /// Requests and bytes to the overlay (`index`) and to data files (`data`).
     pub index_io: IoStats,
     pub data_io: IoStats,
@@ -154,6 +162,16 @@ impl Metrics {
         add(&self.builds, 1);
     }
 
+    /// Counts blobs written from their file's rows.
+    pub fn record_derived(&self, n: u64) {
+        add(&self.blobs_derived, n);
+    }
+
+    /// Counts blobs carried over a move.
+    pub fn record_carried(&self, n: u64) {
+        add(&self.blobs_carried, n);
+    }
+
     /// Every counter, with the handle's I/O and cache counters.
     pub fn report(&self, index_io: IoStats, data_io: IoStats, cache: CacheStats) -> MetricsReport {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -181,6 +199,8 @@ impl Metrics {
             builds: get(&self.builds),
             build_done: get(&self.build_done),
             build_total: get(&self.build_total),
+            blobs_derived: get(&self.blobs_derived),
+            blobs_carried: get(&self.blobs_carried),
             index_io,
             data_io,
             cache,
@@ -312,6 +332,15 @@ impl MetricsReport {
             "counter",
             "build() calls finished.",
             &[(String::new(), self.builds)],
+        );
+        family(
+            "blobs_written_total",
+            "counter",
+            "Per-file index blobs written, derived from their file's rows or carried over a move.",
+            &[
+                (label("from", "rows"), self.blobs_derived),
+                (label("from", "move"), self.blobs_carried),
+            ],
         );
         family(
             "build_progress",

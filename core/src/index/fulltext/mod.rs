@@ -40,6 +40,7 @@
 //! enough to skip blocks no result is in, and the proof that some document in it scores at
 //! least so much ([`Postings::block_floor`]).
 
+pub mod carry;
 pub mod run;
 
 use std::collections::HashMap;
@@ -1531,6 +1532,40 @@ impl super::kind::Kind for Fulltext {
         }
         drop(docs);
         Ok(w.finish(src.record_count).into_parts())
+    }
+    fn carry(
+        &self,
+        spec: &super::IndexSpec,
+        src: &super::kind::BlobSource<'_>,
+        sources: &[super::kind::CarrySource<'_>],
+    ) -> Result<Option<(Vec<u8>, super::blob::BlobMeta)>, BlobError> {
+        let spec = spec.fulltext().unwrap_or_default();
+        let mut g = carry::Gather::new(spec.tokenizer, spec.positions, src.record_count)?;
+        let mut empty = 0u64;
+        for s in sources {
+            let base = s.run.map_or(0, |r| r.1);
+            let with = g.add(&carry::Source {
+                blob: s.blob,
+                directory: s.directory.clone(),
+                directory_sha256: s.directory_sha256,
+                rows: base..base + s.record_count,
+                to: s.to,
+            })?;
+            // Documents without a token hold no posting: they are placed only when the
+            // whole source came here.
+            let docs = match s.meta.text {
+                Some(t) => t.docs,
+                None => return Ok(None),
+            };
+            let none = docs
+                .checked_sub(with)
+                .ok_or(BlobError::Corrupt("more rows with tokens than documents"))?;
+            if none > 0 && !s.whole {
+                return Ok(None);
+            }
+            empty += none;
+        }
+        Ok(Some(g.finish(empty)?.into_parts()))
     }
 }
 

@@ -15,6 +15,7 @@ use skerry_vector::Metric;
 
 use crate::index::blob::BlobError;
 
+pub mod carry;
 pub mod codebook;
 pub mod ivf;
 pub mod read;
@@ -228,6 +229,62 @@ impl super::kind::Kind for Vector {
         vs.sort_unstable_by_key(|v| v.0);
         write_blob(spec, src, &vs)
     }
+    fn carry(
+        &self,
+        spec: &super::IndexSpec,
+        src: &super::kind::BlobSource<'_>,
+        sources: &[super::kind::CarrySource<'_>],
+    ) -> Result<Option<(Vec<u8>, super::blob::BlobMeta)>, BlobError> {
+        let Some(t) = src.codebook else {
+            return Ok(None);
+        };
+        let metric = spec.vector().unwrap_or_default().metric.metric();
+        // The output's dimension is its sources' (a file's blob records the dimension of
+        // its vectors, finite or not; a file of NULLs none): sources of another dimension
+        // than the codebook's derive.
+        let mut dim = None;
+        for d in sources.iter().filter_map(|s| s.meta.dim) {
+            if d as usize != t.book.space.dim {
+                return Ok(None);
+            }
+            dim = Some(d);
+        }
+        let c = codes_of(metric, t);
+        let blob = carry::carry(
+            &c,
+            src.record_count,
+            &sources
+                .iter()
+                .map(|s| carry::Source {
+                    blob: s.blob,
+                    directory_sha256: s.directory_sha256,
+                    ordinal: s.run.map_or(0, |r| r.0),
+                    to: s.to,
+                })
+                .collect::<Vec<_>>(),
+        )?;
+        let meta = super::blob::BlobMeta {
+            dim,
+            ..super::blob::BlobMeta::new(
+                blob.directory.clone(),
+                &blob.directory_sha256,
+                blob.entries,
+            )
+        };
+        Ok(Some((blob.bytes, meta)))
+    }
+}
+
+/// The codes of blobs written against `t` for `metric`.
+fn codes_of(metric: Metric, t: &codebook::Trained) -> ivf::Codes {
+    let b = &t.book;
+    ivf::Codes {
+        metric: metric.code(),
+        bits: b.bits,
+        dim: b.space.dim,
+        code_bytes: b.code_bytes(),
+        codebook: t.sha,
+    }
 }
 
 /// Why a file's vectors cannot be indexed.
@@ -309,14 +366,7 @@ pub fn write(
     if dim.is_some_and(|d| d != b.space.dim) {
         // Another dimension than the index's: an empty blob that says so (`dim`), which
         // poisons the index with the reason once the build or registration sees it.
-        let codes = ivf::Codes {
-            metric: metric.code(),
-            bits: b.bits,
-            dim: b.space.dim,
-            code_bytes: b.code_bytes(),
-            codebook: t.sha,
-        };
-        return Ok((ivf::write(&codes, &[])?, dim));
+        return Ok((ivf::write(&codes_of(metric, t), &[])?, dim));
     }
     // Each vector in the space, its partition and code; sorted by (partition, position).
     let mut mapped = Vec::with_capacity(b.space.graph_dim());
@@ -346,14 +396,7 @@ pub fn write(
             raw: finite[i].1,
         })
         .collect();
-    let codes = ivf::Codes {
-        metric: metric.code(),
-        bits: b.bits,
-        dim: b.space.dim,
-        code_bytes: b.code_bytes(),
-        codebook: t.sha,
-    };
-    let blob = ivf::write(&codes, &entries)?;
+    let blob = ivf::write(&codes_of(metric, t), &entries)?;
     drop(entries);
     coded.clear();
     Ok((blob, dim))

@@ -1,0 +1,387 @@
+//! Carrying a full-text index over a move (RFC 0006 step 3, decision 76): an output file's
+//! blob written from its source files' postings — read from their per-file blobs or from the
+//! table run that holds them — with every row mapped to its place in the output. Nothing is
+//! tokenized: a posting keeps its term frequency, document length and word positions, which a
+//! move does not change.
+//!
+//! The result is the blob [`FulltextWriter`] writes from the output's text, byte for byte,
+//! when the move is honest (the output's rows hold the sources' values): the same terms,
+//! postings in output row order, lengths, positions and statistics. One fact is not in the
+//! postings: a document without a token (an empty or all-punctuation string) is counted by
+//! the directory's `docs` but holds no posting, so where it went cannot be read back. The
+//! caller learns how many such documents a source has ([`Gather::add`] returns the source's
+//! rows *with* tokens, its blob's facts say its documents) and passes those that moved to
+//! this output to [`Gather::finish`] — or, when it cannot tell, derives the output instead.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::{
+    block_positions, check_positions, parse_term_block, FulltextBlob, FulltextDirectory,
+    FulltextWriter, Postings, TermAcc, BLOCK_DOCS,
+};
+use crate::index::analyzer::{Analyzer, Tokenizer};
+use crate::index::blob::BlobError;
+
+/// One source file of a move, as the blob holding its postings has them.
+pub struct Source<'a> {
+    /// The source's per-file blob, or the table run covering it, whole.
+    pub blob: &'a [u8],
+    /// The blob's directory (relative to `blob`).
+    pub directory: Range<u64>,
+    /// The directory's SHA-256 as the manifest (or run record) has it.
+    pub directory_sha256: &'a str,
+    /// The source file's rows in the blob: `0..record_count` in a per-file blob,
+    /// `base..base + record_count` in a run (its rows follow the files before it).
+    pub rows: Range<u64>,
+    /// Where row `position` of the source file went in the output; `None` for a row that is
+    /// not in this output (deleted, or moved to another).
+    pub to: &'a dyn Fn(u64) -> Option<u64>,
+}
+
+/// An output's postings gathered source by source ([`Gather::add`]), then written
+/// ([`Gather::finish`]). Memory: the output's postings and positions, and a length per row.
+pub struct Gather {
+    tokenizer: Tokenizer,
+    positions: bool,
+    rows: u64,
+    /// Per term: (output row, tf, its first position in `pool`).
+    terms: BTreeMap<Vec<u8>, Vec<(u32, u32, u32)>>,
+    pool: Vec<u32>,
+    /// Per output row: its document length (0: no posting yet).
+    doc_len: Vec<u32>,
+}
+
+impl Gather {
+    /// A gather for an output of `rows` rows, for an index analyzing with `tokenizer` and
+    /// keeping positions or not. Errors when `rows` passes what a blob addresses.
+    pub fn new(tokenizer: Tokenizer, positions: bool, rows: u64) -> Result<Gather, BlobError> {
+        if rows > u64::from(u32::MAX) + 1 {
+            return Err(BlobError::Corrupt("an output of more than 2^32 rows"));
+        }
+        Ok(Gather {
+            tokenizer,
+            positions,
+            rows,
+            terms: BTreeMap::new(),
+            pool: Vec::new(),
+            doc_len: vec![0; rows as usize],
+        })
+    }
+
+    /// Gathers the postings of `s`'s rows that moved here. Returns how many of the source's
+    /// rows (moved here or not) hold at least one token. Errors: the blob does not decode or
+    /// fails a checksum, it was analyzed otherwise (tokenizer, positions), a row maps past
+    /// the output or twice with different lengths.
+    pub fn add(&mut self, s: &Source<'_>) -> Result<u64, BlobError> {
+        let len = s.blob.len() as u64;
+        let slice = |r: Range<u64>| {
+            s.blob
+                .get(r.start as usize..r.end as usize)
+                .ok_or(BlobError::Corrupt("range outside the blob"))
+        };
+        let dir =
+            FulltextDirectory::parse(slice(s.directory.clone())?, Some(s.directory_sha256), len)?;
+        if dir.tokenizer != self.tokenizer || dir.positions != self.positions {
+            return Err(BlobError::Corrupt("a source analyzed otherwise"));
+        }
+        if s.rows.start > s.rows.end || s.rows.end > dir.rows {
+            return Err(BlobError::Corrupt("source rows outside the blob's"));
+        }
+        let (lo, hi) = (s.rows.start, s.rows.end);
+        // Rows of the source holding a token, moved here or not.
+        let mut with = vec![0u64; ((hi - lo) as usize).div_ceil(64)];
+        let (mut rows, mut tfs, mut lens) =
+            ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
+        let mut kept: [Option<u32>; BLOCK_DOCS] = [None; BLOCK_DOCS];
+        let mut list: Vec<(u32, u32, u32)> = Vec::new();
+        for r in &dir.blocks {
+            let tb = slice(r.offset..r.offset + r.length)?;
+            for e in parse_term_block(tb, r, &dir, len)? {
+                let p = Postings::parse(
+                    bytes::Bytes::copy_from_slice(slice(e.postings.clone())?),
+                    &e,
+                    dir.rows,
+                )?;
+                let pos_bytes = match &e.positions {
+                    Some((r, crc)) => {
+                        let b = slice(r.clone())?;
+                        check_positions(b, *crc)?;
+                        Some(b)
+                    }
+                    None => None,
+                };
+                list.clear();
+                // Block `i` holds rows after block `i - 1`'s last up to its own last: a
+                // block outside the source's rows is not decoded.
+                let mut below = 0u64;
+                for i in 0..p.skips.len() {
+                    let last = u64::from(p.skips[i].last_row);
+                    let (start, end) = (below, last + 1);
+                    below = end;
+                    if end <= lo || start >= hi {
+                        continue;
+                    }
+                    let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+                    for k in 0..n {
+                        kept[k] = None;
+                        let row = u64::from(rows[k]);
+                        if row < lo || row >= hi {
+                            continue;
+                        }
+                        let at = (row - lo) as usize;
+                        with[at / 64] |= 1 << (at % 64);
+                        let Some(out) = (s.to)(row - lo) else {
+                            continue;
+                        };
+                        if out >= self.rows {
+                            return Err(BlobError::Corrupt("a row mapped past the output"));
+                        }
+                        let d = &mut self.doc_len[out as usize];
+                        if *d != 0 && *d != lens[k] {
+                            return Err(BlobError::Corrupt("a row of two lengths"));
+                        }
+                        *d = lens[k];
+                        kept[k] = Some(out as u32);
+                        list.push((out as u32, tfs[k], self.pool.len() as u32));
+                    }
+                    if let Some(pb) = pos_bytes {
+                        // Positions of the kept postings, in the order they were pushed.
+                        let from = list.len() - kept[..n].iter().filter(|k| k.is_some()).count();
+                        let mut j = from;
+                        let pool = &mut self.pool;
+                        let list = &mut list;
+                        block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
+                            if kept[k].is_some() {
+                                list[j].2 = pool.len() as u32;
+                                pool.extend_from_slice(ps);
+                                j += 1;
+                            }
+                        })?;
+                    }
+                }
+                if !list.is_empty() {
+                    self.terms
+                        .entry(e.term)
+                        .or_default()
+                        .extend_from_slice(&list);
+                }
+            }
+        }
+        if self.pool.len() as u64 > u64::from(u32::MAX) {
+            return Err(BlobError::Corrupt("positions past what a carry holds"));
+        }
+        Ok(with.iter().map(|w| u64::from(w.count_ones())).sum())
+    }
+
+    /// The output's blob: its gathered postings, and `empty_docs` documents without a token
+    /// that moved here (counted, holding no posting). Errors: a row holds one term twice.
+    pub fn finish(self, empty_docs: u64) -> Result<FulltextBlob, BlobError> {
+        let mut terms = Vec::with_capacity(self.terms.len());
+        for (term, mut list) in self.terms {
+            list.sort_unstable_by_key(|p| p.0);
+            if list.windows(2).any(|w| w[0].0 == w[1].0) {
+                return Err(BlobError::Corrupt("a row holds a term twice"));
+            }
+            let term = String::from_utf8(term)
+                .map_err(|_| BlobError::Corrupt("a term that is not UTF-8"))?;
+            let mut acc = TermAcc {
+                term: term.into(),
+                rows: Vec::with_capacity(list.len()),
+                tfs: Vec::with_capacity(list.len()),
+                positions: Vec::new(),
+            };
+            for (row, tf, at) in list {
+                acc.rows.push(row);
+                acc.tfs.push(tf);
+                if self.positions {
+                    let at = at as usize;
+                    acc.positions
+                        .extend_from_slice(&self.pool[at..at + tf as usize]);
+                }
+            }
+            terms.push(acc);
+        }
+        drop(self.pool);
+        let docs = self.doc_len.iter().filter(|l| **l > 0).count() as u64 + empty_docs;
+        let tokens = self.doc_len.iter().map(|l| u64::from(*l)).sum();
+        let w = FulltextWriter {
+            analyzer: Analyzer::new(self.tokenizer),
+            positions: self.positions,
+            ids: Default::default(),
+            terms,
+            doc_len: self.doc_len,
+            docs,
+            tokens,
+            next_row: self.rows,
+            scratch: Vec::new(),
+        };
+        Ok(w.finish(self.rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::fulltext::run::{RunWriter, TermGather};
+    use crate::index::fulltext::{read_all, FulltextWriter};
+
+    fn docs(seed: u64, n: usize) -> Vec<Option<String>> {
+        let words = [
+            "apple", "Beta", "core", "delta", "echo", "fox", "gamma", "hôtel",
+        ];
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if x >> 60 == 0 {
+                    return None;
+                }
+                let len = (x >> 33) % 9 + 1;
+                Some(
+                    (0..len)
+                        .map(|k| words[((x >> (k * 3 + 5)) % 8) as usize])
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
+            })
+            .collect()
+    }
+
+    fn blob(d: &[Option<String>], positions: bool) -> FulltextBlob {
+        let mut w = FulltextWriter::new(Tokenizer::default(), positions);
+        for (i, t) in d.iter().enumerate() {
+            w.add(i as u64, t.as_deref()).unwrap();
+        }
+        w.finish(d.len() as u64)
+    }
+
+    /// Two sources shuffled into one output: the carried blob is the blob written from the
+    /// output's documents, byte for byte — from per-file blobs and from a run holding them.
+    #[test]
+    fn a_carried_blob_is_the_written_one() {
+        for positions in [true, false] {
+            let (a, b) = (docs(7, 300), docs(11, 200));
+            // Output: every second row of A, all of B reversed, the other rows of A.
+            let mut order: Vec<(usize, usize)> = (0..300).step_by(2).map(|p| (0, p)).collect();
+            order.extend((0..200).rev().map(|p| (1, p)));
+            order.extend((1..300).step_by(2).map(|p| (0, p)));
+            let src = [&a, &b];
+            let out_docs: Vec<Option<String>> =
+                order.iter().map(|(s, p)| src[*s][*p].clone()).collect();
+            let want = blob(&out_docs, positions);
+            let to_of = |s: usize| {
+                let order = order.clone();
+                move |p: u64| {
+                    order
+                        .iter()
+                        .position(|o| *o == (s, p as usize))
+                        .map(|i| i as u64)
+                }
+            };
+            let (ta, tb) = (to_of(0), to_of(1));
+            // From per-file blobs.
+            let (ba, bb) = (blob(&a, positions), blob(&b, positions));
+            let mut g = Gather::new(Tokenizer::default(), positions, order.len() as u64).unwrap();
+            for (bl, to, n) in [
+                (&ba, &ta as &dyn Fn(u64) -> Option<u64>, 300),
+                (&bb, &tb, 200),
+            ] {
+                let with = g
+                    .add(&Source {
+                        blob: &bl.bytes,
+                        directory: bl.directory.clone(),
+                        directory_sha256: &bl.directory_sha256,
+                        rows: 0..n,
+                        to,
+                    })
+                    .unwrap();
+                assert_eq!(with, bl.docs, "no empty documents in the sample");
+            }
+            let got = g.finish(0).unwrap();
+            assert_eq!(got.bytes, want.bytes, "positions {positions}: from blobs");
+            assert_eq!((got.docs, got.tokens), (want.docs, want.tokens));
+
+            // From a run holding A then B (rows of B follow A's 300).
+            let all: Vec<Option<String>> = a.iter().chain(b.iter()).cloned().collect();
+            let whole = blob(&all, positions);
+            let terms = read_all(&whole.bytes, whole.directory.clone()).unwrap();
+            let mut w = RunWriter::new(positions, whole.docs, whole.tokens);
+            let mut bytes = Vec::new();
+            let mut gather = TermGather::default();
+            for (term, list) in &terms {
+                gather.clear();
+                for p in list {
+                    gather.rows.push(p.row);
+                    gather.tfs.push(p.tf);
+                    gather.lens.push(p.len);
+                    gather.positions.extend_from_slice(&p.positions);
+                }
+                w.term(term, gather.as_ref());
+                bytes.extend(w.take());
+            }
+            let tail = w.finish(Tokenizer::default(), all.len() as u64);
+            bytes.extend_from_slice(&tail.bytes);
+            let dir = tail.directory.clone();
+            let mut g = Gather::new(Tokenizer::default(), positions, order.len() as u64).unwrap();
+            for (rows, to) in [
+                (0..300u64, &ta as &dyn Fn(u64) -> Option<u64>),
+                (300..500, &tb),
+            ] {
+                g.add(&Source {
+                    blob: &bytes,
+                    directory: dir.clone(),
+                    directory_sha256: &tail.directory_sha256,
+                    rows,
+                    to,
+                })
+                .unwrap();
+            }
+            let got = g.finish(0).unwrap();
+            assert_eq!(got.bytes, want.bytes, "positions {positions}: from a run");
+        }
+    }
+
+    /// A document without a token holds no posting: the caller counts it in (`empty_docs`),
+    /// and a source analyzed otherwise or a damaged directory is refused.
+    #[test]
+    fn empty_documents_and_mismatches() {
+        let a: Vec<Option<String>> = vec![
+            Some("x y".into()),
+            Some("".into()),
+            None,
+            Some("!!".into()),
+            Some("y".into()),
+        ];
+        let ba = blob(&a, true);
+        let id = |p: u64| Some(p);
+        let src = Source {
+            blob: &ba.bytes,
+            directory: ba.directory.clone(),
+            directory_sha256: &ba.directory_sha256,
+            rows: 0..5,
+            to: &id,
+        };
+        let mut g = Gather::new(Tokenizer::default(), true, 5).unwrap();
+        let with = g.add(&src).unwrap();
+        assert_eq!((ba.docs, with), (4, 2));
+        assert_eq!(g.finish(ba.docs - with).unwrap().bytes, ba.bytes);
+        let mut g = Gather::new(Tokenizer::default(), false, 5).unwrap();
+        assert!(g.add(&src).is_err(), "positions differ");
+        let bad = Source {
+            directory_sha256: "00",
+            ..src
+        };
+        let mut g = Gather::new(Tokenizer::default(), true, 5).unwrap();
+        assert!(g.add(&bad).is_err(), "directory checksum");
+        let far = |p: u64| Some(p + 5);
+        let past = Source { to: &far, ..bad };
+        let past = Source {
+            directory_sha256: &ba.directory_sha256,
+            ..past
+        };
+        assert!(g.add(&past).is_err(), "a row past the output");
+    }
+}
