@@ -124,6 +124,68 @@ test('a v3 table answers with its row ids and deletion vectors, in the addon and
   assert.deepEqual(snapshotTree(path.join(root, 'warehouse')), upstream, 'upstream unchanged');
 });
 
+test('a compaction carries full-text and vector entries over, and the wasm reader answers as the addon (issue 43)', async () => {
+  // db.v3c: ten files compacted into two (their full-text and vector entries in table runs),
+  // then the two into one (from their own blobs). Each sync carries every index's blobs —
+  // the handle's counters: none derived from rows — and the wasm reader, over HTTP from the
+  // published manifest, answers search and nearest exactly as the addon, with the model's
+  // row ids.
+  const snaps = expected['db.v3c'].snapshots;
+  await overlay.mountIceberg('v3c', snaps[0].metadata_location);
+  await overlay.createIndex('v3c', 'by_id', ['id'], { unique: true });
+  await overlay.createIndex('v3c', 'by_tag', ['tag'], { kind: 'bitmap' });
+  await overlay.createIndex('v3c', 'by_body', ['body'], { kind: 'fulltext' });
+  await overlay.createIndex('v3c', 'by_emb', ['emb'], { kind: 'vector' });
+  await overlay.build('v3c');
+  await overlay.syncIceberg('v3c', { metadataUrl: snaps[1].metadata_location });
+  await overlay.publish();
+  const reader = await OverlayReader.open(`${server.url}/overlay`, {
+    tables: { v3c: `${server.url}/warehouse/db/v3c` },
+  });
+  const blobs = async () => {
+    const text = await overlay.metrics();
+    const get = (from) => Number(text.match(new RegExp(`^skerry_blobs_written_total\\{from="${from}"\\} (\\d+)$`, 'm'))[1]);
+    return { rows: get('rows'), move: get('move') };
+  };
+  const rowIds = (r) => r.refs.map((x) => Number(x.rowId));
+  for (const [i, outputs] of [[2, 2], [3, 1]]) {
+    const s = snaps[i];
+    const b0 = await blobs();
+    const r = await overlay.syncIceberg('v3c', { metadataUrl: s.metadata_location });
+    const b1 = await blobs();
+    assert.equal(r.moved.rows, 593, s.label);
+    assert.deepEqual([r.moved.carried, r.moved.derived], [4 * 593, 0], s.label);
+    assert.deepEqual([b1.rows - b0.rows, b1.move - b0.move], [0, 4 * outputs], `${s.label}: blobs carried, none derived`);
+    for (const ix of ['by_id', 'by_tag', 'by_body', 'by_emb']) {
+      const v = await overlay.verify('v3c', ix);
+      assert.ok(v.certified, `${s.label}: ${ix}: ${JSON.stringify(v)}`);
+    }
+    await overlay.publish();
+    await reader.refresh();
+    const byRowId = new Map(s.rows.map((r) => [r[4], r]));
+    for (const query of ['amber', 'skerry tide', 'kelp orca', 'fjord']) {
+      const a = await overlay.search('v3c', { query, k: 20, columns: ['id'] });
+      const w = await reader.search('v3c', { query, k: 20, columns: ['id'] });
+      assert.ok(a.rows.length > 0, query);
+      assert.deepEqual([rowIds(w), w.scores], [rowIds(a), a.scores], `${s.label}: wasm search ${query}`);
+      // Each result is the model's row under that id, holding a query word.
+      a.rows.forEach((row, k) => {
+        const m = byRowId.get(rowIds(a)[k]);
+        assert.equal(Number(row.id), m[0]);
+        assert.ok(query.split(' ').some((q) => m[2].split(' ').includes(q)), `${query}: ${m[2]}`);
+      });
+    }
+    for (const c of [0, 2, 4, 8]) {
+      const vector = Array.from({ length: 8 }, (_, d) => c + d * 0.1 - 0.3);
+      const a = await overlay.nearest('v3c', { vector, k: 7, columns: ['id'] });
+      const w = await reader.nearest('v3c', { vector, k: 7, columns: ['id'] });
+      assert.equal(a.rows.length, 7);
+      assert.deepEqual([rowIds(w), w.distances], [rowIds(a), a.distances], `${s.label}: wasm nearest`);
+      for (const [k, row] of a.rows.entries()) assert.equal(Number(row.id), byRowId.get(rowIds(a)[k])[0]);
+    }
+  }
+});
+
 test('a warehouse the process cannot write (file mode) is mounted, synced, indexed and published', async (t) => {
   // Tests run as root, whom file modes do not stop: the work runs as `nobody`, who can read
   // the root-owned warehouse (made read-only for everyone too) but not write it.
