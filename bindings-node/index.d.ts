@@ -109,6 +109,13 @@ export declare class Overlay {
    * every index whole in the same commit (see the README's lifecycle section).
    */
   registerFiles(table: string, files: Array<string>): Promise<RegisterReport>
+  /**
+   * Replaces files of a Parquet table with their rewrite (a compaction, a re-sort): the
+   * added files hold exactly the removed files' live rows, each with its row id in
+   * `rowIdColumn` (default `_row_id`). Checked by the ids (`E_REFUSED` naming the first
+   * failed check, nothing changed); the indexes' entries are carried over, not derived.
+   */
+  registerRewrite(table: string, options: RewriteOptions): Promise<RewriteReport>
   /** Records deleted rows by position (their keys are free again under unique indexes). */
   registerDeletes(table: string, deletes: Array<FileDeletes>): Promise<DeleteReport>
   /**
@@ -452,6 +459,22 @@ export interface Repair {
   /** The rejection's reason code. */
   reason: RejectReason
   message: string
+}
+
+/** What `registerRewrite` replaces. */
+export interface RewriteOptions {
+  /** Registered files the rewrite replaces. */
+  removed: Array<string>
+  /** The files holding their live rows (paths relative to the table's location). */
+  added: Array<string>
+  /** The added files' column of row ids (default `_row_id`). */
+  rowIdColumn?: string
+}
+
+/** What `registerRewrite` did: the added files' registration and the move. */
+export interface RewriteReport {
+  registered: RegisterReport
+  moved: MoveReport
 }
 
 /**

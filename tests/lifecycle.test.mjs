@@ -136,3 +136,51 @@ test('verify certifies; dropIndex purges; vacuum keeps retained manifests', asyn
   await assert.rejects(overlay.vacuum({ retainVersions: 0 }), (e) => e.code === 'E_INVALID');
   await overlay.close();
 });
+
+test('registerRewrite swaps a rewrite of Parquet files in, carrying their entries by row id', async () => {
+  const s = setup();
+  s.write('a.parquet', s.range(0, 200));
+  s.write('b.parquet', s.range(200, 100));
+  const overlay = await Overlay.open(s.url);
+  await overlay.registerParquetTable('t', s.dataUrl, { files: ['a.parquet', 'b.parquet'] });
+  await overlay.createIndex('t', 'by_email', ['email'], { unique: true });
+  await overlay.createIndex('t', 'by_text', ['email'], { kind: 'fulltext' });
+  await overlay.build('t');
+  await overlay.registerDeletes('t', [{ file: 'a.parquet', positions: [3, 150] }]);
+  const all = async () => {
+    const r = await overlay.query('t', { where: { id: { gte: 0 } }, columns: ['id', 'email'], limit: 1000 });
+    return r.rows.map((x, i) => [Number(x.id), x.email, Number(r.refs[i].rowId), r.refs[i].file]).sort((x, y) => x[0] - y[0]);
+  };
+  const before = await all();
+  assert.equal(before.length, 298);
+  // The rewrite: b's rows, then a's live ones, each with its row id in `_row_id`.
+  const moved = [...before.filter((r) => r[0] >= 200), ...before.filter((r) => r[0] < 200)];
+  const cols = [...COLUMNS, { name: '_row_id', type: 'int64' }];
+  const write = (name, rows) =>
+    fs.writeFileSync(path.join(s.data, name), writeParquet(cols, rows.map((r) => [r[0], r[1], r[2]]), 64, 'zstd'));
+  write('c.parquet', moved);
+  write('short.parquet', moved.slice(1));
+  await assert.rejects(overlay.registerRewrite('t', { removed: ['a.parquet', 'b.parquet'], added: ['short.parquet'] }), (e) => {
+    assert.equal(e.code, 'E_REFUSED');
+    assert.match(e.message, /in no added file/);
+    return true;
+  });
+  for (const bad of [undefined, { removed: ['a.parquet'] }, { removed: 'a.parquet', added: ['c.parquet'] }]) {
+    await assert.rejects(overlay.registerRewrite('t', bad), (e) => e.code === 'E_INVALID', JSON.stringify(bad));
+  }
+  assert.deepEqual(await all(), before, 'nothing changed');
+  const r = await overlay.registerRewrite('t', { removed: ['a.parquet', 'b.parquet'], added: ['c.parquet'] });
+  assert.deepEqual(
+    [r.moved.files, r.moved.sources, r.moved.rows, r.moved.carried, r.moved.derived],
+    [1, 2, 298, 2 * 298, 0],
+  );
+  assert.equal(r.registered.files, 1);
+  const after = await all();
+  assert.deepEqual(after.map((x) => x.slice(0, 3)), before.map((x) => x.slice(0, 3)), 'the same rows under the same ids');
+  assert.ok(after.every((x) => x[3] === 'c.parquet'));
+  const hit = await overlay.search('t', { query: 'u250', columns: ['id'] });
+  assert.deepEqual(hit.rows.map((x) => Number(x.id)), [250]);
+  assert.equal(hit.refs[0].file, 'c.parquet');
+  for (const ix of ['by_email', 'by_text']) assert.ok((await overlay.verify('t', ix)).certified, ix);
+  await overlay.close();
+});

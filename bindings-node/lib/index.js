@@ -103,6 +103,7 @@ const SIGNATURES = {
   repairs: [['table', 'string'], ['index', 'string']],
   setScanOnly: [['on', 'boolean']],
   registerFiles: [['table', 'string'], ['files', 'string[]']],
+  registerRewrite: [['table', 'string'], ['options', { removed: 'string[]', added: 'string[]', rowIdColumn: 'string' }]],
   registerDeletes: [['table', 'string'], ['deletes', 'deletes']],
   buildStep: [['table', 'string'], ['index', 'string'], ['options', { maxEntries: 'count', maxBytes: 'count' }]],
   listIndexes: [['table', 'string']],
@@ -121,6 +122,9 @@ function checkArgs(method, args) {
   sig.forEach(([name, spec], i) => check(method, name, spec, args[i]));
   if (method === 'createIndex' && !args[2].every(is['string|column'])) {
     throw invalid(`createIndex: columns must be an array of ${WHAT['string|column']}`);
+  }
+  if (method === 'registerRewrite' && (args[1]?.removed === undefined || args[1]?.added === undefined)) {
+    throw invalid('registerRewrite: options.removed and options.added are required');
   }
 }
 

@@ -305,6 +305,39 @@ pub struct RegisterReport {
     pub commits: i64,
 }
 
+impl From<skerry_core::admin::lifecycle::RegisterReport> for RegisterReport {
+    fn from(r: skerry_core::admin::lifecycle::RegisterReport) -> Self {
+        RegisterReport {
+            files: i(r.files),
+            rows: i(r.rows),
+            entries: i(r.entries),
+            bundles_written: i(r.bundles_written),
+            poisoned: r.poisoned,
+            pending: r.pending,
+            attempts: i(r.attempts),
+            commits: i(r.commits),
+        }
+    }
+}
+
+/// What `registerRewrite` replaces.
+#[napi(object)]
+pub struct RewriteOptions {
+    /// Registered files the rewrite replaces.
+    pub removed: Vec<String>,
+    /// The files holding their live rows (paths relative to the table's location).
+    pub added: Vec<String>,
+    /// The added files' column of row ids (default `_row_id`).
+    pub row_id_column: Option<String>,
+}
+
+/// What `registerRewrite` did: the added files' registration and the move.
+#[napi(object)]
+pub struct RewriteReport {
+    pub registered: RegisterReport,
+    pub moved: MoveReport,
+}
+
 /// Rows of one data file to delete, by position.
 #[napi(object)]
 pub struct FileDeletes {
@@ -1155,16 +1188,36 @@ impl Overlay {
     ) -> Result<PromiseRaw<'env, RegisterReport>> {
         let w = self.writer();
         run(env, async move {
-            let r = w?.register_files(&table, &files).await?;
-            Ok(RegisterReport {
-                files: i(r.files),
-                rows: i(r.rows),
-                entries: i(r.entries),
-                bundles_written: i(r.bundles_written),
-                poisoned: r.poisoned,
-                pending: r.pending,
-                attempts: i(r.attempts),
-                commits: i(r.commits),
+            Ok(RegisterReport::from(
+                w?.register_files(&table, &files).await?,
+            ))
+        })
+    }
+
+    /// Replaces files of a Parquet table with their rewrite (a compaction, a re-sort): the
+    /// added files hold exactly the removed files' live rows, each with its row id in
+    /// `rowIdColumn` (default `_row_id`). Checked by the ids (`E_REFUSED` naming the first
+    /// failed check, nothing changed); the indexes' entries are carried over, not derived.
+    #[napi(ts_return_type = "Promise<RewriteReport>")]
+    pub fn register_rewrite<'env>(
+        &self,
+        env: &'env Env,
+        table: String,
+        options: RewriteOptions,
+    ) -> Result<PromiseRaw<'env, RewriteReport>> {
+        let w = self.writer();
+        run(env, async move {
+            let r = w?
+                .register_rewrite(
+                    &table,
+                    &options.removed,
+                    &options.added,
+                    options.row_id_column.as_deref(),
+                )
+                .await?;
+            Ok(RewriteReport {
+                registered: RegisterReport::from(r.registered),
+                moved: MoveReport::from(r.moved),
             })
         })
     }

@@ -2166,3 +2166,173 @@ async fn many_files_register_in_bounded_commits() {
     let m = o.snapshot_manifest(0).await.unwrap();
     assert_eq!(m.table("w").unwrap().files.len(), n);
 }
+
+/// `registerRewrite` (issue 43, RFC 0006): a Parquet table's owner rewrites two files into
+/// one (rows reordered, deleted rows left out), each kept row carrying its row id in
+/// `_row_id`. The claim is checked by the ids — a row left out, an id twice, a missing
+/// column, an unknown file are refused and change nothing — and, when it holds, the files
+/// swap in one commit and both indexes' entries are carried over (none derived); the rows
+/// keep their ids, `verify` certifies, and the unique index still refuses a duplicate.
+#[tokio::test]
+async fn a_rewrite_of_parquet_files_carries_their_entries() {
+    use skerry_core::read::plan::Query;
+    use skerry_core::read::predicate::{Condition, Op};
+    let d = Data::new();
+    d.write_range("a.parquet", 0, 100, 32);
+    d.write_range("b.parquet", 100, 150, 32);
+    let o = open(&d.overlay_url("o")).await;
+    table(&o, &d, &["a.parquet", "b.parquet"]).await;
+    o.create_index("t", "by_email", &["email".into()], unique())
+        .await
+        .unwrap();
+    let bitmap = IndexOptions {
+        kind: skerry_core::index::IndexKind::Bitmap,
+        ..Default::default()
+    };
+    o.create_index("t", "by_customer", &["customer".into()], bitmap)
+        .await
+        .unwrap();
+    o.build("t", |_| {}).await.unwrap();
+    o.register_deletes(
+        "t",
+        &[FileDeletes {
+            file: "a.parquet".into(),
+            positions: vec![3, 4, 50],
+        }],
+    )
+    .await
+    .unwrap();
+    // Every live row: (id, email, customer, row id).
+    let all = || async {
+        let r = o
+            .query(
+                "t",
+                &Query {
+                    conditions: vec![Condition::new("id", Op::Ge(Value::Int(i64::MIN)))],
+                    columns: Some(vec!["id".into(), "email".into(), "customer".into()]),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        use arrow_array::cast::AsArray;
+        use arrow_array::Array;
+        let b = &r.batch;
+        let (id, email, customer) = (
+            b.column(0).as_primitive::<arrow_array::types::Int64Type>(),
+            b.column(1).as_string::<i32>(),
+            b.column(2).as_string::<i32>(),
+        );
+        let mut rows: Vec<(i64, Option<String>, String, u64)> = (0..b.num_rows())
+            .map(|i| {
+                (
+                    id.value(i),
+                    (!email.is_null(i)).then(|| email.value(i).to_string()),
+                    customer.value(i).to_string(),
+                    r.rows[i].row_id.unwrap(),
+                )
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    let before = all().await;
+    assert_eq!(before.len(), 247);
+    // The rewrite's file: b's rows then a's live ones, with their row ids after the table's
+    // columns.
+    let write = |name: &str, rows: &[(i64, Option<String>, String, u64)], ids: bool| {
+        let mut cols = vec![
+            ("id".to_string(), KeyType::Int64),
+            ("email".to_string(), KeyType::String),
+            ("customer".to_string(), KeyType::String),
+        ];
+        if ids {
+            cols.push(("_row_id".to_string(), KeyType::Int64));
+        }
+        let rows: Vec<Vec<Value>> = rows
+            .iter()
+            .map(|(id, e, c, rid)| {
+                let mut v = vec![
+                    Value::Int(*id),
+                    e.clone().map_or(Value::Null, Value::String),
+                    Value::String(c.clone()),
+                ];
+                if ids {
+                    v.push(Value::Int(*rid as i64));
+                }
+                v
+            })
+            .collect();
+        let b = parquet_from_rows(&cols, &rows, 40, SampleCodec::Zstd).unwrap();
+        std::fs::write(d.dir.path().join("t").join(name), b).unwrap();
+    };
+    let mut moved: Vec<_> = before.iter().filter(|r| r.0 >= 100).cloned().collect();
+    moved.extend(before.iter().filter(|r| r.0 < 100).cloned());
+    write("c.parquet", &moved, true);
+    write("short.parquet", &moved[1..], true);
+    let mut twice = moved.clone();
+    twice[5].3 = twice[6].3;
+    write("twice.parquet", &twice, true);
+    write("noids.parquet", &moved, false);
+    let ab = paths(&["a.parquet", "b.parquet"]);
+    for (added, removed, code) in [
+        ("short.parquet", &ab, "E_REFUSED"),
+        ("twice.parquet", &ab, "E_REFUSED"),
+        ("noids.parquet", &ab, "E_REFUSED"),
+        (
+            "c.parquet",
+            &paths(&["a.parquet", "zz.parquet"]),
+            "E_NOT_FOUND",
+        ),
+        ("a.parquet", &ab, "E_INVALID"),
+    ] {
+        let e = o
+            .register_rewrite("t", removed, &paths(&[added]), None)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), code, "{added}: {e}");
+        assert_eq!(all().await, before, "{added}: nothing changed");
+    }
+    let m0 = o.snapshot().await.unwrap().metrics();
+    let r = o
+        .register_rewrite("t", &ab, &paths(&["c.parquet"]), None)
+        .await
+        .unwrap();
+    let m1 = o.snapshot().await.unwrap().metrics();
+    assert_eq!(
+        (
+            r.moved.files,
+            r.moved.sources,
+            r.moved.rows,
+            r.moved.segments
+        ),
+        (1, 2, 247, 4)
+    );
+    assert_eq!((r.moved.carried, r.moved.derived), (2 * 247, 0));
+    assert_eq!(
+        (
+            m1.blobs_derived - m0.blobs_derived,
+            m1.blobs_carried - m0.blobs_carried
+        ),
+        (0, 2)
+    );
+    // The same rows under the same ids, now all in c.
+    assert_eq!(all().await, before);
+    let r = o.lookup("t", "by_email", &s("u120@x")).await.unwrap();
+    assert_eq!(r.rows.len(), 1);
+    assert_eq!(
+        (r.rows[0].file.as_str(), r.rows[0].position),
+        ("c.parquet", 20)
+    );
+    for ix in ["by_email", "by_customer"] {
+        let v = o.verify("t", ix).await.unwrap();
+        assert!(v.certified && v.mismatched == 0, "{ix}: {v:?}");
+    }
+    // The carried unique index still holds its keys: a new file repeating one is refused.
+    d.write_range("dup.parquet", 120, 1, 32);
+    let e = o
+        .register_files("t", &paths(&["dup.parquet"]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "E_CONSTRAINT");
+}

@@ -27,7 +27,6 @@ use crate::formats::iceberg::deletes::{self, FILE_PATH_FIELD_ID, POS_FIELD_ID};
 use crate::formats::iceberg::{
     self, metadata::MAX_METADATA_BYTES, FileContent, LiveFile, SnapshotFiles, TableMetadata,
 };
-use crate::formats::rowset::IdRuns;
 use crate::io::{Location, ObjectStoreReader, RangeReader};
 use crate::values::Value;
 
@@ -37,10 +36,10 @@ pub const MAX_EQUALITY_DELETE_ROWS: u64 = 10_000_000;
 /// The reserved field id of Iceberg's `_row_id` column (spec: "Row Lineage").
 pub const ROW_ID_FIELD_ID: i32 = 2147483540;
 
-/// Runs of explicit row ids kept for one data file ([`IdRuns`]). A file whose materialized
+/// Runs of explicit row ids kept for one data file ([`crate::formats::rowset::IdRuns`]). A file whose materialized
 /// `_row_id` values fragment into more runs reports no row ids (lookups answer `rowId:
 /// null`, `locate` keeps it as a candidate) rather than a manifest as large as its column.
-pub const MAX_ROW_ID_RUNS: usize = 1 << 20;
+pub use crate::admin::moves::MAX_ROW_ID_RUNS;
 
 /// What [`Overlay::sync_iceberg`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -457,50 +456,16 @@ impl Overlay {
         let Some(root) = fields.iter().position(|x| x.field_id == ROW_ID_FIELD_ID) else {
             return Ok(RowIds { start, runs: None });
         };
-        let mut runs = IdRuns::default();
-        let mut fragmented = false;
-        datafile::scan_columns(self.data.as_ref(), &loc, &md, &[root], |batch, first| {
-            use arrow_array::Array;
-            let col = batch
-                .column(0)
-                .as_any()
-                .downcast_ref::<arrow_array::Int64Array>()
-                .ok_or_else(|| bad("its _row_id column is not a long column".into()))?;
-            if fragmented {
-                return Ok(());
-            }
-            for i in 0..col.len() {
-                let p = first + i as u64;
-                let id = if col.is_null(i) {
-                    start.map(|s| s + p)
-                } else {
-                    let v = col.value(i);
-                    Some(u64::try_from(v).map_err(|_| bad(format!("_row_id {v} is negative")))?)
-                };
-                if let Some(id) = id {
-                    runs.push(p, id);
-                }
-            }
-            fragmented = runs.len() > MAX_ROW_ID_RUNS;
-            Ok(())
-        })
-        .await?;
-        if fragmented {
-            return Ok(RowIds::default());
-        }
-        runs.validate(f.record_count)
-            .map_err(|e| bad(format!("_row_id: {e}")))?;
-        Ok(match runs.dense(f.record_count) {
-            Some(s) => RowIds {
-                start: Some(s),
-                runs: None,
-            },
-            None if runs.is_empty() => RowIds::default(),
-            None => RowIds {
-                start: None,
-                runs: Some(runs),
-            },
-        })
+        crate::admin::moves::read_ids(
+            self.data.as_ref(),
+            &loc,
+            &md,
+            root,
+            start,
+            f.record_count,
+            |what| bad(format!("_row_id: {what}")),
+        )
+        .await
     }
 
     /// Reads and parses the metadata file at `url` (bounded); returns it and its size.

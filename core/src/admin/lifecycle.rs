@@ -76,6 +76,9 @@ pub(crate) struct FileSetChange {
     /// The change moved rows (RFC 0006): the added files' entries of indexes whose blobs
     /// give their entries back are carried over from the removed files' blobs.
     pub moved: Option<crate::admin::moves::Move>,
+    /// A column the new files hold beside the table's (a rewrite's row ids), left out of
+    /// the schema check.
+    pub extra_column: Option<String>,
 }
 
 /// Rows of one data file to delete, by position.
@@ -332,6 +335,10 @@ impl Overlay {
                     }
                 }
             } else {
+                let mut fields = fields;
+                if let Some(c) = &change.extra_column {
+                    fields.retain(|f| &f.name != c);
+                }
                 check_indexed_columns(&tr, &indexes, &fields, p)?;
                 if !tr.fields.is_empty() && !same_fields(&tr.fields, &fields) {
                     return Err(Error::Invalid(format!(

@@ -16,6 +16,7 @@ pub(crate) mod merge;
 pub mod moves;
 pub mod overlay;
 pub mod repair;
+pub mod rewrite;
 pub(crate) mod run_bundle;
 pub mod run_tasks;
 pub(crate) mod runs;

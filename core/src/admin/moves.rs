@@ -15,8 +15,74 @@
 
 use std::fmt;
 
+use crate::admin::catalog::RowIds;
+use crate::error::{Error, Result};
 use crate::formats::iceberg::metadata::TableMetadata;
 use crate::formats::rowset::IdRuns;
+use crate::io::{Location, RangeReader};
+
+/// Most runs a file's row ids are kept as (beyond, the file reports no row ids:
+/// `admin::iceberg` says why).
+pub const MAX_ROW_ID_RUNS: usize = 1 << 20;
+
+/// The row ids of a data file of `rows` rows from its row-id column (root column `root` of
+/// `md`, a long column): a row's id is its value, or — NULL — `start + position` when the
+/// file has a `start` (Iceberg's inheritance), else none. As runs, or one start when they are
+/// dense; none at all when they fragment into more than [`MAX_ROW_ID_RUNS`] runs. Errors
+/// (through `bad`): a column that is not a long, a negative or repeated id.
+pub(crate) async fn read_ids<R: RangeReader + ?Sized>(
+    data: &R,
+    loc: &Location,
+    md: &std::sync::Arc<parquet::file::metadata::ParquetMetaData>,
+    root: usize,
+    start: Option<u64>,
+    rows: u64,
+    bad: impl Fn(String) -> Error,
+) -> Result<RowIds> {
+    let mut runs = IdRuns::default();
+    let mut fragmented = false;
+    crate::datafile::scan_columns(data, loc, md, &[root], |batch, first| {
+        use arrow_array::Array;
+        let col = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .ok_or_else(|| bad("not a long column".into()))?;
+        if fragmented {
+            return Ok(());
+        }
+        for i in 0..col.len() {
+            let p = first + i as u64;
+            let id = if col.is_null(i) {
+                start.map(|s| s + p)
+            } else {
+                let v = col.value(i);
+                Some(u64::try_from(v).map_err(|_| bad(format!("{v} is negative")))?)
+            };
+            if let Some(id) = id {
+                runs.push(p, id);
+            }
+        }
+        fragmented = runs.len() > MAX_ROW_ID_RUNS;
+        Ok(())
+    })
+    .await?;
+    if fragmented {
+        return Ok(RowIds::default());
+    }
+    runs.validate(rows).map_err(|e| bad(e.to_string()))?;
+    Ok(match runs.dense(rows) {
+        Some(s) => RowIds {
+            start: Some(s),
+            runs: None,
+        },
+        None if runs.is_empty() => RowIds::default(),
+        None => RowIds {
+            start: None,
+            runs: Some(runs),
+        },
+    })
+}
 
 /// A data file's row ids, as the catalog keeps them: `start + position` (inherited), or
 /// explicit runs (`IdRuns`), or none.
