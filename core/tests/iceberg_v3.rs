@@ -655,3 +655,179 @@ async fn a_compaction_carries_every_kind_over() {
     let got: Vec<u64> = near(&o, &q).await.iter().map(|x| x.0).collect();
     assert_eq!(got, want, "after the repair: the new vector");
 }
+
+/// Issue 43, the staged carry (RFC 0006): a compaction whose carry does not fit the sync's
+/// commit (260,000 rows × 4 indexes) is committed with its outputs pending and a record of the
+/// move; `vacuum` keeps what the record names; the build's steps then carry every index's
+/// entries from it — no blob derived from the output's rows — `verify` certifies them, the
+/// answers are those of before the compaction, and the record is dropped once settled.
+#[tokio::test]
+async fn a_compaction_too_large_for_one_commit_is_carried_by_the_build() {
+    use skerry_core::read::nearest::Nearest;
+    use skerry_core::read::search::Search;
+    let (dir, expected) = support::python_tables_with(
+        "make_v3.py",
+        "expected_v3.json",
+        &[("SKERRY_V3_BIG", "1".to_string())],
+    );
+    let snaps = expected["db.v3big"]["snapshots"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let meta = |i: usize| snaps[i]["metadata_location"].as_str().unwrap().to_string();
+    let url = format!("file://{}", dir.path().join("overlay").display());
+    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
+    o.mount_iceberg("v3", &meta(0)).await.unwrap();
+    use skerry_core::index::IndexKind;
+    for (name, col, opts) in [
+        ("by_id", "id", IndexOptions::unique()),
+        (
+            "by_tag",
+            "tag",
+            IndexOptions {
+                kind: IndexKind::Bitmap,
+                ..Default::default()
+            },
+        ),
+        (
+            "by_body",
+            "body",
+            IndexOptions {
+                kind: IndexKind::Fulltext,
+                ..Default::default()
+            },
+        ),
+        (
+            "by_emb",
+            "emb",
+            IndexOptions {
+                kind: IndexKind::Vector,
+                ..Default::default()
+            },
+        ),
+    ] {
+        o.create_index("v3", name, &[col.into()], opts)
+            .await
+            .unwrap();
+    }
+    o.build("v3", |_| {}).await.unwrap();
+    o.publish().await.unwrap();
+    let search = |q: &str| Search {
+        query: q.into(),
+        k: 50,
+        columns: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    let near = |c: f32| Nearest {
+        vector: (0..8).map(|d| c + d as f32 * 0.7).collect(),
+        k: 10,
+        columns: Some(vec!["id".into()]),
+        ..Default::default()
+    };
+    // (row id, score or distance bits) of answers, in a stable order.
+    async fn answers(o: &Overlay, s: &[Search], n: &[Nearest]) -> Vec<Vec<(u64, u64)>> {
+        let mut out = Vec::new();
+        for q in s {
+            let r = o.search("v3", q).await.unwrap();
+            assert_eq!(r.stats.files_scanned, 0);
+            let mut v: Vec<(u64, u64)> = r
+                .rows
+                .iter()
+                .zip(&r.scores)
+                .map(|(x, s)| (x.row_id.unwrap(), s.to_bits()))
+                .collect();
+            v.sort();
+            out.push(v);
+        }
+        for q in n {
+            let r = o.nearest("v3", q).await.unwrap();
+            assert_eq!(r.stats.files_scanned, 0);
+            let mut v: Vec<(u64, u64)> = r
+                .rows
+                .iter()
+                .zip(&r.distances)
+                .map(|(x, d)| (x.row_id.unwrap(), d.to_bits()))
+                .collect();
+            v.sort();
+            out.push(v);
+        }
+        out
+    }
+    let searches = [
+        search("skerry"),
+        search("amber tide"),
+        search("orca kelp reef"),
+    ];
+    let nears = [near(0.5), near(4.0), near(9.0)];
+    let before = answers(&o, &searches, &nears).await;
+
+    let r = o.sync_iceberg("v3", Some(&meta(1))).await.unwrap();
+    let m = r.moved.clone().unwrap();
+    assert_eq!(
+        (m.files, m.sources, m.rows, m.refused),
+        (1, 2, 260_000, None)
+    );
+    assert_eq!(
+        (m.carried, m.derived),
+        (0, 0),
+        "deferred: nothing in the commit"
+    );
+    assert_eq!(r.pending.len(), 4, "{:?}", r.pending);
+    let records = || async { o.catalog_keys("mv/").await.unwrap() };
+    assert_eq!(records().await, 1, "the move is recorded for its output");
+    // Vacuum before the carry keeps what it reads.
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+        retain_versions: 1,
+        grace_seconds: 0,
+    })
+    .await
+    .unwrap();
+    let m0 = o.snapshot().await.unwrap().metrics();
+    o.build("v3", |_| {}).await.unwrap();
+    let m1 = o.snapshot().await.unwrap().metrics();
+    assert_eq!(
+        (
+            m1.blobs_derived - m0.blobs_derived,
+            m1.blobs_carried - m0.blobs_carried
+        ),
+        (0, 4),
+        "every index of the output carried by the build, none derived from its rows"
+    );
+    for ix in ["by_id", "by_tag", "by_body", "by_emb"] {
+        let v = o.verify("v3", ix).await.unwrap();
+        assert!(v.certified && v.mismatched == 0, "{ix}: {v:?}");
+        assert_eq!(
+            o.index_record("v3", ix).await.unwrap().state,
+            skerry_core::formats::manifest::IndexState::Ready,
+            "{ix}"
+        );
+    }
+    assert_eq!(answers(&o, &searches, &nears).await, before);
+    for id in [0i64, 77, 129_999, 130_000, 259_999] {
+        let q = Query {
+            conditions: vec![Condition::new("id", Op::Eq(V::Int(id)))],
+            columns: Some(vec!["id".into()]),
+            ..Default::default()
+        };
+        let got = o.query("v3", &q).await.unwrap();
+        assert_eq!(got.rows.len(), 1, "id {id}");
+        assert_eq!(
+            got.rows[0].row_id,
+            Some(id as u64),
+            "id {id} keeps its row id"
+        );
+        assert_eq!(got.stats.files_scanned, 0);
+    }
+    // Settled: the next vacuum drops the record.
+    o.vacuum(skerry_core::admin::lifecycle::VacuumOptions {
+        retain_versions: 1,
+        grace_seconds: 0,
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        records().await,
+        0,
+        "the record is dropped once every index is carried"
+    );
+}

@@ -809,6 +809,57 @@ del clive["X"]
 cfiles["Y"] = (y, y_rows, x_ids)
 clive["Y"] = set(range(len(y_rows)))
 c_record("a replace of X into Y that changes id 100's body and vector under its row id", snap, meta)
+
+# db/v3big (SKERRY_V3_BIG=1; issue 43, the staged carry): two files of 130,000 rows, then a
+# `replace` of both into one file (B's rows first) keeping row ids — a move whose carry
+# (260,000 rows x 4 indexes) does not fit one registration commit.
+if os.environ.get("SKERRY_V3_BIG") == "1":
+    location = f"file://{out}/warehouse/db/v3big"
+    os.makedirs(f"{out}/warehouse/db/v3big/data", exist_ok=True)
+    os.makedirs(f"{out}/warehouse/db/v3big/metadata", exist_ok=True)
+    tb = Table(schema=C_SCHEMA, table_id=str(uuid.UUID(int=0x5EE5_0044)), last_column_id=5)
+    N = 130_000
+    big_rng = random.Random(44)
+
+    def big_rows(first):
+        ids = list(range(first, first + N))
+        bodies = [None if i % 17 == 0 else " ".join(big_rng.choice(WORDS) for _ in range(1 + i % 7)) for i in ids]
+        embs = [None if i % 23 == 0 else [float((i * 7 + d * 13) % 101) / 10.0 for d in range(8)] for i in ids]
+        return ids, [("north", "south", "east", "west")[i % 4] for i in ids], bodies, embs
+
+    def write_big(name, cols, row_ids=None):
+        ids, tags, bodies, embs = cols
+        arrays = [pa.array(ids, pa.int64()), pa.array(tags, pa.string()), pa.array(bodies, pa.string()),
+                  pa.array(embs, pa.list_(pa.float32()))]
+        fields = list(C_FIELDS)
+        if row_ids is not None:
+            arrays += [pa.array(row_ids, pa.int64()), pa.array([1] * len(row_ids), pa.int64())]
+            fields += [fld("_row_id", pa.int64(), ROW_ID), fld("_last_updated_sequence_number", pa.int64(), LAST_UPDATED)]
+        path = f"{location}/data/{name}.parquet"
+        arrays = [a.cast(f.type) for a, f in zip(arrays, fields)]
+        pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), path[len("file://") :], row_group_size=16_384)
+        return path
+
+    a_cols, b_cols = big_rows(0), big_rows(N)
+    pa_, pb_ = write_big("A", a_cols), write_big("B", b_cols)
+    sid = 3_000_000_000_000_000_000 + (tb.seq + 1) * 1_000_003
+    mb1 = write_manifest("mb1", sid, ManifestContent.DATA, [
+        (ADDED, sid, None, None, data_file(pa_, N)), (ADDED, sid, None, None, data_file(pb_, N))], C_TEXT)
+    snap, meta = tb.commit("append", [mb1], {mb1["manifest_path"]})
+    big = {"location": location, "snapshots": [{"label": "append A, B", "snapshot_id": str(snap), "metadata_location": meta}]}
+    ab_cols = tuple(b + a for a, b in zip(a_cols, b_cols))
+    pc_ = write_big("AB", ab_cols, row_ids=list(range(N, 2 * N)) + list(range(0, N)))
+    sid = 3_000_000_000_000_000_000 + (tb.seq + 1) * 1_000_003
+    mb2 = write_manifest("mb2", sid, ManifestContent.DATA, [
+        (DELETED, sid, 1, 1, data_file(pa_, N, first_row_id=0)),
+        (DELETED, sid, 1, 1, data_file(pb_, N, first_row_id=N)),
+        (ADDED, sid, None, None, data_file(pc_, 2 * N))], C_TEXT)
+    snap, meta = tb.commit("replace", [mb2], {mb2["manifest_path"]})
+    got = StaticTable.from_metadata(meta).scan(snapshot_id=snap).to_arrow()
+    assert got.num_rows == 2 * N and sorted(got.column("id").to_pylist()) == list(range(2 * N))
+    big["snapshots"].append({"label": "compaction of A and B into AB", "snapshot_id": str(snap), "metadata_location": meta,
+                             "pyiceberg_checked": True})
+    expected["db.v3big"] = big
 location = location_saved
 
 with open(os.path.join(out, "expected_v3.json"), "w") as f:

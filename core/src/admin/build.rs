@@ -644,6 +644,12 @@ impl Overlay {
 
         let (mut left_entries, mut left_bytes) = (opts.max_entries, opts.max_bytes);
         let mut completed: Vec<(&FileEntry, Vec<(Vec<u8>, u64)>)> = Vec::new();
+        // Outputs of a recorded move whose entries were carried over (RFC 0006), whole: a
+        // carried file is one piece of a step whatever its size (its entries are in memory
+        // once, as a slice's are; its commit is one artifact).
+        let mut carried: Vec<(&FileEntry, crate::admin::carry::Carried)> = Vec::new();
+        let moves = self.carrier().move_records(tr.table_id).await?;
+        let mut carry_blobs = crate::admin::moves::SourceBlobs::default();
         let mut handled = 0usize;
         for f in &order {
             let start = if cur.file_id == f.file_id {
@@ -652,8 +658,40 @@ impl Overlay {
                 0
             };
             let remaining = f.record_count - start;
-            if !completed.is_empty() && remaining > left_entries {
+            if (!completed.is_empty() || !carried.is_empty()) && remaining > left_entries {
                 break; // a file that does not fit starts in a step of its own
+            }
+            if start == 0 {
+                if let Some(rec) = moves.get(&f.file_id) {
+                    if let Some(c) = self
+                        .carrier()
+                        .carry_step(rec, f, &ix, &mut carry_blobs)
+                        .await?
+                    {
+                        if let crate::admin::carry::Carried::Entries(e) = &c {
+                            if ix.unique {
+                                let dup = unique::first_duplicate(
+                                    &ix.key,
+                                    e.iter().map(|(k, p)| (k.as_slice(), *p)),
+                                    f.deleted()?.as_ref(),
+                                )?;
+                                if let Some((a, b)) = dup {
+                                    return Err(self
+                                        .poison_duplicate(&tr, &ix, f, (a, b), &garbage)
+                                        .await);
+                                }
+                            }
+                        }
+                        carried.push((f, c));
+                        handled += 1;
+                        left_entries = left_entries.saturating_sub(remaining);
+                        report.entries += remaining;
+                        if left_entries == 0 || left_bytes == 0 {
+                            break;
+                        }
+                        continue;
+                    }
+                }
             }
             let end = start + remaining.min(left_entries);
             let (keys, end, bytes) = match self
@@ -781,6 +819,26 @@ impl Overlay {
         // New bundle generations for the finished files.
         let mut artifacts = Vec::new();
         let mut bundles = Vec::new();
+        let mut carried_ids = Vec::new();
+        for (f, c) in carried {
+            let fresh = match c {
+                crate::admin::carry::Carried::Entries(e) => {
+                    self.write_artifact(&tr, f, &ix, &e).await?
+                }
+                crate::admin::carry::Carried::Blob(b, meta) => (
+                    file_build::artifact_of(tr.snapshot as i64, f, &ix, &b, meta),
+                    b,
+                ),
+            };
+            self.metrics.record_carried(1);
+            let (arts, bundle, size) = self.write_bundle(&tr, f, &indexes, vec![fresh]).await?;
+            report.bundles_written += 1;
+            report.bytes_written += size;
+            report.files_completed.push(f.path.clone());
+            artifacts.extend(arts);
+            bundles.push((f.file_id, bundle));
+            carried_ids.push(f.file_id);
+        }
         for (f, entries) in &completed {
             let fresh = self.blob_artifact(&tr, f, &ix, entries).await?;
             let (arts, bundle, size) = self.write_bundle(&tr, f, &indexes, vec![fresh]).await?;
@@ -840,6 +898,7 @@ impl Overlay {
             .filter(|f| {
                 accepted(f, mine.get(&f.file_id), &tr)
                     || completed.iter().any(|(c, _)| c.file_id == f.file_id)
+                    || carried_ids.contains(&f.file_id)
             })
             .map(|f| f.record_count)
             .sum();
@@ -1055,7 +1114,18 @@ impl Overlay {
         let started = std::time::Instant::now();
         let mut report = BuildReport::default();
         let mut files = std::collections::BTreeSet::new();
-        let mut deferred: HashSet<u64> = HashSet::new();
+        // Outputs of a recorded move go to the per-index steps, which carry their entries
+        // over from the move's sources instead of reading their columns (RFC 0006).
+        let mut deferred: HashSet<u64> = {
+            let t = self.catalog.begin()?;
+            let tr = self.catalog.table(&t, table).await?;
+            drop(t);
+            self.carrier()
+                .move_records(tr.table_id)
+                .await?
+                .into_keys()
+                .collect()
+        };
         let mut conflicts = 0;
         let mut pass = None;
         loop {

@@ -295,6 +295,13 @@ pub fn artifact_key(i: u64, f: u64) -> String {
 pub fn artifact_prefix(i: u64) -> String {
     format!("a/{i:020}/")
 }
+/// A move's record for one output file (`admin::moves::MoveRecord`).
+pub fn move_key(t: u64, f: u64) -> String {
+    format!("mv/{t:020}/{f:020}")
+}
+pub fn move_prefix(t: u64) -> String {
+    format!("mv/{t:020}/")
+}
 pub fn run_key(i: u64) -> String {
     format!("r/{i:020}")
 }

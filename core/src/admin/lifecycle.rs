@@ -417,11 +417,22 @@ impl Overlay {
         let mut carried_blobs: HashMap<(u64, u64), (IndexFileEntry, Vec<u8>)> = HashMap::new();
         let mut read_blobs = crate::admin::moves::SourceBlobs::default();
         let mut carried_keys: HashSet<(u64, u64)> = HashSet::new();
+        // What a move's carry reads of its sources, taken before the commit drops them (kept
+        // in the catalog for each output when the work is deferred).
+        let facts = match &change.moved {
+            Some(mv) => Some(
+                self.carrier()
+                    .source_facts(&tr, &existing, mv, &indexes)
+                    .await?,
+            ),
+            None => None,
+        };
         'derive: for f in new_files.iter().filter(|_| !defer) {
             for ix in &indexes {
-                if let Some(mv) = &change.moved {
+                if let (Some(mv), Some(facts)) = (&change.moved, &facts) {
                     if let Some(k) = self
-                        .carried(&tr, &existing, mv, f, ix, &mut sources)
+                        .carrier()
+                        .carried_entries(mv, facts, f, ix, &mut sources)
                         .await?
                     {
                         carried += k.len() as u64;
@@ -430,10 +441,19 @@ impl Overlay {
                         keys.insert((ix.index_id, f.file_id), k);
                         continue;
                     }
-                    if let Some(b) = self
-                        .carried_blob(&tr, &existing, mv, f, ix, &mut read_blobs)
+                    if let Some((bytes, meta)) = self
+                        .carrier()
+                        .carried_blob(mv, facts, f, ix, &mut read_blobs)
                         .await?
                     {
+                        let a = crate::admin::file_build::artifact_of(
+                            tr.snapshot as i64,
+                            f,
+                            ix,
+                            &bytes,
+                            meta,
+                        );
+                        let b = (a, bytes);
                         carried += f.record_count;
                         self.metrics.record_carried(1);
                         carried_blobs.insert((ix.index_id, f.file_id), b);
@@ -508,7 +528,15 @@ impl Overlay {
                 attempt += 1;
                 match self
                     .commit_registration(
-                        table, part, &built, defer, &keys, &artifacts, &bundles, &change,
+                        table,
+                        part,
+                        &built,
+                        defer,
+                        &keys,
+                        &artifacts,
+                        &bundles,
+                        &change,
+                        facts.as_ref(),
                     )
                     .await
                 {
@@ -565,6 +593,7 @@ impl Overlay {
         artifacts: &[IndexFileEntry],
         bundles: &[(u64, BundleRecord)],
         change: &FileSetChange,
+        facts: Option<&crate::admin::moves::SourceFacts>,
     ) -> Result<Vec<IndexRecord>> {
         let t = self.catalog.begin()?;
         let mut tr = self.catalog.table(&t, table).await?;
@@ -649,6 +678,16 @@ impl Overlay {
             paths.insert(f.file_id, f.path.clone());
         }
         let new_ids: HashSet<u64> = files.iter().map(|f| f.file_id).collect();
+        // A move whose carry did not fit this commit: a record per output, from which the
+        // build's steps carry its entries (RFC 0006, "the staged carry").
+        if let (true, Some(mv), Some(facts)) = (deferred, &change.moved, facts) {
+            for f in &files {
+                if let Some(o) = mv.outputs.iter().position(|p| *p == f.path) {
+                    let rec = crate::admin::moves::MoveRecord::of(mv, o as u32, facts);
+                    t.put(&move_key(tr.table_id, f.file_id), &rec)?;
+                }
+            }
+        }
         let mut poisoned = Vec::new();
         if deferred && !new_files.is_empty() {
             // The new files are pending for every live index: a ready one is `maintaining`
@@ -905,6 +944,60 @@ impl Overlay {
         Ok((out, parts))
     }
 
+    /// Drops the move records whose carry is over: their output is gone, or every live index
+    /// of its table holds a blob of it the read gate accepts (built or carried). What they
+    /// kept from vacuum (the sources' bundles and runs) goes with the next sweep.
+    async fn settle_moves(&self) -> Result<()> {
+        let t = self.catalog.begin()?;
+        let records: Vec<(String, crate::admin::moves::MoveRecord)> =
+            t.scan_limit("mv/", usize::MAX).await?;
+        let mut settled = Vec::new();
+        for (key, rec) in records {
+            let mut parts = key.split('/').skip(1);
+            let (Some(table_id), Some(file_id)) = (
+                parts.next().and_then(|x| x.parse::<u64>().ok()),
+                parts.next().and_then(|x| x.parse::<u64>().ok()),
+            ) else {
+                settled.push(key);
+                continue;
+            };
+            let f: Option<FileEntry> = t.get(&file_key(table_id, file_id)).await?;
+            let done = match f.filter(|f| f.path == rec.output) {
+                None => true,
+                Some(f) => {
+                    let tables = self.catalog.tables(&t).await?;
+                    match tables.into_iter().find(|x| x.table_id == table_id) {
+                        None => true,
+                        Some(tr) => {
+                            let mut all = true;
+                            for ix in self.catalog.indexes(&t, table_id).await? {
+                                if ix.state == IndexState::Poisoned {
+                                    continue;
+                                }
+                                let a: Option<IndexFileEntry> =
+                                    t.get(&artifact_key(ix.index_id, file_id)).await?;
+                                all &= crate::admin::catalog::accepted(&f, a.as_ref(), &tr);
+                            }
+                            all
+                        }
+                    }
+                }
+            };
+            if done {
+                settled.push(key);
+            }
+        }
+        drop(t);
+        if settled.is_empty() {
+            return Ok(());
+        }
+        let t = self.catalog.begin()?;
+        for k in &settled {
+            t.delete(k)?;
+        }
+        t.commit().await
+    }
+
     /// Every overlay object the catalog head references.
     async fn catalog_references(&self) -> Result<HashSet<String>> {
         let t = self.catalog.begin()?;
@@ -924,6 +1017,10 @@ impl Overlay {
         }
         for c in t.scan::<BuildCursor>("k/").await? {
             live.extend(c.segments.into_iter().map(|s| s.path));
+        }
+        // The sources' bundles and runs a move's carry is still to read.
+        for m in t.scan::<crate::admin::moves::MoveRecord>("mv/").await? {
+            live.extend(m.sources.objects().map(str::to_string));
         }
         // Vector indexes' codebooks (a dropped index's record is gone once it is reclaimed).
         for ix in t.scan::<IndexRecord>("i/").await? {
@@ -1055,6 +1152,7 @@ impl Overlay {
             t.delete(&staged_table_key(s.table_id))?;
             t.commit().await?;
         }
+        self.settle_moves().await?;
         self.sweep(
             &retained,
             std::time::Duration::from_secs(opts.grace_seconds),
@@ -1374,251 +1472,5 @@ impl Overlay {
     /// The object store under the overlay root (tests inspect what vacuum left).
     pub fn store(&self) -> &Arc<dyn object_store::ObjectStore> {
         &self.store
-    }
-}
-
-impl Overlay {
-    /// Output `f`'s entries of `ix` carried over a move (RFC 0006), or `None` when they must
-    /// be derived: `f` is not one of the move's outputs, or a source's blob for `ix` cannot
-    /// give its entries back — the kind holds none (bloom, full text, vector), the source
-    /// has no blob the read gate accepts, the blob is held by a run or compressed, its
-    /// SHA-256 is not its lineage's, or it does not decode. Sources' entries are read once
-    /// per index into `cache` (they feed every output).
-    async fn carried(
-        &self,
-        tr: &TableRecord,
-        existing: &[FileEntry],
-        mv: &crate::admin::moves::Move,
-        f: &FileEntry,
-        ix: &IndexRecord,
-        cache: &mut crate::admin::moves::SourceEntries,
-    ) -> Result<Option<Vec<(Vec<u8>, u64)>>> {
-        let Some(o) = mv.outputs.iter().position(|p| *p == f.path) else {
-            return Ok(None);
-        };
-        let o = o as u32;
-        if !ix
-            .kind()
-            .kind()
-            .is_some_and(|k| k.input() == crate::index::kind::Input::Key)
-        {
-            return Ok(None);
-        }
-        for s in mv.sources_of(o) {
-            if cache.contains_key(&(ix.index_id, s)) {
-                continue;
-            }
-            let got = match existing
-                .iter()
-                .find(|e| Some(&e.path) == mv.sources.get(s as usize))
-            {
-                Some(src) => self.source_entries(tr, src, ix).await?,
-                None => None,
-            };
-            cache.insert((ix.index_id, s), got);
-        }
-        Ok(mv.carry(o, f.record_count, ix.index_id, cache))
-    }
-
-    /// Output `f`'s blob of `ix` carried whole over a move (RFC 0006 step 3: full text,
-    /// vector — [`crate::index::kind::Kind::carry`]), with its manifest entry; `None` when it
-    /// must be derived: `f` is not an output, the kind carries entry by entry or not at all,
-    /// a source has no accepted blob and no run holding it, a blob fails its SHA-256 or
-    /// does not decode, or the kind declines the move. Source blobs and runs are read whole,
-    /// once for all outputs (`cache`).
-    async fn carried_blob(
-        &self,
-        tr: &TableRecord,
-        existing: &[FileEntry],
-        mv: &crate::admin::moves::Move,
-        f: &FileEntry,
-        ix: &IndexRecord,
-        cache: &mut crate::admin::moves::SourceBlobs,
-    ) -> Result<Option<(IndexFileEntry, Vec<u8>)>> {
-        let Some(o) = mv.outputs.iter().position(|p| *p == f.path) else {
-            return Ok(None);
-        };
-        let o = o as u32;
-        let Some(kind) = ix.kind().kind() else {
-            return Ok(None);
-        };
-        if kind.input() == crate::index::kind::Input::Key {
-            return Ok(None);
-        }
-        let t = self.catalog.begin()?;
-        let runs = t.runs(ix.index_id).await?;
-        // Per source: (its place in the move, the file, its artifact, where its entries are).
-        let mut found = Vec::new();
-        for s in mv.sources_of(o) {
-            let Some(src) = existing
-                .iter()
-                .find(|e| Some(&e.path) == mv.sources.get(s as usize))
-            else {
-                return Ok(None);
-            };
-            let a: Option<IndexFileEntry> = t
-                .get(&crate::admin::catalog::artifact_key(
-                    ix.index_id,
-                    src.file_id,
-                ))
-                .await?;
-            let Some(a) = a.filter(|a| {
-                a.lineage.compression == crate::formats::codec::Codec::None
-                    && crate::admin::catalog::accepted(src, Some(a), tr)
-            }) else {
-                return Ok(None);
-            };
-            let place = if a.in_run {
-                // The run holding the file: its blob, the file's ordinal and first run row.
-                let held = runs.iter().find_map(|r| {
-                    let k = r.files.iter().position(|rf| {
-                        rf.file_id == src.file_id
-                            && rf.sha256 == a.lineage.source_sha256
-                            && rf.sequence_number == a.lineage.source_sequence_number
-                    })?;
-                    let base = r.files[..k].iter().map(|rf| rf.record_count).sum::<u64>();
-                    Some((r, k as u32, base))
-                });
-                let Some((r, k, base)) = held else {
-                    return Ok(None);
-                };
-                crate::admin::moves::SourcePlace {
-                    bundle_path: r.bundle_path.clone(),
-                    range: r.blob_offset..r.blob_offset + r.blob_length,
-                    sha256: None,
-                    directory: r.ordered.directory_offset
-                        ..r.ordered.directory_offset + r.ordered.directory_length,
-                    directory_sha256: r.ordered.directory_sha256.clone(),
-                    run: Some((k, base)),
-                }
-            } else {
-                crate::admin::moves::SourcePlace {
-                    bundle_path: a.lineage.bundle_path.clone(),
-                    range: a.lineage.blob_range(),
-                    sha256: Some(a.lineage.blob_sha256.clone()),
-                    directory: a.ordered.directory_offset
-                        ..a.ordered.directory_offset + a.ordered.directory_length,
-                    directory_sha256: a.ordered.directory_sha256.clone(),
-                    run: None,
-                }
-            };
-            found.push((s, src, a, place));
-        }
-        drop(t);
-        for (_, _, _, place) in &found {
-            let key = (place.bundle_path.clone(), place.range.start);
-            if cache.contains_key(&key) {
-                continue;
-            }
-            let got = match self
-                .reader
-                .read_range(&Location::new(&place.bundle_path), place.range.clone())
-                .await
-            {
-                Ok(b)
-                    if place
-                        .sha256
-                        .as_ref()
-                        .is_none_or(|h| lineage::sha256_hex(&b) == *h) =>
-                {
-                    Some(b)
-                }
-                _ => None,
-            };
-            cache.insert(key, got);
-        }
-        let book = match &ix.codebook {
-            Some(c) => Some(self.codebooks.load(&self.reader, c).await?),
-            None => None,
-        };
-        let maps: Vec<_> = found
-            .iter()
-            .map(|(s, _, _, _)| {
-                let s = *s;
-                move |p: u64| mv.map.target(s, p).filter(|t| t.0 == o).map(|t| t.1)
-            })
-            .collect();
-        let mut list = Vec::with_capacity(found.len());
-        for ((s, src, a, place), to) in found.iter().zip(&maps) {
-            let Some(Some(blob)) = cache.get(&(place.bundle_path.clone(), place.range.start))
-            else {
-                return Ok(None);
-            };
-            let segs = mv.map.source(*s);
-            list.push(crate::index::kind::CarrySource {
-                blob,
-                directory: place.directory.clone(),
-                directory_sha256: &place.directory_sha256,
-                run: place.run,
-                record_count: src.record_count,
-                meta: &a.ordered,
-                whole: segs.iter().all(|g| g.output == o)
-                    && segs.iter().map(|g| g.count).sum::<u64>() == src.record_count,
-                to,
-            });
-        }
-        let bs = crate::index::kind::BlobSource {
-            index: &ix.name,
-            path: &f.path,
-            record_count: f.record_count,
-            block_bytes: self.block_bytes,
-            size_hint: 0,
-            codebook: book.as_deref(),
-        };
-        match kind.carry(&ix.spec, &bs, &list) {
-            Ok(Some((bytes, meta))) => {
-                let a =
-                    crate::admin::file_build::artifact_of(tr.snapshot as i64, f, ix, &bytes, meta);
-                Ok(Some((a, bytes)))
-            }
-            Ok(None) | Err(_) => Ok(None),
-        }
-    }
-
-    /// Every `(key, position)` entry of `src`'s blob of `ix`, read whole and checked; `None`
-    /// when there is no such blob the gate accepts or it cannot be read back.
-    async fn source_entries(
-        &self,
-        tr: &TableRecord,
-        src: &FileEntry,
-        ix: &IndexRecord,
-    ) -> Result<Option<Vec<(Vec<u8>, u64)>>> {
-        let t = self.catalog.begin()?;
-        let a: Option<IndexFileEntry> = t
-            .get(&crate::admin::catalog::artifact_key(
-                ix.index_id,
-                src.file_id,
-            ))
-            .await?;
-        drop(t);
-        let Some(a) = a.filter(|a| {
-            !a.in_run
-                && a.lineage.compression == crate::formats::codec::Codec::None
-                && crate::admin::catalog::accepted(src, Some(a), tr)
-        }) else {
-            return Ok(None);
-        };
-        let blob = match self
-            .reader
-            .read_range(
-                &Location::new(&a.lineage.bundle_path),
-                a.lineage.blob_range(),
-            )
-            .await
-        {
-            Ok(b) => b,
-            Err(_) => return Ok(None),
-        };
-        if lineage::sha256_hex(&blob) != a.lineage.blob_sha256 {
-            return Ok(None);
-        }
-        let mut out = Vec::new();
-        match ix
-            .kind()
-            .read_entries(&blob, &mut |k, p| out.push((k.to_vec(), p)))
-        {
-            Ok(()) => Ok(Some(out)),
-            Err(_) => Ok(None),
-        }
     }
 }

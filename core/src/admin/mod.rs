@@ -5,6 +5,7 @@
 
 pub(crate) mod bitmap_run;
 pub mod build;
+pub(crate) mod carry;
 pub(crate) mod catalog;
 pub mod codebook;
 pub mod fanout;

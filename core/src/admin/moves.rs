@@ -240,7 +240,7 @@ pub fn replace_chain(meta: &TableMetadata, from: i64, to: i64) -> Result<(), Not
 
 /// Rows `position .. position + count` of output `output` are rows `source_position ..` of
 /// source `source` (indexes into the slices [`MoveMap::of`] was given).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     pub output: u32,
     pub position: u64,
@@ -387,6 +387,32 @@ impl MoveMap {
         })
     }
 
+    /// The map of a move recorded for one output ([`MoveRecord`]): `segments` of output 0,
+    /// checked to cover its positions once and no source row twice (`None` otherwise).
+    pub fn from_segments(mut segments: Vec<Segment>) -> Option<MoveMap> {
+        segments.sort_unstable_by_key(|s| s.position);
+        let mut next = 0u64;
+        for s in &segments {
+            if s.output != 0 || s.position != next || s.count == 0 {
+                return None;
+            }
+            next = s.position.checked_add(s.count)?;
+            s.source_position.checked_add(s.count)?;
+        }
+        let mut by_source = segments.clone();
+        by_source.sort_unstable_by_key(|s| (s.source, s.source_position));
+        if by_source.windows(2).any(|w| {
+            w[0].source == w[1].source && w[0].source_position + w[0].count > w[1].source_position
+        }) {
+            return None;
+        }
+        Some(MoveMap {
+            by_output: segments,
+            by_source,
+            rows: next,
+        })
+    }
+
     /// The segments of output `o`, by position (they cover its rows once).
     pub fn output(&self, o: u32) -> &[Segment] {
         let a = self.by_output.partition_point(|s| s.output < o);
@@ -445,6 +471,96 @@ pub struct SourcePlace {
     pub directory: std::ops::Range<u64>,
     pub directory_sha256: String,
     pub run: Option<(u32, u64)>,
+}
+
+/// What a carry reads of a move's sources, as the registration that recorded the move saw
+/// them (the sources leave the catalog in that commit): their file entries in the move's
+/// source order, their blobs the read gate accepted then (uncompressed), and the runs that
+/// held the entries of those whose blobs a run holds, by index.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SourceFacts {
+    pub files: Vec<crate::formats::manifest::FileEntry>,
+    pub artifacts: Vec<crate::formats::manifest::IndexFileEntry>,
+    pub runs: Vec<(u64, crate::formats::manifest::TableRun)>,
+}
+
+impl SourceFacts {
+    /// The facts of `sources` only (indexes into `files`), renumbered in that order.
+    pub fn of(&self, sources: &[u32]) -> SourceFacts {
+        let files: Vec<_> = sources
+            .iter()
+            .filter_map(|s| self.files.get(*s as usize).cloned())
+            .collect();
+        let ids: std::collections::HashSet<u64> = files.iter().map(|f| f.file_id).collect();
+        SourceFacts {
+            artifacts: self
+                .artifacts
+                .iter()
+                .filter(|a| ids.contains(&a.file_id))
+                .cloned()
+                .collect(),
+            runs: self
+                .runs
+                .iter()
+                .filter(|(_, r)| r.files.iter().any(|f| ids.contains(&f.file_id)))
+                .cloned()
+                .collect(),
+            files,
+        }
+    }
+
+    /// Every overlay object the facts name (the sources' bundles and runs): kept by vacuum
+    /// while a carry may read them.
+    pub fn objects(&self) -> impl Iterator<Item = &str> {
+        self.artifacts
+            .iter()
+            .filter(|a| !a.in_run)
+            .map(|a| a.lineage.bundle_path.as_str())
+            .chain(self.runs.iter().map(|(_, r)| r.bundle_path.as_str()))
+    }
+}
+
+/// A move whose outputs were registered before their entries were carried (the work did not
+/// fit the registration's commit): per output file, its rows' segments (output 0, sources
+/// numbered as in `sources.files`) and its sources' facts. Catalog record
+/// `mv/<table id>/<output file id>`; the build's steps carry from it, and `vacuum` drops it
+/// once every index of the output has a blob (RFC 0006, "the staged carry").
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MoveRecord {
+    pub output: String,
+    pub segments: Vec<Segment>,
+    pub sources: SourceFacts,
+}
+
+impl MoveRecord {
+    /// The record of output `o` of `mv`.
+    pub fn of(mv: &Move, o: u32, facts: &SourceFacts) -> MoveRecord {
+        let sources = mv.sources_of(o);
+        let at = |s: u32| sources.iter().position(|x| *x == s).unwrap_or(0) as u32;
+        MoveRecord {
+            output: mv.outputs.get(o as usize).cloned().unwrap_or_default(),
+            segments: mv
+                .map
+                .output(o)
+                .iter()
+                .map(|g| Segment {
+                    output: 0,
+                    source: at(g.source),
+                    ..*g
+                })
+                .collect(),
+            sources: facts.of(&sources),
+        }
+    }
+
+    /// The move it records (`None` when its segments do not cover the output once).
+    pub fn to_move(&self) -> Option<Move> {
+        Some(Move {
+            map: MoveMap::from_segments(self.segments.clone())?,
+            sources: self.sources.files.iter().map(|f| f.path.clone()).collect(),
+            outputs: vec![self.output.clone()],
+        })
+    }
 }
 
 /// Source blobs and runs read whole for a move, by (bundle path, offset): `None` when one

@@ -250,6 +250,19 @@ pub struct Overlay {
 }
 
 impl Overlay {
+    /// What carries a move's entries over with this overlay's catalog, store and codebooks
+    /// ([`crate::admin::carry`]).
+    pub(crate) fn carrier(&self) -> crate::admin::carry::Carrier<'_> {
+        crate::admin::carry::Carrier {
+            catalog: &self.catalog,
+            reader: &self.reader,
+            codebooks: &self.codebooks,
+            block_bytes: self.block_bytes,
+        }
+    }
+}
+
+impl Overlay {
     /// Opens the overlay at `url` (`file:///dir`, `memory://`, `s3://bucket/prefix`), creating
     /// its catalog when absent. Every catalog commit is durable when the call making it returns.
     pub async fn open(url: &str, options: OpenOptions) -> Result<Overlay> {

@@ -1,0 +1,352 @@
+//! Carrying an output file's index entries over a move (RFC 0006, decisions 75 and 76): from
+//! the blobs of the files its rows came from — their own blobs, or the table runs holding
+//! them — instead of from its columns. Used where an output's blobs are written: the
+//! registration that commits the move (`admin::lifecycle`, when the work fits its commit)
+//! and the build's steps (`admin::build`, from the move's [`MoveRecord`] when it did not).
+//!
+//! Two ways, by kind: a kind whose blob entries are its input ([`Kind::read_entries`]:
+//! ordered, bitmap) has its sources' `(key, position)` entries mapped to the output's rows
+//! and handed to its writer as a build's would be; a kind whose blob holds what the input
+//! made of a row ([`Kind::carry`]: full text, vector) writes the output's blob from the
+//! sources' blobs directly. Either way the blob is the one a build writes from the output's
+//! rows when the move is honest, which `verify` certifies by rebuilding it. Anything short —
+//! a source without a blob the read gate accepted, a blob that fails its SHA-256 or does not
+//! decode, a kind that declines — leaves the index to be derived.
+//!
+//! [`Kind::read_entries`]: crate::index::kind::Kind::read_entries
+//! [`Kind::carry`]: crate::index::kind::Kind::carry
+
+use std::collections::HashMap;
+
+use crate::admin::catalog::{
+    accepted, artifact_key, move_prefix, Catalog, IndexRecord, TableRecord,
+};
+use crate::admin::codebook::Codebooks;
+use crate::admin::moves::{Move, MoveRecord, SourceBlobs, SourceEntries, SourceFacts};
+use crate::error::Result;
+use crate::formats::codec::Codec;
+use crate::formats::lineage;
+use crate::formats::manifest::{FileEntry, IndexFileEntry, OrderedMeta};
+use crate::index::kind::Input;
+use crate::io::{Location, ObjectStoreReader, RangeReader};
+
+/// An output's entries of one index carried over a move: `(key, position)` entries for its
+/// writer (ordered, bitmap), or its finished blob and the facts the manifest records of it
+/// (full text, vector).
+pub(crate) enum Carried {
+    Entries(Vec<(Vec<u8>, u64)>),
+    Blob(Vec<u8>, OrderedMeta),
+}
+
+/// What a carry reads with: an overlay's catalog, store and codebooks
+/// (`Overlay::carrier`).
+pub(crate) struct Carrier<'a> {
+    pub catalog: &'a Catalog,
+    pub reader: &'a ObjectStoreReader,
+    pub codebooks: &'a Codebooks,
+    pub block_bytes: usize,
+}
+
+impl Carrier<'_> {
+    /// A build step's carry of output `f`'s entries of `ix` from its move's record; `None`
+    /// when they must be derived.
+    pub(crate) async fn carry_step(
+        &self,
+        rec: &MoveRecord,
+        f: &FileEntry,
+        ix: &IndexRecord,
+        blobs: &mut SourceBlobs,
+    ) -> Result<Option<Carried>> {
+        let Some(mv) = rec.to_move().filter(|m| m.outputs[0] == f.path) else {
+            return Ok(None);
+        };
+        // Entries read for this record only: its sources are numbered its own way.
+        let mut entries = SourceEntries::default();
+        if let Some(e) = self
+            .carried_entries(&mv, &rec.sources, f, ix, &mut entries)
+            .await?
+        {
+            return Ok(Some(Carried::Entries(e)));
+        }
+        Ok(self
+            .carried_blob(&mv, &rec.sources, f, ix, blobs)
+            .await?
+            .map(|(b, m)| Carried::Blob(b, m)))
+    }
+
+    /// What carrying `mv` reads of its sources, from the catalog as it is now (before the
+    /// commit that drops them): their entries among `existing`, their blobs of `indexes`
+    /// the read gate accepts (uncompressed), and the runs holding those a run holds.
+    pub(crate) async fn source_facts(
+        &self,
+        tr: &TableRecord,
+        existing: &[FileEntry],
+        mv: &Move,
+        indexes: &[IndexRecord],
+    ) -> Result<SourceFacts> {
+        let files: Vec<FileEntry> = mv
+            .sources
+            .iter()
+            .filter_map(|p| existing.iter().find(|f| &f.path == p).cloned())
+            .collect();
+        let t = self.catalog.begin()?;
+        let mut facts = SourceFacts::default();
+        for ix in indexes {
+            let mut in_run = false;
+            for f in &files {
+                let a: Option<IndexFileEntry> =
+                    t.get(&artifact_key(ix.index_id, f.file_id)).await?;
+                if let Some(a) =
+                    a.filter(|a| a.lineage.compression == Codec::None && accepted(f, Some(a), tr))
+                {
+                    in_run |= a.in_run;
+                    facts.artifacts.push(a);
+                }
+            }
+            if in_run {
+                for r in t.runs(ix.index_id).await? {
+                    if r.files
+                        .iter()
+                        .any(|rf| files.iter().any(|f| f.file_id == rf.file_id))
+                    {
+                        facts.runs.push((ix.index_id, r));
+                    }
+                }
+            }
+        }
+        facts.files = files;
+        Ok(facts)
+    }
+
+    /// The moves recorded for `table`'s outputs whose entries are still to be carried, by
+    /// output file id (records that do not decode are left out: their outputs derive).
+    pub(crate) async fn move_records(&self, table_id: u64) -> Result<HashMap<u64, MoveRecord>> {
+        let t = self.catalog.begin()?;
+        let mut out = HashMap::new();
+        for (key, rec) in t
+            .scan_limit::<MoveRecord>(&move_prefix(table_id), usize::MAX)
+            .await?
+        {
+            if let Some(id) = key.rsplit('/').next().and_then(|s| s.parse().ok()) {
+                out.insert(id, rec);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Output `f`'s `(key, position)` entries of `ix` carried over `mv`, sorted as a build
+    /// sorts them, or `None` when they must be derived: `f` is not an output, the kind's
+    /// blobs do not hold their entries, or a source's blob for `ix` cannot give them (see
+    /// the module docs). Sources' entries are read once per index into `cache`.
+    pub(crate) async fn carried_entries(
+        &self,
+        mv: &Move,
+        facts: &SourceFacts,
+        f: &FileEntry,
+        ix: &IndexRecord,
+        cache: &mut SourceEntries,
+    ) -> Result<Option<Vec<(Vec<u8>, u64)>>> {
+        let Some(o) = mv.outputs.iter().position(|p| *p == f.path) else {
+            return Ok(None);
+        };
+        let o = o as u32;
+        if !ix.kind().kind().is_some_and(|k| k.input() == Input::Key) {
+            return Ok(None);
+        }
+        for s in mv.sources_of(o) {
+            if cache.contains_key(&(ix.index_id, s)) {
+                continue;
+            }
+            let a = mv
+                .sources
+                .get(s as usize)
+                .and_then(|p| facts.files.iter().find(|f| &f.path == p))
+                .and_then(|src| {
+                    facts
+                        .artifacts
+                        .iter()
+                        .find(|a| a.lineage.index_id == ix.index_id && a.file_id == src.file_id)
+                });
+            let got = match a.filter(|a| !a.in_run) {
+                Some(a) => self.source_entries(a, ix).await?,
+                None => None,
+            };
+            cache.insert((ix.index_id, s), got);
+        }
+        Ok(mv.carry(o, f.record_count, ix.index_id, cache))
+    }
+
+    /// Every `(key, position)` entry of the blob `a` records, read whole and checked; `None`
+    /// when it cannot be read back.
+    async fn source_entries(
+        &self,
+        a: &IndexFileEntry,
+        ix: &IndexRecord,
+    ) -> Result<Option<Vec<(Vec<u8>, u64)>>> {
+        let blob = match self
+            .reader
+            .read_range(
+                &Location::new(&a.lineage.bundle_path),
+                a.lineage.blob_range(),
+            )
+            .await
+        {
+            Ok(b) => b,
+            Err(_) => return Ok(None),
+        };
+        if lineage::sha256_hex(&blob) != a.lineage.blob_sha256 {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        match ix
+            .kind()
+            .read_entries(&blob, &mut |k, p| out.push((k.to_vec(), p)))
+        {
+            Ok(()) => Ok(Some(out)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Output `f`'s blob of `ix` carried whole over `mv` ([`crate::index::kind::Kind::carry`]:
+    /// full text, vector), with the facts its manifest entry records; `None` when it must be
+    /// derived (see the module docs). Source blobs and runs are read whole, once for every
+    /// output (`cache`).
+    pub(crate) async fn carried_blob(
+        &self,
+        mv: &Move,
+        facts: &SourceFacts,
+        f: &FileEntry,
+        ix: &IndexRecord,
+        cache: &mut SourceBlobs,
+    ) -> Result<Option<(Vec<u8>, OrderedMeta)>> {
+        use crate::admin::moves::SourcePlace;
+        let Some(o) = mv.outputs.iter().position(|p| *p == f.path) else {
+            return Ok(None);
+        };
+        let o = o as u32;
+        let Some(kind) = ix.kind().kind() else {
+            return Ok(None);
+        };
+        if kind.input() == Input::Key {
+            return Ok(None);
+        }
+        // Per source: (its place in the move, the file, its artifact, where its entries are).
+        let mut found = Vec::new();
+        for s in mv.sources_of(o) {
+            let Some(src) = mv
+                .sources
+                .get(s as usize)
+                .and_then(|p| facts.files.iter().find(|f| &f.path == p))
+            else {
+                return Ok(None);
+            };
+            let Some(a) = facts
+                .artifacts
+                .iter()
+                .find(|a| a.lineage.index_id == ix.index_id && a.file_id == src.file_id)
+            else {
+                return Ok(None);
+            };
+            let place = if a.in_run {
+                // The run holding the file: its blob, the file's ordinal and first run row.
+                let held = facts
+                    .runs
+                    .iter()
+                    .filter(|(i, _)| *i == ix.index_id)
+                    .find_map(|(_, r)| {
+                        let k = r.files.iter().position(|rf| {
+                            rf.file_id == src.file_id
+                                && rf.sha256 == a.lineage.source_sha256
+                                && rf.sequence_number == a.lineage.source_sequence_number
+                        })?;
+                        let base = r.files[..k].iter().map(|rf| rf.record_count).sum::<u64>();
+                        Some((r, k as u32, base))
+                    });
+                let Some((r, k, base)) = held else {
+                    return Ok(None);
+                };
+                SourcePlace {
+                    bundle_path: r.bundle_path.clone(),
+                    range: r.blob_offset..r.blob_offset + r.blob_length,
+                    sha256: None,
+                    directory: r.ordered.directory_offset
+                        ..r.ordered.directory_offset + r.ordered.directory_length,
+                    directory_sha256: r.ordered.directory_sha256.clone(),
+                    run: Some((k, base)),
+                }
+            } else {
+                SourcePlace {
+                    bundle_path: a.lineage.bundle_path.clone(),
+                    range: a.lineage.blob_range(),
+                    sha256: Some(a.lineage.blob_sha256.clone()),
+                    directory: a.ordered.directory_offset
+                        ..a.ordered.directory_offset + a.ordered.directory_length,
+                    directory_sha256: a.ordered.directory_sha256.clone(),
+                    run: None,
+                }
+            };
+            found.push((s, src, a, place));
+        }
+        for (_, _, _, place) in &found {
+            let key = (place.bundle_path.clone(), place.range.start);
+            if cache.contains_key(&key) {
+                continue;
+            }
+            let got = match self
+                .reader
+                .read_range(&Location::new(&place.bundle_path), place.range.clone())
+                .await
+            {
+                Ok(b)
+                    if place
+                        .sha256
+                        .as_ref()
+                        .is_none_or(|h| lineage::sha256_hex(&b) == *h) =>
+                {
+                    Some(b)
+                }
+                _ => None,
+            };
+            cache.insert(key, got);
+        }
+        let book = match &ix.codebook {
+            Some(c) => Some(self.codebooks.load(self.reader, c).await?),
+            None => None,
+        };
+        let maps: Vec<_> = found
+            .iter()
+            .map(|(s, _, _, _)| {
+                let s = *s;
+                move |p: u64| mv.map.target(s, p).filter(|t| t.0 == o).map(|t| t.1)
+            })
+            .collect();
+        let mut list = Vec::with_capacity(found.len());
+        for ((s, src, a, place), to) in found.iter().zip(&maps) {
+            let Some(Some(blob)) = cache.get(&(place.bundle_path.clone(), place.range.start))
+            else {
+                return Ok(None);
+            };
+            let segs = mv.map.source(*s);
+            list.push(crate::index::kind::CarrySource {
+                blob,
+                directory: place.directory.clone(),
+                directory_sha256: &place.directory_sha256,
+                run: place.run,
+                record_count: src.record_count,
+                meta: &a.ordered,
+                whole: segs.iter().all(|g| g.output == o)
+                    && segs.iter().map(|g| g.count).sum::<u64>() == src.record_count,
+                to,
+            });
+        }
+        let bs = crate::index::kind::BlobSource {
+            index: &ix.name,
+            path: &f.path,
+            record_count: f.record_count,
+            block_bytes: self.block_bytes,
+            size_hint: 0,
+            codebook: book.as_deref(),
+        };
+        Ok(kind.carry(&ix.spec, &bs, &list).ok().flatten())
+    }
+}
