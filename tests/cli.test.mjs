@@ -34,7 +34,7 @@ after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 test('help for every command; usage errors exit 2', () => {
   const top = ok(skerry('--help'));
-  const commands = ['init', 'register', 'index', 'build', 'plan', 'build-bundle', 'commit', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'count', 'search', 'nearest', 'stats'];
+  const commands = ['init', 'register', 'rewrite', 'index', 'build', 'plan', 'build-bundle', 'commit', 'publish', 'refresh', 'verify', 'vacuum', 'query', 'count', 'search', 'nearest', 'stats'];
   for (const c of commands) {
     assert.match(top.out, new RegExp(`^  ${c} `, 'm'), `${c} missing from --help`);
     const h = ok(skerry(c, '--help'));
@@ -402,4 +402,24 @@ test('register on an existing table: --files adds them (indexed in the same comm
   assert.match(r.err, /^error E_EXISTS: /);
   r = ok(skerry('register', '--help'));
   assert.match(r.out, /--files adds those files/);
+});
+
+test('rewrite: a claim the row ids do not bear out is refused and changes nothing', () => {
+  const at = ['--overlay', `file://${dir}/overlay-rewrite`];
+  ok(skerry('register', 'orders', `file://${dir}/data`, '--files', 'part-0.parquet', ...at));
+  ok(skerry('index', 'create', 'orders', 'by_id', 'order_id', '--unique', ...at));
+  ok(skerry('build', 'orders', ...at));
+  // part-1.parquet holds other rows and no row-id column: not a rewrite of part-0.
+  let r = skerry('rewrite', 'orders', '--removed', 'part-0.parquet', '--added', 'part-1.parquet', ...at);
+  assert.equal(r.code, 1, r.out + r.err);
+  assert.match(r.err, /^error E_REFUSED: .*no row-id column _row_id/);
+  r = skerry('rewrite', 'orders', '--removed', 'part-0.parquet', '--added', 'part-1.parquet', '--row-id-column', 'order_id', ...at);
+  assert.equal(r.code, 1, r.out + r.err);
+  assert.match(r.err, /^error E_REFUSED: /);
+  ok(skerry('publish', ...at));
+  r = ok(skerry('count', 'orders', '--where', '{"order_id": {"gte": 0}}', ...at));
+  assert.match(r.out, /^4000\b/m, 'part-0 still registered');
+  r = skerry('rewrite', 'orders', '--added', 'part-1.parquet', ...at);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /E_INVALID/);
 });

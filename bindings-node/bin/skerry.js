@@ -53,6 +53,26 @@ const COMMANDS = {
       return { result: t, text: `table ${t.name}: ${t.files} files, ${t.rows} rows, ${t.fields.length} columns` };
     },
   },
+  rewrite: {
+    usage: 'skerry rewrite <table> --removed a.parquet,b.parquet --added c.parquet [--row-id-column _row_id]',
+    about: 'Swap a rewrite of a Parquet table\'s files in (your compaction or re-sort): the added files hold exactly the removed files\' live rows, each with its row id (the rowId answers report) in the row-id column. Checked by the ids — refused with the first failed check, nothing changed — then committed at once, the indexes\' entries carried over instead of re-read.',
+    args: ['table'],
+    options: {
+      removed: { type: 'string', desc: '<list>  comma-separated registered files the rewrite replaces' },
+      added: { type: 'string', desc: '<list>  comma-separated files holding their rows' },
+      'row-id-column': { type: 'string', desc: '<name>  the added files\' row-id column (default _row_id)' },
+    },
+    run: async (o, [table], flags) => {
+      const options = { removed: list(flags.removed ?? ''), added: list(flags.added ?? '') };
+      if (flags['row-id-column'] !== undefined) options.rowIdColumn = flags['row-id-column'];
+      const r = await o.registerRewrite(table, options);
+      const m = r.moved;
+      return {
+        result: r,
+        text: `table ${table}: ${m.rows} rows of ${m.sources} files rewritten into ${m.files} (row ids checked), ${m.carried} index entries carried, ${m.derived} derived`,
+      };
+    },
+  },
   'mount-iceberg': {
     usage: 'skerry mount-iceberg <table> <metadata-url>\n       skerry mount-iceberg <table> --catalog <uri> --namespace <ns> --catalog-table <name> [--warehouse <w>] [--scope <s>]',
     about: 'Mount a read-only Iceberg table at its current snapshot: <metadata-url> is its metadata file (…/metadata/00003-….metadata.json) or its table directory; or --catalog, a table of an Iceberg REST catalog read with the credentials it vends, the secret taken from $SKERRY_CATALOG_CREDENTIAL (client_id:client_secret) or $SKERRY_CATALOG_TOKEN, never from the command line. The catalog table (without secrets) is added to ./skerry.json when there is one, so later commands connect with the same variables. Upstream is never written.',

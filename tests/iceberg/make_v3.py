@@ -810,28 +810,48 @@ cfiles["Y"] = (y, y_rows, x_ids)
 clive["Y"] = set(range(len(y_rows)))
 c_record("a replace of X into Y that changes id 100's body and vector under its row id", snap, meta)
 
-# db/v3big (SKERRY_V3_BIG=1; issue 43, the staged carry): two files of 130,000 rows, then a
-# `replace` of both into one file (B's rows first) keeping row ids — a move whose carry
-# (260,000 rows x 4 indexes) does not fit one registration commit.
+# db/v3big (SKERRY_V3_BIG=1; issue 43, the staged carry): FILES files of ROWS rows in all,
+# then one `replace` of them into OUTPUTS files (each holding FILES/OUTPUTS sources' rows,
+# the later sources first) keeping row ids — by default two files of 130,000 rows into one,
+# a move whose carry (260,000 rows x 4 indexes) does not fit one registration commit. The
+# compaction benchmark (bench/compaction.mjs) sets SKERRY_V3_BIG_ROWS, _FILES, _OUTPUTS and
+# _DIM (vector width; text from a Zipf-distributed vocabulary of 20,000 words).
 if os.environ.get("SKERRY_V3_BIG") == "1":
+    import bisect
+    import itertools
+
+    import pyarrow.compute as pc
+
     location = f"file://{out}/warehouse/db/v3big"
     os.makedirs(f"{out}/warehouse/db/v3big/data", exist_ok=True)
     os.makedirs(f"{out}/warehouse/db/v3big/metadata", exist_ok=True)
     tb = Table(schema=C_SCHEMA, table_id=str(uuid.UUID(int=0x5EE5_0044)), last_column_id=5)
-    N = 130_000
-    big_rng = random.Random(44)
+    ROWS = int(os.environ.get("SKERRY_V3_BIG_ROWS", 260_000))
+    FILES = int(os.environ.get("SKERRY_V3_BIG_FILES", 2))
+    OUTPUTS = int(os.environ.get("SKERRY_V3_BIG_OUTPUTS", 1))
+    DIM = int(os.environ.get("SKERRY_V3_BIG_DIM", 8))
+    assert ROWS % FILES == 0 and FILES % OUTPUTS == 0
+    N = ROWS // FILES
+    brng = random.Random(44)
+    vocab = WORDS + [f"w{k}" for k in range(20_000 - len(WORDS))]
+    # Zipf(1.1)-like word frequencies: a word's weight is 1 / rank^1.1.
+    cum = list(itertools.accumulate(1.0 / (r + 1) ** 1.1 for r in range(len(vocab))))
 
-    def big_rows(first):
-        ids = list(range(first, first + N))
-        bodies = [None if i % 17 == 0 else " ".join(big_rng.choice(WORDS) for _ in range(1 + i % 7)) for i in ids]
-        embs = [None if i % 23 == 0 else [float((i * 7 + d * 13) % 101) / 10.0 for d in range(8)] for i in ids]
-        return ids, [("north", "south", "east", "west")[i % 4] for i in ids], bodies, embs
+    def big_cols(first):
+        ids = range(first, first + N)
+        draw = lambda: vocab[bisect.bisect_left(cum, brng.random() * cum[-1])]
+        bodies = [None if i % 17 == 0 else " ".join(draw() for _ in range(1 + i % 12)) for i in ids]
+        # Vectors: bytes of the seeded stream as floats in [0, 4), offset by the row's cluster.
+        raw = pa.Array.from_buffers(pa.uint8(), N * DIM, [None, pa.py_buffer(brng.randbytes(N * DIM))])
+        values = pc.divide(raw.cast(pa.float32()), pa.scalar(64.0, pa.float32()))
+        emb = pa.ListArray.from_arrays(pa.array(range(0, N * DIM + 1, DIM), pa.int32()), values,
+                                       mask=pa.array([i % 23 == 0 for i in ids]))
+        tags = pa.array([("north", "south", "east", "west")[i % 4] for i in ids])
+        return [pa.array(ids, pa.int64()), tags, pa.array(bodies, pa.string()), emb]
 
-    def write_big(name, cols, row_ids=None):
-        ids, tags, bodies, embs = cols
-        arrays = [pa.array(ids, pa.int64()), pa.array(tags, pa.string()), pa.array(bodies, pa.string()),
-                  pa.array(embs, pa.list_(pa.float32()))]
+    def write_big(name, arrays, row_ids=None):
         fields = list(C_FIELDS)
+        arrays = list(arrays)
         if row_ids is not None:
             arrays += [pa.array(row_ids, pa.int64()), pa.array([1] * len(row_ids), pa.int64())]
             fields += [fld("_row_id", pa.int64(), ROW_ID), fld("_last_updated_sequence_number", pa.int64(), LAST_UPDATED)]
@@ -840,25 +860,28 @@ if os.environ.get("SKERRY_V3_BIG") == "1":
         pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), path[len("file://") :], row_group_size=16_384)
         return path
 
-    a_cols, b_cols = big_rows(0), big_rows(N)
-    pa_, pb_ = write_big("A", a_cols), write_big("B", b_cols)
+    sources = []
     sid = 3_000_000_000_000_000_000 + (tb.seq + 1) * 1_000_003
-    mb1 = write_manifest("mb1", sid, ManifestContent.DATA, [
-        (ADDED, sid, None, None, data_file(pa_, N)), (ADDED, sid, None, None, data_file(pb_, N))], C_TEXT)
+    for k in range(FILES):
+        cols = big_cols(k * N)
+        sources.append((write_big(f"S{k:03d}", cols), cols))
+    mb1 = write_manifest("mb1", sid, ManifestContent.DATA, [(ADDED, sid, None, None, data_file(p_, N)) for p_, _ in sources], C_TEXT)
     snap, meta = tb.commit("append", [mb1], {mb1["manifest_path"]})
-    big = {"location": location, "snapshots": [{"label": "append A, B", "snapshot_id": str(snap), "metadata_location": meta}]}
-    ab_cols = tuple(b + a for a, b in zip(a_cols, b_cols))
-    pc_ = write_big("AB", ab_cols, row_ids=list(range(N, 2 * N)) + list(range(0, N)))
+    big = {"location": location, "snapshots": [{"label": f"append {FILES} files", "snapshot_id": str(snap), "metadata_location": meta}]}
+    per = FILES // OUTPUTS
     sid = 3_000_000_000_000_000_000 + (tb.seq + 1) * 1_000_003
-    mb2 = write_manifest("mb2", sid, ManifestContent.DATA, [
-        (DELETED, sid, 1, 1, data_file(pa_, N, first_row_id=0)),
-        (DELETED, sid, 1, 1, data_file(pb_, N, first_row_id=N)),
-        (ADDED, sid, None, None, data_file(pc_, 2 * N))], C_TEXT)
+    entries = [(DELETED, sid, 1, 1, data_file(p_, N, first_row_id=k * N)) for k, (p_, _) in enumerate(sources)]
+    for o in range(OUTPUTS):
+        group = list(range(o * per, (o + 1) * per))[::-1]
+        arrays = [pa.concat_arrays([sources[k][1][c] for k in group]) for c in range(4)]
+        ids = [i for k in group for i in range(k * N, (k + 1) * N)]
+        entries.append((ADDED, sid, None, None, data_file(write_big(f"C{o:03d}", arrays, row_ids=ids), per * N)))
+    mb2 = write_manifest("mb2", sid, ManifestContent.DATA, entries, C_TEXT)
     snap, meta = tb.commit("replace", [mb2], {mb2["manifest_path"]})
-    got = StaticTable.from_metadata(meta).scan(snapshot_id=snap).to_arrow()
-    assert got.num_rows == 2 * N and sorted(got.column("id").to_pylist()) == list(range(2 * N))
-    big["snapshots"].append({"label": "compaction of A and B into AB", "snapshot_id": str(snap), "metadata_location": meta,
-                             "pyiceberg_checked": True})
+    got = StaticTable.from_metadata(meta).scan(snapshot_id=snap, selected_fields=("id",)).to_arrow()
+    assert got.num_rows == ROWS and sorted(got.column("id").to_pylist()) == list(range(ROWS))
+    big["snapshots"].append({"label": f"compaction of {FILES} files into {OUTPUTS}", "snapshot_id": str(snap),
+                             "metadata_location": meta, "pyiceberg_checked": True})
     expected["db.v3big"] = big
 location = location_saved
 
