@@ -390,9 +390,10 @@ pub struct MoveReport {
     pub rows: i64,
     /// Runs of consecutive rows moved together.
     pub segments: i64,
-    /// Index entries of the added files carried over from the removed files' blobs
-    /// (ordered, bitmap), and derived from the added files' columns (the other kinds). Both
-    /// 0 when the work was left `pending`.
+    /// Index entries of the added files (rows, for full text and vector) carried over from
+    /// the removed files' blobs or runs, and derived from the added files' columns (bloom,
+    /// and any index whose sources could not give them). Both 0 when the work was left
+    /// `pending`: the build carries it later from the move's record.
     pub carried: i64,
     pub derived: i64,
     /// Why the change is not a move: the first check the row ids failed.

@@ -1170,6 +1170,23 @@ pub fn widens(from: &DataType, to: &DataType) -> bool {
     }
 }
 
+/// List array `a` with element field `f` (the same type but for the field's name or
+/// metadata).
+fn relabel<O: arrow_array::OffsetSizeTrait>(
+    a: &ArrayRef,
+    f: &arrow_schema::FieldRef,
+) -> Option<ArrayRef> {
+    let l = a.as_list::<O>();
+    arrow_array::GenericListArray::<O>::try_new(
+        f.clone(),
+        l.offsets().clone(),
+        l.values().clone(),
+        l.nulls().cloned(),
+    )
+    .ok()
+    .map(|l| Arc::new(l) as ArrayRef)
+}
+
 /// `a` as type `to` ([`widens`] must allow it). Errors: `E_UNSUPPORTED` otherwise.
 pub fn conform(a: ArrayRef, to: &DataType) -> Result<ArrayRef> {
     use DataType::*;
@@ -1230,28 +1247,8 @@ pub fn conform(a: ArrayRef, to: &DataType) -> Result<ArrayRef> {
         )),
         // The same list but for its element field's name or metadata (an Iceberg writer's
         // element field id, which [`type_name`] leaves out of the table's types).
-        (List(_), List(f)) if a.data_type().equals_datatype(to) => {
-            let l = a.as_list::<i32>();
-            arrow_array::ListArray::try_new(
-                f.clone(),
-                l.offsets().clone(),
-                l.values().clone(),
-                l.nulls().cloned(),
-            )
-            .ok()
-            .map(|l| Arc::new(l) as ArrayRef)
-        }
-        (LargeList(_), LargeList(f)) if a.data_type().equals_datatype(to) => {
-            let l = a.as_list::<i64>();
-            arrow_array::LargeListArray::try_new(
-                f.clone(),
-                l.offsets().clone(),
-                l.values().clone(),
-                l.nulls().cloned(),
-            )
-            .ok()
-            .map(|l| Arc::new(l) as ArrayRef)
-        }
+        (List(_), List(f)) if a.data_type().equals_datatype(to) => relabel::<i32>(&a, f),
+        (LargeList(_), LargeList(f)) if a.data_type().equals_datatype(to) => relabel::<i64>(&a, f),
         (FixedSizeList(..), FixedSizeList(f, n)) if a.data_type().equals_datatype(to) => {
             let l = a.as_fixed_size_list();
             arrow_array::FixedSizeListArray::try_new(

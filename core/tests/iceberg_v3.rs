@@ -338,6 +338,22 @@ async fn an_upgraded_table_takes_its_row_ids_from_the_first_v3_snapshot() {
     assert_eq!(rows(&all), model(last));
 }
 
+/// The four indexes of `db.v3c` and `db.v3big`: (name, column, options) of a unique ordered,
+/// a bitmap, a full-text and a vector index.
+fn every_kind() -> [(&'static str, &'static str, IndexOptions); 4] {
+    use skerry_core::index::IndexKind;
+    let kind = |kind| IndexOptions {
+        kind,
+        ..Default::default()
+    };
+    [
+        ("by_id", "id", IndexOptions::unique()),
+        ("by_tag", "tag", kind(IndexKind::Bitmap)),
+        ("by_body", "body", kind(IndexKind::Fulltext)),
+        ("by_emb", "emb", kind(IndexKind::Vector)),
+    ]
+}
+
 /// Issue 43, RFC 0006 step 3: a v3 table with an ordered (unique), a bitmap, a full-text and a
 /// vector index, compacted twice by `replace` snapshots that keep row ids (`make_v3.py`'s
 /// `db.v3c`): ten files into two — the sources' full-text and vector entries held by the table
@@ -356,36 +372,7 @@ async fn a_compaction_carries_every_kind_over() {
     let meta = |i: usize| snaps[i]["metadata_location"].as_str().unwrap().to_string();
     // (id, tag, body, emb, row id) of each snapshot, from the model pyiceberg checked.
     let model = |i: usize| snaps[i]["rows"].as_array().unwrap().clone();
-    let indexes = || {
-        use skerry_core::index::IndexKind;
-        [
-            ("by_id", "id", IndexOptions::unique()),
-            (
-                "by_tag",
-                "tag",
-                IndexOptions {
-                    kind: IndexKind::Bitmap,
-                    ..Default::default()
-                },
-            ),
-            (
-                "by_body",
-                "body",
-                IndexOptions {
-                    kind: IndexKind::Fulltext,
-                    ..Default::default()
-                },
-            ),
-            (
-                "by_emb",
-                "emb",
-                IndexOptions {
-                    kind: IndexKind::Vector,
-                    ..Default::default()
-                },
-            ),
-        ]
-    };
+    let indexes = every_kind;
     let open = |name: &str| {
         let url = format!("file://{}", dir.path().join(name).display());
         async move {
@@ -678,34 +665,7 @@ async fn a_compaction_too_large_for_one_commit_is_carried_by_the_build() {
     let url = format!("file://{}", dir.path().join("overlay").display());
     let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
     o.mount_iceberg("v3", &meta(0)).await.unwrap();
-    use skerry_core::index::IndexKind;
-    for (name, col, opts) in [
-        ("by_id", "id", IndexOptions::unique()),
-        (
-            "by_tag",
-            "tag",
-            IndexOptions {
-                kind: IndexKind::Bitmap,
-                ..Default::default()
-            },
-        ),
-        (
-            "by_body",
-            "body",
-            IndexOptions {
-                kind: IndexKind::Fulltext,
-                ..Default::default()
-            },
-        ),
-        (
-            "by_emb",
-            "emb",
-            IndexOptions {
-                kind: IndexKind::Vector,
-                ..Default::default()
-            },
-        ),
-    ] {
+    for (name, col, opts) in every_kind() {
         o.create_index("v3", name, &[col.into()], opts)
             .await
             .unwrap();

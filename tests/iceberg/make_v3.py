@@ -679,22 +679,28 @@ def c_row(i):
     return (i, tag, body, emb)
 
 
-def write_c(name, rows, row_ids=None, seq=None):
-    cols = {
-        "id": pa.array([r[0] for r in rows], pa.int64()),
-        "tag": pa.array([r[1] for r in rows], pa.string()),
-        "body": pa.array([r[2] for r in rows], pa.string()),
-        "emb": pa.array([r[3] for r in rows], pa.list_(pa.float32())),
-    }
+def write_arrays(name, arrays, row_ids=None, seq=None, row_group_size=32):
+    """A data file of db/v3c's columns (`arrays`, in C_FIELDS order); with `row_ids`, the
+    `_row_id` and `_last_updated_sequence_number` columns too."""
     fields = list(C_FIELDS)
+    arrays = list(arrays)
     if row_ids is not None:
-        cols["_row_id"] = pa.array(row_ids, pa.int64())
-        cols["_last_updated_sequence_number"] = pa.array(seq, pa.int64())
+        arrays += [pa.array(row_ids, pa.int64()), pa.array(seq, pa.int64())]
         fields += [fld("_row_id", pa.int64(), ROW_ID), fld("_last_updated_sequence_number", pa.int64(), LAST_UPDATED)]
     path = f"{location}/data/{name}.parquet"
-    tbl = pa.table([cols[f.name].cast(f.type) for f in fields], schema=pa.schema(fields))
-    pq.write_table(tbl, path[len("file://") :], row_group_size=32)
+    arrays = [a.cast(f.type) for a, f in zip(arrays, fields)]
+    pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), path[len("file://") :], row_group_size=row_group_size)
     return path
+
+
+def write_c(name, rows, row_ids=None, seq=None):
+    arrays = [
+        pa.array([r[0] for r in rows], pa.int64()),
+        pa.array([r[1] for r in rows], pa.string()),
+        pa.array([r[2] for r in rows], pa.string()),
+        pa.array([r[3] for r in rows], pa.list_(pa.float32())),
+    ]
+    return write_arrays(name, arrays, row_ids, seq)
 
 
 location = f"file://{out}/warehouse/db/v3c"
@@ -850,15 +856,8 @@ if os.environ.get("SKERRY_V3_BIG") == "1":
         return [pa.array(ids, pa.int64()), tags, pa.array(bodies, pa.string()), emb]
 
     def write_big(name, arrays, row_ids=None):
-        fields = list(C_FIELDS)
-        arrays = list(arrays)
-        if row_ids is not None:
-            arrays += [pa.array(row_ids, pa.int64()), pa.array([1] * len(row_ids), pa.int64())]
-            fields += [fld("_row_id", pa.int64(), ROW_ID), fld("_last_updated_sequence_number", pa.int64(), LAST_UPDATED)]
-        path = f"{location}/data/{name}.parquet"
-        arrays = [a.cast(f.type) for a, f in zip(arrays, fields)]
-        pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), path[len("file://") :], row_group_size=16_384)
-        return path
+        seq = None if row_ids is None else [1] * len(row_ids)
+        return write_arrays(name, arrays, row_ids, seq, row_group_size=16_384)
 
     sources = []
     sid = 3_000_000_000_000_000_000 + (tb.seq + 1) * 1_000_003

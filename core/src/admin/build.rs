@@ -670,16 +670,7 @@ impl Overlay {
                     {
                         if let crate::admin::carry::Carried::Entries(e) = &c {
                             if ix.unique {
-                                let dup = unique::first_duplicate(
-                                    &ix.key,
-                                    e.iter().map(|(k, p)| (k.as_slice(), *p)),
-                                    f.deleted()?.as_ref(),
-                                )?;
-                                if let Some((a, b)) = dup {
-                                    return Err(self
-                                        .poison_duplicate(&tr, &ix, f, (a, b), &garbage)
-                                        .await);
-                                }
+                                self.refuse_duplicate(&tr, &ix, f, e, &garbage).await?;
                             }
                         }
                         carried.push((f, c));
@@ -729,14 +720,7 @@ impl Overlay {
             };
             if ix.unique && end < f.record_count {
                 // A slice's own rows, early (the whole file is checked when it completes).
-                let dup = unique::first_duplicate(
-                    &ix.key,
-                    keys.iter().map(|(k, p)| (k.as_slice(), *p)),
-                    f.deleted()?.as_ref(),
-                )?;
-                if let Some((a, b)) = dup {
-                    return Err(self.poison_duplicate(&tr, &ix, f, (a, b), &garbage).await);
-                }
+                self.refuse_duplicate(&tr, &ix, f, &keys, &garbage).await?;
             }
             left_entries -= end - start;
             left_bytes = left_bytes.saturating_sub(bytes);
@@ -767,14 +751,7 @@ impl Overlay {
                 }
                 if ix.unique {
                     // The file's own rows: adjacent equal keys (other files: when it flips).
-                    let dup = unique::first_duplicate(
-                        &ix.key,
-                        all.iter().map(|(k, p)| (k.as_slice(), *p)),
-                        f.deleted()?.as_ref(),
-                    )?;
-                    if let Some((a, b)) = dup {
-                        return Err(self.poison_duplicate(&tr, &ix, f, (a, b), &garbage).await);
-                    }
+                    self.refuse_duplicate(&tr, &ix, f, &all, &garbage).await?;
                 }
                 completed.push((f, all));
                 handled += 1;
@@ -1183,6 +1160,27 @@ impl Overlay {
         self.build_runs(&tr).await?;
         tracing::debug!(target: "skerry::build", "runs built after {:?}", started.elapsed());
         Ok(report)
+    }
+
+    /// Under unique index `ix`: `Err` — the index poisoned with the reason, `garbage`
+    /// deleted — when `entries` of file `f` repeat a key of two live rows.
+    async fn refuse_duplicate(
+        &self,
+        tr: &TableRecord,
+        ix: &IndexRecord,
+        f: &FileEntry,
+        entries: &[(Vec<u8>, u64)],
+        garbage: &[String],
+    ) -> Result<()> {
+        let dup = unique::first_duplicate(
+            &ix.key,
+            entries.iter().map(|(k, p)| (k.as_slice(), *p)),
+            f.deleted()?.as_ref(),
+        )?;
+        match dup {
+            Some((a, b)) => Err(self.poison_duplicate(tr, ix, f, (a, b), garbage).await),
+            None => Ok(()),
+        }
     }
 
     /// Best-effort deletes of unreferenced overlay objects (vacuum finds what is left).

@@ -91,10 +91,11 @@ pub struct MoveReport {
     pub rows: u64,
     /// Runs of consecutive rows moved together (a measure of the move's fragmentation).
     pub segments: u64,
-    /// Index entries of the added files carried over from the removed files' blobs (kinds
-    /// whose blobs hold their entries: ordered, bitmap), and derived from the added files'
-    /// columns (the other kinds, and any index whose source blobs could not give them). Both
-    /// 0 when the work did not fit the sync's commit (`pending`: derived later).
+    /// Index entries of the added files (rows, for full text and vector) carried over from
+    /// the removed files' blobs or runs, and derived from the added files' columns (bloom,
+    /// and any index whose source blobs could not give them). Both 0 when the work did not
+    /// fit the sync's commit (`pending`): the build's steps carry it later from the move's
+    /// record (decision 76).
     pub carried: u64,
     pub derived: u64,
     /// Why the change is not a move: the first check the row ids failed (`files`, `rows`
@@ -797,13 +798,7 @@ fn moved(
         .iter()
         .filter(|f| removed.contains(f.path.as_str()))
         .zip(&masks)
-        .map(|(f, m)| Lineage {
-            path: &f.path,
-            rows: f.record_count,
-            start: f.row_id_start,
-            runs: f.row_id_runs.as_ref(),
-            deleted: m.as_ref(),
-        })
+        .map(|(f, m)| Lineage::of_file(f, m.as_ref()))
         .collect();
     let no_ids = crate::admin::catalog::RowIds::default();
     let outputs: Vec<Lineage<'_>> = added

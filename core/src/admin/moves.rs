@@ -96,6 +96,23 @@ pub struct Lineage<'a> {
     pub deleted: Option<&'a roaring::RoaringTreemap>,
 }
 
+impl<'a> Lineage<'a> {
+    /// A registered file's lineage: its rows and row ids as the catalog has them, and its
+    /// deleted rows (`deleted`, decoded from its mask).
+    pub fn of_file(
+        f: &'a crate::formats::manifest::FileEntry,
+        deleted: Option<&'a roaring::RoaringTreemap>,
+    ) -> Lineage<'a> {
+        Lineage {
+            path: &f.path,
+            rows: f.record_count,
+            start: f.row_id_start,
+            runs: f.row_id_runs.as_ref(),
+            deleted,
+        }
+    }
+}
+
 impl Lineage<'_> {
     /// `(position, first id, count)` runs covering the file's rows with ids.
     fn id_runs(&self) -> Result<Vec<(u64, u64, u64)>, NotAMove> {

@@ -132,13 +132,7 @@ impl Overlay {
         let from: Vec<Lineage<'_>> = sources
             .iter()
             .zip(&masks)
-            .map(|(f, m)| Lineage {
-                path: &f.path,
-                rows: f.record_count,
-                start: f.row_id_start,
-                runs: f.row_id_runs.as_ref(),
-                deleted: m.as_ref(),
-            })
+            .map(|(f, m)| Lineage::of_file(f, m.as_ref()))
             .collect();
         let to: Vec<Lineage<'_>> = added
             .iter()

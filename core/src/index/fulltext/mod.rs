@@ -1586,8 +1586,34 @@ impl FulltextBlob {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Documents of eight words, some NULL, some empty (a test corpus for the run and the
+    /// carry).
+    pub(crate) fn sample_docs(seed: u64, n: usize) -> Vec<Option<String>> {
+        let words = [
+            "apple", "beta", "core", "delta", "echo", "fox", "gamma", "hotel",
+        ];
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if x >> 60 == 0 {
+                    return None;
+                }
+                let len = (x >> 33) % 12;
+                Some(
+                    (0..len)
+                        .map(|k| words[((x >> (k * 3 + 5)) % 8) as usize])
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
+            })
+            .collect()
+    }
 
     /// Attack round 3, item 3: documents of any length become entries under the segment key
     /// cap and come back byte for byte, chunks split inside a character included.

@@ -269,29 +269,7 @@ mod tests {
     use super::*;
     use crate::index::fulltext::{read_all, FulltextWriter, Postings};
 
-    fn docs(seed: u64, n: usize) -> Vec<Option<String>> {
-        let words = [
-            "apple", "beta", "core", "delta", "echo", "fox", "gamma", "hotel",
-        ];
-        let mut x = seed;
-        (0..n)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                if x >> 60 == 0 {
-                    return None;
-                }
-                let len = (x >> 33) % 12;
-                Some(
-                    (0..len)
-                        .map(|k| words[((x >> (k * 3 + 5)) % 8) as usize])
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                )
-            })
-            .collect()
-    }
+    use crate::index::fulltext::tests::sample_docs as docs;
 
     /// A run merged from per-file blobs reads back exactly as one blob written over the
     /// files' documents end to end: same terms, rows, tfs, lengths and positions.
