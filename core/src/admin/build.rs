@@ -797,28 +797,30 @@ impl Overlay {
         let mut artifacts = Vec::new();
         let mut bundles = Vec::new();
         let mut carried_ids = Vec::new();
-        for (f, c) in carried {
-            let fresh = match c {
-                crate::admin::carry::Carried::Entries(e) => {
+        // Carried files, then derived ones: each blob written into its bundle as it is made.
+        let pieces = carried
+            .into_iter()
+            .map(|(f, c)| (f, Some(c), None))
+            .chain(completed.iter().map(|(f, e)| (*f, None, Some(e))));
+        for (f, c, entries) in pieces {
+            let blob = match (c, entries) {
+                (Some(crate::admin::carry::Carried::Entries(e)), _) => {
                     self.write_artifact(&tr, f, &ix, &e).await?
                 }
-                crate::admin::carry::Carried::Blob(b, meta) => (
+                (Some(crate::admin::carry::Carried::Blob(b, meta)), _) => (
                     file_build::artifact_of(tr.snapshot as i64, f, &ix, &b, meta),
                     b,
                 ),
+                (None, e) => {
+                    self.blob_artifact(&tr, f, &ix, e.map_or(&[][..], |e| &e[..]))
+                        .await?
+                }
             };
-            self.metrics.record_carried(1);
-            let (arts, bundle, size) = self.write_bundle(&tr, f, &indexes, vec![fresh]).await?;
-            report.bundles_written += 1;
-            report.bytes_written += size;
-            report.files_completed.push(f.path.clone());
-            artifacts.extend(arts);
-            bundles.push((f.file_id, bundle));
-            carried_ids.push(f.file_id);
-        }
-        for (f, entries) in &completed {
-            let fresh = self.blob_artifact(&tr, f, &ix, entries).await?;
-            let (arts, bundle, size) = self.write_bundle(&tr, f, &indexes, vec![fresh]).await?;
+            if entries.is_none() {
+                self.metrics.record_carried(1);
+                carried_ids.push(f.file_id);
+            }
+            let (arts, bundle, size) = self.write_bundle(&tr, f, &indexes, vec![blob]).await?;
             report.bundles_written += 1;
             report.bytes_written += size;
             report.files_completed.push(f.path.clone());

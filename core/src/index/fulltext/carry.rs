@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::{
-    block_positions, check_positions, parse_term_block, FulltextBlob, FulltextDirectory,
-    FulltextWriter, Postings, TermAcc, BLOCK_DOCS,
+    block_positions, for_each_term, FulltextBlob, FulltextDirectory, FulltextWriter, TermAcc,
+    BLOCK_DOCS,
 };
 use crate::index::analyzer::{Analyzer, Tokenizer};
 use crate::index::blob::BlobError;
@@ -95,79 +95,64 @@ impl Gather {
             ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
         let mut kept: [Option<u32>; BLOCK_DOCS] = [None; BLOCK_DOCS];
         let mut list: Vec<(u32, u32, u32)> = Vec::new();
-        for r in &dir.blocks {
-            let tb = slice(r.offset..r.offset + r.length)?;
-            for e in parse_term_block(tb, r, &dir, len)? {
-                let p = Postings::parse(
-                    bytes::Bytes::copy_from_slice(slice(e.postings.clone())?),
-                    &e,
-                    dir.rows,
-                )?;
-                let pos_bytes = match &e.positions {
-                    Some((r, crc)) => {
-                        let b = slice(r.clone())?;
-                        check_positions(b, *crc)?;
-                        Some(b)
-                    }
-                    None => None,
-                };
-                list.clear();
-                // Block `i` holds rows after block `i - 1`'s last up to its own last: a
-                // block outside the source's rows is not decoded.
-                let mut below = 0u64;
-                for i in 0..p.skips.len() {
-                    let last = u64::from(p.skips[i].last_row);
-                    let (start, end) = (below, last + 1);
-                    below = end;
-                    if end <= lo || start >= hi {
+        let (terms, pool, doc_len, rows_out) = (
+            &mut self.terms,
+            &mut self.pool,
+            &mut self.doc_len,
+            self.rows,
+        );
+        for_each_term(s.blob, &dir, |term, p, pos_bytes| {
+            list.clear();
+            // Block `i` holds rows after block `i - 1`'s last up to its own last: a block
+            // outside the source's rows is not decoded.
+            let mut below = 0u64;
+            for i in 0..p.skips.len() {
+                let last = u64::from(p.skips[i].last_row);
+                let (start, end) = (below, last + 1);
+                below = end;
+                if end <= lo || start >= hi {
+                    continue;
+                }
+                let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+                for k in 0..n {
+                    kept[k] = None;
+                    let row = u64::from(rows[k]);
+                    if row < lo || row >= hi {
                         continue;
                     }
-                    let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
-                    for k in 0..n {
-                        kept[k] = None;
-                        let row = u64::from(rows[k]);
-                        if row < lo || row >= hi {
-                            continue;
-                        }
-                        let at = (row - lo) as usize;
-                        with[at / 64] |= 1 << (at % 64);
-                        let Some(out) = (s.to)(row - lo) else {
-                            continue;
-                        };
-                        if out >= self.rows {
-                            return Err(BlobError::Corrupt("a row mapped past the output"));
-                        }
-                        let d = &mut self.doc_len[out as usize];
-                        if *d != 0 && *d != lens[k] {
-                            return Err(BlobError::Corrupt("a row of two lengths"));
-                        }
-                        *d = lens[k];
-                        kept[k] = Some(out as u32);
-                        list.push((out as u32, tfs[k], self.pool.len() as u32));
+                    let at = (row - lo) as usize;
+                    with[at / 64] |= 1 << (at % 64);
+                    let Some(out) = (s.to)(row - lo) else {
+                        continue;
+                    };
+                    if out >= rows_out {
+                        return Err(BlobError::Corrupt("a row mapped past the output"));
                     }
-                    if let Some(pb) = pos_bytes {
-                        // Positions of the kept postings, in the order they were pushed.
-                        let from = list.len() - kept[..n].iter().filter(|k| k.is_some()).count();
-                        let mut j = from;
-                        let pool = &mut self.pool;
-                        let list = &mut list;
-                        block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
-                            if kept[k].is_some() {
-                                list[j].2 = pool.len() as u32;
-                                pool.extend_from_slice(ps);
-                                j += 1;
-                            }
-                        })?;
+                    let d = &mut doc_len[out as usize];
+                    if *d != 0 && *d != lens[k] {
+                        return Err(BlobError::Corrupt("a row of two lengths"));
                     }
+                    *d = lens[k];
+                    kept[k] = Some(out as u32);
+                    list.push((out as u32, tfs[k], pool.len() as u32));
                 }
-                if !list.is_empty() {
-                    self.terms
-                        .entry(e.term)
-                        .or_default()
-                        .extend_from_slice(&list);
+                if let Some(pb) = pos_bytes {
+                    // Positions of the kept postings, in the order they were pushed.
+                    let mut j = list.len() - kept[..n].iter().filter(|k| k.is_some()).count();
+                    block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
+                        if kept[k].is_some() {
+                            list[j].2 = pool.len() as u32;
+                            pool.extend_from_slice(ps);
+                            j += 1;
+                        }
+                    })?;
                 }
             }
-        }
+            if !list.is_empty() {
+                terms.entry(term).or_default().extend_from_slice(&list);
+            }
+            Ok(())
+        })?;
         if self.pool.len() as u64 > u64::from(u32::MAX) {
             return Err(BlobError::Corrupt("positions past what a carry holds"));
         }
@@ -322,6 +307,29 @@ mod tests {
             }
             let got = g.finish(empty).unwrap();
             assert_eq!(got.bytes, want.bytes, "positions {positions}: from a run");
+        }
+    }
+
+    /// Every flipped byte of a source is an error or a carry of other postings, never a
+    /// panic (a source's bytes come from the store).
+    #[test]
+    fn flipped_bytes_never_panic() {
+        let a = docs(3, 40);
+        let ba = blob(&a, true);
+        let id = |p: u64| Some(p);
+        for at in 0..ba.bytes.len() {
+            let mut b = ba.bytes.clone();
+            b[at] ^= 0x5a;
+            let mut g = Gather::new(Tokenizer::default(), true, 40).unwrap();
+            let _ = g
+                .add(&Source {
+                    blob: &b,
+                    directory: ba.directory.clone(),
+                    directory_sha256: &ba.directory_sha256,
+                    rows: 0..40,
+                    to: &id,
+                })
+                .and_then(|_| g.finish(0));
         }
     }
 

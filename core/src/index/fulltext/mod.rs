@@ -1429,22 +1429,22 @@ pub struct Posting {
 /// Terms with their postings, in term order.
 pub type TermPostings = Vec<(Vec<u8>, Vec<Posting>)>;
 
-/// Every term of a whole blob with its postings (tests and tools read blobs whole).
-pub fn read_all(blob: &[u8], directory: Range<u64>) -> Result<TermPostings, BlobError> {
-    let d = blob
-        .get(directory.start as usize..directory.end as usize)
-        .ok_or(BlobError::Corrupt("directory outside the blob"))?;
-    let dir = FulltextDirectory::parse(d, None, blob.len() as u64)?;
+/// Calls `f(term, postings, positions bytes)` for every term of a whole blob (`dir` its
+/// parsed directory), term blocks and postings checked against their CRC-32s, positions too
+/// when kept.
+pub fn for_each_term(
+    blob: &[u8],
+    dir: &FulltextDirectory,
+    mut f: impl FnMut(Vec<u8>, Postings, Option<&[u8]>) -> Result<(), BlobError>,
+) -> Result<(), BlobError> {
+    let len = blob.len() as u64;
     let slice = |r: Range<u64>| {
         blob.get(r.start as usize..r.end as usize)
             .ok_or(BlobError::Corrupt("range outside the blob"))
     };
-    let mut out = Vec::new();
-    let (mut rows, mut tfs, mut lens) =
-        ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
     for r in &dir.blocks {
         let tb = slice(r.offset..r.offset + r.length)?;
-        for e in parse_term_block(tb, r, &dir, blob.len() as u64)? {
+        for e in parse_term_block(tb, r, dir, len)? {
             let p = Postings::parse(
                 bytes::Bytes::copy_from_slice(slice(e.postings.clone())?),
                 &e,
@@ -1458,27 +1458,43 @@ pub fn read_all(blob: &[u8], directory: Range<u64>) -> Result<TermPostings, Blob
                 }
                 None => None,
             };
-            let mut list = Vec::new();
-            for i in 0..p.skips.len() {
-                let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
-                let first = list.len();
-                for k in 0..n {
-                    list.push(Posting {
-                        row: rows[k],
-                        tf: tfs[k],
-                        len: lens[k],
-                        positions: vec![],
-                    });
-                }
-                if let Some(pb) = pos_bytes {
-                    block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
-                        list[first + k].positions = ps.to_vec();
-                    })?;
-                }
-            }
-            out.push((e.term, list));
+            f(e.term, p, pos_bytes)?;
         }
     }
+    Ok(())
+}
+
+/// Every term of a whole blob with its postings (tests and tools read blobs whole).
+pub fn read_all(blob: &[u8], directory: Range<u64>) -> Result<TermPostings, BlobError> {
+    let d = blob
+        .get(directory.start as usize..directory.end as usize)
+        .ok_or(BlobError::Corrupt("directory outside the blob"))?;
+    let dir = FulltextDirectory::parse(d, None, blob.len() as u64)?;
+    let mut out = Vec::new();
+    let (mut rows, mut tfs, mut lens) =
+        ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
+    for_each_term(blob, &dir, |term, p, pos_bytes| {
+        let mut list = Vec::new();
+        for i in 0..p.skips.len() {
+            let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+            let first = list.len();
+            for k in 0..n {
+                list.push(Posting {
+                    row: rows[k],
+                    tf: tfs[k],
+                    len: lens[k],
+                    positions: vec![],
+                });
+            }
+            if let Some(pb) = pos_bytes {
+                block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
+                    list[first + k].positions = ps.to_vec();
+                })?;
+            }
+        }
+        out.push((term, list));
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -218,5 +218,21 @@ mod tests {
             ..src
         };
         assert!(carry(&c, 100, &[bad]).is_err());
+        // Every flipped byte is an error or a carry, never a panic.
+        let small = blob(&a[..30]);
+        for at in 0..small.bytes.len() {
+            let mut b = small.bytes.clone();
+            b[at] ^= 0x5a;
+            let _ = carry(
+                &c,
+                30,
+                &[Source {
+                    blob: &b,
+                    directory_sha256: &small.directory_sha256,
+                    ordinal: 0,
+                    to: &|p| Some(p),
+                }],
+            );
+        }
     }
 }
