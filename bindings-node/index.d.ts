@@ -318,9 +318,10 @@ export interface MoveReport {
   /** Runs of consecutive rows moved together. */
   segments: number
   /**
-   * Index entries of the added files carried over from the removed files' blobs
-   * (ordered, bitmap), and derived from the added files' columns (the other kinds). Both
-   * 0 when the work was left `pending`.
+   * Index entries of the added files (rows, for full text and vector) carried over from
+   * the removed files' blobs or runs, and derived from the added files' columns (bloom,
+   * and any index whose sources could not give them). Both 0 when the work was left
+   * `pending`: the build carries it later from the move's record.
    */
   carried: number
   derived: number
