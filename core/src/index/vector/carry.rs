@@ -8,7 +8,7 @@
 //! when the move is honest and every source was coded against the same codebook (checked:
 //! a source of another codebook, metric, width or dimension is refused).
 
-use super::ivf::{self, Codes, Entry, IvfBlob};
+use super::ivf::{self, Codes, IvfBlob, RunWriter};
 use crate::index::blob::BlobError;
 
 /// One source file of a move, as the blob holding its entries has them.
@@ -64,35 +64,46 @@ pub fn carry(c: &Codes, rows: u64, sources: &[Source<'_>]) -> Result<IvfBlob, Bl
         dirs.push(d);
     }
     got.sort_unstable_by_key(|g| (g.0, g.1));
-    if got.windows(2).any(|w| (w[0].0, w[0].1) == (w[1].0, w[1].1)) {
-        return Err(BlobError::Corrupt("a row moved twice"));
+    // Each output row once, whatever partition its entries came in.
+    let mut seen = vec![0u64; (rows as usize).div_ceil(64)];
+    for g in &got {
+        let (w, b) = (g.1 as usize / 64, 1u64 << (g.1 % 64));
+        if seen[w] & b != 0 {
+            return Err(BlobError::Corrupt("a row moved twice"));
+        }
+        seen[w] |= b;
     }
-    let mut raws = Vec::with_capacity(got.len());
-    let mut codes = Vec::with_capacity(got.len() * c.code_bytes);
-    for &(_, _, k, i) in &got {
-        let (s, d) = (&sources[k], &dirs[k]);
-        let r = d.raw_range(i);
-        let raw = s
+    // Written as a run of one file (ordinal 0), which is a per-file blob's layout: each
+    // partition's codes and positions, then the raw vectors copied as the sources hold them
+    // (floats and CRC-32, checked as they pass).
+    let raw_len = c.dim * 4 + 4;
+    let mut out = Vec::with_capacity(got.len() * (c.code_bytes + 4 + raw_len) + 1024);
+    let mut w = RunWriter::new(*c);
+    let mut entries = Vec::new();
+    let mut k = 0;
+    while k < got.len() {
+        let id = got[k].0;
+        entries.clear();
+        while k < got.len() && got[k].0 == id {
+            let (_, position, s, i) = got[k];
+            entries.extend_from_slice(code_of(sources[s].blob, &dirs[s], i)?);
+            entries.extend_from_slice(&position.to_le_bytes());
+            k += 1;
+        }
+        out.extend_from_slice(&w.partition(id, &[(0, &entries)])?);
+    }
+    for &(_, _, s, i) in &got {
+        let r = dirs[s].raw_range(i);
+        let raw = sources[s]
             .blob
             .get(r.start as usize..r.end as usize)
             .ok_or(BlobError::Corrupt("raw vector outside the blob"))?;
-        raws.push(d.raw(raw)?);
-        // The entry's code: its partition's bytes, after the file runs, at its place.
-        codes.extend_from_slice(code_of(s.blob, d, i)?);
+        w.raws(raw)?;
+        out.extend_from_slice(raw);
     }
-    let entries: Vec<Entry<'_>> = got
-        .iter()
-        .zip(&raws)
-        .enumerate()
-        .map(|(n, (g, raw))| Entry {
-            partition: g.0,
-            ordinal: 0,
-            position: g.1,
-            code: &codes[n * c.code_bytes..(n + 1) * c.code_bytes],
-            raw,
-        })
-        .collect();
-    ivf::write(c, &entries)
+    let tail = w.finish()?;
+    out.extend_from_slice(&tail.bytes);
+    Ok(IvfBlob { bytes: out, ..tail })
 }
 
 /// The code of entry `i` of a blob with directory `d`.
@@ -212,6 +223,17 @@ mod tests {
             to: &first,
         };
         assert!(carry(&other, 100, std::slice::from_ref(&src)).is_err());
+        // The same rows twice (a source listed twice): refused.
+        let twice = [
+            Source { ..src },
+            Source {
+                blob: &ba.bytes,
+                directory_sha256: &ba.directory_sha256,
+                ordinal: 0,
+                to: &first,
+            },
+        ];
+        assert!(carry(&c, 100, &twice).is_err());
         assert!(carry(&c, 50, std::slice::from_ref(&src)).is_err());
         let bad = Source {
             directory_sha256: "00",
