@@ -436,7 +436,6 @@ impl Overlay {
                         .await?
                     {
                         carried += k.len() as u64;
-                        self.metrics.record_carried(1);
                         carried_keys.insert((ix.index_id, f.file_id));
                         keys.insert((ix.index_id, f.file_id), k);
                         continue;
@@ -455,7 +454,6 @@ impl Overlay {
                         );
                         let b = (a, bytes);
                         carried += f.record_count;
-                        self.metrics.record_carried(1);
                         carried_blobs.insert((ix.index_id, f.file_id), b);
                         keys.insert((ix.index_id, f.file_id), Vec::new());
                         continue;
@@ -498,8 +496,12 @@ impl Overlay {
             for ix in &built {
                 let at = (ix.index_id, f.file_id);
                 fresh.push(match carried_blobs.remove(&at) {
-                    Some(b) => b,
+                    Some(b) => {
+                        self.metrics.record_carried(1);
+                        b
+                    }
                     None if carried_keys.contains(&at) => {
+                        self.metrics.record_carried(1);
                         self.write_artifact(&tr, f, ix, &keys[&at]).await?
                     }
                     None => self.blob_artifact(&tr, f, ix, &keys[&at]).await?,
