@@ -644,12 +644,15 @@ impl Overlay {
 
         let (mut left_entries, mut left_bytes) = (opts.max_entries, opts.max_bytes);
         let mut completed: Vec<(&FileEntry, Vec<(Vec<u8>, u64)>)> = Vec::new();
-        // Outputs of a recorded move whose entries were carried over (RFC 0006), whole: a
-        // carried file is one piece of a step whatever its size (its entries are in memory
-        // once, as a slice's are; its commit is one artifact).
-        let mut carried: Vec<(&FileEntry, crate::admin::carry::Carried)> = Vec::new();
+        // Outputs of a recorded move are carried over (RFC 0006), each whole and written into
+        // its bundle at once: a carried file takes no share of the step's bounds (no column is
+        // read; its commit is one artifact), so one step carries every recorded output and
+        // reads the move's sources once. Memory: the sources' blobs and one output's.
         let moves = self.carrier().move_records(tr.table_id).await?;
         let mut carry_blobs = crate::admin::moves::SourceBlobs::default();
+        let mut artifacts = Vec::new();
+        let mut bundles = Vec::new();
+        let mut carried_ids = Vec::new();
         let mut handled = 0usize;
         for f in &order {
             let start = if cur.file_id == f.file_id {
@@ -658,9 +661,6 @@ impl Overlay {
                 0
             };
             let remaining = f.record_count - start;
-            if (!completed.is_empty() || !carried.is_empty()) && remaining > left_entries {
-                break; // a file that does not fit starts in a step of its own
-            }
             if start == 0 {
                 if let Some(rec) = moves.get(&f.file_id) {
                     if let Some(c) = self
@@ -668,21 +668,35 @@ impl Overlay {
                         .carry_step(rec, f, &ix, &mut carry_blobs)
                         .await?
                     {
-                        if let crate::admin::carry::Carried::Entries(e) = &c {
-                            if ix.unique {
-                                self.refuse_duplicate(&tr, &ix, f, e, &garbage).await?;
+                        let blob = match c {
+                            crate::admin::carry::Carried::Entries(e) => {
+                                if ix.unique {
+                                    self.refuse_duplicate(&tr, &ix, f, &e, &garbage).await?;
+                                }
+                                self.write_artifact(&tr, f, &ix, &e).await?
                             }
-                        }
-                        carried.push((f, c));
+                            crate::admin::carry::Carried::Blob(b, meta) => (
+                                file_build::artifact_of(tr.snapshot as i64, f, &ix, &b, meta),
+                                b,
+                            ),
+                        };
+                        let (arts, bundle, size) =
+                            self.write_bundle(&tr, f, &indexes, vec![blob]).await?;
+                        self.metrics.record_carried(1);
+                        report.bundles_written += 1;
+                        report.bytes_written += size;
+                        report.files_completed.push(f.path.clone());
+                        artifacts.extend(arts);
+                        bundles.push((f.file_id, bundle));
+                        carried_ids.push(f.file_id);
                         handled += 1;
-                        left_entries = left_entries.saturating_sub(remaining);
                         report.entries += remaining;
-                        if left_entries == 0 || left_bytes == 0 {
-                            break;
-                        }
                         continue;
                     }
                 }
+            }
+            if !completed.is_empty() && remaining > left_entries {
+                break; // a file that does not fit starts in a step of its own
             }
             let end = start + remaining.min(left_entries);
             let (keys, end, bytes) = match self
@@ -794,33 +808,9 @@ impl Overlay {
         let done = handled == order.len();
 
         // New bundle generations for the finished files.
-        let mut artifacts = Vec::new();
-        let mut bundles = Vec::new();
-        let mut carried_ids = Vec::new();
-        // Carried files, then derived ones: each blob written into its bundle as it is made.
-        let pieces = carried
-            .into_iter()
-            .map(|(f, c)| (f, Some(c), None))
-            .chain(completed.iter().map(|(f, e)| (*f, None, Some(e))));
-        for (f, c, entries) in pieces {
-            let blob = match (c, entries) {
-                (Some(crate::admin::carry::Carried::Entries(e)), _) => {
-                    self.write_artifact(&tr, f, &ix, &e).await?
-                }
-                (Some(crate::admin::carry::Carried::Blob(b, meta)), _) => (
-                    file_build::artifact_of(tr.snapshot as i64, f, &ix, &b, meta),
-                    b,
-                ),
-                (None, e) => {
-                    self.blob_artifact(&tr, f, &ix, e.map_or(&[][..], |e| &e[..]))
-                        .await?
-                }
-            };
-            if entries.is_none() {
-                self.metrics.record_carried(1);
-                carried_ids.push(f.file_id);
-            }
-            let (arts, bundle, size) = self.write_bundle(&tr, f, &indexes, vec![blob]).await?;
+        for (f, entries) in &completed {
+            let fresh = self.blob_artifact(&tr, f, &ix, entries).await?;
+            let (arts, bundle, size) = self.write_bundle(&tr, f, &indexes, vec![fresh]).await?;
             report.bundles_written += 1;
             report.bytes_written += size;
             report.files_completed.push(f.path.clone());
