@@ -138,7 +138,8 @@ const COMMANDS = {
         ? `table ${table}: already at snapshot ${r.snapshotId}`
         : `table ${table}: snapshot ${r.fromSnapshot} -> ${r.snapshotId}: +${r.added.length} files (${r.rowsAdded} rows), -${r.removed.length} files, ${r.masksChanged.length} delete masks changed; read ${r.manifestsRead} manifests, ${r.deleteFilesRead} delete files (${r.requests} requests, ${r.bytes} bytes)` +
           (r.poisoned.length ? `; poisoned: ${r.poisoned.join(', ')}` : '') +
-          (r.moved ? (r.moved.refused ? `; not a move: ${r.moved.refused}` : `; a move: ${r.moved.rows} rows of ${r.moved.sources} files into ${r.moved.files} (row ids checked), ${r.moved.carried} index entries carried, ${r.moved.derived} derived`) : '') +
+          (r.moved ? (r.moved.refused ? `; not a move: ${r.moved.refused}` : `; a move: ${r.moved.rows} rows of ${r.moved.sources} files into ${r.moved.files} (row ids checked), ` +
+            (r.pending.length && !r.moved.carried && !r.moved.derived ? 'its index entries carried by the catch-up build' : `${r.moved.carried} index entries carried, ${r.moved.derived} derived`)) : '') +
           (r.caughtUp ? `; caught up: ${r.caughtUp.join(', ')}` : r.pending.length ? `; pending (scanned until built; \`skerry build ${table}\` or --wait): ${r.pending.join(', ')}` : '');
       return { result: r, text };
     },
