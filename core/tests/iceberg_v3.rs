@@ -463,11 +463,29 @@ async fn a_compaction_carries_every_kind_over() {
     for q in &queries {
         before.push(near(&o, &nearest(q)).await);
     }
+    // The same table without indexes, synced alongside: what a sync reads of the data files
+    // for the file set alone (manifests, footers, whole-file hashes, row ids).
+    let (plain, _) = open("plain").await;
+    plain.mount_iceberg("v3", &meta(1)).await.unwrap();
     for (i, sources, outputs) in [(2usize, 10u64, 2u64), (3, 2, 1)] {
         let label = snaps[i]["label"].as_str().unwrap();
         let m0 = o.snapshot().await.unwrap().metrics();
         let r = o.sync_iceberg("v3", Some(&meta(i))).await.unwrap();
         let m1 = o.snapshot().await.unwrap().metrics();
+        let p0 = plain.snapshot().await.unwrap().metrics().data_io;
+        plain.sync_iceberg("v3", Some(&meta(i))).await.unwrap();
+        let p1 = plain.snapshot().await.unwrap().metrics().data_io;
+        // Counted through the range reader: the indexed sync read nothing of the data files
+        // beyond the file set's own reads — no indexed column.
+        assert_eq!(
+            (
+                m1.data_io.requests - m0.data_io.requests,
+                m1.data_io.bytes - m0.data_io.bytes
+            ),
+            (p1.requests - p0.requests, p1.bytes - p0.bytes),
+            "{label}: data read by the sync with four indexes and without"
+        );
+        assert!(p1.bytes > p0.bytes, "{label}: the sync reads the new files");
         let moved = r.moved.clone().unwrap();
         assert_eq!(
             (
@@ -752,6 +770,19 @@ async fn a_compaction_too_large_for_one_commit_is_carried_by_the_build() {
         ),
         (0, 4),
         "every index of the output carried by the build, none derived from its rows"
+    );
+    // Counted through the range reader: the build read nothing of the data files.
+    assert_eq!(
+        (
+            m1.data_io.requests - m0.data_io.requests,
+            m1.data_io.bytes - m0.data_io.bytes
+        ),
+        (0, 0),
+        "the carry read no data file"
+    );
+    assert!(
+        m0.data_io.bytes > 0,
+        "the builds before (deriving) read the data files"
     );
     for ix in ["by_id", "by_tag", "by_body", "by_emb"] {
         let v = o.verify("v3", ix).await.unwrap();
