@@ -2274,8 +2274,13 @@ async fn a_rewrite_of_parquet_files_carries_their_entries() {
     twice[5].3 = twice[6].3;
     write("twice.parquet", &twice, true);
     write("noids.parquet", &moved, false);
+    // A link in the table's directory to a file outside it is refused, never read.
+    let outside = d.dir.path().join("outside.parquet");
+    std::fs::copy(d.dir.path().join("t").join("c.parquet"), &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, d.dir.path().join("t").join("link.parquet")).unwrap();
     let ab = paths(&["a.parquet", "b.parquet"]);
     for (added, removed, code) in [
+        ("link.parquet", &ab, "E_INVALID"),
         ("short.parquet", &ab, "E_REFUSED"),
         ("twice.parquet", &ab, "E_REFUSED"),
         ("noids.parquet", &ab, "E_REFUSED"),
@@ -2286,11 +2291,16 @@ async fn a_rewrite_of_parquet_files_carries_their_entries() {
         ),
         ("a.parquet", &ab, "E_INVALID"),
     ] {
+        let read = o.snapshot().await.unwrap().metrics().data_io.requests;
         let e = o
             .register_rewrite("t", removed, &paths(&[added]), None)
             .await
             .unwrap_err();
         assert_eq!(e.code(), code, "{added}: {e}");
+        if added == "link.parquet" {
+            let now = o.snapshot().await.unwrap().metrics().data_io.requests;
+            assert_eq!(now, read, "the link was not read");
+        }
         assert_eq!(all().await, before, "{added}: nothing changed");
     }
     let m0 = o.snapshot().await.unwrap().metrics();

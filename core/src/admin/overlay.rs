@@ -1283,7 +1283,7 @@ fn check_location_exists(location: &str) -> Result<()> {
 /// A `file://` data file must resolve (symbolic links followed) to a file below its table
 /// location's own resolved directory: a link inside the table that points out of it is
 /// refused (`E_INVALID`), never read. Other schemes have no links.
-fn check_local_containment(location: &str, url: &str) -> Result<()> {
+pub(crate) fn check_local_containment(location: &str, url: &str) -> Result<()> {
     let local = |u: &str| {
         url::Url::parse(u)
             .ok()

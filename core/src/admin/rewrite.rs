@@ -50,7 +50,8 @@ impl Overlay {
     /// for an added one it has; `E_REFUSED` for an Iceberg-backed table (its rewrites arrive
     /// by `syncIceberg`), an added file without the column, and a claim the row ids do not
     /// bear out (the message names the first failed check); `E_INVALID` for empty or
-    /// repeated lists and unsafe paths; read errors. On error nothing changes.
+    /// repeated lists and unsafe paths (a local link out of the table's directory is never
+    /// read); read errors. On error nothing changes.
     pub async fn register_rewrite(
         &self,
         table: &str,
@@ -101,6 +102,7 @@ impl Overlay {
         let mut rows: HashMap<&str, u64> = HashMap::new();
         for p in added {
             let url = crate::io::path::join(&tr.location, p);
+            crate::admin::overlay::check_local_containment(&tr.location, &url)?;
             let loc = Location::new(&url);
             let head = self.data.head(&loc).await?;
             let md = datafile::read_metadata(self.data.as_ref(), &loc, head.size).await?;
