@@ -12,7 +12,7 @@
 //             costs (the baseline; the mount's file facts are the sync's too).
 // Goal: carry ≥ 20× faster than rebuild, ≤ 5% of its data bytes read.
 //
-//   node bench/compaction.mjs [--scale]     (npm run bench builds the release addon first)
+//   node bench/compaction.mjs [--scale] [--files 200]   (npm run bench builds the release addon first)
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,8 +25,11 @@ const { Overlay } = require('skerry');
 
 const scale = process.argv.includes('--scale');
 const ROWS = Number(process.env.SKERRY_BENCH_ROWS || (scale ? 10_000_000 : 2_000_000));
-const FILES = scale ? 100 : 20;
-const OUTPUTS = scale ? 20 : 4;
+// `--files 200`: the same rows in 10× more files (compacted into 10× more outputs).
+const many = process.argv.includes('--files') ? Number(process.argv[process.argv.indexOf('--files') + 1]) / 20 : 1;
+const FILES = (scale ? 100 : 20) * many;
+const OUTPUTS = (scale ? 20 : 4) * many;
+if (!Number.isInteger(many) || many < 1) throw new Error('--files takes a multiple of 20');
 const INDEXES = [
   ['by_id', ['id'], { unique: true }],
   ['by_tag', ['tag'], { kind: 'bitmap' }],

@@ -235,6 +235,11 @@ export interface CommitReport {
   /** Catalog transactions the commit took. */
   transactions: number
   /**
+   * Blobs the committed receipts carried over a move (an output of a compaction, its
+   * entries taken from the sources' blobs) instead of deriving from the file.
+   */
+  carried: number
+  /**
    * Run bundles committed from run receipts (each its index's new run); refused run
    * receipts are in `refused`, by run bundle.
    */

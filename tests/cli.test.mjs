@@ -338,6 +338,53 @@ test('plan, build-bundle and commit: a build split across processes through JSON
   }
 });
 
+test('a compaction too large for its sync is carried by build-bundle workers (decision 78)', () => {
+  // make_v3.py's db.v3big: 260,000 rows of two files compacted into one by a `replace` that
+  // keeps row ids; under four indexes its carry is past the sync's commit, so the move is
+  // recorded and `plan` hands the output's task the record.
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-cli-carry-'));
+  const run = inDir(d);
+  try {
+    execFileSync('python3', [path.join(path.dirname(BIN), '../../tests/iceberg/make_v3.py'), d], {
+      stdio: 'pipe', env: { ...process.env, SKERRY_V3_BIG: '1' },
+    });
+    const snaps = JSON.parse(fs.readFileSync(path.join(d, 'expected_v3.json'), 'utf8'))['db.v3big'].snapshots;
+    const url = `file://${path.join(d, 'overlay')}`;
+    ok(run(['init', url]));
+    ok(run(['mount-iceberg', 'v3', snaps[0].metadata_location]));
+    ok(run(['index', 'create', 'v3', 'by_id', 'id', '--unique']));
+    ok(run(['index', 'create', 'v3', 'by_tag', 'tag', '--kind', 'bitmap']));
+    ok(run(['index', 'create', 'v3', 'by_body', 'body', '--kind', 'fulltext']));
+    ok(run(['index', 'create', 'v3', 'by_emb', 'emb', '--kind', 'vector']));
+    ok(run(['build', 'v3']));
+    const sync = JSON.parse(ok(run(['sync', 'v3', '--metadata', snaps[1].metadata_location, '--json'])).out);
+    assert.equal(sync.pending.length, 4, JSON.stringify(sync));
+    const tasks = ok(run(['plan', 'v3'])).out.trim().split('\n');
+    assert.equal(tasks.length, 1);
+    const task = JSON.parse(tasks[0]);
+    assert.equal(task.moved?.output, task.file.path, 'the task holds the move record');
+    // The output data file out of the worker's reach: it carries, it cannot derive.
+    const file = path.join(new URL(task.table.location).pathname, task.file.path);
+    fs.renameSync(file, `${file}.away`);
+    let receipt;
+    try {
+      receipt = ok(run(['build-bundle', '--overlay', url, '-'], tasks[0] + '\n')).out;
+    } finally {
+      fs.renameSync(`${file}.away`, file);
+    }
+    const outcome = JSON.parse(receipt).outcome;
+    assert.deepEqual([outcome.kind, outcome.carried, outcome.entries], ['built', 4, 0]);
+    const c = ok(run(['commit', '-'], receipt));
+    assert.match(c.out, /committed 1 files \(0 entries, \d+ bytes, 4 blobs carried over a move\)/);
+    const v = ok(run(['verify', 'v3']));
+    assert.equal(v.out.match(/certified/g)?.length, 4, v.out);
+    ok(run(['publish']));
+    assert.match(ok(run(['query', 'v3', '--where', '{"id": 130000}', '--columns', 'id', '--format', 'json'])).out, /130000/);
+  } finally {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
 test('plan --runs: the table runs written by build-bundle workers, committed after commit --no-runs', () => {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), 'skerry-cli-runs-'));
   const run = inDir(d);

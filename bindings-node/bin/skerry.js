@@ -266,7 +266,7 @@ const COMMANDS = {
     },
     run: async (o, [file], flags) => {
       const r = await o.commitBuild(jsonLines(file, 'receipts'), flags['no-runs'] ? { runs: false } : undefined);
-      const lines = [`committed ${r.committed.length} files (${r.entries} entries, ${r.bytes} bytes) and ${r.runs.length} runs in ${r.transactions} transactions; refused ${r.refused.length}; left for a local build ${r.left.length}`];
+      const lines = [`committed ${r.committed.length} files (${r.entries} entries, ${r.bytes} bytes${r.carried ? `, ${r.carried} blobs carried over a move` : ''}) and ${r.runs.length} runs in ${r.transactions} transactions; refused ${r.refused.length}; left for a local build ${r.left.length}`];
       for (const x of r.refused) lines.push(`  refused ${x.file}: ${x.reason}`);
       for (const x of r.left) lines.push(`  left ${x.file}: ${x.reason}`);
       return { result: r, text: lines.join('\n') };

@@ -223,6 +223,9 @@ pub struct CommitReport {
     pub bytes: BigInt,
     /// Catalog transactions the commit took.
     pub transactions: u32,
+    /// Blobs the committed receipts carried over a move (an output of a compaction, its
+    /// entries taken from the sources' blobs) instead of deriving from the file.
+    pub carried: u32,
     /// Run bundles committed from run receipts (each its index's new run); refused run
     /// receipts are in `refused`, by run bundle.
     pub runs: Vec<String>,
@@ -1517,6 +1520,7 @@ impl Overlay {
                 entries: big(r.entries),
                 bytes: big(r.bytes),
                 transactions: r.transactions as u32,
+                carried: r.carried as u32,
                 runs: run_bundles,
             })
         })

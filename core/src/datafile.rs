@@ -53,13 +53,22 @@ pub async fn read_metadata<R: RangeReader + ?Sized>(
     decode_metadata(r, loc, size, bytes, PageIndexPolicy::Skip).await
 }
 
-/// [`read_metadata`], and where the file's metadata region starts (see
-/// [`metadata_offset`]).
+/// A file's metadata as registration reads it: the decoded footer, where its metadata region
+/// starts (see [`metadata_offset`]) and its [`crate::formats::lineage::footer_digest`].
+pub struct Located {
+    pub metadata: Arc<ParquetMetaData>,
+    pub metadata_offset: u64,
+    pub footer_digest: String,
+}
+
+/// [`read_metadata`], where the file's metadata region starts and the digest of its footer.
+/// The footer's bytes come from the same tail read unless the footer is larger than it (then
+/// one more range, bounded by the file).
 pub async fn read_metadata_located<R: RangeReader + ?Sized>(
     r: &R,
     loc: &Location,
     size: u64,
-) -> Result<(Arc<ParquetMetaData>, u64)> {
+) -> Result<Located> {
     let tail = FOOTER_PREFETCH.min(size);
     if tail < 8 {
         return Err(Error::parquet(format!(
@@ -68,14 +77,35 @@ pub async fn read_metadata_located<R: RangeReader + ?Sized>(
         )));
     }
     let bytes = r.read_range(loc, size - tail..size).await?;
+    if (bytes.len() as u64) < 8 {
+        return Err(Error::parquet(format!(
+            "{} is too short for Parquet",
+            loc.path
+        )));
+    }
     let footer_len = u32::from_le_bytes(
         bytes[bytes.len() - 8..bytes.len() - 4]
             .try_into()
             .expect("4 bytes"),
     ) as u64;
-    let md = decode_metadata(r, loc, size, bytes, PageIndexPolicy::Skip).await?;
+    let md = decode_metadata(r, loc, size, bytes.clone(), PageIndexPolicy::Skip).await?;
+    // Decoded, so the footer fits in the file.
     let footer_start = size.saturating_sub(8 + footer_len);
-    Ok((md.clone(), metadata_offset(&md, footer_start)))
+    let footer_digest = if 8 + footer_len <= bytes.len() as u64 {
+        let at = bytes.len() - (8 + footer_len) as usize;
+        crate::formats::lineage::footer_digest(size, &bytes[at..])
+    } else {
+        let footer = r.read_range(loc, footer_start..size).await?;
+        if footer.len() as u64 != size - footer_start {
+            return Err(Error::parquet(format!("{}: short footer read", loc.path)));
+        }
+        crate::formats::lineage::footer_digest(size, &footer)
+    };
+    Ok(Located {
+        metadata_offset: metadata_offset(&md, footer_start),
+        metadata: md,
+        footer_digest,
+    })
 }
 
 /// Where a file's metadata region starts: the lowest offset of its column and offset
@@ -1349,6 +1379,23 @@ pub async fn scan_columns_range<R: RangeReader + ?Sized>(
     range: Option<std::ops::Range<u64>>,
     mut on_batch: impl FnMut(&RecordBatch, u64) -> Result<()>,
 ) -> Result<()> {
+    scan_columns_until(r, loc, md, roots, range, |b, p| {
+        on_batch(b, p).map(|()| true)
+    })
+    .await
+}
+
+/// [`scan_columns_range`] that stops — reading nothing more — as soon as `on_batch` returns
+/// `false`: a caller that has what it wants (a build step at its byte budget) does not read
+/// the rest of its range.
+pub async fn scan_columns_until<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    md: &Arc<ParquetMetaData>,
+    roots: &[usize],
+    range: Option<std::ops::Range<u64>>,
+    mut on_batch: impl FnMut(&RecordBatch, u64) -> Result<bool>,
+) -> Result<()> {
     let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), roots.iter().copied());
     let mut builder = ParquetPushDecoderBuilder::try_new_decoder(md.clone())?
         .with_projection(mask)
@@ -1389,7 +1436,9 @@ pub async fn scan_columns_range<R: RangeReader + ?Sized>(
                 dec.push_ranges(ranges, bytes)?;
             }
             DecodeResult::Data(batch) => {
-                on_batch(&batch, position)?;
+                if !on_batch(&batch, position)? {
+                    return Ok(());
+                }
                 position += batch.num_rows() as u64;
             }
             DecodeResult::Finished => return Ok(()),
@@ -1418,6 +1467,19 @@ pub async fn scan_values_range<R: RangeReader + ?Sized>(
     range: Option<std::ops::Range<u64>>,
     mut f: impl FnMut(&[Value], u64) -> Result<()>,
 ) -> Result<()> {
+    scan_values_until(r, loc, md, field_ids, range, |v, p| f(v, p).map(|()| true)).await
+}
+
+/// [`scan_values_range`] that stops — reading no further row group — once `f` returns
+/// `false` (the row it returned `false` for is the last it sees).
+pub async fn scan_values_until<R: RangeReader + ?Sized>(
+    r: &R,
+    loc: &Location,
+    md: &Arc<ParquetMetaData>,
+    field_ids: &[i32],
+    range: Option<std::ops::Range<u64>>,
+    mut f: impl FnMut(&[Value], u64) -> Result<bool>,
+) -> Result<()> {
     let file_fields = fields(&arrow_schema(md)?);
     // A column the file does not have (added to an Iceberg table after the file was
     // written) reads as NULL.
@@ -1437,7 +1499,9 @@ pub async fn scan_values_range<R: RangeReader + ?Sized>(
         let range = range.unwrap_or(0..total);
         let nulls = vec![Value::Null; field_ids.len()];
         for p in range.start..range.end.min(total) {
-            f(&nulls, p)?;
+            if !f(&nulls, p)? {
+                break;
+            }
         }
         return Ok(());
     }
@@ -1447,7 +1511,7 @@ pub async fn scan_values_range<R: RangeReader + ?Sized>(
         .map(|r| r.map(|r| sorted.binary_search(&r).expect("present")))
         .collect();
     let mut vals = Vec::with_capacity(cols.len());
-    scan_columns_range(r, loc, md, &sorted, range, |batch, first| {
+    scan_columns_until(r, loc, md, &sorted, range, |batch, first| {
         for row in 0..batch.num_rows() {
             vals.clear();
             for c in &cols {
@@ -1456,9 +1520,11 @@ pub async fn scan_values_range<R: RangeReader + ?Sized>(
                     None => Value::Null,
                 });
             }
-            f(&vals, first + row as u64)?;
+            if !f(&vals, first + row as u64)? {
+                return Ok(false);
+            }
         }
-        Ok(())
+        Ok(true)
     })
     .await
 }

@@ -661,6 +661,39 @@ async fn a_compaction_carries_every_kind_over() {
     assert_eq!(got, want, "after the repair: the new vector");
 }
 
+/// `make_v3.py`'s `db.v3big` (`SKERRY_V3_BIG`): its snapshots' metadata locations, and an
+/// overlay with it mounted at the first, the four indexes of [`every_kind`] built.
+struct Big {
+    dir: tempfile::TempDir,
+    meta: Vec<String>,
+    url: String,
+    o: Overlay,
+}
+
+async fn big() -> Big {
+    let (dir, expected) = support::python_tables_with(
+        "make_v3.py",
+        "expected_v3.json",
+        &[("SKERRY_V3_BIG", "1".to_string())],
+    );
+    let meta: Vec<String> = expected["db.v3big"]["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["metadata_location"].as_str().unwrap().to_string())
+        .collect();
+    let url = format!("file://{}", dir.path().join("overlay").display());
+    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
+    o.mount_iceberg("v3", &meta[0]).await.unwrap();
+    for (name, col, opts) in every_kind() {
+        o.create_index("v3", name, &[col.into()], opts)
+            .await
+            .unwrap();
+    }
+    o.build("v3", |_| {}).await.unwrap();
+    Big { dir, meta, url, o }
+}
+
 /// Issue 43, the staged carry (RFC 0006): a compaction whose carry does not fit the sync's
 /// commit (260,000 rows × 4 indexes) is committed with its outputs pending and a record of the
 /// move; `vacuum` keeps what the record names; the build's steps then carry every index's
@@ -670,25 +703,13 @@ async fn a_compaction_carries_every_kind_over() {
 async fn a_compaction_too_large_for_one_commit_is_carried_by_the_build() {
     use skerry_core::read::nearest::Nearest;
     use skerry_core::read::search::Search;
-    let (dir, expected) = support::python_tables_with(
-        "make_v3.py",
-        "expected_v3.json",
-        &[("SKERRY_V3_BIG", "1".to_string())],
-    );
-    let snaps = expected["db.v3big"]["snapshots"]
-        .as_array()
-        .unwrap()
-        .clone();
-    let meta = |i: usize| snaps[i]["metadata_location"].as_str().unwrap().to_string();
-    let url = format!("file://{}", dir.path().join("overlay").display());
-    let o = Overlay::open(&url, OpenOptions::default()).await.unwrap();
-    o.mount_iceberg("v3", &meta(0)).await.unwrap();
-    for (name, col, opts) in every_kind() {
-        o.create_index("v3", name, &[col.into()], opts)
-            .await
-            .unwrap();
-    }
-    o.build("v3", |_| {}).await.unwrap();
+    let Big {
+        dir: _dir,
+        meta,
+        url: _,
+        o,
+    } = big().await;
+    let meta = |i: usize| meta[i].clone();
     o.publish().await.unwrap();
     let search = |q: &str| Search {
         query: q.into(),
@@ -739,12 +760,42 @@ async fn a_compaction_too_large_for_one_commit_is_carried_by_the_build() {
     let nears = [near(0.5), near(4.0), near(9.0)];
     let before = answers(&o, &searches, &nears).await;
 
+    let io0 = o.snapshot().await.unwrap().metrics().data_io;
     let r = o.sync_iceberg("v3", Some(&meta(1))).await.unwrap();
+    let io1 = o.snapshot().await.unwrap().metrics().data_io;
     let m = r.moved.clone().unwrap();
     assert_eq!(
         (m.files, m.sources, m.rows, m.refused),
         (1, 2, 260_000, None)
     );
+    // Decision 77: the output is bound by its footer, so the sync read its footer and its
+    // `_row_id` column — counted through the range reader, a small part of the file — and the
+    // digest recorded is the footer's, computed here from the file's own bytes.
+    {
+        let snap = o.snapshot().await.unwrap();
+        let t = &snap.manifest().tables[0];
+        assert_eq!(t.files.len(), 1, "the two sources became one output");
+        let f = &t.files[0];
+        assert_eq!(f.binding, skerry_core::formats::lineage::Binding::Footer);
+        let local = t.location.strip_prefix("file://").unwrap();
+        let bytes = std::fs::read(std::path::Path::new(local).join(&f.path)).unwrap();
+        assert_eq!(bytes.len() as u64, f.size);
+        let footer_len =
+            u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap())
+                as usize;
+        let footer = &bytes[bytes.len() - 8 - footer_len..];
+        assert_eq!(
+            f.sha256,
+            skerry_core::formats::lineage::footer_digest(f.size, footer)
+        );
+        assert_ne!(f.sha256, skerry_core::formats::lineage::sha256_hex(&bytes));
+        let read = io1.bytes - io0.bytes;
+        assert!(
+            read * 4 < f.size,
+            "the sync read {read} bytes of a {}-byte output: not the file whole",
+            f.size
+        );
+    }
     assert_eq!(
         (m.carried, m.derived),
         (0, 0),
@@ -821,4 +872,102 @@ async fn a_compaction_too_large_for_one_commit_is_carried_by_the_build() {
         0,
         "the record is dropped once every index is carried"
     );
+}
+
+/// Issue 43, RFC 0006: a recorded move is carried by fan-out workers too. `planBuild` gives
+/// the output's task the move's record (signed with the task), the worker carries every
+/// index from the sources' blobs and runs in the overlay store — with the output data file
+/// out of its reach, so it cannot have read it — and the commit counts the blobs carried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_move_is_carried_by_fanout_workers() {
+    use skerry_core::admin::fanout::{BundleBuilder, Outcome, PlanOptions};
+    let Big {
+        dir: _dir,
+        meta,
+        url,
+        o,
+    } = big().await;
+    let meta = |i: usize| meta[i].clone();
+    // `build()`'s whole-file pass counts what it derived: two files' four blobs.
+    let m = o.snapshot().await.unwrap().metrics();
+    assert_eq!((m.blobs_derived, m.blobs_carried), (8, 0));
+    let ids = [0i64, 77, 129_999, 130_000, 259_999];
+    let by_id = |id: i64| Query {
+        conditions: vec![Condition::new("id", Op::Eq(V::Int(id)))],
+        columns: Some(vec!["id".into(), "tag".into()]),
+        ..Default::default()
+    };
+    // (row id, columns) of a query's rows: what a move keeps (files and positions change).
+    let rows = |r: QueryResult| (r.rows.iter().map(|x| x.row_id).collect::<Vec<_>>(), r.batch);
+    let mut before = Vec::new();
+    for id in ids {
+        before.push(rows(o.query("v3", &by_id(id)).await.unwrap()));
+    }
+    let r = o.sync_iceberg("v3", Some(&meta(1))).await.unwrap();
+    assert_eq!(r.pending.len(), 4, "deferred: {:?}", r.pending);
+    let tasks = o.plan_build("v3", &PlanOptions::default()).await.unwrap();
+    assert_eq!(tasks.len(), 1, "one output");
+    let rec = tasks[0]
+        .moved
+        .as_ref()
+        .expect("the task holds the move's record");
+    assert_eq!(rec.output, tasks[0].file.path);
+    // A record altered on its way is refused by the task's signature, before any read.
+    let mut forged = tasks[0].clone();
+    forged.moved.as_mut().unwrap().segments.pop();
+    let worker = BundleBuilder::open(&url, OpenOptions::default()).unwrap();
+    let err = worker.build_bundle(&forged).await.unwrap_err();
+    assert_eq!(err.code(), "E_INVALID", "{err}");
+
+    // The output data file out of reach while the worker runs: a derive would fail to read it.
+    let snap = o.snapshot().await.unwrap();
+    let t = &snap.manifest().tables[0];
+    let local =
+        std::path::Path::new(t.location.strip_prefix("file://").unwrap()).join(&tasks[0].file.path);
+    let hidden = local.with_extension("hidden");
+    std::fs::rename(&local, &hidden).unwrap();
+    let receipt = worker.build_bundle(&tasks[0]).await;
+    std::fs::rename(&hidden, &local).unwrap();
+    let receipt = receipt.unwrap();
+    match &receipt.outcome {
+        Outcome::Built {
+            carried, entries, ..
+        } => {
+            assert_eq!(
+                (*carried, *entries),
+                (4, 0),
+                "all four carried, nothing derived"
+            )
+        }
+        other => panic!("not built: {other:?}"),
+    }
+    let m0 = o.snapshot().await.unwrap().metrics();
+    let c = o.commit_build(&[receipt]).await.unwrap();
+    assert!(c.refused.is_empty(), "{c:?}");
+    assert_eq!(
+        (c.committed.len(), c.carried, c.entries),
+        (1, 4, 0),
+        "{c:?}"
+    );
+    let m1 = o.snapshot().await.unwrap().metrics();
+    assert_eq!(
+        (
+            m1.blobs_derived - m0.blobs_derived,
+            m1.blobs_carried - m0.blobs_carried
+        ),
+        (0, 4)
+    );
+    for ix in ["by_id", "by_tag", "by_body", "by_emb"] {
+        let v = o.verify("v3", ix).await.unwrap();
+        assert!(
+            v.certified && v.mismatched == 0 && v.missing == 0,
+            "{ix}: {v:?}"
+        );
+    }
+    for (id, want) in ids.into_iter().zip(&before) {
+        let got = o.query("v3", &by_id(id)).await.unwrap();
+        assert_eq!(got.stats.files_scanned, 0, "id {id}: answered by the index");
+        assert_eq!(got.rows.len(), 1, "id {id}");
+        assert_eq!(&rows(got), want, "id {id}");
+    }
 }

@@ -217,3 +217,29 @@ fn streaming_sha256_uses_bounded_reads() {
     m.put("big.parquet", bytes);
     assert!(block_on(sha256_object(&m, &pinned, None, 64 * 1024)).is_err());
 }
+
+/// Decision 77: the footer digest is SHA-256 over a domain, the size and the footer — never
+/// the whole-file SHA-256 of the same bytes, and changed by the size or any footer byte.
+#[test]
+fn footer_digest_binds_size_and_every_footer_byte() {
+    use skerry_core::formats::lineage::{footer_digest, sha256_hex, FOOTER_DIGEST_DOMAIN};
+    let footer = b"\x15\x02\x19\x2c metadata \x0c\x00\x00\x00PAR1".to_vec();
+    let d = footer_digest(4096, &footer);
+    assert_eq!(d.len(), 64);
+    assert_eq!(d, footer_digest(4096, &footer), "deterministic");
+    assert_ne!(
+        d,
+        sha256_hex(&footer),
+        "domain-separated from a whole-file hash"
+    );
+    assert_ne!(d, footer_digest(4097, &footer), "the size is bound");
+    for i in 0..footer.len() {
+        let mut f = footer.clone();
+        f[i] ^= 1;
+        assert_ne!(d, footer_digest(4096, &f), "byte {i} is bound");
+    }
+    let mut whole = FOOTER_DIGEST_DOMAIN.to_vec();
+    whole.extend_from_slice(&4096u64.to_le_bytes());
+    whole.extend_from_slice(&footer);
+    assert_eq!(d, sha256_hex(&whole), "the documented layout");
+}

@@ -356,6 +356,30 @@ async fn refresh_keeps_delete_masks_of_unchanged_files() {
     assert_eq!(ids(&r), vec![90017]);
 }
 
+/// Decision 77: a plain Parquet table's files stay bound by their whole bytes (they may be
+/// rewritten in place, and `refresh` tells a touched file from a changed one by that digest);
+/// only Iceberg data files are bound by their footer (`core/tests/iceberg_v3.rs`).
+#[tokio::test]
+async fn parquet_files_are_bound_by_their_whole_bytes() {
+    use skerry_core::formats::lineage::{footer_digest, sha256_hex, Binding};
+    let f = Fixture::new();
+    let o = f.overlay().await;
+    let snap = o.snapshot().await.unwrap();
+    let t = &snap.manifest().tables[0];
+    assert!(!t.files.is_empty());
+    for e in &t.files {
+        let bytes = std::fs::read(f.data().join(&e.path)).unwrap();
+        assert_eq!(e.binding, Binding::Whole, "{}", e.path);
+        assert_eq!(e.sha256, sha256_hex(&bytes), "{}", e.path);
+        let n = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap());
+        let footer = &bytes[bytes.len() - 8 - n as usize..];
+        assert_ne!(e.sha256, footer_digest(e.size, footer));
+    }
+    // Absent from the manifest's JSON when whole (files written before decision 77 read the same).
+    let json = snap.manifest().to_json();
+    assert!(!String::from_utf8_lossy(&json).contains("\"binding\""));
+}
+
 /// Defect 9 and 11: data paths are safe relative object names (escapes refused by the real
 /// name); a missing table
 /// location is not an empty table; index names are validated; names fold one way.

@@ -163,7 +163,7 @@ impl Overlay {
             Vec::with_capacity((range.end - range.start).min(1 << 20) as usize);
         let input = ix.kind().kind().map_or(Input::Key, |k| k.input());
         let (mut bytes, mut end) = (0u64, range.start);
-        datafile::scan_values_range(
+        datafile::scan_values_until(
             self.data.as_ref(),
             &loc,
             &md,
@@ -171,7 +171,9 @@ impl Overlay {
             Some(range.clone()),
             |vals, position| {
                 if bytes >= max_bytes {
-                    return Ok(()); // over budget: the rest is the next step's
+                    // Over budget: the rest is the next step's, and is not read now (a
+                    // step reading to its range's end read the file's rest at every step).
+                    return Ok(false);
                 }
                 match input {
                     Input::Vector => {
@@ -198,7 +200,7 @@ impl Overlay {
                     }
                 }
                 end = position + 1;
-                Ok(())
+                Ok(true)
             },
         )
         .await

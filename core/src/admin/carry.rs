@@ -39,15 +39,25 @@ pub(crate) enum Carried {
 }
 
 /// What a carry reads with: an overlay's catalog, store and codebooks
-/// (`Overlay::carrier`).
+/// (`Overlay::carrier`); a fan-out worker's has no catalog (its task holds the move's record)
+/// and only carries ([`Carrier::carry_step`]).
 pub(crate) struct Carrier<'a> {
-    pub catalog: &'a Catalog,
+    pub catalog: Option<&'a Catalog>,
     pub reader: &'a ObjectStoreReader,
     pub codebooks: &'a Codebooks,
     pub block_bytes: usize,
 }
 
 impl Carrier<'_> {
+    /// The catalog, for what only the committer reads (a worker's carrier has none).
+    fn catalog(&self) -> Result<&Catalog> {
+        self.catalog.ok_or_else(|| {
+            crate::error::Error::Invalid(
+                "carry: the move's sources are read by the committer".into(),
+            )
+        })
+    }
+
     /// A build step's carry of output `f`'s entries of `ix` from its move's record; `None`
     /// when they must be derived.
     pub(crate) async fn carry_step(
@@ -89,7 +99,7 @@ impl Carrier<'_> {
             .iter()
             .filter_map(|p| existing.iter().find(|f| &f.path == p).cloned())
             .collect();
-        let t = self.catalog.begin()?;
+        let t = self.catalog()?.begin()?;
         let mut facts = SourceFacts::default();
         for ix in indexes {
             let mut in_run = false;
@@ -121,7 +131,7 @@ impl Carrier<'_> {
     /// The moves recorded for `table`'s outputs whose entries are still to be carried, by
     /// output file id (records that do not decode are left out: their outputs derive).
     pub(crate) async fn move_records(&self, table_id: u64) -> Result<HashMap<u64, MoveRecord>> {
-        let t = self.catalog.begin()?;
+        let t = self.catalog()?.begin()?;
         let mut out = HashMap::new();
         for (key, rec) in t
             .scan_limit::<MoveRecord>(&move_prefix(table_id), usize::MAX)

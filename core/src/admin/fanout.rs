@@ -85,6 +85,12 @@ pub struct BuildTask {
     /// reclaims it. Absent in fan-out tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<String>,
+    /// The file is an output of a recorded move (`mv/…`, RFC 0006): the worker carries its
+    /// indexes' entries over from the move's sources (their blobs and runs, named here)
+    /// instead of reading its columns, and derives only what the record cannot give. Planned
+    /// for fan-out tasks only; a worker that does not know the field derives, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<crate::admin::moves::MoveRecord>,
     /// HMAC-SHA256 (hex) of the task without this field, under the overlay's task key
     /// ([`TASK_KEY_PATH`]): a worker builds only what this overlay's writer planned, so a
     /// task forged or altered on its way (another table location, another file, other
@@ -157,6 +163,14 @@ impl BuildTask {
         if let Some(b) = &self.previous_bundle {
             bundle(&b.path)?;
         }
+        if let Some(m) = &self.moved {
+            for a in &m.sources.artifacts {
+                bundle(&a.lineage.bundle_path)?;
+            }
+            for (_, r) in &m.sources.runs {
+                bundle(&r.bundle_path)?;
+            }
+        }
         Ok(())
     }
 }
@@ -213,6 +227,9 @@ pub enum Outcome {
         artifacts: Vec<IndexFileEntry>,
         /// Entries derived for the built indexes.
         entries: u64,
+        /// How many of the task's indexes were carried over its move rather than derived.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        carried: u64,
     },
     /// Two live rows of the file share a key under a unique index (positions in the file);
     /// nothing is written. The commit poisons the index.
@@ -228,6 +245,10 @@ pub enum Outcome {
     TooLarge,
     /// The data file could not be read at its recorded version (`code`, `message`).
     Unreadable { code: String, message: String },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A receipt [`Overlay::commit_build`] did not commit, and why.
@@ -252,6 +273,8 @@ pub struct CommitReport {
     pub bytes: u64,
     /// Catalog transactions the commit took.
     pub transactions: u64,
+    /// Blobs the committed receipts carried over a move instead of deriving (decision 78).
+    pub carried: u64,
 }
 
 /// Builds bundles from [`BuildTask`]s: the overlay's object store and the data files, no
@@ -393,17 +416,75 @@ impl BundleBuilder {
             code: e.code().to_string(),
             message: e.to_string(),
         };
+        // An output of a recorded move: each index its record can give is carried over from
+        // the move's sources (read from this overlay's store, SHA-256 checked), the rest derived.
+        let mut fresh = Vec::with_capacity(task.indexes.len());
+        let mut derive = task.indexes.clone();
+        if let Some(rec) = &task.moved {
+            let carrier = crate::admin::carry::Carrier {
+                catalog: None,
+                reader: &self.reader,
+                codebooks: &self.codebooks,
+                block_bytes,
+            };
+            let mut sources = crate::admin::moves::SourceBlobs::default();
+            derive.clear();
+            for ix in &task.indexes {
+                match carrier
+                    .carry_step(rec, &task.file, ix, &mut sources)
+                    .await?
+                {
+                    Some(crate::admin::carry::Carried::Entries(e)) => {
+                        if ix.unique {
+                            let dup = crate::admin::unique::first_duplicate(
+                                &ix.key,
+                                e.iter().map(|(k, p)| (k.as_slice(), *p)),
+                                task.file.deleted()?.as_ref(),
+                            )?;
+                            if let Some((first, second)) = dup {
+                                return Ok(receipt(Outcome::Duplicate {
+                                    index_id: ix.index_id,
+                                    first,
+                                    second,
+                                }));
+                            }
+                        }
+                        let book = codebooks.get(&ix.index_id).map(|b| b.as_ref());
+                        fresh.push(file_build::blob_artifact(
+                            task.table.snapshot as i64,
+                            &task.file,
+                            ix,
+                            e.iter().map(|(k, p)| (k.as_slice(), *p)),
+                            block_bytes,
+                            e.iter().map(|(k, _)| k.len() + 8).sum(),
+                            book,
+                        )?);
+                    }
+                    Some(crate::admin::carry::Carried::Blob(b, meta)) => {
+                        let a = file_build::artifact_of(
+                            task.table.snapshot as i64,
+                            &task.file,
+                            ix,
+                            &b,
+                            meta,
+                        );
+                        fresh.push((a, b));
+                    }
+                    None => derive.push(ix.clone()),
+                }
+            }
+        }
+        let carried = fresh.len() as u64;
         // One pass for every index when the file fits it; else (fan-out tasks) one index at
         // a time, each blob the same bytes a one-pass build makes.
-        let one_pass = task
-            .file
-            .record_count
-            .saturating_mul(task.indexes.len() as u64)
-            <= task.pass_entries;
+        let one_pass =
+            task.file.record_count.saturating_mul(derive.len() as u64) <= task.pass_entries;
         let mut blobs = Vec::new();
         let mut by_index = !one_pass;
-        if one_pass {
-            let all = job(task.indexes.clone(), MAX_COMMIT_BYTES);
+        if derive.is_empty() {
+            by_index = false;
+        } else if one_pass {
+            let all = job(derive.clone(), MAX_COMMIT_BYTES);
             match file_build::index_file(self.data.clone(), all).await {
                 Ok(FileOutcome::Built(b)) => blobs = b,
                 Ok(FileOutcome::TooLarge) => by_index = true,
@@ -415,7 +496,7 @@ impl BundleBuilder {
             if !task.fanout() {
                 return Ok(receipt(Outcome::TooLarge));
             }
-            for ix in &task.indexes {
+            for ix in &derive {
                 let one = job(vec![ix.clone()], u64::MAX);
                 match file_build::index_file(self.data.clone(), one).await {
                     Ok(FileOutcome::Built(b)) => blobs.extend(b),
@@ -426,7 +507,6 @@ impl BundleBuilder {
             }
         }
         let mut entries = 0;
-        let mut fresh = Vec::with_capacity(blobs.len());
         for b in blobs {
             if let Some((first, second)) = b.duplicate {
                 return Ok(receipt(Outcome::Duplicate {
@@ -448,6 +528,7 @@ impl BundleBuilder {
             sha256: written.sha256,
             artifacts: written.artifacts,
             entries,
+            carried,
         }))
     }
 
@@ -727,6 +808,8 @@ pub(crate) struct PlanState {
     pub arts: HashMap<u64, HashMap<u64, IndexFileEntry>>,
     pub cursors: HashMap<u64, Option<BuildCursor>>,
     pub bundles: HashMap<u64, BundleRecord>,
+    /// Records of recorded moves, by output file id (fan-out tasks carry them).
+    pub moves: HashMap<u64, crate::admin::moves::MoveRecord>,
 }
 
 impl Overlay {
@@ -845,6 +928,8 @@ impl Overlay {
                 bundles.insert(f.file_id, b);
             }
         }
+        drop(t);
+        let moves = self.carrier().move_records(tr.table_id).await?;
         Ok(PlanState {
             tr,
             files,
@@ -852,6 +937,7 @@ impl Overlay {
             arts,
             cursors,
             bundles,
+            moves,
         })
     }
 
@@ -941,6 +1027,9 @@ impl Overlay {
             pass_entries,
             plan: plan.cloned(),
             attempt: None,
+            // `build()` carries recorded outputs in its own steps; a fan-out task carries its
+            // file's record to the worker.
+            moved: plan.and(state.moves.get(&f.file_id).cloned()),
             mac: None,
         })
     }
@@ -975,8 +1064,11 @@ impl Overlay {
                 tables.push(r.task.table.name.clone());
             }
             match &r.outcome {
-                Outcome::Built { .. } => {
-                    self.metrics.record_derived(r.task.indexes.len() as u64);
+                Outcome::Built { carried, .. } => {
+                    let carried = (*carried).min(r.task.indexes.len() as u64);
+                    self.metrics
+                        .record_derived(r.task.indexes.len() as u64 - carried);
+                    self.metrics.record_carried(carried);
                     built.push(r)
                 }
                 Outcome::Duplicate { .. } => duplicates.push(r),
@@ -1156,10 +1248,17 @@ impl Overlay {
         self.invalidate();
         report.transactions += 1;
         for r in ok {
-            if let Outcome::Built { size, entries, .. } = &r.outcome {
+            if let Outcome::Built {
+                size,
+                entries,
+                carried,
+                ..
+            } = &r.outcome
+            {
                 report.committed.push(r.task.file.path.clone());
                 report.bytes += size;
                 report.entries += entries;
+                report.carried += (*carried).min(r.task.indexes.len() as u64);
             }
         }
         Ok(())
@@ -1525,6 +1624,10 @@ impl Overlay {
             .iter()
             .map(|r| r.task.file.record_count * r.task.indexes.len() as u64)
             .sum();
+        // Every blob of the batch was derived from its file's rows (`build()`'s own tasks
+        // carry none: recorded outputs go to the per-index steps).
+        self.metrics
+            .record_derived(receipts.iter().map(|r| r.task.indexes.len() as u64).sum());
         report.entries += committed.entries;
         report.bundles_written += committed.committed.len() as u64;
         report.bytes_written += committed.bytes;

@@ -309,12 +309,19 @@ impl Overlay {
                 })
                 .collect()
         };
+        // Iceberg data files are bound by their footer (decision 77): a sync reads no data
+        // file whole; plain Parquet files by their whole bytes.
+        let binding = if iceberg {
+            lineage::Binding::Footer
+        } else {
+            lineage::Binding::Whole
+        };
         let mut read = Vec::with_capacity(paths.len());
         for window in paths.chunks(crate::admin::overlay::FACT_CONCURRENCY) {
             let got = futures::future::join_all(window.iter().map(|p| {
                 let (location, estimate_of) = (&tr.location, &estimate_of);
                 async move {
-                    let (e, fields, md) = self.file_facts(location, p).await?;
+                    let (e, fields, md) = self.file_facts(location, p, binding).await?;
                     let estimate = estimate_of(&fields, &md);
                     Ok::<_, Error>((e, fields, estimate))
                 }

@@ -494,7 +494,7 @@ pub struct SourcePlace {
 /// them (the sources leave the catalog in that commit): their file entries in the move's
 /// source order, their blobs the read gate accepted then (uncompressed), and the runs that
 /// held the entries of those whose blobs a run holds, by index.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SourceFacts {
     pub files: Vec<crate::formats::manifest::FileEntry>,
     pub artifacts: Vec<crate::formats::manifest::IndexFileEntry>,
@@ -542,7 +542,7 @@ impl SourceFacts {
 /// numbered as in `sources.files`) and its sources' facts. Catalog record
 /// `mv/<table id>/<output file id>`; the build's steps carry from it, and `vacuum` drops it
 /// once every index of the output has a blob (RFC 0006, "the staged carry").
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MoveRecord {
     pub output: String,
     pub segments: Vec<Segment>,

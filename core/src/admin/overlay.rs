@@ -254,7 +254,7 @@ impl Overlay {
     /// ([`crate::admin::carry`]).
     pub(crate) fn carrier(&self) -> crate::admin::carry::Carrier<'_> {
         crate::admin::carry::Carrier {
-            catalog: &self.catalog,
+            catalog: Some(&self.catalog),
             reader: &self.reader,
             codebooks: &self.codebooks,
             block_bytes: self.block_bytes,
@@ -369,12 +369,14 @@ impl Overlay {
     }
 
     /// Reads one data file's lineage facts: size and version from the store, record count and
-    /// schema from the footer, SHA-256 streamed through bounded reads — all pinned to one
-    /// version, so a file rewritten meanwhile fails instead of mixing versions.
+    /// schema from the footer, and its digest by `binding` — the footer's, or the whole file's
+    /// SHA-256 streamed through bounded reads — all pinned to one version, so a file rewritten
+    /// meanwhile fails instead of mixing versions.
     pub(crate) async fn file_facts(
         &self,
         location: &str,
         path: &str,
+        binding: lineage::Binding,
     ) -> Result<(
         FileEntry,
         Vec<crate::values::FieldInfo>,
@@ -387,16 +389,25 @@ impl Overlay {
         if let Some(v) = &meta.version {
             loc = loc.with_version(v);
         }
-        let (md, metadata_offset) =
-            datafile::read_metadata_located(self.data.as_ref(), &loc, meta.size).await?;
+        let datafile::Located {
+            metadata: md,
+            metadata_offset,
+            footer_digest,
+        } = datafile::read_metadata_located(self.data.as_ref(), &loc, meta.size).await?;
         let fields = datafile::fields(&datafile::arrow_schema(&md)?);
-        let (sha256, _) = lineage::sha256_object(
-            self.data.as_ref(),
-            &loc,
-            Some(meta.size),
-            lineage::DEFAULT_HASH_CHUNK,
-        )
-        .await?;
+        let sha256 = match binding {
+            lineage::Binding::Footer => footer_digest,
+            lineage::Binding::Whole => {
+                lineage::sha256_object(
+                    self.data.as_ref(),
+                    &loc,
+                    Some(meta.size),
+                    lineage::DEFAULT_HASH_CHUNK,
+                )
+                .await?
+                .0
+            }
+        };
         let entry = FileEntry {
             file_id: 0,
             path: path.to_string(),
@@ -404,6 +415,7 @@ impl Overlay {
             etag: meta.version.clone(),
             record_count: md.file_metadata().num_rows().max(0) as u64,
             sha256,
+            binding,
             row_id_start: None,
             row_id_runs: None,
             deletes: None,
@@ -450,9 +462,15 @@ impl Overlay {
         let mut schema: Option<Vec<crate::values::FieldInfo>> = None;
         let mut file_fields = Vec::new();
         let mut facts = Vec::with_capacity(paths.len());
+        // A mounted Iceberg table's files are bound by their footer (decision 77).
+        let binding = if setup.iceberg.is_some() {
+            lineage::Binding::Footer
+        } else {
+            lineage::Binding::Whole
+        };
         for window in paths.chunks(FACT_CONCURRENCY) {
             let got = futures::future::join_all(window.iter().map(|p| async move {
-                let (e, fields, _) = self.file_facts(location, p).await?;
+                let (e, fields, _) = self.file_facts(location, p, binding).await?;
                 Ok::<_, Error>((e, fields))
             }))
             .await;
@@ -1194,13 +1212,14 @@ impl Overlay {
             match self.data.head(&Location::new(&url)).await {
                 Ok(m) if m.size == f.size && m.version == f.etag && !deep => {}
                 Ok(_) => {
-                    let (mut e, fields, _) = match self.file_facts(&tr.location, &f.path).await {
-                        Ok(x) => x,
-                        Err(e) => {
-                            unreadable(&mut report, e);
-                            continue;
-                        }
-                    };
+                    let (mut e, fields, _) =
+                        match self.file_facts(&tr.location, &f.path, f.binding).await {
+                            Ok(x) => x,
+                            Err(e) => {
+                                unreadable(&mut report, e);
+                                continue;
+                            }
+                        };
                     if let Err(e) = check_indexed_columns(&tr, &indexes, &fields, &f.path) {
                         unreadable(&mut report, e);
                         continue;

@@ -304,6 +304,47 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// What a data file's `sha256` fact is a digest of (decision 77, `docs/lineage.md`, "Binding a
+/// data file"). The gate compares the digest the table recorded with the one an index was
+/// built against, so both sides always use the file's own binding; which one a file has is
+/// fixed when it is registered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Binding {
+    /// SHA-256 of the whole file, streamed through bounded reads: plain Parquet tables, whose
+    /// files may be rewritten in place (`refresh` tells a touched file from a changed one by it).
+    #[default]
+    Whole,
+    /// [`footer_digest`]: SHA-256 of the file's size and its Parquet footer. Iceberg data
+    /// files, which the table format never rewrites in place (a path names one immutable
+    /// object), so registering one reads its footer only, not its bytes; reads stay pinned to
+    /// the version registered, and `verify` compares index entries with the file's values.
+    Footer,
+}
+
+impl Binding {
+    /// Whether this is the default (serialized as absent).
+    pub fn is_whole(&self) -> bool {
+        *self == Binding::Whole
+    }
+}
+
+/// Domain of [`footer_digest`]: no footer digest equals a whole-file SHA-256 of the same
+/// bytes.
+pub const FOOTER_DIGEST_DOMAIN: &[u8] = b"skerry-footer-v1\0";
+
+/// Lowercase hex SHA-256 of `FOOTER_DIGEST_DOMAIN ‖ size (u64 little-endian) ‖ footer`, where
+/// `footer` is the file's last `8 + footer length` bytes (the Thrift `FileMetaData`, its
+/// 4-byte length and `PAR1`): every row group's and column chunk's offsets, sizes, encodings,
+/// statistics and the writer's key-value metadata.
+pub fn footer_digest(size: u64, footer: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(FOOTER_DIGEST_DOMAIN);
+    h.update(size.to_le_bytes());
+    h.update(footer);
+    hex::encode(h.finalize())
+}
+
 /// Default chunk of [`sha256_object`]: memory used is one chunk.
 pub const DEFAULT_HASH_CHUNK: u64 = 4 << 20;
 

@@ -165,7 +165,15 @@ pub struct FileEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etag: Option<String>,
     pub record_count: u64,
+    /// The digest [`FileEntry::binding`] names: the whole file's SHA-256, or for an Iceberg
+    /// data file the SHA-256 of its size and footer (`docs/lineage.md`). Lowercase hex.
     pub sha256: String,
+    /// What `sha256` digests; absent means the whole file (decision 77).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::formats::lineage::Binding::is_whole"
+    )]
+    pub binding: crate::formats::lineage::Binding,
     /// Stable row id of position 0 (row id = row_id_start + position).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_id_start: Option<u64>,
