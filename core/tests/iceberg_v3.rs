@@ -338,9 +338,10 @@ async fn an_upgraded_table_takes_its_row_ids_from_the_first_v3_snapshot() {
     assert_eq!(rows(&all), model(last));
 }
 
-/// The four indexes of `db.v3c` and `db.v3big`: (name, column, options) of a unique ordered,
-/// a bitmap, a full-text and a vector index.
-fn every_kind() -> [(&'static str, &'static str, IndexOptions); 4] {
+/// The five indexes of `db.v3c` and `db.v3big`: (name, column, options) of a unique ordered,
+/// a bitmap, a bloom (on the ordered index's column: carried from its entries, decision 80),
+/// a full-text and a vector index.
+fn every_kind() -> [(&'static str, &'static str, IndexOptions); 5] {
     use skerry_core::index::IndexKind;
     let kind = |kind| IndexOptions {
         kind,
@@ -349,13 +350,14 @@ fn every_kind() -> [(&'static str, &'static str, IndexOptions); 4] {
     [
         ("by_id", "id", IndexOptions::unique()),
         ("by_tag", "tag", kind(IndexKind::Bitmap)),
+        ("id_bloom", "id", kind(IndexKind::Bloom)),
         ("by_body", "body", kind(IndexKind::Fulltext)),
         ("by_emb", "emb", kind(IndexKind::Vector)),
     ]
 }
 
-/// Issue 43, RFC 0006 step 3: a v3 table with an ordered (unique), a bitmap, a full-text and a
-/// vector index, compacted twice by `replace` snapshots that keep row ids (`make_v3.py`'s
+/// Issue 43, RFC 0006 step 3: a v3 table with an ordered (unique), a bitmap, a bloom, a
+/// full-text and a vector index, compacted twice by `replace` snapshots that keep row ids (`make_v3.py`'s
 /// `db.v3c`): ten files into two — the sources' full-text and vector entries held by the table
 /// runs the build wrote — then the two into one, from their own blobs. Each sync carries every
 /// index's entries over (the handle's build counters: no blob derived from rows, so no column
@@ -476,14 +478,15 @@ async fn a_compaction_carries_every_kind_over() {
         plain.sync_iceberg("v3", Some(&meta(i))).await.unwrap();
         let p1 = plain.snapshot().await.unwrap().metrics().data_io;
         // Counted through the range reader: the indexed sync read nothing of the data files
-        // beyond the file set's own reads — no indexed column.
+        // beyond the file set's own reads — no indexed column (the bloom filter's keys come
+        // from the ordered index's entries).
         assert_eq!(
             (
                 m1.data_io.requests - m0.data_io.requests,
                 m1.data_io.bytes - m0.data_io.bytes
             ),
             (p1.requests - p0.requests, p1.bytes - p0.bytes),
-            "{label}: data read by the sync with four indexes and without"
+            "{label}: data read by the sync with five indexes and without"
         );
         assert!(p1.bytes > p0.bytes, "{label}: the sync reads the new files");
         let moved = r.moved.clone().unwrap();
@@ -497,14 +500,14 @@ async fn a_compaction_carries_every_kind_over() {
             (outputs, sources, 593, None),
             "{label}"
         );
-        assert_eq!((moved.carried, moved.derived), (4 * 593, 0), "{label}");
+        assert_eq!((moved.carried, moved.derived), (5 * 593, 0), "{label}");
         assert_eq!(
             (
                 m1.blobs_derived - m0.blobs_derived,
                 m1.blobs_carried - m0.blobs_carried
             ),
-            (0, 4 * outputs),
-            "{label}: every output's four blobs carried, none derived from rows"
+            (0, 5 * outputs),
+            "{label}: every output's five blobs carried, none derived from rows"
         );
         // `verify` rebuilds each output's blobs from its rows: byte for byte the carried ones.
         for (ix, _, _) in indexes() {
@@ -619,7 +622,7 @@ async fn a_compaction_carries_every_kind_over() {
     // repairs them.
     let r = o.sync_iceberg("v3", Some(&meta(4))).await.unwrap();
     let m = r.moved.unwrap();
-    assert_eq!((m.rows, m.carried, m.derived), (593, 4 * 593, 0));
+    assert_eq!((m.rows, m.carried, m.derived), (593, 5 * 593, 0));
     let lie = Search {
         query: "zzlie".into(),
         ..searches[0].clone()
@@ -628,6 +631,7 @@ async fn a_compaction_carries_every_kind_over() {
     for (ix, wrong) in [
         ("by_id", false),
         ("by_tag", false),
+        ("id_bloom", false),
         ("by_body", true),
         ("by_emb", true),
     ] {
@@ -662,7 +666,7 @@ async fn a_compaction_carries_every_kind_over() {
 }
 
 /// `make_v3.py`'s `db.v3big` (`SKERRY_V3_BIG`): its snapshots' metadata locations, and an
-/// overlay with it mounted at the first, the four indexes of [`every_kind`] built.
+/// overlay with it mounted at the first, the five indexes of [`every_kind`] built.
 struct Big {
     dir: tempfile::TempDir,
     meta: Vec<String>,
@@ -695,7 +699,7 @@ async fn big() -> Big {
 }
 
 /// Issue 43, the staged carry (RFC 0006): a compaction whose carry does not fit the sync's
-/// commit (260,000 rows × 4 indexes) is committed with its outputs pending and a record of the
+/// commit (260,000 rows × 5 indexes) is committed with its outputs pending and a record of the
 /// move; `vacuum` keeps what the record names; the build's steps then carry every index's
 /// entries from it — no blob derived from the output's rows — `verify` certifies them, the
 /// answers are those of before the compaction, and the record is dropped once settled.
@@ -801,7 +805,7 @@ async fn a_compaction_too_large_for_one_commit_is_carried_by_the_build() {
         (0, 0),
         "deferred: nothing in the commit"
     );
-    assert_eq!(r.pending.len(), 4, "{:?}", r.pending);
+    assert_eq!(r.pending.len(), 5, "{:?}", r.pending);
     let records = || async { o.catalog_keys("mv/").await.unwrap() };
     assert_eq!(records().await, 1, "the move is recorded for its output");
     // Vacuum before the carry keeps what it reads.
@@ -819,10 +823,11 @@ async fn a_compaction_too_large_for_one_commit_is_carried_by_the_build() {
             m1.blobs_derived - m0.blobs_derived,
             m1.blobs_carried - m0.blobs_carried
         ),
-        (0, 4),
+        (0, 5),
         "every index of the output carried by the build, none derived from its rows"
     );
-    // Counted through the range reader: the build read nothing of the data files.
+    // Counted through the range reader: the build read nothing of the data files (the bloom
+    // filter's keys too come from the sources' ordered entries).
     assert_eq!(
         (
             m1.data_io.requests - m0.data_io.requests,
@@ -835,7 +840,7 @@ async fn a_compaction_too_large_for_one_commit_is_carried_by_the_build() {
         m0.data_io.bytes > 0,
         "the builds before (deriving) read the data files"
     );
-    for ix in ["by_id", "by_tag", "by_body", "by_emb"] {
+    for (ix, _, _) in every_kind() {
         let v = o.verify("v3", ix).await.unwrap();
         assert!(v.certified && v.mismatched == 0, "{ix}: {v:?}");
         assert_eq!(
@@ -888,9 +893,9 @@ async fn a_recorded_move_is_carried_by_fanout_workers() {
         o,
     } = big().await;
     let meta = |i: usize| meta[i].clone();
-    // `build()`'s whole-file pass counts what it derived: two files' four blobs.
+    // `build()`'s whole-file pass counts what it derived: two files' five blobs.
     let m = o.snapshot().await.unwrap().metrics();
-    assert_eq!((m.blobs_derived, m.blobs_carried), (8, 0));
+    assert_eq!((m.blobs_derived, m.blobs_carried), (10, 0));
     let ids = [0i64, 77, 129_999, 130_000, 259_999];
     let by_id = |id: i64| Query {
         conditions: vec![Condition::new("id", Op::Eq(V::Int(id)))],
@@ -904,7 +909,7 @@ async fn a_recorded_move_is_carried_by_fanout_workers() {
         before.push(rows(o.query("v3", &by_id(id)).await.unwrap()));
     }
     let r = o.sync_iceberg("v3", Some(&meta(1))).await.unwrap();
-    assert_eq!(r.pending.len(), 4, "deferred: {:?}", r.pending);
+    assert_eq!(r.pending.len(), 5, "deferred: {:?}", r.pending);
     let tasks = o.plan_build("v3", &PlanOptions::default()).await.unwrap();
     assert_eq!(tasks.len(), 1, "one output");
     let rec = tasks[0]
@@ -935,8 +940,8 @@ async fn a_recorded_move_is_carried_by_fanout_workers() {
         } => {
             assert_eq!(
                 (*carried, *entries),
-                (4, 0),
-                "all four carried, nothing derived"
+                (5, 0),
+                "all five carried, nothing derived"
             )
         }
         other => panic!("not built: {other:?}"),
@@ -946,7 +951,7 @@ async fn a_recorded_move_is_carried_by_fanout_workers() {
     assert!(c.refused.is_empty(), "{c:?}");
     assert_eq!(
         (c.committed.len(), c.carried, c.entries),
-        (1, 4, 0),
+        (1, 5, 0),
         "{c:?}"
     );
     let m1 = o.snapshot().await.unwrap().metrics();
@@ -955,9 +960,9 @@ async fn a_recorded_move_is_carried_by_fanout_workers() {
             m1.blobs_derived - m0.blobs_derived,
             m1.blobs_carried - m0.blobs_carried
         ),
-        (0, 4)
+        (0, 5)
     );
-    for ix in ["by_id", "by_tag", "by_body", "by_emb"] {
+    for (ix, _, _) in every_kind() {
         let v = o.verify("v3", ix).await.unwrap();
         assert!(
             v.certified && v.mismatched == 0 && v.missing == 0,

@@ -667,7 +667,7 @@ impl Overlay {
                 if let Some(rec) = moves.get(&f.file_id) {
                     if let Some(c) = self
                         .carrier()
-                        .carry_step(rec, f, &ix, &mut carry_blobs)
+                        .carry_step(rec, f, &ix, &indexes, &mut carry_blobs)
                         .await?
                     {
                         let blob = match c {

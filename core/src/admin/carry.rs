@@ -4,9 +4,10 @@
 //! registration that commits the move (`admin::lifecycle`, when the work fits its commit)
 //! and the build's steps (`admin::build`, from the move's [`MoveRecord`] when it did not).
 //!
-//! Two ways, by kind: a kind whose blob entries are its input ([`Kind::read_entries`]:
-//! ordered, bitmap) has its sources' `(key, position)` entries mapped to the output's rows
-//! and handed to its writer as a build's would be; a kind whose blob holds what the input
+//! Two ways, by kind: a kind whose input is the key has its sources' `(key, position)`
+//! entries mapped to the output's rows and handed to its writer as a build's would be — read
+//! from its own blobs when they hold them ([`Kind::read_entries`]: ordered, bitmap), else
+//! from those of an index on the same key that holds them (a bloom filter's, decision 80); a kind whose blob holds what the input
 //! made of a row ([`Kind::carry`]: full text, vector) writes the output's blob from the
 //! sources' blobs directly. Either way the blob is the one a build writes from the output's
 //! rows when the move is honest, which `verify` certifies by rebuilding it. Anything short —
@@ -65,6 +66,7 @@ impl Carrier<'_> {
         rec: &MoveRecord,
         f: &FileEntry,
         ix: &IndexRecord,
+        siblings: &[IndexRecord],
         blobs: &mut SourceBlobs,
     ) -> Result<Option<Carried>> {
         let Some(mv) = rec.to_move().filter(|m| m.outputs[0] == f.path) else {
@@ -73,7 +75,7 @@ impl Carrier<'_> {
         // Entries read for this record only: its sources are numbered its own way.
         let mut entries = SourceEntries::default();
         if let Some(e) = self
-            .carried_entries(&mv, &rec.sources, f, ix, &mut entries)
+            .carried_entries(&mv, &rec.sources, f, ix, siblings, &mut entries)
             .await?
         {
             return Ok(Some(Carried::Entries(e)));
@@ -146,14 +148,22 @@ impl Carrier<'_> {
 
     /// Output `f`'s `(key, position)` entries of `ix` carried over `mv`, sorted as a build
     /// sorts them, or `None` when they must be derived: `f` is not an output, the kind's
-    /// blobs do not hold their entries, or a source's blob for `ix` cannot give them (see
-    /// the module docs). Sources' entries are read once per index into `cache`.
+    /// input is not the key, or no index can give them (see the module docs). Sources' entries
+    /// are read once per index into `cache`.
+    ///
+    /// The entries are every key kind's input, the same for every index on the same key
+    /// (decision 80): they come from `ix`'s own source blobs when its kind holds them
+    /// (ordered, bitmap), else from a *donor* among `siblings` — an index of the table on the
+    /// same fields with the same key schema whose kind holds them. A bloom filter, which
+    /// names no positions, is so carried from an ordered or bitmap index on its column, and
+    /// written by its own writer from the entries a build would have given it.
     pub(crate) async fn carried_entries(
         &self,
         mv: &Move,
         facts: &SourceFacts,
         f: &FileEntry,
         ix: &IndexRecord,
+        siblings: &[IndexRecord],
         cache: &mut SourceEntries,
     ) -> Result<Option<Vec<(Vec<u8>, u64)>>> {
         let Some(o) = mv.outputs.iter().position(|p| *p == f.path) else {
@@ -163,8 +173,27 @@ impl Carrier<'_> {
         if !ix.kind().kind().is_some_and(|k| k.input() == Input::Key) {
             return Ok(None);
         }
+        for d in donors(ix, siblings) {
+            if let Some(e) = self.donor_entries(mv, facts, f, o, d, cache).await? {
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Output `o`'s entries carried from donor `d`'s source blobs, or `None` when a source's
+    /// blob of `d` cannot give them.
+    async fn donor_entries(
+        &self,
+        mv: &Move,
+        facts: &SourceFacts,
+        f: &FileEntry,
+        o: u32,
+        d: &IndexRecord,
+        cache: &mut SourceEntries,
+    ) -> Result<Option<Vec<(Vec<u8>, u64)>>> {
         for s in mv.sources_of(o) {
-            if cache.contains_key(&(ix.index_id, s)) {
+            if cache.contains_key(&(d.index_id, s)) {
                 continue;
             }
             let a = mv
@@ -175,15 +204,15 @@ impl Carrier<'_> {
                     facts
                         .artifacts
                         .iter()
-                        .find(|a| a.lineage.index_id == ix.index_id && a.file_id == src.file_id)
+                        .find(|a| a.lineage.index_id == d.index_id && a.file_id == src.file_id)
                 });
             let got = match a.filter(|a| !a.in_run) {
-                Some(a) => self.source_entries(a, ix).await?,
+                Some(a) => self.source_entries(a, d).await?,
                 None => None,
             };
-            cache.insert((ix.index_id, s), got);
+            cache.insert((d.index_id, s), got);
         }
-        Ok(mv.carry(o, f.record_count, ix.index_id, cache))
+        Ok(mv.carry(o, f.record_count, d.index_id, cache))
     }
 
     /// Every `(key, position)` entry of the blob `a` records, read whole and checked; `None`
@@ -358,5 +387,100 @@ impl Carrier<'_> {
             codebook: book.as_deref(),
         };
         Ok(kind.carry(&ix.spec, &bs, &list).ok().flatten())
+    }
+}
+
+/// The indexes whose source blobs may give `ix`'s entries, in the order tried: `ix` itself
+/// when its kind's blobs hold positions, then every other index of `siblings` on the same
+/// fields and key schema whose kind's blobs hold them (each once).
+fn donors<'a>(ix: &'a IndexRecord, siblings: &'a [IndexRecord]) -> Vec<&'a IndexRecord> {
+    let holds = |r: &IndexRecord| {
+        r.kind()
+            .kind()
+            .is_some_and(|k| k.input() == Input::Key && k.answers().rows)
+    };
+    let mut out: Vec<&IndexRecord> = Vec::new();
+    if holds(ix) {
+        out.push(ix);
+    }
+    for r in siblings {
+        if r.index_id != ix.index_id
+            && r.table_id == ix.table_id
+            && r.fields == ix.fields
+            && r.key == ix.key
+            && holds(r)
+            && !out.iter().any(|o| o.index_id == r.index_id)
+        {
+            out.push(r);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::manifest::IndexState;
+    use crate::index::IndexSpec;
+    use crate::{Direction, KeyColumn, KeySchema, KeyType};
+
+    fn record(index_id: u64, fields: &[i32], spec: IndexSpec, desc: bool) -> IndexRecord {
+        let mut col = KeyColumn::new(KeyType::Int64);
+        if desc {
+            col.direction = Direction::Desc;
+        }
+        IndexRecord {
+            index_id,
+            table_id: 1,
+            name: format!("ix{index_id}"),
+            fields: fields.to_vec(),
+            key: KeySchema {
+                columns: vec![col; fields.len()],
+            },
+            unique: false,
+            spec,
+            codebook: None,
+            state: IndexState::Ready,
+            generation: 0,
+            reason: None,
+        }
+    }
+
+    /// Decision 80: a bloom filter's entries come from an index on the same fields and key
+    /// whose blobs hold them; never from itself, another bloom, other fields or a key encoded
+    /// otherwise (descending); an ordered index gives its own first.
+    #[test]
+    fn donors_hold_the_same_entries() {
+        let bloom = IndexSpec::Bloom { fpp_ppm: 10_000 };
+        let bitmap = IndexSpec::Bitmap {
+            max_cardinality: 1000,
+        };
+        let b = record(1, &[1], bloom, false);
+        let table = [
+            b.clone(),
+            record(2, &[1], bloom, false), // another bloom: no entries
+            record(3, &[2], IndexSpec::Ordered, false), // another column
+            record(4, &[1], IndexSpec::Ordered, true), // the column descending
+            record(5, &[1, 2], IndexSpec::Ordered, false), // a wider key
+            record(6, &[1], bitmap, false),
+            record(7, &[1], IndexSpec::Ordered, false),
+            record(7, &[1], IndexSpec::Ordered, false), // listed twice
+        ];
+        let ids = |ix: &IndexRecord| {
+            donors(ix, &table)
+                .iter()
+                .map(|r| r.index_id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&b), vec![6, 7]);
+        assert_eq!(ids(&table[6]), vec![7, 6], "its own entries first");
+        assert_eq!(
+            ids(&table[3]),
+            vec![4],
+            "only its own: no other key encoded alike"
+        );
+        let mut other_table = record(8, &[1], IndexSpec::Ordered, false);
+        other_table.table_id = 2;
+        assert_eq!(donors(&b, std::slice::from_ref(&other_table)).len(), 0);
     }
 }

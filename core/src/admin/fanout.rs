@@ -431,7 +431,7 @@ impl BundleBuilder {
             derive.clear();
             for ix in &task.indexes {
                 match carrier
-                    .carry_step(rec, &task.file, ix, &mut sources)
+                    .carry_step(rec, &task.file, ix, &task.indexes, &mut sources)
                     .await?
                 {
                     Some(crate::admin::carry::Carried::Entries(e)) => {

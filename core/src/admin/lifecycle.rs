@@ -439,7 +439,7 @@ impl Overlay {
                 if let (Some(mv), Some(facts)) = (&change.moved, &facts) {
                     if let Some(k) = self
                         .carrier()
-                        .carried_entries(mv, facts, f, ix, &mut sources)
+                        .carried_entries(mv, facts, f, ix, &indexes, &mut sources)
                         .await?
                     {
                         carried += k.len() as u64;
