@@ -66,7 +66,17 @@ async function child(spec) {
     out.moved = r.moved;
     out.pending = r.pending;
     t0 = performance.now();
-    await o.build('t');
+    // Where the build's time goes: each progress event's phase or index, with its time.
+    out.phases = [];
+    await o.build('t', {
+      onProgress: (p) => {
+        const at = performance.now() - t0;
+        const name = p.index ?? p.phase ?? '?';
+        const last = out.phases[out.phases.length - 1];
+        if (last && last.name === name) last.endMs = at;
+        else out.phases.push({ name, startMs: at, endMs: at });
+      },
+    });
     out.buildMs = performance.now() - t0;
     out.ms = out.syncMs + out.buildMs;
     out.io = diff(c0, await counters(o));
@@ -126,6 +136,7 @@ try {
     console.log(`| ${name} | ${s(c.ms)} | ${mb(c.io.dataBytes)} (${c.io.dataRequests}) | ${mb(c.io.indexBytes)} | ${c.io.derived} / ${c.io.carried} |`);
   }
   console.log();
+  console.log(`carry's build, by progress event: ${carry.phases.map((p) => `${p.name} ${s(p.startMs)}–${s(p.endMs)}`).join('; ')}`);
   console.log(`carry: sync ${s(carry.syncMs)} (moved ${JSON.stringify(carry.moved)}; pending ${carry.pending.join(', ')}), build ${s(carry.buildMs)}`);
   console.log(`rebuild ÷ carry time: ${(rebuild.ms / carry.ms).toFixed(1)}× (goal ≥ 20×); carry's data bytes ÷ rebuild's: ${(100 * carry.io.dataBytes / rebuild.io.dataBytes).toFixed(1)}% (goal ≤ 5%)`);
 } finally {

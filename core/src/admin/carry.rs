@@ -392,7 +392,7 @@ impl Carrier<'_> {
 
 /// The indexes whose source blobs may give `ix`'s entries, in the order tried: `ix` itself
 /// when its kind's blobs hold positions, then every other index of `siblings` on the same
-/// fields and key schema whose kind's blobs hold them (each once).
+/// fields and key schema whose kind's blobs hold them and that is not poisoned (each once).
 fn donors<'a>(ix: &'a IndexRecord, siblings: &'a [IndexRecord]) -> Vec<&'a IndexRecord> {
     let holds = |r: &IndexRecord| {
         r.kind()
@@ -408,6 +408,7 @@ fn donors<'a>(ix: &'a IndexRecord, siblings: &'a [IndexRecord]) -> Vec<&'a Index
             && r.table_id == ix.table_id
             && r.fields == ix.fields
             && r.key == ix.key
+            && r.state != crate::formats::manifest::IndexState::Poisoned
             && holds(r)
             && !out.iter().any(|o| o.index_id == r.index_id)
         {
@@ -447,8 +448,9 @@ mod tests {
     }
 
     /// Decision 80: a bloom filter's entries come from an index on the same fields and key
-    /// whose blobs hold them; never from itself, another bloom, other fields or a key encoded
-    /// otherwise (descending); an ordered index gives its own first.
+    /// whose blobs hold them; never from itself, another bloom, other fields, a key encoded
+    /// otherwise (descending), another table or a poisoned index; an ordered index gives its
+    /// own first.
     #[test]
     fn donors_hold_the_same_entries() {
         let bloom = IndexSpec::Bloom { fpp_ppm: 10_000 };
@@ -465,6 +467,10 @@ mod tests {
             record(6, &[1], bitmap, false),
             record(7, &[1], IndexSpec::Ordered, false),
             record(7, &[1], IndexSpec::Ordered, false), // listed twice
+            IndexRecord {
+                state: IndexState::Poisoned,
+                ..record(9, &[1], IndexSpec::Ordered, false)
+            },
         ];
         let ids = |ix: &IndexRecord| {
             donors(ix, &table)
