@@ -39,6 +39,15 @@ pub struct Source<'a> {
     pub to: &'a dyn Fn(u64) -> Option<u64>,
 }
 
+/// One source file's rows in a blob holding its postings and others' (a run), for
+/// [`Gather::add_parts`].
+pub struct Part<'a> {
+    /// The file's rows in the blob (as [`Source::rows`]).
+    pub rows: Range<u64>,
+    /// Where row `position` of the file went in the output (as [`Source::to`]).
+    pub to: &'a dyn Fn(u64) -> Option<u64>,
+}
+
 /// An output's postings gathered source by source ([`Gather::add`]), then written
 /// ([`Gather::finish`]). Memory: the output's postings and positions, and a length per row.
 pub struct Gather {
@@ -70,27 +79,64 @@ impl Gather {
     }
 
     /// Gathers the postings of `s`'s rows that moved here. Returns how many of the source's
-    /// rows (moved here or not) hold at least one token. Errors: the blob does not decode or
-    /// fails a checksum, it was analyzed otherwise (tokenizer, positions), a row maps past
-    /// the output or twice with different lengths.
+    /// rows (moved here or not) hold at least one token. Errors: as [`Gather::add_parts`].
     pub fn add(&mut self, s: &Source<'_>) -> Result<u64, BlobError> {
-        let len = s.blob.len() as u64;
-        let slice = |r: Range<u64>| {
-            s.blob
-                .get(r.start as usize..r.end as usize)
-                .ok_or(BlobError::Corrupt("range outside the blob"))
+        let part = Part {
+            rows: s.rows.clone(),
+            to: s.to,
         };
-        let dir =
-            FulltextDirectory::parse(slice(s.directory.clone())?, Some(s.directory_sha256), len)?;
+        let with = self.add_parts(
+            s.blob,
+            s.directory.clone(),
+            s.directory_sha256,
+            std::slice::from_ref(&part),
+        )?;
+        Ok(with[0])
+    }
+
+    /// Gathers the postings of every part's rows that moved here from one blob, in one pass
+    /// over its terms — a run holding many of a move's sources is decoded once per output,
+    /// not once per source (decision 81). Returns, per part, how many of its rows (moved
+    /// here or not) hold at least one token. Errors: the blob does not decode or fails a
+    /// checksum, it was analyzed otherwise (tokenizer, positions), a part's rows fall outside
+    /// the blob's or overlap another's, a row maps past the output or twice with different
+    /// lengths.
+    pub fn add_parts(
+        &mut self,
+        blob: &[u8],
+        directory: Range<u64>,
+        directory_sha256: &str,
+        parts: &[Part<'_>],
+    ) -> Result<Vec<u64>, BlobError> {
+        let len = blob.len() as u64;
+        let dir_bytes = blob
+            .get(directory.start as usize..directory.end as usize)
+            .ok_or(BlobError::Corrupt("range outside the blob"))?;
+        let dir = FulltextDirectory::parse(dir_bytes, Some(directory_sha256), len)?;
         if dir.tokenizer != self.tokenizer || dir.positions != self.positions {
             return Err(BlobError::Corrupt("a source analyzed otherwise"));
         }
-        if s.rows.start > s.rows.end || s.rows.end > dir.rows {
-            return Err(BlobError::Corrupt("source rows outside the blob's"));
+        // The parts in row order; each inside the blob's rows, none overlapping another.
+        let mut ord: Vec<usize> = (0..parts.len()).collect();
+        ord.sort_unstable_by_key(|&i| parts[i].rows.start);
+        let mut below = 0u64;
+        for &i in &ord {
+            let r = &parts[i].rows;
+            if r.start > r.end || r.end > dir.rows {
+                return Err(BlobError::Corrupt("source rows outside the blob's"));
+            }
+            if r.start < below {
+                return Err(BlobError::Corrupt("sources overlapping in the blob"));
+            }
+            below = r.end;
         }
-        let (lo, hi) = (s.rows.start, s.rows.end);
-        // Rows of the source holding a token, moved here or not.
-        let mut with = vec![0u64; ((hi - lo) as usize).div_ceil(64)];
+        let ranges: Vec<Range<u64>> = ord.iter().map(|&i| parts[i].rows.clone()).collect();
+        let tos: Vec<&dyn Fn(u64) -> Option<u64>> = ord.iter().map(|&i| parts[i].to).collect();
+        // Per part (in row order): its rows holding a token, moved here or not.
+        let mut with: Vec<Vec<u64>> = ranges
+            .iter()
+            .map(|r| vec![0u64; ((r.end - r.start) as usize).div_ceil(64)])
+            .collect();
         let (mut rows, mut tfs, mut lens) =
             ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
         let mut kept: [Option<u32>; BLOCK_DOCS] = [None; BLOCK_DOCS];
@@ -101,28 +147,40 @@ impl Gather {
             &mut self.doc_len,
             self.rows,
         );
-        for_each_term(s.blob, &dir, |term, p, pos_bytes| {
+        let n_parts = ranges.len();
+        for_each_term(blob, &dir, |term, p, pos_bytes| {
             list.clear();
             // Block `i` holds rows after block `i - 1`'s last up to its own last: a block
-            // outside the source's rows is not decoded.
-            let mut below = 0u64;
+            // outside every part's rows is not decoded.
+            let (mut below, mut j) = (0u64, 0usize);
             for i in 0..p.skips.len() {
                 let last = u64::from(p.skips[i].last_row);
                 let (start, end) = (below, last + 1);
                 below = end;
-                if end <= lo || start >= hi {
+                while j < n_parts && ranges[j].end <= start {
+                    j += 1;
+                }
+                if j == n_parts {
+                    break;
+                }
+                if ranges[j].start >= end {
                     continue;
                 }
                 let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+                // Rows ascend within a block: the part holding one is at or after the last.
+                let mut q = j;
                 for k in 0..n {
                     kept[k] = None;
                     let row = u64::from(rows[k]);
-                    if row < lo || row >= hi {
+                    while q < n_parts && ranges[q].end <= row {
+                        q += 1;
+                    }
+                    if q == n_parts || row < ranges[q].start {
                         continue;
                     }
-                    let at = (row - lo) as usize;
-                    with[at / 64] |= 1 << (at % 64);
-                    let Some(out) = (s.to)(row - lo) else {
+                    let at = (row - ranges[q].start) as usize;
+                    with[q][at / 64] |= 1 << (at % 64);
+                    let Some(out) = (tos[q])(at as u64) else {
                         continue;
                     };
                     if out >= rows_out {
@@ -156,7 +214,12 @@ impl Gather {
         if self.pool.len() as u64 > u64::from(u32::MAX) {
             return Err(BlobError::Corrupt("positions past what a carry holds"));
         }
-        Ok(with.iter().map(|w| u64::from(w.count_ones())).sum())
+        // Back in the callers' order.
+        let mut out = vec![0u64; parts.len()];
+        for (q, &i) in ord.iter().enumerate() {
+            out[i] = with[q].iter().map(|w| u64::from(w.count_ones())).sum();
+        }
+        Ok(out)
     }
 
     /// The output's blob: its gathered postings, and `empty_docs` documents without a token
@@ -307,6 +370,66 @@ mod tests {
             }
             let got = g.finish(empty).unwrap();
             assert_eq!(got.bytes, want.bytes, "positions {positions}: from a run");
+
+            // The same run's two sources in one pass (listed out of row order): the same
+            // blob, and each source's rows with a token counted as one at a time.
+            let mut g = Gather::new(Tokenizer::default(), positions, order.len() as u64).unwrap();
+            let parts = [
+                Part {
+                    rows: 300..500,
+                    to: &tb,
+                },
+                Part {
+                    rows: 0..300,
+                    to: &ta,
+                },
+            ];
+            let with = g
+                .add_parts(&bytes, dir.clone(), &tail.directory_sha256, &parts)
+                .unwrap();
+            let (mut one_a, mut one_b) = (
+                Gather::new(Tokenizer::default(), positions, order.len() as u64).unwrap(),
+                Gather::new(Tokenizer::default(), positions, order.len() as u64).unwrap(),
+            );
+            let wa = one_a
+                .add_parts(&bytes, dir.clone(), &tail.directory_sha256, &parts[1..])
+                .unwrap();
+            let wb = one_b
+                .add_parts(&bytes, dir.clone(), &tail.directory_sha256, &parts[..1])
+                .unwrap();
+            assert_eq!(
+                with,
+                vec![wb[0], wa[0]],
+                "per source, in the callers' order"
+            );
+            let got = g.finish(empty).unwrap();
+            assert_eq!(
+                got.bytes, want.bytes,
+                "positions {positions}: one pass over a run"
+            );
+
+            // Parts that overlap, or pass the run's rows, are refused.
+            let mut g = Gather::new(Tokenizer::default(), positions, order.len() as u64).unwrap();
+            let overlapping = [
+                Part {
+                    rows: 0..300,
+                    to: &ta,
+                },
+                Part {
+                    rows: 299..499,
+                    to: &tb,
+                },
+            ];
+            assert!(g
+                .add_parts(&bytes, dir.clone(), &tail.directory_sha256, &overlapping)
+                .is_err());
+            let past = [Part {
+                rows: 300..501,
+                to: &tb,
+            }];
+            assert!(g
+                .add_parts(&bytes, dir.clone(), &tail.directory_sha256, &past)
+                .is_err());
         }
     }
 

@@ -1558,28 +1558,50 @@ impl super::kind::Kind for Fulltext {
         let spec = spec.fulltext().unwrap_or_default();
         let mut g = carry::Gather::new(spec.tokenizer, spec.positions, src.record_count)?;
         let mut empty = 0u64;
-        for s in sources {
-            let base = s.run.map_or(0, |r| r.1);
-            let with = g.add(&carry::Source {
-                blob: s.blob,
-                directory: s.directory.clone(),
-                directory_sha256: s.directory_sha256,
-                rows: base..base + s.record_count,
-                to: s.to,
-            })?;
-            // Documents without a token hold no posting: they are placed only when the
-            // whole source came here.
-            let docs = match s.meta.text {
-                Some(t) => t.docs,
-                None => return Ok(None),
-            };
-            let none = docs
-                .checked_sub(with)
-                .ok_or(BlobError::Corrupt("more rows with tokens than documents"))?;
-            if none > 0 && !s.whole {
-                return Ok(None);
+        // Sources held by the same blob (a run) are gathered in one pass over it.
+        let mut done = vec![false; sources.len()];
+        for first in 0..sources.len() {
+            if done[first] {
+                continue;
             }
-            empty += none;
+            let a = &sources[first];
+            let same = |b: &super::kind::CarrySource<'_>| {
+                std::ptr::eq(a.blob, b.blob)
+                    && a.directory == b.directory
+                    && a.directory_sha256 == b.directory_sha256
+            };
+            let group: Vec<usize> = (first..sources.len())
+                .filter(|&i| !done[i] && same(&sources[i]))
+                .collect();
+            let parts: Vec<carry::Part<'_>> = group
+                .iter()
+                .map(|&i| {
+                    let s = &sources[i];
+                    let base = s.run.map_or(0, |r| r.1);
+                    carry::Part {
+                        rows: base..base + s.record_count,
+                        to: s.to,
+                    }
+                })
+                .collect();
+            let with = g.add_parts(a.blob, a.directory.clone(), a.directory_sha256, &parts)?;
+            for (&i, with) in group.iter().zip(with) {
+                done[i] = true;
+                let s = &sources[i];
+                // Documents without a token hold no posting: they are placed only when the
+                // whole source came here.
+                let docs = match s.meta.text {
+                    Some(t) => t.docs,
+                    None => return Ok(None),
+                };
+                let none = docs
+                    .checked_sub(with)
+                    .ok_or(BlobError::Corrupt("more rows with tokens than documents"))?;
+                if none > 0 && !s.whole {
+                    return Ok(None);
+                }
+                empty += none;
+            }
         }
         Ok(Some(g.finish(empty)?.into_parts()))
     }

@@ -31,26 +31,48 @@ pub struct Source<'a> {
 pub fn carry(c: &Codes, rows: u64, sources: &[Source<'_>]) -> Result<IvfBlob, BlobError> {
     // (partition, output position, source, entry index)
     let mut got: Vec<(u32, u32, usize, u64)> = Vec::new();
-    let mut dirs = Vec::with_capacity(sources.len());
-    for (k, s) in sources.iter().enumerate() {
-        let d = ivf::directory_of(s.blob, Some(s.directory_sha256))?;
+    // Sources held by the same blob (a run) share its directory and are scanned in one pass
+    // over its partitions — each partition's CRC-32 checked once, not once per source
+    // (decision 81). `dir_of[k]`: source `k`'s directory in `dirs`.
+    let mut dirs: Vec<ivf::IvfDirectory> = Vec::new();
+    let mut dir_of = vec![usize::MAX; sources.len()];
+    for first in 0..sources.len() {
+        if dir_of[first] != usize::MAX {
+            continue;
+        }
+        let a = &sources[first];
+        let d = ivf::directory_of(a.blob, Some(a.directory_sha256))?;
         if d.codes != *c {
             return Err(BlobError::Corrupt("a source coded otherwise"));
         }
+        // The group's sources by ordinal.
+        let mut group: Vec<(u32, usize)> = Vec::new();
+        for (k, s) in sources.iter().enumerate().skip(first) {
+            if dir_of[k] == usize::MAX
+                && std::ptr::eq(s.blob, a.blob)
+                && s.directory_sha256 == a.directory_sha256
+            {
+                dir_of[k] = dirs.len();
+                group.push((s.ordinal, k));
+            }
+        }
+        group.sort_unstable();
         for p in &d.partitions {
             let r = d.codes_range(p);
-            let bytes = s
+            let bytes = a
                 .blob
                 .get(r.start as usize..r.end as usize)
                 .ok_or(BlobError::Corrupt("partition outside the blob"))?;
             let mut first = p.first;
             let entry_len = c.code_bytes + 4;
             for run in d.file_runs(p, bytes)? {
-                if run.ordinal == s.ordinal {
+                let at = group.partition_point(|g| g.0 < run.ordinal);
+                for &(_, k) in group[at..].iter().take_while(|g| g.0 == run.ordinal) {
+                    let to = sources[k].to;
                     for (j, e) in bytes[run.bytes.clone()].chunks_exact(entry_len).enumerate() {
                         let position =
                             u32::from_le_bytes(e[c.code_bytes..].try_into().expect("4 bytes"));
-                        if let Some(out) = (s.to)(u64::from(position)) {
+                        if let Some(out) = to(u64::from(position)) {
                             if out >= rows || out > u64::from(u32::MAX) {
                                 return Err(BlobError::Corrupt("a row mapped past the output"));
                             }
@@ -86,14 +108,14 @@ pub fn carry(c: &Codes, rows: u64, sources: &[Source<'_>]) -> Result<IvfBlob, Bl
         entries.clear();
         while k < got.len() && got[k].0 == id {
             let (_, position, s, i) = got[k];
-            entries.extend_from_slice(code_of(sources[s].blob, &dirs[s], i)?);
+            entries.extend_from_slice(code_of(sources[s].blob, &dirs[dir_of[s]], i)?);
             entries.extend_from_slice(&position.to_le_bytes());
             k += 1;
         }
         out.extend_from_slice(&w.partition(id, &[(0, &entries)])?);
     }
     for &(_, _, s, i) in &got {
-        let r = dirs[s].raw_range(i);
+        let r = dirs[dir_of[s]].raw_range(i);
         let raw = sources[s]
             .blob
             .get(r.start as usize..r.end as usize)
