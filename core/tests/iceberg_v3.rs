@@ -356,15 +356,15 @@ fn every_kind() -> [(&'static str, &'static str, IndexOptions); 5] {
     ]
 }
 
-/// Issue 43, RFC 0006 step 3: a v3 table with an ordered (unique), a bitmap, a bloom, a
-/// full-text and a vector index, compacted twice by `replace` snapshots that keep row ids (`make_v3.py`'s
-/// `db.v3c`): ten files into two — the sources' full-text and vector entries held by the table
-/// runs the build wrote — then the two into one, from their own blobs. Each sync carries every
-/// index's entries over (the handle's build counters: no blob derived from rows, so no column
-/// read for an index, nothing tokenized, nothing coded); `verify`, which rebuilds each output's
-/// blobs from its rows, certifies them byte for byte; the answers are the model's (pyiceberg's
-/// scan), a fresh build's, and the read-only reader's. A lying compaction (a value changed
-/// under its row id) is carried too, found by `verify` and repaired by the next build.
+/// Issue 43, RFC 0006 step 3: a v3 table with an ordered (unique), a bitmap, a bloom, a full-text
+/// and a vector index, compacted twice by `replace` snapshots that keep row ids (`make_v3.py`'s
+/// `db.v3c`): ten files into two — the sources' full-text and vector entries held by the table runs
+/// the build wrote — then the two into one, from their own blobs. Each sync carries every index's
+/// entries over (the handle's build counters: no blob derived from rows, so no column read for an
+/// index, nothing tokenized, nothing coded); `verify`, which rebuilds each output's blobs from its
+/// rows, certifies them byte for byte; the answers are the model's (pyiceberg's scan), a fresh
+/// build's, and the read-only reader's. A lying compaction (a value changed under its row id) is
+/// carried too, found by `verify` and repaired by the next build.
 #[tokio::test]
 async fn a_compaction_carries_every_kind_over() {
     use skerry_core::read::nearest::Nearest;

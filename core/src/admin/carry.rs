@@ -4,15 +4,15 @@
 //! registration that commits the move (`admin::lifecycle`, when the work fits its commit)
 //! and the build's steps (`admin::build`, from the move's [`MoveRecord`] when it did not).
 //!
-//! Two ways, by kind: a kind whose input is the key has its sources' `(key, position)`
-//! entries mapped to the output's rows and handed to its writer as a build's would be — read
-//! from its own blobs when they hold them ([`Kind::read_entries`]: ordered, bitmap), else
-//! from those of an index on the same key that holds them (a bloom filter's, decision 80); a kind whose blob holds what the input
-//! made of a row ([`Kind::carry`]: full text, vector) writes the output's blob from the
-//! sources' blobs directly. Either way the blob is the one a build writes from the output's
-//! rows when the move is honest, which `verify` certifies by rebuilding it. Anything short —
-//! a source without a blob the read gate accepted, a blob that fails its SHA-256 or does not
-//! decode, a kind that declines — leaves the index to be derived.
+//! Two ways, by kind: a kind whose input is the key has its sources' `(key, position)` entries
+//! mapped to the output's rows and handed to its writer as a build's would be — read from its own
+//! blobs when they hold them ([`Kind::read_entries`]: ordered, bitmap), else from those of an index
+//! on the same key that holds them (a bloom filter's, decision 80); a kind whose blob holds what
+//! the input made of a row ([`Kind::carry`]: full text, vector) writes the output's blob from the
+//! sources' blobs directly. Either way the blob is the one a build writes from the output's rows
+//! when the move is honest, which `verify` certifies by rebuilding it. Anything short — a source
+//! without a blob the read gate accepted, a blob that fails its SHA-256 or does not decode, a kind
+//! that declines — leaves the index to be derived.
 //!
 //! [`Kind::read_entries`]: crate::index::kind::Kind::read_entries
 //! [`Kind::carry`]: crate::index::kind::Kind::carry
