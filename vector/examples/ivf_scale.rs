@@ -7,9 +7,10 @@
 //! top-10 by brute force. Bytes are what a reader fetches: each probed partition's entries
 //! (`dim` code bytes + 12) and `R` raw vectors.
 //!
-//! `BOUNDS=1` (4-bit codes) also compares, at nprobe 48, re-ranking a fixed `ef` by code with
-//! re-ranking every entry whose lower bound can reach the k-th upper bound, for several bound
-//! widths (decision 62); `HEAVY=1` makes every fourth dimension heavy-tailed.
+//! `BOUNDS=1` also compares, at nprobe 48, re-ranking a fixed `ef` by code with re-ranking
+//! every entry whose lower bound can reach the k-th upper bound, for several bound widths
+//! (decision 62 with 4-bit codes; `BITS=8` for 8-bit codes, decision 82); `HEAVY=1` makes
+//! every fourth dimension heavy-tailed.
 //!
 //! `LAYOUT=1` (4-bit codes; `NPROBE`, default 48) counts the requests of the re-ranking round
 //! (`ef` 50 raw vectors, gaps bridged) with each partition's entries in arrival order or
@@ -156,7 +157,17 @@ fn main() {
             d[..10].iter().map(|x| x.1).collect()
         })
         .collect();
-    if std::env::var("BOUNDS").is_ok() && bits == 4 {
+    if std::env::var("BOUNDS").is_ok() {
+        // The query's distances to a partition's codes, at either width.
+        let table = |rq: &[f32]| -> Box<dyn Fn(&[u8]) -> f32> {
+            if bits == 4 {
+                let q = quant.query4(rq);
+                Box::new(move |c| q.distance(c))
+            } else {
+                let q = quant.query(rq);
+                Box::new(move |c| q.distance(c))
+            }
+        };
         // RFC 0003 experiment: per-entry reconstruction error, candidates whose lower bound
         // can reach the k-th upper bound, for several widths t (1 = triangle inequality).
         let mut eps = Vec::with_capacity(n);
@@ -165,7 +176,11 @@ fn main() {
             let code = &codes[i * code_bytes..][..code_bytes];
             let mut e2 = 0f32;
             for d in 0..DIM {
-                let l = (code[d / 2] >> (4 * (d % 2))) & 15;
+                let l = if bits == 4 {
+                    (code[d / 2] >> (4 * (d % 2))) & 15
+                } else {
+                    code[d]
+                };
                 let rec = c[d] + quant.min[d] + quant.scale[d] * f32::from(l);
                 e2 += (v[d] - rec) * (v[d] - rec);
             }
@@ -188,12 +203,9 @@ fn main() {
                     for p in &probed {
                         let c = &book.centroids[*p as usize * DIM..][..DIM];
                         let rq: Vec<f32> = q.iter().zip(c).map(|(x, m)| x - m).collect();
-                        let qc = quant.query4(&rq);
+                        let qc = table(&rq);
                         for i in &members[*p as usize] {
-                            cands.push((
-                                qc.distance(&codes[*i as usize * code_bytes..][..code_bytes]),
-                                *i,
-                            ));
+                            cands.push((qc(&codes[*i as usize * code_bytes..][..code_bytes]), *i));
                         }
                     }
                     cands.select_nth_unstable_by(ef - 1, |a, b| a.0.total_cmp(&b.0));
@@ -217,11 +229,9 @@ fn main() {
                     for p in &probed {
                         let c = &book.centroids[*p as usize * DIM..][..DIM];
                         let rq: Vec<f32> = q.iter().zip(c).map(|(x, m)| x - m).collect();
-                        let qc = quant.query4(&rq);
+                        let qc = table(&rq);
                         for i in &members[*p as usize] {
-                            let s = qc
-                                .distance(&codes[*i as usize * code_bytes..][..code_bytes])
-                                .max(0.0);
+                            let s = qc(&codes[*i as usize * code_bytes..][..code_bytes]).max(0.0);
                             let e = eps[*i as usize];
                             let mid = s + e * e;
                             let w = 2.0 * t * s.sqrt() * e;
