@@ -489,6 +489,12 @@ export interface RewriteReport {
  */
 export declare function sampleOrdersParquet(firstId: number, rows: number, rowGroupRows: number, codec: string): Buffer
 
+/**
+ * Internal (`lib/index.js` calls it once): the function that builds answers' row objects
+ * from flat values, `(columns, values, count) => rows`.
+ */
+export declare function setRowFactory(factory: (columns: string[], values: unknown[], count: number) => object[]): void
+
 export interface SkippedFile {
   file: string
   code: string

@@ -841,4 +841,5 @@ module.exports.faultsInjected = nativeBinding.faultsInjected
 module.exports.openBundleBuilder = nativeBinding.openBundleBuilder
 module.exports.openOverlay = nativeBinding.openOverlay
 module.exports.sampleOrdersParquet = nativeBinding.sampleOrdersParquet
+module.exports.setRowFactory = nativeBinding.setRowFactory
 module.exports.writeParquet = nativeBinding.writeParquet

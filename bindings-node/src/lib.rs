@@ -660,6 +660,19 @@ fn env_faults() -> skerry_core::Result<Option<skerry_core::io::faults::FaultPlan
     }
 }
 
+/// Internal (`lib/index.js` calls it once): the function that builds answers' row objects
+/// from flat values, `(columns, values, count) => rows`.
+#[napi(ts_args_type = "factory: (columns: string[], values: unknown[], count: number) => object[]")]
+pub fn set_row_factory(env: Env, factory: Unknown<'_>) -> Result<()> {
+    if factory.get_type()? != ValueType::Function {
+        return Err(Error::new(
+            Status::InvalidArg,
+            "setRowFactory: a function is required",
+        ));
+    }
+    unsafe { js::set_row_factory(env.raw(), factory.raw()) }
+}
+
 /// Faults injected in this process so far under `SKERRY_FAULTS` (0 without it).
 #[napi]
 pub fn faults_injected() -> f64 {

@@ -118,6 +118,25 @@ mod api {
         Ok(HostValue::Object(props))
     }
 
+    /// Sets `o[k] = v` as an own data property: a `__proto__` key too (`Reflect.set` would set the
+    /// prototype instead — a column of that name would replace a row's prototype).
+    fn put(o: &Object, k: &JsValue, v: &JsValue) {
+        if k.as_string().as_deref() == Some("__proto__") {
+            let d = Object::new();
+            for (name, x) in [
+                ("value", v.clone()),
+                ("writable", JsValue::TRUE),
+                ("enumerable", JsValue::TRUE),
+                ("configurable", JsValue::TRUE),
+            ] {
+                let _ = Reflect::set(&d, &JsValue::from_str(name), &x);
+            }
+            let _ = Reflect::define_property(o, k, &d);
+        } else {
+            let _ = Reflect::set(o, k, v);
+        }
+    }
+
     /// A shaped answer as JavaScript values.
     fn to_js(v: HostValue) -> JsValue {
         match v {
@@ -133,7 +152,7 @@ mod api {
                 let out = Object::new();
                 for (k, x) in props {
                     if !matches!(x, HostValue::Undefined) {
-                        let _ = Reflect::set(&out, &JsValue::from_str(&k), &to_js(x));
+                        put(&out, &JsValue::from_str(&k), &to_js(x));
                     }
                 }
                 out.into()
@@ -144,7 +163,7 @@ mod api {
                 for (i, row) in rows.into_iter().enumerate() {
                     let obj = Object::new();
                     for (k, x) in keys.iter().zip(row) {
-                        let _ = Reflect::set(&obj, k, &to_js(x));
+                        put(&obj, k, &to_js(x));
                     }
                     out.set(i as u32, obj.into());
                 }

@@ -52,15 +52,17 @@ pub fn rows(batch: &RecordBatch) -> Result<HostValue> {
             _ => 0,
         })
         .collect();
-    let rows = crate::read::lookup::to_values(batch)?
-        .into_iter()
-        .map(|row| {
-            row.into_iter()
+    // Cell by cell (not through `to_values`, which names every cell: a String per value).
+    let rows = (0..batch.num_rows())
+        .map(|r| {
+            batch
+                .columns()
+                .iter()
                 .zip(&scales)
-                .map(|((_, v), s)| cell(v, *s))
-                .collect()
+                .map(|(c, s)| Ok(cell(crate::datafile::value_at(c.as_ref(), r)?, *s)))
+                .collect::<Result<Vec<_>>>()
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     Ok(HostValue::Rows {
         columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
         rows,
