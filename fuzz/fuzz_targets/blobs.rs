@@ -47,6 +47,8 @@ fuzz_target!(|data: &[u8]| {
             let (start, len) = (u64_at(rest, 0) % 4096, u64_at(rest, 8) % 4096);
             let blob = rest.get(16..).unwrap_or(&[]);
             let _ = fulltext::read_all(blob, start..start.saturating_add(len));
+            // The compact blocks' decoders, on bytes no checksum vouches for.
+            fulltext::fuzz_compact_codecs(rest);
         }
         5 => {
             // A bitmap run: trailer, directory, each value's file list and bitmaps.

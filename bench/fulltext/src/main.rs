@@ -376,11 +376,18 @@ async fn measure(
     if set == "zipf" && std::env::var_os("BENCH_FULLTEXT_PROFILE").is_some() {
         // A long run of Skerry's searches alone, for a profiler.
         let t0 = Instant::now();
+        let mut n = 0u64;
         while t0.elapsed().as_secs() < 30 {
             for q in queries {
                 std::hint::black_box(reader.snapshot().search("docs", &ask(q)).await.unwrap());
             }
+            n += queries.len() as u64;
         }
+        eprintln!(
+            "profile: {n} searches in {:.1} s, {:.1} µs each",
+            t0.elapsed().as_secs_f64(),
+            t0.elapsed().as_secs_f64() * 1e6 / n as f64
+        );
     }
     let (mut ms, mut mt) = (Vec::new(), Vec::new());
     let (mut wreq, mut wbytes) = (0u64, 0u64);

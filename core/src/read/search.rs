@@ -1964,8 +1964,10 @@ impl<'p> Cursor<'p> {
             let mut all = vec![Vec::new(); self.n];
             block_positions(
                 bytes,
-                &self.p.skips[self.block],
+                self.p,
+                self.block,
                 &self.tfs[..self.n],
+                &self.lens[..self.n],
                 |k, ps| {
                     all[k] = ps.to_vec();
                 },

@@ -197,7 +197,7 @@ impl Gather {
                 if let Some(pb) = pos_bytes {
                     // Positions of the kept postings, in the order they were pushed.
                     let mut j = list.len() - kept[..n].iter().filter(|k| k.is_some()).count();
-                    block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
+                    block_positions(pb, &p, i, &tfs[..n], &lens[..n], |k, ps| {
                         if kept[k].is_some() {
                             list[j].2 = pool.len() as u32;
                             pool.extend_from_slice(ps);

@@ -7,7 +7,7 @@
 //! Blob       = "SKF1" Postings* Positions* TermBlock* Directory
 //! Directory  = "SKFD" u8 version(1) u8 tokenizer
 //!              u8 flags(bit 0: positions, bit 1: interleaved, bit 2: checked blocks,
-//!                       bit 3: block impacts) u8 0
+//!                       bit 3: block impacts, bit 4: compact blocks) u8 0
 //!              u64 rows u64 docs u64 tokens u64 terms u64 positions_start
 //!              u32 block_docs(128) u32 n  BlockRef*ⁿ
 //! BlockRef   = varint first_len first_term varint offset varint length varint terms u32 crc32
@@ -23,6 +23,8 @@
 //! Block      = Packed(row gaps) Packed(tf - 1) Packed(document lengths)   (≤128 postings)
 //! Packed     = u8 width  ⌈count·width/8⌉ bytes, values LSB-first
 //! Positions  = per block, per posting: tf varints (first position, then gaps)
+//!              (compact blocks: lengths less the skip's min_len, positions per block
+//!              coded against the documents' lengths — [`encode_positions`])
 //! ```
 //!
 //! A row gap is `row - previous_row - 1` (the first row of the term is its gap from -1).
@@ -339,6 +341,7 @@ impl FulltextWriter {
             interleaved: false,
             checked: false,
             impacts: false,
+            compact: false,
             rows,
             docs: self.docs,
             tokens: self.tokens,
@@ -394,6 +397,8 @@ pub struct DirectoryFacts {
     /// Block impacts: every skip records its block's [`block_impact`] against `tokens /
     /// docs` (table runs; needs `checked`).
     pub impacts: bool,
+    /// Compact blocks ([`Layout::compact`]; table runs).
+    pub compact: bool,
     pub rows: u64,
     pub docs: u64,
     pub tokens: u64,
@@ -408,6 +413,9 @@ const FLAG_INTERLEAVED: u8 = 2;
 const FLAG_CHECKED: u8 = 4;
 /// Directory flag: block impacts (every skip records its block's best saturation).
 const FLAG_IMPACTS: u8 = 8;
+/// Directory flag: compact blocks (document lengths from their block's smallest, positions
+/// coded against their document's length — [`Layout::compact`]).
+const FLAG_COMPACT: u8 = 16;
 
 /// The term blocks and directory of a blob, built term by term (terms ascending): finished
 /// term blocks are kept as bytes (a few bytes per term), so a table run's dictionary of
@@ -536,7 +544,8 @@ impl DictWriter {
                     0
                 }
                 | if facts.checked { FLAG_CHECKED } else { 0 }
-                | if facts.impacts { FLAG_IMPACTS } else { 0 },
+                | if facts.impacts { FLAG_IMPACTS } else { 0 }
+                | if facts.compact { FLAG_COMPACT } else { 0 },
         );
         out.push(0);
         for v in [
@@ -589,6 +598,10 @@ pub struct Layout {
     pub positions: bool,
     pub checked: bool,
     pub impacts: Option<ImpactRef>,
+    /// Compact blocks: each block's document lengths are packed less its skip's `min_len`,
+    /// and its positions coded against the documents' lengths ([`encode_positions`]) —
+    /// about 35 bits fewer per posting of short text than lengths and varint positions.
+    pub compact: bool,
 }
 
 /// The statistics a blob's block impacts are computed against: its directory's documents
@@ -656,26 +669,43 @@ pub fn encode_term(
             vals.push((i64::from(r) - prev - 1) as u32);
             prev = i64::from(r);
         }
-        pack(&vals, &mut blocks);
+        if layout.compact {
+            pack_gaps(&vals, &mut blocks);
+        } else {
+            pack(&vals, &mut blocks);
+        }
         vals.clear();
         vals.extend(tfs.iter().map(|t| t - 1));
         pack(&vals, &mut blocks);
         let lens = &t.lens[lo..hi];
         let min_len = lens.iter().copied().min().unwrap_or(0);
-        pack(lens, &mut blocks);
+        if layout.compact {
+            vals.clear();
+            vals.extend(lens.iter().map(|l| l - min_len));
+            pack(&vals, &mut blocks);
+        } else {
+            pack(lens, &mut blocks);
+        }
         let max_tf = tfs.iter().copied().max().unwrap_or(0);
         term_max_tf = term_max_tf.max(max_tf);
         term_min_len = term_min_len.min(min_len);
         let q0 = positions.len();
         if with_positions {
-            for &tf in tfs {
-                let mut p_prev = 0u32;
-                for k in 0..tf as usize {
-                    let p = t.positions[pos_i + k];
-                    put_varint(positions, u64::from(p - p_prev));
-                    p_prev = p;
+            let n: usize = tfs.iter().map(|t| *t as usize).sum();
+            let ps = &t.positions[pos_i..pos_i + n];
+            pos_i += n;
+            if layout.compact {
+                encode_positions(tfs, lens, ps, positions);
+            } else {
+                let mut at = 0;
+                for &tf in tfs {
+                    let mut p_prev = 0u32;
+                    for &p in &ps[at..at + tf as usize] {
+                        put_varint(positions, u64::from(p - p_prev));
+                        p_prev = p;
+                    }
+                    at += tf as usize;
                 }
-                pos_i += tf as usize;
             }
         }
         let last = i64::from(*rows.last().expect("a block is never empty"));
@@ -733,12 +763,18 @@ fn pack(vals: &[u32], out: &mut Vec<u8>) {
 fn unpack(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(), BlobError> {
     let width = u32::from(*b.get(*pos).ok_or(BlobError::Corrupt("truncated block"))?);
     *pos += 1;
-    if width > 32 {
-        return Err(BlobError::Corrupt("bit width over 32"));
-    }
     let out = out
         .get_mut(..n)
         .ok_or(BlobError::Corrupt("block too long"))?;
+    unpack_bits(b, pos, width, out)
+}
+
+/// Reads `out.len()` values of `width` bits packed LSB-first at `b[*pos..]`.
+fn unpack_bits(b: &[u8], pos: &mut usize, width: u32, out: &mut [u32]) -> Result<(), BlobError> {
+    let n = out.len();
+    if width > 32 {
+        return Err(BlobError::Corrupt("bit width over 32"));
+    }
     if width == 0 {
         out.fill(0);
         return Ok(());
@@ -759,6 +795,17 @@ fn unpack(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(), Bl
     }
     let mut buf = [0u8; PACKED + 8];
     buf[..len].copy_from_slice(bytes);
+    if w <= 8 {
+        // Eight values take `w` whole bytes: one load per eight, at a byte boundary.
+        for (g, group) in out.chunks_mut(8).enumerate() {
+            let at = g * w;
+            let word = u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
+            for (j, slot) in group.iter_mut().enumerate() {
+                *slot = ((word >> (j * w)) & mask) as u32;
+            }
+        }
+        return Ok(());
+    }
     for (k, slot) in out.iter_mut().enumerate() {
         let bit = k * w;
         let at = bit >> 3;
@@ -766,6 +813,363 @@ fn unpack(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(), Bl
         *slot = ((word >> (bit & 7)) & mask) as u32;
     }
     Ok(())
+}
+
+/// A compact block's row gaps header: `RICE | k` for Rice codes with parameter `k`
+/// ([`pack_gaps`]); below it, a [`pack`] width.
+const RICE: u8 = 0x40;
+
+/// Appends a compact block's row gaps: [`pack`]ed, or — when shorter — Rice-coded: a byte
+/// `0x40 | k` (`k` in 0..=31), the values' low `k` bits packed as [`pack`] packs them (without
+/// its width byte), then their quotients `v >> k` in unary — that many 0 bits, then a 1 —
+/// LSB-first, zero-padded to a byte. Gaps of sparse terms vary around their mean, and the
+/// widest of 128 sets a packed block's width: Rice takes about 1.4 bits a gap less. Never
+/// longer than the packed block, so at most 513 bytes. The two parts apart, a reader
+/// unpacks the low bits as it unpacks any block and finds the quotients by the set bits of
+/// whole words, not value by value.
+fn pack_gaps(vals: &[u32], out: &mut Vec<u8>) {
+    let max = vals.iter().copied().max().unwrap_or(0);
+    let width = u64::from(32 - max.leading_zeros());
+    let packed = (vals.len() as u64 * width).div_ceil(8);
+    let sum: u64 = vals.iter().map(|v| u64::from(*v)).sum();
+    let n = vals.len() as u64;
+    // The best k is near log2 of the mean: try around it.
+    let k0 = 63 - (sum / n.max(1)).max(1).leading_zeros();
+    let cost = |k: u32| -> u64 {
+        (n * u64::from(k)).div_ceil(8)
+            + vals
+                .iter()
+                .map(|v| 1 + u64::from(v >> k))
+                .sum::<u64>()
+                .div_ceil(8)
+    };
+    let best = (k0.saturating_sub(1)..=(k0 + 1).min(31))
+        .map(|k| (cost(k), k))
+        .min();
+    match best {
+        Some((bytes, k)) if bytes < packed => {
+            out.push(RICE | k as u8);
+            let mut w = BitWriter {
+                out: &mut *out,
+                acc: 0,
+                bits: 0,
+            };
+            for &v in vals {
+                w.put(u64::from(v) & ((1 << k) - 1), k);
+            }
+            w.finish();
+            let mut w = BitWriter {
+                out,
+                acc: 0,
+                bits: 0,
+            };
+            for &v in vals {
+                let mut q = v >> k;
+                while q >= 32 {
+                    w.put(0, 32);
+                    q -= 32;
+                }
+                w.put(1 << q, q + 1);
+            }
+            w.finish();
+        }
+        _ => pack(vals, out),
+    }
+}
+
+/// Reads `n` row gaps written by [`pack_gaps`] at `b[*pos..]` into `out`.
+fn unpack_gaps(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(), BlobError> {
+    let h = *b.get(*pos).ok_or(BlobError::Corrupt("truncated block"))?;
+    if h & !0x1F != RICE {
+        return unpack(b, pos, n, out);
+    }
+    let k = u32::from(h & 0x1F);
+    let out = out
+        .get_mut(..n)
+        .ok_or(BlobError::Corrupt("block too long"))?;
+    let mut at = *pos + 1;
+    unpack_bits(b, &mut at, k, out)?;
+    // The quotients: the distance between consecutive set bits, a word at a time. A Rice
+    // section is never longer than the packed block it replaces.
+    let rest = &b[at..];
+    let rest = &rest[..rest.len().min(BLOCK_DOCS * 4)];
+    let mut i = 0usize;
+    let mut next_start = 0u64; // the bit after the last 1
+    let mut base = 0usize; // bit index of `word`'s bit 0
+    while i < n {
+        let Some(chunk) = rest.get(base / 8..).filter(|c| !c.is_empty()) else {
+            return Err(BlobError::Corrupt("truncated block"));
+        };
+        let mut word = [0u8; 8];
+        let m = chunk.len().min(8);
+        word[..m].copy_from_slice(&chunk[..m]);
+        let mut w = u64::from_le_bytes(word);
+        while w != 0 && i < n {
+            let bit = (base as u64) + u64::from(w.trailing_zeros());
+            let v = ((bit - next_start) << k) | u64::from(out[i]);
+            if v > u64::from(u32::MAX) {
+                return Err(BlobError::Corrupt("row gap out of range"));
+            }
+            out[i] = v as u32;
+            next_start = bit + 1;
+            w &= w - 1;
+            i += 1;
+        }
+        if i < n {
+            base += 64;
+        } else if w != 0 {
+            // Bits set past the last quotient, in the padding or beyond the section.
+            let used = next_start.div_ceil(8) * 8;
+            if u64::from(w.trailing_zeros()) + (base as u64) < used {
+                return Err(BlobError::Corrupt("trailing bits in a postings block"));
+            }
+        }
+    }
+    *pos = at + next_start.div_ceil(8) as usize;
+    Ok(())
+}
+
+/// How many positions a compact block's positions bytes may hold: 8 per byte, plus
+/// [`POSITIONS_SLACK`] (positions its documents' lengths force cost no bit). The writer
+/// keeps within it and the reader refuses more, so what a reader allocates for positions is
+/// bounded by the bytes it holds.
+fn positions_budget(bytes: usize) -> usize {
+    bytes.saturating_mul(8).saturating_add(POSITIONS_SLACK)
+}
+
+/// See [`positions_budget`].
+const POSITIONS_SLACK: usize = 2048;
+
+/// Writes values of at most 32 bits LSB-first.
+struct BitWriter<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u64,
+    bits: u32,
+}
+
+impl BitWriter<'_> {
+    fn put(&mut self, v: u64, width: u32) {
+        debug_assert!(width <= 32 && (width == 32 || v < 1 << width));
+        self.acc |= v << self.bits;
+        self.bits += width;
+        while self.bits >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.bits -= 8;
+        }
+    }
+
+    /// `v` of `0..n` in truncated binary: `⌊log2 n⌋` bits for the first `2^(⌊log2 n⌋+1) − n`
+    /// values, one more for the rest (nothing when `n` is 1).
+    fn put_bounded(&mut self, v: u64, n: u64) {
+        debug_assert!(v < n);
+        if n <= 1 {
+            return;
+        }
+        let k = 63 - n.leading_zeros();
+        let u = (1u64 << (k + 1)) - n;
+        if v < u {
+            self.put(v, k);
+        } else {
+            let c = v + u;
+            self.put(c >> 1, k);
+            self.put(c & 1, 1);
+        }
+    }
+
+    fn finish(self) {
+        if self.bits > 0 {
+            self.out.push(self.acc as u8);
+        }
+    }
+}
+
+/// Reads what [`BitWriter`] wrote, every read bounded by the bytes given.
+struct BitReader<'a> {
+    b: &'a [u8],
+    at: usize,
+    acc: u64,
+    bits: u32,
+}
+
+impl BitReader<'_> {
+    fn get(&mut self, width: u32) -> Result<u64, BlobError> {
+        while self.bits < width {
+            let byte = *self
+                .b
+                .get(self.at)
+                .ok_or(BlobError::Corrupt("positions shorter than their postings"))?;
+            self.acc |= u64::from(byte) << self.bits;
+            self.bits += 8;
+            self.at += 1;
+        }
+        let v = self.acc & ((1u64 << width) - 1);
+        self.acc >>= width;
+        self.bits -= width;
+        Ok(v)
+    }
+
+    fn get_bounded(&mut self, n: u64) -> Result<u64, BlobError> {
+        if n <= 1 {
+            return Ok(0);
+        }
+        let k = 63 - n.leading_zeros();
+        let u = (1u64 << (k + 1)) - n;
+        let x = self.get(k)?;
+        if x < u {
+            return Ok(x);
+        }
+        Ok(((x << 1) | self.get(1)?) - u)
+    }
+
+    /// Every byte read and the padding bits zero.
+    fn end(&self) -> Result<(), BlobError> {
+        if self.at != self.b.len() || self.acc != 0 {
+            return Err(BlobError::Corrupt(
+                "positions disagree with term frequencies",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Encodes a compact block's positions (`ps`: every posting's positions, ascending within
+/// it, posting after posting): a mode byte, then bits LSB-first, zero-padded to a byte.
+///
+/// - Mode 0, when every position is below its document's length `len`: posting by posting,
+///   position `p_k` of `tf` as `p_k − lo` in truncated binary over `len − lo − (tf − k)`
+///   values (`lo` 0 for the first, `p_(k−1) + 1` after; the positions after it must still
+///   fit below `len`). About `log2 len` bits where varints take 8.
+/// - Mode `w + 1` (`w` in 1..=32) otherwise: posting by posting, `p_1` then each
+///   `p_k − p_(k−1) − 1`, in `w` bits each.
+///
+/// Mode 0 is used only while the block's positions fit [`positions_budget`].
+pub fn encode_positions(tfs: &[u32], lens: &[u32], ps: &[u32], out: &mut Vec<u8>) {
+    let at = out.len();
+    let mut i = 0usize;
+    let mut bounded = true;
+    for (&tf, &len) in tfs.iter().zip(lens) {
+        let end = i + tf as usize;
+        if ps[i..end].last().is_some_and(|p| *p >= len) {
+            bounded = false;
+        }
+        i = end;
+    }
+    if bounded {
+        out.push(0);
+        let mut w = BitWriter {
+            out: &mut *out,
+            acc: 0,
+            bits: 0,
+        };
+        let mut i = 0usize;
+        for (&tf, &len) in tfs.iter().zip(lens) {
+            let mut lo = 0u64;
+            for k in 0..tf as usize {
+                let p = u64::from(ps[i + k]);
+                let n = u64::from(len) - lo - (u64::from(tf) - 1 - k as u64);
+                w.put_bounded(p - lo, n);
+                lo = p + 1;
+            }
+            i += tf as usize;
+        }
+        w.finish();
+        if ps.len() <= positions_budget(out.len() - at) {
+            return;
+        }
+        out.truncate(at);
+    }
+    let mut max_gap = 0u32;
+    let mut i = 0usize;
+    for &tf in tfs {
+        let mut prev = -1i64;
+        for &p in &ps[i..i + tf as usize] {
+            max_gap = max_gap.max((i64::from(p) - prev - 1) as u32);
+            prev = i64::from(p);
+        }
+        i += tf as usize;
+    }
+    let width = (32 - max_gap.leading_zeros()).max(1);
+    out.push(width as u8 + 1);
+    let mut w = BitWriter {
+        out,
+        acc: 0,
+        bits: 0,
+    };
+    let mut i = 0usize;
+    for &tf in tfs {
+        let mut prev = -1i64;
+        for &p in &ps[i..i + tf as usize] {
+            w.put((i64::from(p) - prev - 1) as u64, width);
+            prev = i64::from(p);
+        }
+        i += tf as usize;
+    }
+    w.finish();
+}
+
+/// Decodes what [`encode_positions`] wrote (`b`: exactly the block's positions bytes),
+/// calling `f(index in block, positions)` for each posting.
+fn decode_positions(
+    b: &[u8],
+    tfs: &[u32],
+    lens: &[u32],
+    mut f: impl FnMut(usize, &[u32]),
+) -> Result<(), BlobError> {
+    let (&mode, bits) = b
+        .split_first()
+        .ok_or(BlobError::Corrupt("positions shorter than their postings"))?;
+    let total = tfs
+        .iter()
+        .try_fold(0usize, |a, t| a.checked_add(*t as usize));
+    if total.is_none_or(|t| t > positions_budget(bits.len())) || lens.len() < tfs.len() {
+        return Err(BlobError::Corrupt(
+            "positions disagree with term frequencies",
+        ));
+    }
+    let mut r = BitReader {
+        b: bits,
+        at: 0,
+        acc: 0,
+        bits: 0,
+    };
+    let mut buf: Vec<u32> = Vec::new();
+    match mode {
+        0 => {
+            for (i, (&tf, &len)) in tfs.iter().zip(lens).enumerate() {
+                buf.clear();
+                let mut lo = 0u64;
+                for k in 0..u64::from(tf) {
+                    let n = u64::from(len)
+                        .checked_sub(lo + (u64::from(tf) - 1 - k))
+                        .filter(|n| *n >= 1)
+                        .ok_or(BlobError::Corrupt("position out of range"))?;
+                    let p = lo + r.get_bounded(n)?;
+                    buf.push(p as u32);
+                    lo = p + 1;
+                }
+                f(i, &buf);
+            }
+        }
+        2..=33 => {
+            let width = u32::from(mode - 1);
+            for (i, &tf) in tfs.iter().enumerate() {
+                buf.clear();
+                let mut prev = -1i64;
+                for _ in 0..tf {
+                    let p = prev + 1 + r.get(width)? as i64;
+                    if p > i64::from(u32::MAX) {
+                        return Err(BlobError::Corrupt("position out of range"));
+                    }
+                    buf.push(p as u32);
+                    prev = p;
+                }
+                f(i, &buf);
+            }
+        }
+        _ => return Err(BlobError::Corrupt("unknown positions coding")),
+    }
+    r.end()
 }
 
 /// Where a term block is, from the directory.
@@ -790,6 +1194,8 @@ pub struct FulltextDirectory {
     pub checked: bool,
     /// Skips carry block impacts ([`DirectoryFacts::impacts`]).
     pub impacts: bool,
+    /// Compact blocks ([`DirectoryFacts::compact`]).
+    pub compact: bool,
     pub rows: u64,
     /// Rows with a non-NULL value.
     pub docs: u64,
@@ -830,7 +1236,10 @@ impl FulltextDirectory {
         }
         let tokenizer =
             Tokenizer::from_id(bytes[5]).ok_or(BlobError::Corrupt("unknown tokenizer"))?;
-        if bytes[6] & !(FLAG_POSITIONS | FLAG_INTERLEAVED | FLAG_CHECKED | FLAG_IMPACTS) != 0 {
+        if bytes[6]
+            & !(FLAG_POSITIONS | FLAG_INTERLEAVED | FLAG_CHECKED | FLAG_IMPACTS | FLAG_COMPACT)
+            != 0
+        {
             return Err(BlobError::Corrupt("unknown flags"));
         }
         let impacts = bytes[6] & FLAG_IMPACTS != 0;
@@ -840,6 +1249,7 @@ impl FulltextDirectory {
         let positions = bytes[6] & FLAG_POSITIONS != 0;
         let interleaved = bytes[6] & FLAG_INTERLEAVED != 0;
         let checked = bytes[6] & FLAG_CHECKED != 0;
+        let compact = bytes[6] & FLAG_COMPACT != 0;
         let rows = le_u64(bytes, 8);
         let docs = le_u64(bytes, 16);
         let tokens = le_u64(bytes, 24);
@@ -899,6 +1309,7 @@ impl FulltextDirectory {
             interleaved,
             checked,
             impacts,
+            compact,
             rows,
             docs,
             tokens,
@@ -933,6 +1344,8 @@ pub struct TermEntry {
     pub skips: Option<(u64, u32)>,
     /// Block impacts: the statistics the skips' impacts are computed against.
     pub impacts: Option<ImpactRef>,
+    /// Compact blocks ([`FulltextDirectory::compact`]).
+    pub compact: bool,
 }
 
 /// Parses a term block (checking its CRC-32 against the directory's).
@@ -1031,6 +1444,7 @@ pub fn parse_term_block(
                 docs: dir.docs,
                 tokens: dir.tokens,
             }),
+            compact: dir.compact,
         });
     }
     if pos != bytes.len() {
@@ -1074,6 +1488,8 @@ pub struct Postings {
     pub whole: bool,
     /// Block impacts: the mean document length they are computed against.
     pub impact_avg: Option<f64>,
+    /// Compact blocks ([`TermEntry::compact`]).
+    pub compact: bool,
 }
 
 /// A skip list parsed from the start of a term's postings: the skips, and where the blocks
@@ -1185,6 +1601,7 @@ impl Postings {
             df: e.df,
             whole: true,
             impact_avg: e.impacts.map(|r| r.avg_len()),
+            compact: e.compact,
         })
     }
 
@@ -1215,6 +1632,7 @@ impl Postings {
             df: e.df,
             whole: false,
             impact_avg: e.impacts.map(|r| r.avg_len()),
+            compact: e.compact,
         })
     }
 
@@ -1278,34 +1696,49 @@ impl Postings {
         let s = &self.skips[i];
         let n = s.count as usize;
         let mut pos = 0usize;
-        unpack(b, &mut pos, n, rows)?;
+        if self.compact {
+            unpack_gaps(b, &mut pos, n, rows)?;
+        } else {
+            unpack(b, &mut pos, n, rows)?;
+        }
         unpack(b, &mut pos, n, tfs)?;
         unpack(b, &mut pos, n, lens)?;
         if pos != b.len() {
             return Err(BlobError::Corrupt("trailing bytes in a postings block"));
         }
-        let mut prev: i64 = match i {
+        // The checks folded into flags, not branches, so the loops vectorize.
+        if self.compact {
+            let mut over = false;
+            for l in lens[..n].iter_mut() {
+                let (v, o) = l.overflowing_add(s.min_len);
+                *l = v;
+                over |= o;
+            }
+            if over {
+                return Err(BlobError::Corrupt("length out of range"));
+            }
+        }
+        // Gaps are never negative, so rows only grow: the last one at the skip's last row
+        // bounds them all (in i64, 128 gaps below 2^32 cannot overflow).
+        let mut row: i64 = match i {
             0 => -1,
             _ => i64::from(self.skips[i - 1].last_row),
         };
         for r in rows[..n].iter_mut() {
-            let row = prev + 1 + i64::from(*r);
-            if row > i64::from(s.last_row) {
-                return Err(BlobError::Corrupt("row past its block's last row"));
-            }
+            row += 1 + i64::from(*r);
             *r = row as u32;
-            prev = row;
         }
-        if prev != i64::from(s.last_row) {
-            return Err(BlobError::Corrupt("block ends before its last row"));
+        if row != i64::from(s.last_row) {
+            return Err(BlobError::Corrupt("block rows disagree with its last row"));
         }
+        let mut bad = false;
         for (t, l) in tfs[..n].iter_mut().zip(&lens[..n]) {
-            *t = t
-                .checked_add(1)
-                .ok_or(BlobError::Corrupt("tf out of range"))?;
-            if *t > s.max_tf || *l < s.min_len {
-                return Err(BlobError::Corrupt("posting beyond its block's bound"));
-            }
+            let v = t.wrapping_add(1);
+            bad |= (v == 0) | (v > s.max_tf) | (*l < s.min_len);
+            *t = v;
+        }
+        if bad {
+            return Err(BlobError::Corrupt("posting beyond its block's bound"));
         }
         if let Some(avg) = self.impact_avg {
             if block_impact(&tfs[..n], &lens[..n], avg) != s.impact {
@@ -1379,13 +1812,22 @@ impl Postings {
 /// `f(index in block, positions)` for each.
 pub fn block_positions(
     positions: &[u8],
-    skip: &Skip,
+    p: &Postings,
+    block: usize,
     tfs: &[u32],
+    lens: &[u32],
     mut f: impl FnMut(usize, &[u32]),
 ) -> Result<(), BlobError> {
+    let skip = p
+        .skips
+        .get(block)
+        .ok_or(BlobError::Corrupt("no such block"))?;
     let b = positions
         .get(skip.positions.0..skip.positions.1)
         .ok_or(BlobError::Corrupt("positions outside the term's"))?;
+    if p.compact {
+        return decode_positions(b, tfs, lens, f);
+    }
     let mut pos = 0usize;
     let mut buf: Vec<u32> = Vec::new();
     for (i, &tf) in tfs.iter().enumerate() {
@@ -1487,7 +1929,7 @@ pub fn read_all(blob: &[u8], directory: Range<u64>) -> Result<TermPostings, Blob
                 });
             }
             if let Some(pb) = pos_bytes {
-                block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
+                block_positions(pb, &p, i, &tfs[..n], &lens[..n], |k, ps| {
                     list[first + k].positions = ps.to_vec();
                 })?;
             }
@@ -1621,6 +2063,33 @@ impl FulltextBlob {
         .with_keys(&self.min_term, &self.max_term);
         (self.bytes, meta)
     }
+}
+
+/// Runs the compact block decoders ([`unpack_gaps`], [`decode_positions`]) on arbitrary
+/// bytes, for the fuzzer (no checksum in front of them): they must return, never panic, and
+/// allocate within their bounds.
+#[doc(hidden)]
+pub fn fuzz_compact_codecs(data: &[u8]) {
+    let Some((&n, rest)) = data.split_first() else {
+        return;
+    };
+    let n = usize::from(n) % BLOCK_DOCS + 1;
+    let mut out = [0u32; BLOCK_DOCS];
+    let mut pos = 0;
+    let _ = unpack_gaps(rest, &mut pos, n, &mut out);
+    // Term frequencies and lengths from the first bytes, positions after them.
+    let (head, bits) = rest.split_at(rest.len().min(2 * n));
+    let tfs: Vec<u32> = head.iter().step_by(2).map(|b| u32::from(*b) * 97).collect();
+    let lens: Vec<u32> = head
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|b| u32::from(*b) * 131)
+        .collect();
+    let k = tfs.len().min(lens.len());
+    let _ = decode_positions(bits, &tfs[..k], &lens[..k], |_, ps| {
+        std::hint::black_box(ps);
+    });
 }
 
 #[cfg(test)]
@@ -1810,6 +2279,198 @@ pub(crate) mod tests {
         let tb = &b.bytes[r.offset as usize..(r.offset + r.length) as usize];
         let entries = parse_term_block(tb, r, &d, b.bytes.len() as u64).unwrap();
         assert!(entries.iter().any(|e| e.term == b"t02500"));
+    }
+
+    /// Decodes a compact block's positions into one list per posting.
+    fn positions_back(b: &[u8], tfs: &[u32], lens: &[u32]) -> Result<Vec<Vec<u32>>, BlobError> {
+        let mut out = vec![Vec::new(); tfs.len()];
+        decode_positions(b, tfs, lens, |i, ps| out[i] = ps.to_vec())?;
+        Ok(out)
+    }
+
+    #[test]
+    fn row_gaps_round_trip_rice_or_packed_whichever_is_shorter() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut saw_rice = false;
+        let mut saw_packed = false;
+        for case in 0..400 {
+            let n = 1 + (next() % 128) as usize;
+            let vals: Vec<u32> = match case % 5 {
+                // Geometric-like gaps of a sparse term (Rice).
+                0 | 1 => (0..n)
+                    .map(|_| {
+                        let mean = 1u64 << (case % 20);
+                        let u = (next() % 1_000_000) as f64 / 1e6;
+                        (-(1.0 - u).ln() * mean as f64) as u32
+                    })
+                    .collect(),
+                // Consecutive rows of a dense term, and one outlier.
+                2 => (0..n).map(|i| u32::from(i == n / 2) * 90).collect(),
+                // The extremes of u32.
+                3 => (0..n)
+                    .map(|i| if i % 2 == 0 { u32::MAX } else { 0 })
+                    .collect(),
+                _ => (0..n).map(|_| next() as u32 >> (next() % 32)).collect(),
+            };
+            let mut b = vec![0x5A];
+            pack_gaps(&vals, &mut b);
+            let mut plain = Vec::new();
+            pack(&vals, &mut plain);
+            assert!(b.len() - 1 <= plain.len(), "never longer than packed");
+            if b[1] & !0x1F == RICE {
+                saw_rice = true;
+            } else {
+                saw_packed = true;
+                assert_eq!(&b[1..], &plain[..]);
+            }
+            b.extend_from_slice(&[7, 7]); // what follows in a block
+            let mut back = vec![0u32; BLOCK_DOCS];
+            let mut pos = 1;
+            unpack_gaps(&b, &mut pos, n, &mut back).unwrap();
+            assert_eq!(&back[..n], &vals[..]);
+            assert_eq!(pos, b.len() - 2, "stops at the section's end");
+            for cut in 1..b.len() - 2 {
+                let mut pos = 1;
+                let _ = unpack_gaps(&b[..cut], &mut pos, n, &mut back);
+            }
+            for i in 1..b.len() {
+                let mut bad = b.clone();
+                bad[i] ^= 0x10;
+                let mut pos = 1;
+                let _ = unpack_gaps(&bad, &mut pos, n, &mut back);
+            }
+        }
+        assert!(saw_rice && saw_packed);
+        // Exponential gaps (mean 500): Rice at least half a bit a gap shorter than packed.
+        let vals: Vec<u32> = (0..128u32)
+            .map(|i| {
+                let u = (f64::from((i * 7919) % 1000) + 0.5) / 1000.0;
+                (-(1.0 - u).ln() * 500.0) as u32
+            })
+            .collect();
+        let (mut r, mut p) = (Vec::new(), Vec::new());
+        pack_gaps(&vals, &mut r);
+        pack(&vals, &mut p);
+        assert_eq!(r[0] & !0x1F, RICE);
+        assert!(r.len() + 8 <= p.len(), "{} vs {}", r.len(), p.len());
+        // A quotient past u32 and an endless unary run are errors.
+        let mut back = vec![0u32; BLOCK_DOCS];
+        let rice = |b: &[u8], n: usize, back: &mut [u32]| unpack_gaps(b, &mut 0, n, back);
+        assert!(rice(&[RICE | 31, 0, 0, 0, 0, 0b100], 1, &mut back).is_err());
+        assert!(rice(&[RICE | 31, 0, 0, 0, 0, 0b010], 1, &mut back).is_ok());
+        assert_eq!(back[0], 1 << 31);
+        assert!(rice(&[RICE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 1, &mut back).is_err());
+        assert!(unpack_gaps(&[RICE, 0b0000_0011], &mut 0, 2, &mut back).is_ok());
+        assert!(
+            unpack_gaps(&[RICE, 0b0000_0111], &mut 0, 2, &mut back).is_err(),
+            "trailing bits"
+        );
+    }
+
+    #[test]
+    fn compact_positions_round_trip_in_both_modes() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |m: u32| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % u64::from(m)) as u32
+        };
+        // (tfs, lens, positions), mode expected.
+        type Case = (Vec<u32>, Vec<u32>, Vec<Vec<u32>>, u8);
+        let mut cases: Vec<Case> = Vec::new();
+        // Short documents, every position below the length: mode 0.
+        for _ in 0..50 {
+            let (mut tfs, mut lens, mut ps) = (vec![], vec![], vec![]);
+            for _ in 0..(1 + next(128)) {
+                let len = 1 + next(90);
+                let tf = 1 + next(len.min(6));
+                let mut p: Vec<u32> = Vec::new();
+                while p.len() < tf as usize {
+                    let x = next(len);
+                    if !p.contains(&x) {
+                        p.push(x);
+                    }
+                }
+                p.sort_unstable();
+                tfs.push(tf);
+                lens.push(len);
+                ps.push(p);
+            }
+            cases.push((tfs, lens, ps, 0));
+        }
+        // Every position forced (a document of one word repeated), and the extremes of u32.
+        cases.push((vec![1, 3], vec![1, 3], vec![vec![0], vec![0, 1, 2]], 0));
+        cases.push((vec![2], vec![u32::MAX], vec![vec![0, u32::MAX - 1]], 0));
+        // A position at or past its length (words the english tokenizer drops still count a
+        // place): mode w + 1.
+        cases.push((vec![1, 2], vec![3, 2], vec![vec![7], vec![0, 40]], 7));
+        cases.push((vec![1], vec![0], vec![vec![u32::MAX]], 33));
+        // Forced positions past the budget: 3,000 for no bit in mode 0; mode 2 (w = 1) instead.
+        cases.push((vec![3000], vec![3000], vec![(0..3000).collect()], 2));
+        for (tfs, lens, ps, mode) in cases {
+            let flat: Vec<u32> = ps.iter().flatten().copied().collect();
+            let mut b = vec![0xAB];
+            encode_positions(&tfs, &lens, &flat, &mut b);
+            assert_eq!(b[1], mode, "{tfs:?} {lens:?}");
+            assert_eq!(positions_back(&b[1..], &tfs, &lens).unwrap(), ps);
+            // Cut short or run long, it is an error; a flipped bit an error or other positions,
+            // never a panic.
+            assert!(positions_back(&b[1..b.len() - 1], &tfs, &lens).is_err());
+            let mut long = b[1..].to_vec();
+            long.push(0);
+            assert!(positions_back(&long, &tfs, &lens).is_err());
+            for i in 1..b.len().min(64) {
+                for bit in [1u8, 0x80] {
+                    let mut bad = b[1..].to_vec();
+                    bad[i - 1] ^= bit;
+                    let _ = positions_back(&bad, &tfs, &lens);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn compact_positions_are_smaller_and_bound_what_they_allocate() {
+        // Short documents (the benchmark's kind): under 6.5 bits a position, where varints
+        // take 8.
+        let lens: Vec<u32> = (0..128).map(|i| 20 + (i * 37) % 60).collect();
+        let tfs: Vec<u32> = (0..128).map(|i| 1 + u32::from(i % 7 == 0)).collect();
+        let ps: Vec<u32> = lens
+            .iter()
+            .zip(&tfs)
+            .flat_map(|(l, t)| (0..*t).map(move |k| (l / 3 + k * 5) % l))
+            .collect::<Vec<_>>();
+        let mut sorted = Vec::new();
+        let mut at = 0;
+        for t in &tfs {
+            let mut p = ps[at..at + *t as usize].to_vec();
+            p.sort_unstable();
+            sorted.extend(p);
+            at += *t as usize;
+        }
+        let mut b = Vec::new();
+        encode_positions(&tfs, &lens, &sorted, &mut b);
+        assert!(b.len() * 8 < sorted.len() * 13 / 2, "{} bytes", b.len());
+        // A block claiming four billion positions in a few bytes is refused before any is
+        // decoded.
+        let err = positions_back(&[0, 0, 0], &[u32::MAX], &[u32::MAX]).unwrap_err();
+        assert!(matches!(err, BlobError::Corrupt(_)));
+        assert!(positions_back(&[0], &[], &[]).unwrap().is_empty());
+        assert!(positions_back(&[], &[1], &[1]).is_err());
+        assert!(
+            positions_back(&[1, 0], &[1], &[5]).is_err(),
+            "mode 1 (w = 0) is not written"
+        );
+        assert!(positions_back(&[34, 0, 0, 0, 0, 0], &[1], &[5]).is_err());
+        // A position the length leaves no room for.
+        assert!(positions_back(&[0], &[2], &[1]).is_err());
     }
 
     #[test]

@@ -92,6 +92,7 @@ impl RunWriter {
                 positions: self.positions,
                 checked: true,
                 impacts: Some(self.stats),
+                compact: true,
             },
             &mut self.pending,
             &mut self.scratch,
@@ -138,6 +139,7 @@ impl RunWriter {
             interleaved: true,
             checked: true,
             impacts: true,
+            compact: true,
             rows,
             docs,
             tokens,
@@ -216,7 +218,7 @@ impl TermGather {
             self.lens.extend_from_slice(&lens[..n]);
             if let Some(pb) = positions {
                 let out = &mut self.positions;
-                super::block_positions(pb, &p.skips[i], &tfs[..n], |_, ps| {
+                super::block_positions(pb, p, i, &tfs[..n], &lens[..n], |_, ps| {
                     out.extend_from_slice(ps);
                 })?;
             }
@@ -253,7 +255,7 @@ impl TermGather {
             }
             if let Some(pb) = positions {
                 let out = &mut self.positions;
-                super::block_positions(pb, &p.skips[i], &tfs[..n], |k, ps| {
+                super::block_positions(pb, p, i, &tfs[..n], &lens[..n], |k, ps| {
                     if kept[k].is_some() {
                         out.extend_from_slice(ps);
                     }
