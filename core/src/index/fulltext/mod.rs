@@ -23,8 +23,10 @@
 //! Block      = Packed(row gaps) Packed(tf - 1) Packed(document lengths)   (≤128 postings)
 //! Packed     = u8 width  ⌈count·width/8⌉ bytes, values LSB-first
 //! Positions  = per block, per posting: tf varints (first position, then gaps)
-//!              (compact blocks: lengths less the skip's min_len, positions per block
-//!              coded against the documents' lengths — [`encode_positions`])
+//!              (compact blocks: row gaps Rice-coded and tf − 1 listed sparsely where
+//!              shorter — `pack_gaps`, `pack_sparse` —, lengths less the skip's min_len,
+//!              positions per block coded against the documents' lengths —
+//!              [`encode_positions`])
 //! ```
 //!
 //! A row gap is `row - previous_row - 1` (the first row of the term is its gap from -1).
@@ -598,9 +600,10 @@ pub struct Layout {
     pub positions: bool,
     pub checked: bool,
     pub impacts: Option<ImpactRef>,
-    /// Compact blocks: each block's document lengths are packed less its skip's `min_len`,
-    /// and its positions coded against the documents' lengths ([`encode_positions`]) —
-    /// about 35 bits fewer per posting of short text than lengths and varint positions.
+    /// Compact blocks: each block's row gaps Rice-coded and its `tf − 1` values listed
+    /// sparsely where that is shorter (`pack_gaps`, `pack_sparse`), its document lengths
+    /// packed less its skip's `min_len`, and its positions coded against the documents'
+    /// lengths ([`encode_positions`]) — decision 84.
     pub compact: bool,
 }
 
@@ -676,7 +679,11 @@ pub fn encode_term(
         }
         vals.clear();
         vals.extend(tfs.iter().map(|t| t - 1));
-        pack(&vals, &mut blocks);
+        if layout.compact {
+            pack_sparse(&vals, &mut blocks);
+        } else {
+            pack(&vals, &mut blocks);
+        }
         let lens = &t.lens[lo..hi];
         let min_len = lens.iter().copied().min().unwrap_or(0);
         if layout.compact {
@@ -926,6 +933,94 @@ fn unpack_gaps(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(
         }
     }
     *pos = at + next_start.div_ceil(8) as usize;
+    Ok(())
+}
+
+/// A compact block's `tf − 1` header for the sparse coding ([`pack_sparse`]); below it, a
+/// [`pack`] width.
+const SPARSE: u8 = 0x80;
+
+/// Appends a compact block's `tf − 1` values: [`pack`]ed, or — when shorter — sparse: a
+/// byte `0x80`, `varint m` (the values that are not 0), then per such value, in order, its
+/// index in the block in 7 bits and `v − 1` in unary (that many 0 bits, then a 1), LSB-first,
+/// zero-padded to a byte. Most blocks of mid-frequency terms hold a few documents with the
+/// term twice among many with it once: a few bytes instead of a bit a posting.
+fn pack_sparse(vals: &[u32], out: &mut Vec<u8>) {
+    let max = vals.iter().copied().max().unwrap_or(0);
+    let width = u64::from(32 - max.leading_zeros());
+    let packed = (vals.len() as u64 * width).div_ceil(8);
+    let m = vals.iter().filter(|v| **v > 0).count() as u64;
+    let bits: u64 = vals
+        .iter()
+        .filter(|v| **v > 0)
+        .map(|v| 7 + u64::from(*v))
+        .sum();
+    let sparse = 1 + bits.div_ceil(8) + (m >= 128) as u64;
+    if vals.len() > BLOCK_DOCS || sparse >= packed {
+        return pack(vals, out);
+    }
+    out.push(SPARSE);
+    put_varint(out, m);
+    let mut w = BitWriter {
+        out,
+        acc: 0,
+        bits: 0,
+    };
+    for (i, &v) in vals.iter().enumerate() {
+        if v == 0 {
+            continue;
+        }
+        w.put(i as u64, 7);
+        let mut q = v - 1;
+        while q >= 32 {
+            w.put(0, 32);
+            q -= 32;
+        }
+        w.put(1 << q, q + 1);
+    }
+    w.finish();
+}
+
+/// Reads `n` values written by [`pack_sparse`] at `b[*pos..]` into `out`.
+fn unpack_sparse(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(), BlobError> {
+    let h = *b.get(*pos).ok_or(BlobError::Corrupt("truncated block"))?;
+    if h != SPARSE {
+        return unpack(b, pos, n, out);
+    }
+    let out = out
+        .get_mut(..n)
+        .ok_or(BlobError::Corrupt("block too long"))?;
+    out.fill(0);
+    let mut at = *pos + 1;
+    let m = get_varint(b, &mut at)?;
+    if m > n as u64 {
+        return Err(BlobError::Corrupt("more term frequencies than postings"));
+    }
+    let mut r = BitReader {
+        b: &b[at..],
+        at: 0,
+        acc: 0,
+        bits: 0,
+    };
+    let mut next = 0u64;
+    for _ in 0..m {
+        let i = r.get(7)?;
+        if i < next || i >= n as u64 {
+            return Err(BlobError::Corrupt("term frequencies out of order"));
+        }
+        let mut q = 0u64;
+        while r.get(1)? == 0 {
+            q += 1;
+        }
+        out[i as usize] =
+            u32::try_from(q + 1).map_err(|_| BlobError::Corrupt("tf out of range"))?;
+        next = i + 1;
+    }
+    // Zero padding up to a byte, then the lengths.
+    if r.acc != 0 {
+        return Err(BlobError::Corrupt("trailing bits in a postings block"));
+    }
+    *pos = at + r.at;
     Ok(())
 }
 
@@ -1701,7 +1796,11 @@ impl Postings {
         } else {
             unpack(b, &mut pos, n, rows)?;
         }
-        unpack(b, &mut pos, n, tfs)?;
+        if self.compact {
+            unpack_sparse(b, &mut pos, n, tfs)?;
+        } else {
+            unpack(b, &mut pos, n, tfs)?;
+        }
         unpack(b, &mut pos, n, lens)?;
         if pos != b.len() {
             return Err(BlobError::Corrupt("trailing bytes in a postings block"));
@@ -2286,6 +2385,74 @@ pub(crate) mod tests {
         let mut out = vec![Vec::new(); tfs.len()];
         decode_positions(b, tfs, lens, |i, ps| out[i] = ps.to_vec())?;
         Ok(out)
+    }
+
+    #[test]
+    fn term_frequencies_round_trip_sparse_or_packed_whichever_is_shorter() {
+        let mut rng = 0x0bad_cafe_1234_5678u64;
+        let mut next = move |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m
+        };
+        let (mut saw_sparse, mut saw_packed) = (false, false);
+        for case in 0..500 {
+            let n = 1 + next(128) as usize;
+            let vals: Vec<u32> = match case % 4 {
+                0 => (0..n).map(|_| u32::from(next(40) == 0)).collect(),
+                1 => (0..n).map(|_| next(3) as u32).collect(),
+                2 => (0..n).map(|i| if i == n - 1 { 70 } else { 0 }).collect(),
+                _ => (0..n)
+                    .map(|_| if next(50) == 0 { u32::MAX } else { 0 })
+                    .collect(),
+            };
+            let mut b = Vec::new();
+            pack_sparse(&vals, &mut b);
+            let mut plain = Vec::new();
+            pack(&vals, &mut plain);
+            assert!(b.len() <= plain.len());
+            if b[0] == SPARSE {
+                saw_sparse = true;
+            } else {
+                saw_packed = true;
+                assert_eq!(b, plain);
+            }
+            b.extend_from_slice(&[9, 9]);
+            let mut back = vec![7u32; BLOCK_DOCS];
+            let mut pos = 0;
+            unpack_sparse(&b, &mut pos, n, &mut back).unwrap();
+            assert_eq!(&back[..n], &vals[..]);
+            assert_eq!(pos, b.len() - 2);
+            for cut in 0..b.len() - 2 {
+                let _ = unpack_sparse(&b[..cut], &mut 0, n, &mut back);
+            }
+            for i in 0..b.len() {
+                let mut bad = b.clone();
+                bad[i] ^= 0x21;
+                let _ = unpack_sparse(&bad, &mut 0, n, &mut back);
+            }
+        }
+        assert!(saw_sparse && saw_packed);
+        // Three documents of 128 with the term twice: 5 bytes, not 17.
+        let mut vals = vec![0u32; 128];
+        vals[5] = 1;
+        vals[60] = 1;
+        vals[127] = 1;
+        let mut b = Vec::new();
+        pack_sparse(&vals, &mut b);
+        assert_eq!(b.len(), 5);
+        let mut back = vec![0u32; BLOCK_DOCS];
+        // Out of order, past the block, or more than the postings: errors.
+        assert!(unpack_sparse(
+            &[SPARSE, 2, 5, 0b1000_0000 | 4 >> 1, 0],
+            &mut 0,
+            128,
+            &mut back
+        )
+        .is_err());
+        assert!(unpack_sparse(&[SPARSE, 1, 100 | 0x80], &mut 0, 50, &mut back).is_err());
+        assert!(unpack_sparse(&[SPARSE, 3, 0xFF, 0xFF], &mut 0, 2, &mut back).is_err());
     }
 
     #[test]
