@@ -2164,7 +2164,7 @@ impl FulltextBlob {
     }
 }
 
-/// Runs the compact block decoders ([`unpack_gaps`], [`decode_positions`]) on arbitrary
+/// Runs the compact block decoders (`unpack_gaps`, `unpack_sparse`, `decode_positions`) on arbitrary
 /// bytes, for the fuzzer (no checksum in front of them): they must return, never panic, and
 /// allocate within their bounds.
 #[doc(hidden)]
@@ -2176,6 +2176,7 @@ pub fn fuzz_compact_codecs(data: &[u8]) {
     let mut out = [0u32; BLOCK_DOCS];
     let mut pos = 0;
     let _ = unpack_gaps(rest, &mut pos, n, &mut out);
+    let _ = unpack_sparse(rest, &mut 0, n, &mut out);
     // Term frequencies and lengths from the first bytes, positions after them.
     let (head, bits) = rest.split_at(rest.len().min(2 * n));
     let tfs: Vec<u32> = head.iter().step_by(2).map(|b| u32::from(*b) * 97).collect();
