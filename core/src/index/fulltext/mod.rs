@@ -1169,7 +1169,7 @@ pub fn encode_positions(tfs: &[u32], lens: &[u32], ps: &[u32], out: &mut Vec<u8>
             i += tf as usize;
         }
         w.finish();
-        if ps.len() <= positions_budget(out.len() - at) {
+        if ps.len() <= positions_budget(out.len() - at - 1) {
             return;
         }
         out.truncate(at);
@@ -2582,6 +2582,10 @@ pub(crate) mod tests {
         cases.push((vec![1], vec![0], vec![vec![u32::MAX]], 33));
         // Forced positions past the budget: 3,000 for no bit in mode 0; mode 2 (w = 1) instead.
         cases.push((vec![3000], vec![3000], vec![(0..3000).collect()], 2));
+        // At the budget's edge: 2,048 forced positions fit no bits after the mode byte; 2,056
+        // do not (the budget counts the bytes after it, as the reader does).
+        cases.push((vec![2048], vec![2048], vec![(0..2048).collect()], 0));
+        cases.push((vec![2056], vec![2056], vec![(0..2056).collect()], 2));
         for (tfs, lens, ps, mode) in cases {
             let flat: Vec<u32> = ps.iter().flatten().copied().collect();
             let mut b = vec![0xAB];
