@@ -822,6 +822,12 @@ fn unpack_bits(b: &[u8], pos: &mut usize, width: u32, out: &mut [u32]) -> Result
     Ok(())
 }
 
+/// The bytes [`pack`] takes for `vals` after its width byte.
+fn packed_len(vals: &[u32]) -> u64 {
+    let max = vals.iter().copied().max().unwrap_or(0);
+    (vals.len() as u64 * u64::from(32 - max.leading_zeros())).div_ceil(8)
+}
+
 /// A compact block's row gaps header: `RICE | k` for Rice codes with parameter `k`
 /// ([`pack_gaps`]); below it, a [`pack`] width.
 const RICE: u8 = 0x40;
@@ -835,9 +841,7 @@ const RICE: u8 = 0x40;
 /// unpacks the low bits as it unpacks any block and finds the quotients by the set bits of
 /// whole words, not value by value.
 fn pack_gaps(vals: &[u32], out: &mut Vec<u8>) {
-    let max = vals.iter().copied().max().unwrap_or(0);
-    let width = u64::from(32 - max.leading_zeros());
-    let packed = (vals.len() as u64 * width).div_ceil(8);
+    let packed = packed_len(vals);
     let sum: u64 = vals.iter().map(|v| u64::from(*v)).sum();
     let n = vals.len() as u64;
     // The best k is near log2 of the mean: try around it.
@@ -871,12 +875,7 @@ fn pack_gaps(vals: &[u32], out: &mut Vec<u8>) {
                 bits: 0,
             };
             for &v in vals {
-                let mut q = v >> k;
-                while q >= 32 {
-                    w.put(0, 32);
-                    q -= 32;
-                }
-                w.put(1 << q, q + 1);
+                w.put_unary(v >> k);
             }
             w.finish();
         }
@@ -946,9 +945,7 @@ const SPARSE: u8 = 0x80;
 /// zero-padded to a byte. Most blocks of mid-frequency terms hold a few documents with the
 /// term twice among many with it once: a few bytes instead of a bit a posting.
 fn pack_sparse(vals: &[u32], out: &mut Vec<u8>) {
-    let max = vals.iter().copied().max().unwrap_or(0);
-    let width = u64::from(32 - max.leading_zeros());
-    let packed = (vals.len() as u64 * width).div_ceil(8);
+    let packed = packed_len(vals);
     let m = vals.iter().filter(|v| **v > 0).count() as u64;
     let bits: u64 = vals
         .iter()
@@ -971,12 +968,7 @@ fn pack_sparse(vals: &[u32], out: &mut Vec<u8>) {
             continue;
         }
         w.put(i as u64, 7);
-        let mut q = v - 1;
-        while q >= 32 {
-            w.put(0, 32);
-            q -= 32;
-        }
-        w.put(1 << q, q + 1);
+        w.put_unary(v - 1);
     }
     w.finish();
 }
@@ -1052,6 +1044,15 @@ impl BitWriter<'_> {
             self.acc >>= 8;
             self.bits -= 8;
         }
+    }
+
+    /// `q` in unary: `q` 0 bits, then a 1.
+    fn put_unary(&mut self, mut q: u32) {
+        while q >= 32 {
+            self.put(0, 32);
+            q -= 32;
+        }
+        self.put(1 << q, q + 1);
     }
 
     /// `v` of `0..n` in truncated binary: `⌊log2 n⌋` bits for the first `2^(⌊log2 n⌋+1) − n`
