@@ -606,7 +606,7 @@ async fn large_files_and_rounds() {
 /// against the brute force.
 #[tokio::test]
 async fn frequent_terms_by_impacts_match_brute_force() {
-    let (t, o, _) = setup_with(0x5851_F42D_4C95_7F2D, 4, 10000, Tokenizer::Simple, long_doc).await;
+    let (t, o, _) = setup_with(0x5851_F42D_4C95_7F2D, 4, 20000, Tokenizer::Simple, long_doc).await;
     o.publish().await.unwrap();
     let overlay_dir = t.dir.path().join("overlay");
     let ask = |query: &str, k: usize| Search {

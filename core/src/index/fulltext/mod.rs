@@ -7,7 +7,7 @@
 //! Blob       = "SKF1" Postings* Positions* TermBlock* Directory
 //! Directory  = "SKFD" u8 version(1) u8 tokenizer
 //!              u8 flags(bit 0: positions, bit 1: interleaved, bit 2: checked blocks,
-//!                       bit 3: block impacts, bit 4: compact blocks) u8 0
+//!                       bit 3: block impacts, bit 4: compact blocks, bit 5: lean) u8 0
 //!              u64 rows u64 docs u64 tokens u64 terms u64 positions_start
 //!              u32 block_docs(128) u32 n  BlockRef*ⁿ
 //! BlockRef   = varint first_len first_term varint offset varint length varint terms u32 crc32
@@ -26,7 +26,9 @@
 //!              (compact blocks: row gaps Rice-coded and tf − 1 listed sparsely where
 //!              shorter — `pack_gaps`, `pack_sparse` —, lengths less the skip's min_len,
 //!              positions per block coded against the documents' lengths —
-//!              [`encode_positions`])
+//!              [`encode_positions`]; lean blocks: the skips a [`SkipTable`] of packed
+//!              columns, no tf section where `max_tf` is 1, sparse tfs with Rice-coded
+//!              index gaps, no positions mode byte in mode 0 — decision 85)
 //! ```
 //!
 //! A row gap is `row - previous_row - 1` (the first row of the term is its gap from -1).
@@ -67,6 +69,9 @@ pub const K1: f64 = 1.2;
 pub const B: f64 = 0.75;
 /// A block impact's scale: the saturation in (0, 1] in steps of 1/65535, rounded up.
 pub const IMPACT_SCALE: f64 = 65535.0;
+/// A lean skip's impact scale ([`Layout::lean`]): steps of 1/4095, in a packed column of at
+/// most 12 bits.
+pub const LEAN_IMPACT_SCALE: f64 = 4095.0;
 /// A term block is cut once it holds this many bytes.
 pub const TERM_BLOCK_BYTES: usize = 4096;
 const DIRECTORY_HEADER: usize = 8 + 5 * 8 + 8;
@@ -344,6 +349,7 @@ impl FulltextWriter {
             checked: false,
             impacts: false,
             compact: false,
+            lean: false,
             rows,
             docs: self.docs,
             tokens: self.tokens,
@@ -401,6 +407,8 @@ pub struct DirectoryFacts {
     pub impacts: bool,
     /// Compact blocks ([`Layout::compact`]; table runs).
     pub compact: bool,
+    /// Lean blocks and skips ([`Layout::lean`]; table runs; needs `compact` and `impacts`).
+    pub lean: bool,
     pub rows: u64,
     pub docs: u64,
     pub tokens: u64,
@@ -418,6 +426,8 @@ const FLAG_IMPACTS: u8 = 8;
 /// Directory flag: compact blocks (document lengths from their block's smallest, positions
 /// coded against their document's length — [`Layout::compact`]).
 const FLAG_COMPACT: u8 = 16;
+/// Directory flag: lean blocks and skips ([`Layout::lean`]; with bits 2, 3 and 4).
+const FLAG_LEAN: u8 = 32;
 
 /// The term blocks and directory of a blob, built term by term (terms ascending): finished
 /// term blocks are kept as bytes (a few bytes per term), so a table run's dictionary of
@@ -547,7 +557,8 @@ impl DictWriter {
                 }
                 | if facts.checked { FLAG_CHECKED } else { 0 }
                 | if facts.impacts { FLAG_IMPACTS } else { 0 }
-                | if facts.compact { FLAG_COMPACT } else { 0 },
+                | if facts.compact { FLAG_COMPACT } else { 0 }
+                | if facts.lean { FLAG_LEAN } else { 0 },
         );
         out.push(0);
         for v in [
@@ -605,6 +616,12 @@ pub struct Layout {
     /// packed less its skip's `min_len`, and its positions coded against the documents'
     /// lengths ([`encode_positions`]) — decision 84.
     pub compact: bool,
+    /// Lean blocks and skips (with `compact`, `checked` and `impacts`; decision 85): the
+    /// skips as a [`SkipTable`] of bit-packed columns — impacts in steps of
+    /// [`LEAN_IMPACT_SCALE`] and each block's lengths' width among them —, no `tf − 1` section in a block whose `max_tf` is 1, sparse
+    /// `tf − 1` values with Rice-coded index gaps where shorter, and no positions mode byte
+    /// in a block whose positions are in mode 0 (its skip says which).
+    pub lean: bool,
 }
 
 /// The statistics a blob's block impacts are computed against: its directory's documents
@@ -631,16 +648,17 @@ pub fn saturation(tf: u32, len: u32, avg_len: f64) -> f64 {
 }
 
 /// A block's impact: its postings' largest [`saturation`] against `avg_len`, times
-/// [`IMPACT_SCALE`] and rounded up, at least 1. The writer and the reader's check both
+/// `scale` ([`IMPACT_SCALE`], or [`LEAN_IMPACT_SCALE`] in lean skips) and rounded up, at
+/// least 1. The writer and the reader's check both
 /// compute it here, so the two agree to the bit on every target.
-pub fn block_impact(tfs: &[u32], lens: &[u32], avg_len: f64) -> u16 {
+pub fn block_impact(tfs: &[u32], lens: &[u32], avg_len: f64, scale: f64) -> u16 {
     let best = tfs
         .iter()
         .zip(lens)
         .map(|(t, l)| saturation(*t, *l, avg_len))
         .fold(0.0f64, f64::max);
     // `as` saturates (NaN to 0): never a panic, whatever the statistics.
-    (best * IMPACT_SCALE).ceil().clamp(1.0, IMPACT_SCALE) as u16
+    (best * scale).ceil().clamp(1.0, scale) as u16
 }
 
 /// Encodes one term's postings into `out` (and its positions into `positions`): the bytes a
@@ -653,7 +671,9 @@ pub fn encode_term(
 ) -> TermCode {
     let with_positions = layout.positions;
     let checked = layout.checked;
+    let lean = layout.lean;
     let mut skips: Vec<u8> = Vec::new();
+    let mut table = SkipTable::default();
     let mut blocks: Vec<u8> = Vec::new();
     let mut vals: Vec<u32> = Vec::with_capacity(BLOCK_DOCS);
     let (mut term_max_tf, mut term_min_len) = (0u32, u32::MAX);
@@ -677,32 +697,45 @@ pub fn encode_term(
         } else {
             pack(&vals, &mut blocks);
         }
+        let max_tf = tfs.iter().copied().max().unwrap_or(0);
         vals.clear();
         vals.extend(tfs.iter().map(|t| t - 1));
-        if layout.compact {
+        if lean {
+            // A lean block whose `max_tf` is 1 has no `tf − 1` section: its skip says them all.
+            if max_tf > 1 {
+                pack_sparse_rice(&vals, &mut blocks);
+            }
+        } else if layout.compact {
             pack_sparse(&vals, &mut blocks);
         } else {
             pack(&vals, &mut blocks);
         }
         let lens = &t.lens[lo..hi];
         let min_len = lens.iter().copied().min().unwrap_or(0);
+        let mut len_width = 0;
         if layout.compact {
             vals.clear();
             vals.extend(lens.iter().map(|l| l - min_len));
-            pack(&vals, &mut blocks);
+            if lean {
+                // The width is in the skip.
+                len_width = width_of(&vals);
+                pack_at(&vals, len_width, &mut blocks);
+            } else {
+                pack(&vals, &mut blocks);
+            }
         } else {
             pack(lens, &mut blocks);
         }
-        let max_tf = tfs.iter().copied().max().unwrap_or(0);
         term_max_tf = term_max_tf.max(max_tf);
         term_min_len = term_min_len.min(min_len);
         let q0 = positions.len();
+        let mut fixed = false;
         if with_positions {
             let n: usize = tfs.iter().map(|t| *t as usize).sum();
             let ps = &t.positions[pos_i..pos_i + n];
             pos_i += n;
             if layout.compact {
-                encode_positions(tfs, lens, ps, positions);
+                fixed = encode_positions(tfs, lens, ps, lean, positions);
             } else {
                 let mut at = 0;
                 for &tf in tfs {
@@ -716,19 +749,44 @@ pub fn encode_term(
             }
         }
         let last = i64::from(*rows.last().expect("a block is never empty"));
+        let impact = layout.impacts.map(|r| {
+            let scale = if lean {
+                LEAN_IMPACT_SCALE
+            } else {
+                IMPACT_SCALE
+            };
+            block_impact(tfs, lens, r.avg_len(), scale)
+        });
+        let crc = checked.then(|| crc32fast::hash(&blocks[b0..]));
+        if lean {
+            table.push(SkipRow {
+                last_row: last as u32,
+                length: (blocks.len() - b0) as u32,
+                max_tf,
+                fixed_positions: fixed,
+                min_len,
+                positions_length: (positions.len() - q0) as u32,
+                len_width: len_width as u8,
+                impact: impact.unwrap_or(0),
+                crc32: crc.unwrap_or(0),
+            });
+            continue;
+        }
         put_varint(&mut skips, (last - prev_last) as u64);
         prev_last = last;
         put_varint(&mut skips, (blocks.len() - b0) as u64);
         put_varint(&mut skips, u64::from(max_tf));
         put_varint(&mut skips, u64::from(min_len));
         put_varint(&mut skips, (positions.len() - q0) as u64);
-        if let Some(r) = layout.impacts {
-            let impact = block_impact(tfs, lens, r.avg_len());
+        if let Some(impact) = impact {
             skips.extend_from_slice(&impact.to_le_bytes());
         }
-        if checked {
-            skips.extend_from_slice(&crc32fast::hash(&blocks[b0..]).to_le_bytes());
+        if let Some(crc) = crc {
+            skips.extend_from_slice(&crc.to_le_bytes());
         }
+    }
+    if lean {
+        table.write(term_min_len, &mut skips);
     }
     let s0 = out.len();
     put_varint(out, nblocks as u64);
@@ -742,11 +800,212 @@ pub fn encode_term(
     }
 }
 
+/// One block's skip, as a lean [`SkipTable`] holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SkipRow {
+    last_row: u32,
+    length: u32,
+    max_tf: u32,
+    /// The block's positions are in a fixed-width mode and open with their mode byte
+    /// ([`encode_positions`]); otherwise they are in mode 0, without it.
+    fixed_positions: bool,
+    min_len: u32,
+    positions_length: u32,
+    /// The bits of each of the block's `len − min_len` (no width byte in the block).
+    len_width: u8,
+    impact: u16,
+    crc32: u32,
+}
+
+/// A lean skip section's body (decision 85), after its `varint blocks`:
+///
+/// ```text
+/// SkipTable = varint last_row  varint length  varint positions_length << 1 | fixed_positions
+///             u8 impact  u32 block_crc32                              (one block: its max_tf
+///                                                                      and min_len the term's)
+///           | varint last_row(first block)
+///             Column(last_row − previous last_row − 1)      (blocks − 1 values)
+///             Column(length)  Column((max_tf − 1) << 1 | fixed_positions)
+///             Column(min_len − the term's min_len)  Column(positions_length)
+///             u8 impact × blocks  u32 block_crc32 × blocks
+/// Column    = u8 width  ⌈count·width/8⌉ bytes, values LSB-first (as a block's Packed)
+/// ```
+///
+/// Columns take the bits their widest value needs (a dense term's rows advance by about 128
+/// a block, its lengths of blocks are alike, its `min_len` is the term's), where varints
+/// take whole bytes each.
+#[derive(Default)]
+struct SkipTable {
+    rows: Vec<SkipRow>,
+}
+
+impl SkipTable {
+    fn push(&mut self, r: SkipRow) {
+        self.rows.push(r);
+    }
+
+    /// Appends the table (`min_len`: the term's, the least of its blocks').
+    fn write(&self, min_len: u32, out: &mut Vec<u8>) {
+        let Some(first) = self.rows.first() else {
+            return;
+        };
+        put_varint(out, u64::from(first.last_row));
+        if let [r] = self.rows[..] {
+            // One block (most terms of a real vocabulary): no column's width byte.
+            put_varint(out, u64::from(r.length));
+            put_varint(
+                out,
+                (u64::from(r.positions_length) << 1) | u64::from(r.fixed_positions),
+            );
+            out.push(r.len_width);
+            put_varint(out, u64::from(r.impact));
+            out.extend_from_slice(&r.crc32.to_le_bytes());
+            return;
+        }
+        let gaps: Vec<u32> = self
+            .rows
+            .windows(2)
+            .map(|w| w[1].last_row - w[0].last_row - 1)
+            .collect();
+        pack(&gaps, out);
+        let column = |f: &dyn Fn(&SkipRow) -> u32, out: &mut Vec<u8>| {
+            let vals: Vec<u32> = self.rows.iter().map(f).collect();
+            pack(&vals, out);
+        };
+        column(&|r| r.length, out);
+        column(
+            &|r| ((r.max_tf - 1) << 1) | u32::from(r.fixed_positions),
+            out,
+        );
+        column(&|r| r.min_len - min_len, out);
+        column(&|r| r.positions_length, out);
+        column(&|r| u32::from(r.len_width), out);
+        column(&|r| u32::from(r.impact), out);
+        for r in &self.rows {
+            out.extend_from_slice(&r.crc32.to_le_bytes());
+        }
+    }
+
+    /// Reads a table of `n` blocks at `b[*pos..]` (`max_tf`, `min_len`: the term entry's;
+    /// `rows`: the blob's). What it allocates is bounded by `n`, which the caller bounds by
+    /// the bytes.
+    fn read(
+        b: &[u8],
+        pos: &mut usize,
+        n: usize,
+        (max_tf, min_len): (u32, u32),
+        rows: u64,
+    ) -> Result<Vec<SkipRow>, BlobError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let first = get_varint(b, pos)?;
+        if n == 1 {
+            let length = get_varint(b, pos)?;
+            let plen = get_varint(b, pos)?;
+            let len_width = *get_bytes(b, pos, 1)?.first().expect("1 byte");
+            let impact = get_varint(b, pos)?;
+            let crc32 = get_u32(b, pos)?;
+            if first >= rows.min(1 << 32)
+                || impact == 0
+                || impact > LEAN_IMPACT_SCALE as u64
+                || len_width > 32
+            {
+                return Err(BlobError::Corrupt("skip out of range"));
+            }
+            let too_long = BlobError::Corrupt("block length out of range");
+            return Ok(vec![SkipRow {
+                last_row: first as u32,
+                length: u32::try_from(length).map_err(|_| too_long.clone())?,
+                max_tf,
+                fixed_positions: plen & 1 == 1,
+                min_len,
+                positions_length: u32::try_from(plen >> 1).map_err(|_| too_long)?,
+                len_width,
+                impact: impact as u16,
+                crc32,
+            }]);
+        }
+        let gaps = unpack_column(b, pos, n - 1)?;
+        let lengths = unpack_column(b, pos, n)?;
+        let tfs = unpack_column(b, pos, n)?;
+        let mins = unpack_column(b, pos, n)?;
+        let plens = unpack_column(b, pos, n)?;
+        let widths = unpack_column(b, pos, n)?;
+        let impacts = unpack_column(b, pos, n)?;
+        let crcs = get_bytes(b, pos, 4 * n as u64)?;
+        let mut out = Vec::with_capacity(n);
+        let mut last = first;
+        for i in 0..n {
+            if i > 0 {
+                last = last
+                    .checked_add(1 + u64::from(gaps[i - 1]))
+                    .ok_or(BlobError::Corrupt("overflow"))?;
+            }
+            if last >= rows.min(1 << 32) {
+                return Err(BlobError::Corrupt("row out of range"));
+            }
+            let impact = impacts[i];
+            if impact == 0 || f64::from(impact) > LEAN_IMPACT_SCALE || widths[i] > 32 {
+                return Err(BlobError::Corrupt("block impact out of range"));
+            }
+            out.push(SkipRow {
+                last_row: last as u32,
+                length: lengths[i],
+                max_tf: (tfs[i] >> 1) + 1,
+                fixed_positions: tfs[i] & 1 == 1,
+                min_len: min_len
+                    .checked_add(mins[i])
+                    .ok_or(BlobError::Corrupt("min length out of range"))?,
+                positions_length: plens[i],
+                len_width: widths[i] as u8,
+                impact: impact as u16,
+                crc32: u32::from_le_bytes(crcs[4 * i..4 * i + 4].try_into().expect("4 bytes")),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Reads `n` values [`pack`]ed at `b[*pos..]`, of any count (a skip table's column).
+fn unpack_column(b: &[u8], pos: &mut usize, n: usize) -> Result<Vec<u32>, BlobError> {
+    let width = u32::from(*b.get(*pos).ok_or(BlobError::Corrupt("truncated skips"))?);
+    *pos += 1;
+    if width > 32 {
+        return Err(BlobError::Corrupt("bit width over 32"));
+    }
+    let len = (n as u64 * u64::from(width)).div_ceil(8);
+    let bytes = get_bytes(b, pos, len)?;
+    let mut r = BitReader {
+        b: bytes,
+        at: 0,
+        acc: 0,
+        bits: 0,
+    };
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(r.get(width)? as u32);
+    }
+    if r.acc != 0 {
+        return Err(BlobError::Corrupt("trailing bits in the skips"));
+    }
+    Ok(out)
+}
+
 /// Appends `vals` bit-packed at the width of the largest.
 fn pack(vals: &[u32], out: &mut Vec<u8>) {
-    let max = vals.iter().copied().max().unwrap_or(0);
-    let width = 32 - max.leading_zeros();
+    let width = width_of(vals);
     out.push(width as u8);
+    pack_at(vals, width, out);
+}
+
+/// The bits the largest of `vals` needs.
+fn width_of(vals: &[u32]) -> u32 {
+    32 - vals.iter().copied().max().unwrap_or(0).leading_zeros()
+}
+
+/// Appends `vals` bit-packed at `width` (at least [`width_of`] them), without a width byte.
+fn pack_at(vals: &[u32], width: u32, out: &mut Vec<u8>) {
     if width == 0 {
         return;
     }
@@ -895,10 +1154,31 @@ fn unpack_gaps(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(
         .ok_or(BlobError::Corrupt("block too long"))?;
     let mut at = *pos + 1;
     unpack_bits(b, &mut at, k, out)?;
-    // The quotients: the distance between consecutive set bits, a word at a time. A Rice
-    // section is never longer than the packed block it replaces.
+    // A Rice section is never longer than the packed block it replaces.
     let rest = &b[at..];
     let rest = &rest[..rest.len().min(BLOCK_DOCS * 4)];
+    let used = for_each_unary(rest, n, |i, q| {
+        let v = (q << k) | u64::from(out[i]);
+        if v > u64::from(u32::MAX) {
+            return Err(BlobError::Corrupt("row gap out of range"));
+        }
+        out[i] = v as u32;
+        Ok(())
+    })?;
+    *pos = at + used;
+    Ok(())
+}
+
+/// Reads `n` values in unary (that many 0 bits, then a 1; LSB-first) from `rest`, a word at
+/// a time — each value is the distance between consecutive set bits —, calling `f(index,
+/// value)` in order; the bytes they took, zero-padded to a byte (a set bit in the padding
+/// is an error).
+#[inline]
+fn for_each_unary(
+    rest: &[u8],
+    n: usize,
+    mut f: impl FnMut(usize, u64) -> Result<(), BlobError>,
+) -> Result<usize, BlobError> {
     let mut i = 0usize;
     let mut next_start = 0u64; // the bit after the last 1
     let mut base = 0usize; // bit index of `word`'s bit 0
@@ -912,11 +1192,7 @@ fn unpack_gaps(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(
         let mut w = u64::from_le_bytes(word);
         while w != 0 && i < n {
             let bit = (base as u64) + u64::from(w.trailing_zeros());
-            let v = ((bit - next_start) << k) | u64::from(out[i]);
-            if v > u64::from(u32::MAX) {
-                return Err(BlobError::Corrupt("row gap out of range"));
-            }
-            out[i] = v as u32;
+            f(i, bit - next_start)?;
             next_start = bit + 1;
             w &= w - 1;
             i += 1;
@@ -924,15 +1200,14 @@ fn unpack_gaps(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(
         if i < n {
             base += 64;
         } else if w != 0 {
-            // Bits set past the last quotient, in the padding or beyond the section.
+            // Bits set past the last value, in the padding or beyond the section.
             let used = next_start.div_ceil(8) * 8;
             if u64::from(w.trailing_zeros()) + (base as u64) < used {
                 return Err(BlobError::Corrupt("trailing bits in a postings block"));
             }
         }
     }
-    *pos = at + next_start.div_ceil(8) as usize;
-    Ok(())
+    Ok(next_start.div_ceil(8) as usize)
 }
 
 /// A compact block's `tf − 1` header for the sparse coding ([`pack_sparse`]); below it, a
@@ -973,9 +1248,123 @@ fn pack_sparse(vals: &[u32], out: &mut Vec<u8>) {
     w.finish();
 }
 
-/// Reads `n` values written by [`pack_sparse`] at `b[*pos..]` into `out`.
+/// A lean block's `tf − 1` header for the sparse coding with Rice-coded index gaps:
+/// `SPARSE_RICE | k` ([`pack_sparse_rice`]).
+const SPARSE_RICE: u8 = 0xC0;
+
+/// Appends a lean block's `tf − 1` values (decision 85): [`pack`]ed, or — when shorter —
+/// sparse with Rice-coded index gaps: a byte `0xC0 | k` (`k` in 0..=6), `varint m` (the
+/// values that are not 0), the low `k` bits of each such value's index gap (from the index
+/// after the previous one, from 0 for the first) packed as [`pack`] packs them, then in
+/// unary (that many 0 bits, then a 1) each gap's `gap >> k`, then each value's `v − 1`,
+/// LSB-first, zero-padded to a byte. A block with a handful of documents holding the term
+/// twice codes each in about `log2(128 / m) + 2` bits, not 8; the two parts apart, a reader
+/// finds the unary values by the set bits of whole words, as Rice-coded row gaps.
+fn pack_sparse_rice(vals: &[u32], out: &mut Vec<u8>) {
+    let packed = 1 + packed_len(vals);
+    let m = vals.iter().filter(|v| **v > 0).count() as u64;
+    let cost = |k: u32| -> u64 {
+        let mut next = 0u64;
+        let mut unary = 0u64;
+        for (i, &v) in vals.iter().enumerate() {
+            if v > 0 {
+                unary += 1 + ((i as u64 - next) >> k) + u64::from(v);
+                next = i as u64 + 1;
+            }
+        }
+        1 + varint_len(m) + (m * u64::from(k)).div_ceil(8) + unary.div_ceil(8)
+    };
+    let best = (0..=6).map(|k| (cost(k), k)).min();
+    if vals.len() > BLOCK_DOCS || best.is_none_or(|(b, _)| b >= packed) {
+        return pack(vals, out);
+    }
+    let (_, k) = best.expect("checked");
+    out.push(SPARSE_RICE | k as u8);
+    put_varint(out, m);
+    let gaps: Vec<u32> = {
+        let mut next = 0u32;
+        let mut g = Vec::with_capacity(m as usize);
+        for (i, &v) in vals.iter().enumerate() {
+            if v > 0 {
+                g.push(i as u32 - next);
+                next = i as u32 + 1;
+            }
+        }
+        g
+    };
+    let mut w = BitWriter {
+        out: &mut *out,
+        acc: 0,
+        bits: 0,
+    };
+    for &g in &gaps {
+        w.put(u64::from(g & ((1 << k) - 1)), k);
+    }
+    w.finish();
+    let mut w = BitWriter {
+        out,
+        acc: 0,
+        bits: 0,
+    };
+    for &g in &gaps {
+        w.put_unary(g >> k);
+    }
+    for &v in vals.iter().filter(|v| **v > 0) {
+        w.put_unary(v - 1);
+    }
+    w.finish();
+}
+
+/// The bytes `put_varint(v)` takes.
+fn varint_len(v: u64) -> u64 {
+    u64::from((64 - (v | 1).leading_zeros()).div_ceil(7))
+}
+
+/// Reads the sparse values of a `SPARSE_RICE | k` header at `b[*pos..]` into `out`
+/// (already `n` long and zeroed).
+fn unpack_sparse_rice(b: &[u8], pos: &mut usize, k: u32, out: &mut [u32]) -> Result<(), BlobError> {
+    let n = out.len();
+    let mut at = *pos + 1;
+    let m = get_varint(b, &mut at)?;
+    if m > n.min(BLOCK_DOCS) as u64 {
+        return Err(BlobError::Corrupt("more term frequencies than postings"));
+    }
+    let m = m as usize;
+    let mut idx = [0u32; BLOCK_DOCS];
+    unpack_bits(b, &mut at, k, &mut idx[..m])?;
+    let rest = &b[at..];
+    let rest = &rest[..rest.len().min(BLOCK_DOCS * 4)];
+    let mut next = 0u64;
+    let used = for_each_unary(rest, 2 * m, |j, q| {
+        if j < m {
+            // The index: past the previous one by the gap.
+            let i = next + ((q << k) | u64::from(idx[j]));
+            if i >= n as u64 {
+                return Err(BlobError::Corrupt("term frequencies out of order"));
+            }
+            idx[j] = i as u32;
+            next = i + 1;
+        } else {
+            out[idx[j - m] as usize] =
+                u32::try_from(q + 1).map_err(|_| BlobError::Corrupt("tf out of range"))?;
+        }
+        Ok(())
+    })?;
+    *pos = at + used;
+    Ok(())
+}
+
+/// Reads `n` values written by [`pack_sparse`] or [`pack_sparse_rice`] at `b[*pos..]` into
+/// `out`.
 fn unpack_sparse(b: &[u8], pos: &mut usize, n: usize, out: &mut [u32]) -> Result<(), BlobError> {
     let h = *b.get(*pos).ok_or(BlobError::Corrupt("truncated block"))?;
+    if h & 0xF8 == SPARSE_RICE {
+        let out = out
+            .get_mut(..n)
+            .ok_or(BlobError::Corrupt("block too long"))?;
+        out.fill(0);
+        return unpack_sparse_rice(b, pos, u32::from(h & 7), out);
+    }
     if h != SPARSE {
         return unpack(b, pos, n, out);
     }
@@ -1139,8 +1528,16 @@ impl BitReader<'_> {
 /// - Mode `w + 1` (`w` in 1..=32) otherwise: posting by posting, `p_1` then each
 ///   `p_k − p_(k−1) − 1`, in `w` bits each.
 ///
-/// Mode 0 is used only while the block's positions fit [`positions_budget`].
-pub fn encode_positions(tfs: &[u32], lens: &[u32], ps: &[u32], out: &mut Vec<u8>) {
+/// Mode 0 is used only while the block's positions fit [`positions_budget`]. In a lean block
+/// (`lean`, decision 85) mode 0 writes no mode byte: the block's skip says which mode it is.
+/// Whether the positions took a fixed-width mode.
+pub fn encode_positions(
+    tfs: &[u32],
+    lens: &[u32],
+    ps: &[u32],
+    lean: bool,
+    out: &mut Vec<u8>,
+) -> bool {
     let at = out.len();
     let mut i = 0usize;
     let mut bounded = true;
@@ -1152,7 +1549,10 @@ pub fn encode_positions(tfs: &[u32], lens: &[u32], ps: &[u32], out: &mut Vec<u8>
         i = end;
     }
     if bounded {
-        out.push(0);
+        if !lean {
+            out.push(0);
+        }
+        let start = out.len();
         let mut w = BitWriter {
             out: &mut *out,
             acc: 0,
@@ -1170,8 +1570,8 @@ pub fn encode_positions(tfs: &[u32], lens: &[u32], ps: &[u32], out: &mut Vec<u8>
             i += tf as usize;
         }
         w.finish();
-        if ps.len() <= positions_budget(out.len() - at - 1) {
-            return;
+        if ps.len() <= positions_budget(out.len() - start) {
+            return false;
         }
         out.truncate(at);
     }
@@ -1202,6 +1602,7 @@ pub fn encode_positions(tfs: &[u32], lens: &[u32], ps: &[u32], out: &mut Vec<u8>
         i += tf as usize;
     }
     w.finish();
+    true
 }
 
 /// Decodes what [`encode_positions`] wrote (`b`: exactly the block's positions bytes),
@@ -1210,11 +1611,40 @@ fn decode_positions(
     b: &[u8],
     tfs: &[u32],
     lens: &[u32],
-    mut f: impl FnMut(usize, &[u32]),
+    f: impl FnMut(usize, &[u32]),
 ) -> Result<(), BlobError> {
     let (&mode, bits) = b
         .split_first()
         .ok_or(BlobError::Corrupt("positions shorter than their postings"))?;
+    decode_positions_in(mode, bits, tfs, lens, f)
+}
+
+/// Decodes a lean block's positions (`b`: exactly its bytes; `fixed`: its skip's
+/// `fixed_positions`): mode 0 without a mode byte, or a fixed-width mode after its own.
+fn decode_lean_positions(
+    b: &[u8],
+    fixed: bool,
+    tfs: &[u32],
+    lens: &[u32],
+    f: impl FnMut(usize, &[u32]),
+) -> Result<(), BlobError> {
+    if !fixed {
+        return decode_positions_in(0, b, tfs, lens, f);
+    }
+    match b.split_first() {
+        Some((&mode, bits)) if mode != 0 => decode_positions_in(mode, bits, tfs, lens, f),
+        _ => Err(BlobError::Corrupt("positions mode disagrees with its skip")),
+    }
+}
+
+/// Decodes positions in `mode` from `bits` (the bytes after a mode byte).
+fn decode_positions_in(
+    mode: u8,
+    bits: &[u8],
+    tfs: &[u32],
+    lens: &[u32],
+    mut f: impl FnMut(usize, &[u32]),
+) -> Result<(), BlobError> {
     let total = tfs
         .iter()
         .try_fold(0usize, |a, t| a.checked_add(*t as usize));
@@ -1292,6 +1722,8 @@ pub struct FulltextDirectory {
     pub impacts: bool,
     /// Compact blocks ([`DirectoryFacts::compact`]).
     pub compact: bool,
+    /// Lean blocks and skips ([`DirectoryFacts::lean`]).
+    pub lean: bool,
     pub rows: u64,
     /// Rows with a non-NULL value.
     pub docs: u64,
@@ -1333,10 +1765,21 @@ impl FulltextDirectory {
         let tokenizer =
             Tokenizer::from_id(bytes[5]).ok_or(BlobError::Corrupt("unknown tokenizer"))?;
         if bytes[6]
-            & !(FLAG_POSITIONS | FLAG_INTERLEAVED | FLAG_CHECKED | FLAG_IMPACTS | FLAG_COMPACT)
+            & !(FLAG_POSITIONS
+                | FLAG_INTERLEAVED
+                | FLAG_CHECKED
+                | FLAG_IMPACTS
+                | FLAG_COMPACT
+                | FLAG_LEAN)
             != 0
         {
             return Err(BlobError::Corrupt("unknown flags"));
+        }
+        let lean_needs = FLAG_CHECKED | FLAG_IMPACTS | FLAG_COMPACT;
+        if bytes[6] & FLAG_LEAN != 0 && bytes[6] & lean_needs != lean_needs {
+            return Err(BlobError::Corrupt(
+                "lean blocks without compact blocks and impacts",
+            ));
         }
         let impacts = bytes[6] & FLAG_IMPACTS != 0;
         if impacts && bytes[6] & FLAG_CHECKED == 0 {
@@ -1346,6 +1789,7 @@ impl FulltextDirectory {
         let interleaved = bytes[6] & FLAG_INTERLEAVED != 0;
         let checked = bytes[6] & FLAG_CHECKED != 0;
         let compact = bytes[6] & FLAG_COMPACT != 0;
+        let lean = bytes[6] & FLAG_LEAN != 0;
         let rows = le_u64(bytes, 8);
         let docs = le_u64(bytes, 16);
         let tokens = le_u64(bytes, 24);
@@ -1406,6 +1850,7 @@ impl FulltextDirectory {
             checked,
             impacts,
             compact,
+            lean,
             rows,
             docs,
             tokens,
@@ -1442,6 +1887,8 @@ pub struct TermEntry {
     pub impacts: Option<ImpactRef>,
     /// Compact blocks ([`FulltextDirectory::compact`]).
     pub compact: bool,
+    /// Lean blocks and skips ([`FulltextDirectory::lean`]).
+    pub lean: bool,
 }
 
 /// Parses a term block (checking its CRC-32 against the directory's).
@@ -1541,6 +1988,7 @@ pub fn parse_term_block(
                 tokens: dir.tokens,
             }),
             compact: dir.compact,
+            lean: dir.lean,
         });
     }
     if pos != bytes.len() {
@@ -1570,6 +2018,11 @@ pub struct Skip {
     pub impact: u16,
     /// Checked blocks: the block's CRC-32.
     pub crc32: Option<u32>,
+    /// Lean blocks: the block's positions are in a fixed-width mode, after their mode byte
+    /// (otherwise in mode 0, without one).
+    pub fixed_positions: bool,
+    /// Lean blocks: the width of the block's packed lengths (the block holds no width byte).
+    pub len_width: u8,
 }
 
 /// One term's postings, checked and indexed by block (decoded a block at a time): whole, or
@@ -1586,6 +2039,8 @@ pub struct Postings {
     pub impact_avg: Option<f64>,
     /// Compact blocks ([`TermEntry::compact`]).
     pub compact: bool,
+    /// Lean blocks and skips ([`TermEntry::lean`]).
+    pub lean: bool,
 }
 
 /// A skip list parsed from the start of a term's postings: the skips, and where the blocks
@@ -1599,55 +2054,78 @@ fn parse_skip_list(
     let impacts = e.impacts.is_some();
     let mut pos = 0usize;
     let n = get_varint(bytes, &mut pos)?;
-    if n != e.df.div_ceil(BLOCK_DOCS as u64) || n > bytes.len() as u64 / 5 {
+    // Every skip takes 5 bytes at least (lean: 4, its CRC-32).
+    let least = if e.lean { 4 } else { 5 };
+    if n != e.df.div_ceil(BLOCK_DOCS as u64) || n > bytes.len() as u64 / least {
         return Err(BlobError::Corrupt(
             "block count disagrees with the document count",
         ));
     }
     let mut raw = Vec::with_capacity(n as usize);
-    let mut last: u64 = 0;
-    for i in 0..n {
-        let delta = get_varint(bytes, &mut pos)?;
-        last = last
-            .checked_add(delta)
-            .ok_or(BlobError::Corrupt("overflow"))?;
-        if last >= rows || (i > 0 && delta == 0) {
-            return Err(BlobError::Corrupt("row out of range"));
+    if e.lean {
+        if !checked || !impacts {
+            return Err(BlobError::Corrupt("lean skips without checked blocks"));
         }
-        let len = get_varint(bytes, &mut pos)?;
-        let max_tf = get_varint(bytes, &mut pos)?;
-        let min_len = get_varint(bytes, &mut pos)?;
-        let plen = get_varint(bytes, &mut pos)?;
-        let impact = if impacts {
-            let b = get_bytes(bytes, &mut pos, 2)?;
-            let q = u16::from_le_bytes([b[0], b[1]]);
-            if q == 0 {
-                return Err(BlobError::Corrupt("block impact out of range"));
+        for r in SkipTable::read(bytes, &mut pos, n as usize, (e.max_tf, e.min_len), rows)? {
+            raw.push((
+                r.last_row,
+                u64::from(r.length),
+                r.max_tf,
+                r.min_len,
+                u64::from(r.positions_length),
+                r.impact,
+                Some(r.crc32),
+                (r.fixed_positions, r.len_width),
+            ));
+        }
+    } else {
+        let mut last: u64 = 0;
+        for i in 0..n {
+            let delta = get_varint(bytes, &mut pos)?;
+            last = last
+                .checked_add(delta)
+                .ok_or(BlobError::Corrupt("overflow"))?;
+            if last >= rows || (i > 0 && delta == 0) {
+                return Err(BlobError::Corrupt("row out of range"));
             }
-            q
-        } else {
-            0
-        };
-        let crc = if checked {
-            Some(get_u32(bytes, &mut pos)?)
-        } else {
-            None
-        };
-        raw.push((
-            last as u32,
-            len,
-            max_tf as u32,
-            min_len as u32,
-            plen,
-            impact,
-            crc,
-        ));
+            let len = get_varint(bytes, &mut pos)?;
+            let max_tf = get_varint(bytes, &mut pos)?;
+            let min_len = get_varint(bytes, &mut pos)?;
+            let plen = get_varint(bytes, &mut pos)?;
+            let impact = if impacts {
+                let b = get_bytes(bytes, &mut pos, 2)?;
+                let q = u16::from_le_bytes([b[0], b[1]]);
+                if q == 0 {
+                    return Err(BlobError::Corrupt("block impact out of range"));
+                }
+                q
+            } else {
+                0
+            };
+            let crc = if checked {
+                Some(get_u32(bytes, &mut pos)?)
+            } else {
+                None
+            };
+            raw.push((
+                last as u32,
+                len,
+                max_tf as u32,
+                min_len as u32,
+                plen,
+                impact,
+                crc,
+                (false, 0),
+            ));
+        }
     }
     let mut skips = Vec::with_capacity(raw.len());
     let mut at = pos as u64;
     let mut pat = 0u64;
     let limit = e.postings.end - e.postings.start;
-    for (i, (last_row, len, max_tf, min_len, plen, impact, crc32)) in raw.into_iter().enumerate() {
+    for (i, (last_row, len, max_tf, min_len, plen, impact, crc32, (fixed_positions, len_width))) in
+        raw.into_iter().enumerate()
+    {
         let end = at.checked_add(len).ok_or(BlobError::Corrupt("overflow"))?;
         let pend = pat
             .checked_add(plen)
@@ -1670,6 +2148,8 @@ fn parse_skip_list(
             positions: (pat as usize, pend as usize),
             impact,
             crc32,
+            fixed_positions,
+            len_width,
         });
         at = end;
         pat = pend;
@@ -1698,6 +2178,7 @@ impl Postings {
             whole: true,
             impact_avg: e.impacts.map(|r| r.avg_len()),
             compact: e.compact,
+            lean: e.lean,
         })
     }
 
@@ -1729,6 +2210,7 @@ impl Postings {
             whole: false,
             impact_avg: e.impacts.map(|r| r.avg_len()),
             compact: e.compact,
+            lean: e.lean,
         })
     }
 
@@ -1797,12 +2279,24 @@ impl Postings {
         } else {
             unpack(b, &mut pos, n, rows)?;
         }
-        if self.compact {
+        if self.lean && s.max_tf == 1 {
+            // A lean block whose `max_tf` is 1 has no `tf − 1` section.
+            tfs.get_mut(..n)
+                .ok_or(BlobError::Corrupt("block too long"))?
+                .fill(0);
+        } else if self.compact {
             unpack_sparse(b, &mut pos, n, tfs)?;
         } else {
             unpack(b, &mut pos, n, tfs)?;
         }
-        unpack(b, &mut pos, n, lens)?;
+        if self.lean {
+            let lens = lens
+                .get_mut(..n)
+                .ok_or(BlobError::Corrupt("block too long"))?;
+            unpack_bits(b, &mut pos, u32::from(s.len_width), lens)?;
+        } else {
+            unpack(b, &mut pos, n, lens)?;
+        }
         if pos != b.len() {
             return Err(BlobError::Corrupt("trailing bytes in a postings block"));
         }
@@ -1841,7 +2335,7 @@ impl Postings {
             return Err(BlobError::Corrupt("posting beyond its block's bound"));
         }
         if let Some(avg) = self.impact_avg {
-            if block_impact(&tfs[..n], &lens[..n], avg) != s.impact {
+            if block_impact(&tfs[..n], &lens[..n], avg, self.impact_scale()) != s.impact {
                 return Err(BlobError::Corrupt(
                     "block impact disagrees with its postings",
                 ));
@@ -1864,9 +2358,18 @@ impl Postings {
             return None;
         }
         Some((
-            (q - 1.0) / IMPACT_SCALE * ratio.min(1.0),
-            q / IMPACT_SCALE * ratio.max(1.0),
+            (q - 1.0) / self.impact_scale() * ratio.min(1.0),
+            q / self.impact_scale() * ratio.max(1.0),
         ))
+    }
+
+    /// The scale of the skips' impacts ([`block_impact`]).
+    pub fn impact_scale(&self) -> f64 {
+        if self.lean {
+            LEAN_IMPACT_SCALE
+        } else {
+            IMPACT_SCALE
+        }
     }
 
     /// The rows block `i` may hold: from past the previous block's last row to its own.
@@ -1925,6 +2428,9 @@ pub fn block_positions(
     let b = positions
         .get(skip.positions.0..skip.positions.1)
         .ok_or(BlobError::Corrupt("positions outside the term's"))?;
+    if p.lean {
+        return decode_lean_positions(b, skip.fixed_positions, tfs, lens, f);
+    }
     if p.compact {
         return decode_positions(b, tfs, lens, f);
     }
@@ -2165,7 +2671,8 @@ impl FulltextBlob {
     }
 }
 
-/// Runs the compact block decoders (`unpack_gaps`, `unpack_sparse`, `decode_positions`) on arbitrary
+/// Runs the compact and lean block decoders (`unpack_gaps`, `unpack_sparse`, `decode_positions`,
+/// `decode_lean_positions`, `SkipTable::read`) on arbitrary
 /// bytes, for the fuzzer (no checksum in front of them): they must return, never panic, and
 /// allocate within their bounds.
 #[doc(hidden)]
@@ -2191,6 +2698,11 @@ pub fn fuzz_compact_codecs(data: &[u8]) {
     let _ = decode_positions(bits, &tfs[..k], &lens[..k], |_, ps| {
         std::hint::black_box(ps);
     });
+    // Lean blocks (decision 85): positions without their mode byte, and a skip table.
+    let _ = decode_lean_positions(bits, n % 2 == 0, &tfs[..k], &lens[..k], |_, ps| {
+        std::hint::black_box(ps);
+    });
+    let _ = SkipTable::read(rest, &mut 0, n, (3, 20), 1 << 24);
 }
 
 #[cfg(test)]
@@ -2389,6 +2901,35 @@ pub(crate) mod tests {
         Ok(out)
     }
 
+    /// Writes `vals` with `write` (a sparse coding or packed, never longer than packed), reads
+    /// them back, and reads every cut and flipped copy without a panic; the header byte.
+    fn sparse_round_trip(vals: &[u32], write: fn(&[u32], &mut Vec<u8>)) -> u8 {
+        let n = vals.len();
+        let mut b = Vec::new();
+        write(vals, &mut b);
+        let mut plain = Vec::new();
+        pack(vals, &mut plain);
+        assert!(b.len() <= plain.len(), "never longer than packed");
+        if usize::from(b[0]) <= 32 {
+            assert_eq!(b, plain);
+        }
+        b.extend_from_slice(&[9, 9]);
+        let mut back = vec![7u32; BLOCK_DOCS];
+        let mut pos = 0;
+        unpack_sparse(&b, &mut pos, n, &mut back).unwrap();
+        assert_eq!(&back[..n], vals);
+        assert_eq!(pos, b.len() - 2);
+        for cut in 0..b.len() - 2 {
+            let _ = unpack_sparse(&b[..cut], &mut 0, n, &mut back);
+        }
+        for i in 0..b.len() {
+            let mut bad = b.clone();
+            bad[i] ^= 0x21;
+            let _ = unpack_sparse(&bad, &mut 0, n, &mut back);
+        }
+        b[0]
+    }
+
     #[test]
     fn term_frequencies_round_trip_sparse_or_packed_whichever_is_shorter() {
         let mut rng = 0x0bad_cafe_1234_5678u64;
@@ -2409,30 +2950,9 @@ pub(crate) mod tests {
                     .map(|_| if next(50) == 0 { u32::MAX } else { 0 })
                     .collect(),
             };
-            let mut b = Vec::new();
-            pack_sparse(&vals, &mut b);
-            let mut plain = Vec::new();
-            pack(&vals, &mut plain);
-            assert!(b.len() <= plain.len());
-            if b[0] == SPARSE {
-                saw_sparse = true;
-            } else {
-                saw_packed = true;
-                assert_eq!(b, plain);
-            }
-            b.extend_from_slice(&[9, 9]);
-            let mut back = vec![7u32; BLOCK_DOCS];
-            let mut pos = 0;
-            unpack_sparse(&b, &mut pos, n, &mut back).unwrap();
-            assert_eq!(&back[..n], &vals[..]);
-            assert_eq!(pos, b.len() - 2);
-            for cut in 0..b.len() - 2 {
-                let _ = unpack_sparse(&b[..cut], &mut 0, n, &mut back);
-            }
-            for i in 0..b.len() {
-                let mut bad = b.clone();
-                bad[i] ^= 0x21;
-                let _ = unpack_sparse(&bad, &mut 0, n, &mut back);
+            match sparse_round_trip(&vals, pack_sparse) {
+                SPARSE => saw_sparse = true,
+                _ => saw_packed = true,
             }
         }
         assert!(saw_sparse && saw_packed);
@@ -2589,9 +3109,25 @@ pub(crate) mod tests {
         cases.push((vec![2056], vec![2056], vec![(0..2056).collect()], 2));
         for (tfs, lens, ps, mode) in cases {
             let flat: Vec<u32> = ps.iter().flatten().copied().collect();
+            // Lean (decision 85): the same bits, without the mode byte in mode 0.
+            let mut lean = vec![0xAB];
+            let fixed = encode_positions(&tfs, &lens, &flat, true, &mut lean);
+            assert_eq!(fixed, mode != 0);
+            let lean_back = |b: &[u8], fixed: bool| {
+                let mut out = vec![Vec::new(); tfs.len()];
+                decode_lean_positions(b, fixed, &tfs, &lens, |i, ps| out[i] = ps.to_vec())
+                    .map(|_| out)
+            };
+            assert_eq!(lean_back(&lean[1..], fixed).unwrap(), ps);
+            // The skip's flag read otherwise is an error or other positions, never a panic.
+            let _ = lean_back(&lean[1..], !fixed);
             let mut b = vec![0xAB];
-            encode_positions(&tfs, &lens, &flat, &mut b);
+            assert_eq!(encode_positions(&tfs, &lens, &flat, false, &mut b), fixed);
             assert_eq!(b[1], mode, "{tfs:?} {lens:?}");
+            match fixed {
+                true => assert_eq!(lean, b),
+                false => assert_eq!(lean[1..], b[2..]),
+            }
             assert_eq!(positions_back(&b[1..], &tfs, &lens).unwrap(), ps);
             // Cut short or run long, it is an error; a flipped bit an error or other positions,
             // never a panic.
@@ -2605,6 +3141,271 @@ pub(crate) mod tests {
                     bad[i - 1] ^= bit;
                     let _ = positions_back(&bad, &tfs, &lens);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_rice_term_frequencies_round_trip_and_are_shorter() {
+        let mut rng = 0x1234_5678_9abc_def1u64;
+        let mut next = move |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m
+        };
+        let (mut saw_rice, mut saw_packed) = (false, false);
+        for case in 0..600 {
+            let n = 1 + next(128) as usize;
+            let vals: Vec<u32> = match case % 5 {
+                0 => (0..n).map(|_| u32::from(next(40) == 0)).collect(),
+                1 => (0..n).map(|_| next(3) as u32).collect(),
+                2 => (0..n).map(|i| if i == n - 1 { 70 } else { 0 }).collect(),
+                3 => (0..n)
+                    .map(|_| if next(50) == 0 { 1 + next(9) as u32 } else { 0 })
+                    .collect(),
+                _ => (0..n)
+                    .map(|_| if next(60) == 0 { u32::MAX } else { 0 })
+                    .collect(),
+            };
+            match sparse_round_trip(&vals, pack_sparse_rice) & 0xF8 {
+                SPARSE_RICE => saw_rice = true,
+                _ => saw_packed = true,
+            }
+        }
+        assert!(saw_rice && saw_packed);
+        // Every eighth document of 128 with the term twice: 12 bytes, where 7-bit indexes
+        // take 18 and packing 17.
+        let vals: Vec<u32> = (0..128).map(|i| u32::from(i % 8 == 7)).collect();
+        let (mut rice, mut old) = (Vec::new(), Vec::new());
+        pack_sparse_rice(&vals, &mut rice);
+        pack_sparse(&vals, &mut old);
+        assert_eq!((rice.len(), old.len()), (12, 17));
+        let mut back = vec![0u32; BLOCK_DOCS];
+        // An index past the block, more values than postings, trailing bits: errors.
+        assert!(unpack_sparse(&[SPARSE_RICE, 1, 0b0000_0000], &mut 0, 4, &mut back).is_err());
+        assert!(unpack_sparse(&[SPARSE_RICE, 1, 0b11], &mut 0, 4, &mut back).is_ok());
+        assert_eq!(back[..4], [1, 0, 0, 0]);
+        assert!(unpack_sparse(&[SPARSE_RICE, 5, 0xFF], &mut 0, 4, &mut back).is_err());
+        assert!(unpack_sparse(&[SPARSE_RICE, 1, 0b111], &mut 0, 4, &mut back).is_err());
+    }
+
+    #[test]
+    fn skip_tables_round_trip_and_refuse_bad_bytes() {
+        let table = |n: u32, wide: bool| -> Vec<SkipRow> {
+            (0..n)
+                .map(|i| SkipRow {
+                    last_row: 1000 + i * 131 + i % 7,
+                    length: 150 + i % 40,
+                    max_tf: 1 + i % 5,
+                    fixed_positions: i % 11 == 0,
+                    min_len: 20 + i % 3,
+                    positions_length: if wide && i == 7 {
+                        u32::MAX
+                    } else {
+                        90 + i % 17
+                    },
+                    impact: (1 + i % 4095) as u16,
+                    len_width: (i % 7) as u8,
+                    crc32: i.wrapping_mul(0x9E37_79B9),
+                })
+                .collect()
+        };
+        let write = |rows: &[SkipRow]| {
+            let mut b = Vec::new();
+            SkipTable {
+                rows: rows.to_vec(),
+            }
+            .write(20, &mut b);
+            b
+        };
+        // Skips of 9 bytes a block here, 4 of them its CRC-32, where varints and a u16 impact
+        // take 14 (and the block a byte more, its lengths' width).
+        let rows = table(300, false);
+        let b = write(&rows);
+        assert!(b.len() < 300 * 10, "{} bytes", b.len());
+        for (rows, term) in [(table(300, true), (9, 20)), (table(1, false), (1, 20))] {
+            let mut b = write(&rows);
+            b.push(0xEE);
+            let mut pos = 0;
+            let n = rows.len();
+            assert_eq!(
+                SkipTable::read(&b, &mut pos, n, term, 1 << 20).unwrap(),
+                rows
+            );
+            assert_eq!(pos, b.len() - 1, "stops at the table's end");
+            // A row past the blob, an impact of 0, truncation, flipped bytes: errors or other
+            // skips, never a panic.
+            assert!(SkipTable::read(&b, &mut 0, n, term, 1000).is_err());
+            let mut zero = rows.clone();
+            zero[0].impact = 0;
+            assert!(SkipTable::read(&write(&zero), &mut 0, n, term, 1 << 20).is_err());
+            for cut in 0..b.len() - 1 {
+                assert!(SkipTable::read(&b[..cut], &mut 0, n, term, 1 << 20).is_err());
+            }
+            for i in 0..b.len() {
+                let mut bad = b.clone();
+                bad[i] ^= 0x41;
+                let _ = SkipTable::read(&bad, &mut 0, n, term, 1 << 20);
+            }
+        }
+        // One block: its max_tf and min_len are the term's.
+        let one = write(&table(1, false));
+        let back = SkipTable::read(&one, &mut 0, 1, (4, 31), 1 << 20).unwrap();
+        assert_eq!((back[0].max_tf, back[0].min_len), (4, 31));
+        assert_eq!(one.len(), 12, "14 as varints with a u16 impact");
+        assert!(
+            SkipTable::read(&[0, 33], &mut 0, 2, (1, 0), 10).is_err(),
+            "width over 32"
+        );
+        // A row past u32 is refused, whatever the blob's rows claim.
+        let mut huge = Vec::new();
+        put_varint(&mut huge, u64::MAX - 1);
+        huge.extend_from_slice(&[32, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0]);
+        huge.extend_from_slice(&[0; 8]);
+        assert!(SkipTable::read(&huge, &mut 0, 2, (1, 0), u64::MAX).is_err());
+    }
+
+    /// Random postings of one term: rows, tfs, lengths and positions (some past their length
+    /// when `loose`, as the english tokenizer leaves them).
+    fn random_term(seed: u64, df: usize, loose: bool, ones: bool) -> [Vec<u32>; 4] {
+        let mut rng = seed | 1;
+        let mut next = move |m: u32| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % u64::from(m)) as u32
+        };
+        let (mut rows, mut tfs, mut lens, mut ps) = (vec![], vec![], vec![], vec![]);
+        let mut row = 0u32;
+        for _ in 0..df {
+            let far = next(4) == 0;
+            row += 1 + next(if far { 5000 } else { 30 });
+            let len = 3 + next(90);
+            let tf = if ones || next(6) > 0 { 1 } else { 2 + next(3) };
+            let mut p: Vec<u32> = Vec::new();
+            while p.len() < tf as usize {
+                let past = loose && next(50) == 0;
+                let x = if past { len + next(9) } else { next(len) };
+                if !p.contains(&x) {
+                    p.push(x);
+                }
+            }
+            p.sort_unstable();
+            rows.push(row);
+            tfs.push(tf);
+            lens.push(len);
+            ps.extend(p);
+        }
+        [rows, tfs, lens, ps]
+    }
+
+    #[test]
+    fn every_layout_decodes_to_what_it_encoded() {
+        let layouts = [
+            (false, false, false),
+            (true, false, false),
+            (true, true, false),
+            (true, true, true),
+        ];
+        for (seed, df, loose, ones) in [
+            (1u64, 1usize, false, false),
+            (2, 128, false, true),
+            (3, 1000, false, false),
+            (4, 3000, true, false),
+            (5, 777, false, true),
+        ] {
+            let [rows, tfs, lens, ps] = random_term(seed, df, loose, ones);
+            let t = TermPostingsRef {
+                rows: &rows,
+                tfs: &tfs,
+                lens: &lens,
+                positions: &ps,
+            };
+            let stats = ImpactRef {
+                docs: 10_000,
+                tokens: 470_000,
+            };
+            let mut sizes = Vec::new();
+            for (checked, compact, lean) in layouts {
+                let layout = Layout {
+                    positions: true,
+                    checked,
+                    impacts: checked.then_some(stats),
+                    compact,
+                    lean,
+                };
+                let (mut out, mut pb) = (Vec::new(), Vec::new());
+                let code = encode_term(t, layout, &mut out, &mut pb);
+                sizes.push(out.len() + pb.len());
+                let e = TermEntry {
+                    term: b"t".to_vec(),
+                    df: df as u64,
+                    max_tf: code.max_tf,
+                    min_len: code.min_len,
+                    postings: 0..out.len() as u64,
+                    postings_crc32: crc32fast::hash(&out),
+                    positions: Some((0..pb.len() as u64, crc32fast::hash(&pb))),
+                    skips: code.skips,
+                    impacts: checked.then_some(stats),
+                    compact,
+                    lean,
+                };
+                let whole = Postings::parse(bytes::Bytes::from(out.clone()), &e, 1 << 31).unwrap();
+                let alone = checked.then(|| {
+                    let len = code.skips.unwrap().0 as usize;
+                    Postings::parse_skips(bytes::Bytes::copy_from_slice(&out[..len]), &e, 1 << 31)
+                        .unwrap()
+                });
+                let (mut got_rows, mut got_tfs, mut got_lens, mut got_ps) =
+                    (vec![], vec![], vec![], vec![]);
+                let mut x = ([0u32; 128], [0u32; 128], [0u32; 128]);
+                for i in 0..whole.skips.len() {
+                    let n = whole.decode(i, &mut x.0, &mut x.1, &mut x.2).unwrap();
+                    if let Some(a) = &alone {
+                        let s = &a.skips[i];
+                        let mut y = ([0u32; 128], [0u32; 128], [0u32; 128]);
+                        let m = a
+                            .decode_block(i, &out[s.start..s.end], &mut y.0, &mut y.1, &mut y.2)
+                            .unwrap();
+                        assert_eq!(m, n);
+                        assert_eq!(
+                            (&y.0[..n], &y.1[..n], &y.2[..n]),
+                            (&x.0[..n], &x.1[..n], &x.2[..n])
+                        );
+                    }
+                    got_rows.extend_from_slice(&x.0[..n]);
+                    got_tfs.extend_from_slice(&x.1[..n]);
+                    got_lens.extend_from_slice(&x.2[..n]);
+                    block_positions(&pb, &whole, i, &x.1[..n], &x.2[..n], |_, q| {
+                        got_ps.extend_from_slice(q)
+                    })
+                    .unwrap();
+                }
+                let layout = (checked, compact, lean);
+                assert_eq!(got_rows, rows, "{layout:?}");
+                assert_eq!(got_tfs, tfs, "{layout:?}");
+                assert_eq!(got_lens, lens, "{layout:?}");
+                assert_eq!(got_ps, ps, "{layout:?}");
+                // Every flipped byte of the postings is an error or other postings, never a
+                // panic (the CRC-32s stand aside: the blocks decode unchecked).
+                for i in (0..out.len()).step_by(7) {
+                    let mut bad = out.clone();
+                    bad[i] ^= 0x24;
+                    let crc = crc32fast::hash(&bad);
+                    let e = TermEntry {
+                        postings_crc32: crc,
+                        ..e.clone()
+                    };
+                    if let Ok(p) = Postings::parse(bytes::Bytes::from(bad), &e, 1 << 31) {
+                        for k in 0..p.skips.len() {
+                            let _ = p.decode(k, &mut x.0, &mut x.1, &mut x.2);
+                        }
+                    }
+                }
+            }
+            if df >= 128 {
+                assert!(sizes[3] < sizes[2], "lean is smaller: {sizes:?}");
             }
         }
     }
@@ -2629,8 +3430,10 @@ pub(crate) mod tests {
             at += *t as usize;
         }
         let mut b = Vec::new();
-        encode_positions(&tfs, &lens, &sorted, &mut b);
+        encode_positions(&tfs, &lens, &sorted, false, &mut b);
         assert!(b.len() * 8 < sorted.len() * 13 / 2, "{} bytes", b.len());
+        // A fixed mode's skip with a mode byte of 0 is refused.
+        assert!(decode_lean_positions(&[0, 0], true, &[1], &[5], |_, _| {}).is_err());
         // A block claiming four billion positions in a few bytes is refused before any is
         // decoded.
         let err = positions_back(&[0, 0, 0], &[u32::MAX], &[u32::MAX]).unwrap_err();

@@ -93,6 +93,7 @@ impl RunWriter {
                 checked: true,
                 impacts: Some(self.stats),
                 compact: true,
+                lean: true,
             },
             &mut self.pending,
             &mut self.scratch,
@@ -140,6 +141,7 @@ impl RunWriter {
             checked: true,
             impacts: true,
             compact: true,
+            lean: true,
             rows,
             docs,
             tokens,
@@ -507,7 +509,7 @@ mod tests {
                             .fold(0.0, f64::max);
                         assert!(best <= hi && best >= lo, "{best} outside {lo}..{hi}");
                         if a == avg {
-                            tight += usize::from(hi - best < 1.0 / 65535.0);
+                            tight += usize::from(hi - best < 1.0 / p.impact_scale());
                         }
                     }
                     blocks += 1;
