@@ -373,7 +373,9 @@ async fn measure(
             .unwrap();
         assert_eq!(a.rows.len(), b.len(), "{q}");
     }
-    if set == "zipf" && std::env::var_os("BENCH_FULLTEXT_PROFILE").is_some() {
+    // `BENCH_FULLTEXT_PROFILE=1` (or `zipf`) profiles the zipf set, `uniform` the other.
+    let profile = std::env::var("BENCH_FULLTEXT_PROFILE").ok();
+    if profile.is_some_and(|p| p == set || (p == "1" && set == "zipf")) {
         // A long run of Skerry's searches alone, for a profiler.
         let t0 = Instant::now();
         let mut n = 0u64;

@@ -953,22 +953,33 @@ impl TableManifest {
     /// file's current facts (path, SHA-256, record count) equal the run's and its snapshot is
     /// not in the future; `None` for an ordinal whose file drifted or left the table.
     pub fn run_coverage(&self, run: &TableRun) -> Vec<Option<usize>> {
-        let by_id: std::collections::HashMap<u64, usize> = self
-            .files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.file_id, i))
-            .collect();
+        // Every search asks this, so it stays cheap at thousands of files: a run lists its
+        // files mostly in the table's order, so each is looked for first just after the one
+        // before; the map by id is built only when that misses.
+        let mut by_id: Option<std::collections::HashMap<u64, usize>> = None;
+        let mut next = 0usize;
         run.files
             .iter()
             .map(|rf| {
-                let &i = by_id.get(&rf.file_id)?;
+                let i = match self.files.get(next) {
+                    Some(f) if f.file_id == rf.file_id => next,
+                    _ => *by_id
+                        .get_or_insert_with(|| {
+                            let mut m = std::collections::HashMap::with_capacity(self.files.len());
+                            for (i, f) in self.files.iter().enumerate() {
+                                m.insert(f.file_id, i);
+                            }
+                            m
+                        })
+                        .get(&rf.file_id)?,
+                };
+                next = i + 1;
                 let f = &self.files[i];
-                (f.path == rf.path
-                    && f.sha256.eq_ignore_ascii_case(&rf.sha256)
-                    && f.record_count == rf.record_count
-                    && rf.sequence_number <= self.snapshot.sequence_number)
-                    .then_some(i)
+                (f.record_count == rf.record_count
+                    && rf.sequence_number <= self.snapshot.sequence_number
+                    && f.path == rf.path
+                    && (f.sha256 == rf.sha256 || f.sha256.eq_ignore_ascii_case(&rf.sha256)))
+                .then_some(i)
             })
             .collect()
     }
@@ -1061,6 +1072,55 @@ async fn read_small<R: RangeReader + ?Sized>(r: &R, path: &str, max: u64) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run's coverage is, ordinal by ordinal, the table file with its id whose path,
+    /// SHA-256 (any case) and record count are the run's, at a sequence number not past the
+    /// table's — whatever order the run lists its files in, with files drifted, gone and
+    /// listed out of order among them.
+    #[test]
+    fn run_coverage_finds_each_file_by_id_in_any_order() {
+        let file = |id: u64, rows: u64| {
+            serde_json::json!({"file_id": id, "path": format!("d/{id}.parquet"), "size": 9,
+                "record_count": rows, "sha256": format!("{id:064x}").replace('a', "A")})
+        };
+        let files: Vec<_> = (0..40u64).map(|i| file(100 + i, 10 + i)).collect();
+        let table: TableManifest = serde_json::from_value(serde_json::json!({
+            "table_id": 1, "name": "t", "location": "file:///x",
+            "snapshot": {"snapshot_id": 1, "sequence_number": 5},
+            "fields": [], "files": files, "indexes": []
+        }))
+        .unwrap();
+        // The run's view: in table order, then shuffled; some facts changed.
+        let mut order: Vec<u64> = (0..40).collect();
+        order.swap(3, 17);
+        order[20..30].reverse();
+        let run_file = |i: u64| {
+            let id = 100 + i;
+            let rows = if i == 7 { 99 } else { 10 + i }; // drifted: another record count
+            let path = if i == 11 {
+                "d/other.parquet".into()
+            } else {
+                format!("d/{id}.parquet")
+            };
+            let seq = if i == 13 { 6 } else { 5 }; // built from a snapshot past the table's
+            let id = if i == 19 { 999 } else { id }; // gone from the table
+            serde_json::json!({"file_id": id, "path": path, "sha256": format!("{:064x}", 100 + i),
+                "record_count": rows, "snapshot_id": 1, "sequence_number": seq})
+        };
+        let run: TableRun = serde_json::from_value(serde_json::json!({
+            "bundle_path": "b", "blob_offset": 0, "blob_length": 1,
+            "ordered": {"directory_offset": 0, "directory_length": 0,
+                "directory_sha256": "", "entries": 0},
+            "files": order.iter().map(|i| run_file(*i)).collect::<Vec<_>>()
+        }))
+        .unwrap();
+        let want: Vec<Option<usize>> = order
+            .iter()
+            .map(|&i| (![7, 11, 13, 19].contains(&i)).then_some(i as usize))
+            .collect();
+        assert_eq!(table.run_coverage(&run), want);
+        assert_eq!(table.tier_coverage(&[&run]), vec![want]);
+    }
 
     #[test]
     fn head_inlines_what_fits_and_points_to_the_rest() {

@@ -710,7 +710,9 @@ impl Pinned<'_> {
                 tokens as f64 / docs as f64
             };
             let idfs: Vec<f64> = df.iter().map(|d| idf(docs, *d)).collect();
-            let norms: Vec<f64> = (0..NORM_TABLE as u32).map(|l| norm(l, avg_len)).collect();
+            let norms = self.cache.norms(avg_len, || {
+                (0..NORM_TABLE as u32).map(|l| norm(l, avg_len)).collect()
+            });
             let mut top = TopK {
                 k: s.k,
                 heap: BinaryHeap::new(),
@@ -753,10 +755,15 @@ impl Pinned<'_> {
                         .flatten()
                         .collect();
                     // Rows of a file the run no longer answers never score (`hit` is asked
-                    // only for rows `keep` keeps).
-                    let keep = |d: u64| match r.place(d) {
-                        (Some(i), row) => files.keeps(i, deleted.get(&i), row),
-                        (None, _) => false,
+                    // only for rows `keep` keeps). When the run answers every file it covers,
+                    // none has deletes and no `where` filters, every row it holds is kept
+                    // (the postings' rows are below its rows, checked as they are parsed).
+                    let all = r.answers_all() && deleted.is_empty() && !files.filtered();
+                    let keep = |d: u64| {
+                        all || match r.place(d) {
+                            (Some(i), row) => files.keeps(i, deleted.get(&i), row),
+                            (None, _) => false,
+                        }
                     };
                     let hit = |score: f64, d: u64| {
                         let (i, row) = r.place(d);
@@ -776,7 +783,6 @@ impl Pinned<'_> {
                     };
                     // Its frequent terms read by block (the first run's only): the blocks that
                     // may hold a result.
-                    let all = r.answers_all() && deleted.is_empty() && !files.filtered();
                     let plan = match sc.plan_blocks(terms, s.k, &Keep { row: &keep, all }) {
                         Ok(p) => p,
                         Err(e) => {
@@ -1809,6 +1815,9 @@ struct Cursor<'p> {
     pos: Option<Vec<Vec<u32>>>,
     /// The block [`Cursor::bound_at`] last looked at (documents asked about only grow).
     shallow: usize,
+    /// The last block bound computed, by block (a cursor asks for its block's bound once per
+    /// document it scores: four divisions each, where the answer changes once per block).
+    bound: std::cell::Cell<(usize, f64)>,
 }
 
 const DONE: u64 = u64::MAX;
@@ -1835,7 +1844,20 @@ impl<'p> Cursor<'p> {
             lens: [0; BLOCK_DOCS],
             pos: None,
             shallow: 0,
+            bound: std::cell::Cell::new((usize::MAX, 0.0)),
         }
+    }
+
+    /// Block `i`'s score bound ([`block_bound`]), computed once while it is asked for.
+    #[inline]
+    fn bound_of(&self, i: usize) -> f64 {
+        let (at, b) = self.bound.get();
+        if at == i {
+            return b;
+        }
+        let b = block_bound(self.p, i, self.idf, self.avg_len, None);
+        self.bound.set((i, b));
+        b
     }
 
     fn exhausted(&self) -> bool {
@@ -1920,12 +1942,10 @@ impl<'p> Cursor<'p> {
 
     /// The current block's last row and score bound.
     fn block_bound(&self) -> Option<(u32, f64)> {
-        self.p.skips.get(self.block).map(|s| {
-            (
-                s.last_row,
-                block_bound(self.p, self.block, self.idf, self.avg_len, None),
-            )
-        })
+        self.p
+            .skips
+            .get(self.block)
+            .map(|s| (s.last_row, self.bound_of(self.block)))
     }
 
     /// The bound of the block that would hold `row` (0 when none does); `row` never
@@ -1936,7 +1956,7 @@ impl<'p> Cursor<'p> {
             self.shallow += 1;
         }
         match self.shallow < skips.len() {
-            true => block_bound(self.p, self.shallow, self.idf, self.avg_len, None),
+            true => self.bound_of(self.shallow),
             false => 0.0,
         }
     }

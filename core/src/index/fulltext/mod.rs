@@ -652,13 +652,58 @@ pub fn saturation(tf: u32, len: u32, avg_len: f64) -> f64 {
 /// least 1. The writer and the reader's check both
 /// compute it here, so the two agree to the bit on every target.
 pub fn block_impact(tfs: &[u32], lens: &[u32], avg_len: f64, scale: f64) -> u16 {
-    let best = tfs
-        .iter()
-        .zip(lens)
-        .map(|(t, l)| saturation(*t, *l, avg_len))
-        .fold(0.0f64, f64::max);
+    let best = match best_by_tf(tfs, lens, avg_len) {
+        Some(best) => best,
+        None => tfs
+            .iter()
+            .zip(lens)
+            .map(|(t, l)| saturation(*t, *l, avg_len))
+            .fold(0.0f64, f64::max),
+    };
     // `as` saturates (NaN to 0): never a panic, whatever the statistics.
     (best * scale).ceil().clamp(1.0, scale) as u16
+}
+
+/// Term frequencies up to which [`best_by_tf`] looks for each one's shortest length.
+const BEST_BY_TF_MAX: i32 = 63;
+
+/// The largest [`saturation`] of the postings, found by evaluating it only at the shortest
+/// length of each term frequency — the same value, to the bit, as evaluating every posting:
+/// with `avg_len` finite and positive, each step of [`saturation`] is a correctly rounded
+/// operation that never decreases as `len` grows, so its denominator never shrinks and its
+/// quotient never grows; the best posting of a frequency is one of its shortest. One pass
+/// finds the frequencies present, then a pass per frequency present (most blocks have one to
+/// four), each a branch-free minimum over `i32` lanes that the compiler vectorizes (a
+/// posting of another frequency counts as `i32::MAX`). `None` (evaluate every posting) when
+/// a frequency passes [`BEST_BY_TF_MAX`], a value passes `i32::MAX`, or `avg_len` is not
+/// finite and positive.
+fn best_by_tf(tfs: &[u32], lens: &[u32], avg_len: f64) -> Option<f64> {
+    if !(avg_len.is_finite() && avg_len > 0.0) {
+        return None;
+    }
+    let high = tfs.iter().chain(lens).fold(0u32, |a, v| a | v);
+    if high > i32::MAX as u32 {
+        return None;
+    }
+    let top = tfs.iter().map(|&t| t as i32).fold(0, i32::max);
+    if top > BEST_BY_TF_MAX {
+        return None;
+    }
+    let present = tfs.iter().fold(0u64, |a, &t| a | 1 << t);
+    // A frequency of 0 saturates to +0.0, the fold's start: it is never the best.
+    let mut rest = present & !1;
+    let mut best = 0.0f64;
+    while rest != 0 {
+        let t = rest.trailing_zeros();
+        rest &= rest - 1;
+        let shortest = tfs
+            .iter()
+            .zip(lens)
+            .map(|(&x, &l)| (l as i32) | (i32::from(x != t) * i32::MAX))
+            .fold(i32::MAX, i32::min);
+        best = best.max(saturation(t, shortest as u32, avg_len));
+    }
+    Some(best)
 }
 
 /// Encodes one term's postings into `out` (and its positions into `positions`): the bytes a
@@ -1046,21 +1091,35 @@ fn unpack_bits(b: &[u8], pos: &mut usize, width: u32, out: &mut [u32]) -> Result
         return Ok(());
     }
     let len = (n * width as usize).div_ceil(8);
+    let start = *pos;
     let bytes = get_bytes(b, pos, len as u64)?;
+    // Every value is one unaligned 8-byte load (at most 32 bits from a shift of at most 7),
+    // with no branch on the section's end: read in place when eight bytes follow it (the
+    // mask drops whatever they hold), else from a zero-padded copy.
+    const PACKED: usize = BLOCK_DOCS * 4;
+    if len > PACKED {
+        return Err(BlobError::Corrupt("block too long"));
+    }
+    if b.len() - start >= len + 8 {
+        unpack_loads(&b[start..start + len + 8], width, out);
+    } else {
+        let mut buf = [0u8; PACKED + 8];
+        buf[..len].copy_from_slice(bytes);
+        unpack_loads(&buf[..len + 8], width, out);
+    }
+    Ok(())
+}
+
+/// [`unpack_bits`]'s loop over `src`: the packed values, then at least eight more bytes.
+#[inline(always)]
+fn unpack_loads(src: &[u8], width: u32, out: &mut [u32]) {
+    let buf = src;
     let mask: u64 = if width == 32 {
         u32::MAX as u64
     } else {
         (1u64 << width) - 1
     };
     let w = width as usize;
-    // The packed bytes in a zero-padded buffer, so every value is one unaligned 8-byte load
-    // (at most 32 bits from a shift of at most 7), with no branch on the block's end.
-    const PACKED: usize = BLOCK_DOCS * 4;
-    if len > PACKED {
-        return Err(BlobError::Corrupt("block too long"));
-    }
-    let mut buf = [0u8; PACKED + 8];
-    buf[..len].copy_from_slice(bytes);
     if w <= 8 {
         // Eight values take `w` whole bytes: one load per eight, at a byte boundary.
         for (g, group) in out.chunks_mut(8).enumerate() {
@@ -1070,7 +1129,7 @@ fn unpack_bits(b: &[u8], pos: &mut usize, width: u32, out: &mut [u32]) -> Result
                 *slot = ((word >> (j * w)) & mask) as u32;
             }
         }
-        return Ok(());
+        return;
     }
     for (k, slot) in out.iter_mut().enumerate() {
         let bit = k * w;
@@ -1078,7 +1137,6 @@ fn unpack_bits(b: &[u8], pos: &mut usize, width: u32, out: &mut [u32]) -> Result
         let word = u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
         *slot = ((word >> (bit & 7)) & mask) as u32;
     }
-    Ok(())
 }
 
 /// The bytes [`pack`] takes for `vals` after its width byte.
@@ -2930,15 +2988,73 @@ pub(crate) mod tests {
         b[0]
     }
 
-    #[test]
-    fn term_frequencies_round_trip_sparse_or_packed_whichever_is_shorter() {
-        let mut rng = 0x0bad_cafe_1234_5678u64;
-        let mut next = move |m: u64| {
+    /// A xorshift generator of values below its argument (seeded, so failures repeat).
+    fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut rng = seed;
+        move |m| {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
             rng % m
-        };
+        }
+    }
+
+    /// A block's impact found from each term frequency's shortest length is the one every
+    /// posting's saturation gives, to the bit — on random blocks, on lengths at the ends of
+    /// u32, on frequencies past the shortcut's table and on means from tiny to huge (and the
+    /// degenerate ones, which take the long way).
+    #[test]
+    fn block_impacts_by_shortest_length_per_frequency_are_exact() {
+        let mut next = xorshift(0x5eed_b10c_1a9a_c7e5);
+        let means = [
+            1e-9,
+            0.5,
+            3.0,
+            41.7,
+            50.0,
+            1234.5,
+            1e12,
+            0.0,
+            f64::NAN,
+            f64::INFINITY,
+        ];
+        let (mut short, mut long) = (0, 0);
+        for case in 0..20_000 {
+            let n = 1 + next(128) as usize;
+            let tf_top = [2, 3, 5, 17, 64, 65][case % 6];
+            let tfs: Vec<u32> = (0..n).map(|_| next(tf_top) as u32).collect();
+            let lens: Vec<u32> = (0..n)
+                .map(|_| match next(20) {
+                    0 if case % 4 == 0 => u32::MAX - next(3) as u32,
+                    2 => i32::MAX as u32 - next(2) as u32,
+                    1 => next(3) as u32,
+                    _ => 20 + next(60) as u32,
+                })
+                .collect();
+            let avg = means[case % means.len()];
+            let every = tfs
+                .iter()
+                .zip(&lens)
+                .map(|(t, l)| saturation(*t, *l, avg))
+                .fold(0.0f64, f64::max);
+            match best_by_tf(&tfs, &lens, avg) {
+                Some(best) => {
+                    short += 1;
+                    assert_eq!(best.to_bits(), every.to_bits(), "{tfs:?} {lens:?} {avg}");
+                }
+                None => long += 1,
+            }
+            for scale in [IMPACT_SCALE, LEAN_IMPACT_SCALE] {
+                let want = (every * scale).ceil().clamp(1.0, scale) as u16;
+                assert_eq!(block_impact(&tfs, &lens, avg, scale), want);
+            }
+        }
+        assert!(short > 5_000 && long > 1_000, "{short} {long}");
+    }
+
+    #[test]
+    fn term_frequencies_round_trip_sparse_or_packed_whichever_is_shorter() {
+        let mut next = xorshift(0x0bad_cafe_1234_5678);
         let (mut saw_sparse, mut saw_packed) = (false, false);
         for case in 0..500 {
             let n = 1 + next(128) as usize;
@@ -2979,13 +3095,8 @@ pub(crate) mod tests {
 
     #[test]
     fn row_gaps_round_trip_rice_or_packed_whichever_is_shorter() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut below = xorshift(0x2545_f491_4f6c_dd1d);
+        let mut next = move || below(u64::MAX);
         let mut saw_rice = false;
         let mut saw_packed = false;
         for case in 0..400 {
@@ -3064,13 +3175,8 @@ pub(crate) mod tests {
 
     #[test]
     fn compact_positions_round_trip_in_both_modes() {
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |m: u32| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng % u64::from(m)) as u32
-        };
+        let mut below = xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |m: u32| below(u64::from(m)) as u32;
         // (tfs, lens, positions), mode expected.
         type Case = (Vec<u32>, Vec<u32>, Vec<Vec<u32>>, u8);
         let mut cases: Vec<Case> = Vec::new();
@@ -3147,13 +3253,7 @@ pub(crate) mod tests {
 
     #[test]
     fn sparse_rice_term_frequencies_round_trip_and_are_shorter() {
-        let mut rng = 0x1234_5678_9abc_def1u64;
-        let mut next = move |m: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % m
-        };
+        let mut next = xorshift(0x1234_5678_9abc_def1);
         let (mut saw_rice, mut saw_packed) = (false, false);
         for case in 0..600 {
             let n = 1 + next(128) as usize;
@@ -3269,13 +3369,8 @@ pub(crate) mod tests {
     /// Random postings of one term: rows, tfs, lengths and positions (some past their length
     /// when `loose`, as the english tokenizer leaves them).
     fn random_term(seed: u64, df: usize, loose: bool, ones: bool) -> [Vec<u32>; 4] {
-        let mut rng = seed | 1;
-        let mut next = move |m: u32| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng % u64::from(m)) as u32
-        };
+        let mut below = xorshift(seed | 1);
+        let mut next = move |m: u32| below(u64::from(m)) as u32;
         let (mut rows, mut tfs, mut lens, mut ps) = (vec![], vec![], vec![], vec![]);
         let mut row = 0u32;
         for _ in 0..df {
