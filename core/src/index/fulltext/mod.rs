@@ -676,11 +676,13 @@ const BEST_BY_TF_MAX: i32 = 63;
 /// four), each a branch-free minimum over `i32` lanes that the compiler vectorizes (a
 /// posting of another frequency counts as `i32::MAX`). `None` (evaluate every posting) when
 /// a frequency passes [`BEST_BY_TF_MAX`], a value passes `i32::MAX`, or `avg_len` is not
-/// finite and positive.
+/// finite and positive. Postings are the pairs of `tfs` and `lens`, as the fold zips them.
 fn best_by_tf(tfs: &[u32], lens: &[u32], avg_len: f64) -> Option<f64> {
     if !(avg_len.is_finite() && avg_len > 0.0) {
         return None;
     }
+    let n = tfs.len().min(lens.len());
+    let (tfs, lens) = (&tfs[..n], &lens[..n]);
     let high = tfs.iter().chain(lens).fold(0u32, |a, v| a | v);
     if high > i32::MAX as u32 {
         return None;
@@ -1110,10 +1112,9 @@ fn unpack_bits(b: &[u8], pos: &mut usize, width: u32, out: &mut [u32]) -> Result
     Ok(())
 }
 
-/// [`unpack_bits`]'s loop over `src`: the packed values, then at least eight more bytes.
+/// [`unpack_bits`]'s loop over `buf`: the packed values, then at least eight more bytes.
 #[inline(always)]
-fn unpack_loads(src: &[u8], width: u32, out: &mut [u32]) {
-    let buf = src;
+fn unpack_loads(buf: &[u8], width: u32, out: &mut [u32]) {
     let mask: u64 = if width == 32 {
         u32::MAX as u64
     } else {
@@ -3048,6 +3049,15 @@ pub(crate) mod tests {
                 let want = (every * scale).ceil().clamp(1.0, scale) as u16;
                 assert_eq!(block_impact(&tfs, &lens, avg, scale), want);
             }
+            // Lists of unequal length: the postings are the pairs, as the fold zips them.
+            let half = &lens[..n / 2];
+            let zipped = tfs
+                .iter()
+                .zip(half)
+                .map(|(t, l)| saturation(*t, *l, avg))
+                .fold(0.0f64, f64::max);
+            let want = (zipped * IMPACT_SCALE).ceil().clamp(1.0, IMPACT_SCALE) as u16;
+            assert_eq!(block_impact(&tfs, half, avg, IMPACT_SCALE), want);
         }
         assert!(short > 5_000 && long > 1_000, "{short} {long}");
     }
