@@ -1789,7 +1789,8 @@ fn phrase_matches(phrase: &[(usize, u32)], positions: &[&[u32]]) -> bool {
 }
 
 /// A term's postings, read block by block: a block is decoded only when a document in it is
-/// wanted; moving past blocks reads their skips alone.
+/// wanted, and then its rows alone until one of them is scored; moving past blocks reads
+/// their skips alone.
 struct Cursor<'p> {
     term: usize,
     p: &'p Postings,
@@ -1803,7 +1804,13 @@ struct Cursor<'p> {
     ub: f64,
     /// The current block (`skips.len()`: exhausted).
     block: usize,
+    /// Whether the current block's rows are decoded.
     decoded: bool,
+    /// Whether its term frequencies and lengths are too ([`Cursor::complete`]): a probe for a
+    /// document the block does not hold (most are) decodes its rows alone.
+    full: bool,
+    /// Where the current block's term frequencies start in its bytes.
+    rest_at: usize,
     /// The first row wanted in the current block (until it is decoded).
     target: u32,
     n: usize,
@@ -1836,6 +1843,8 @@ impl<'p> Cursor<'p> {
             ub: bm25(idf, td.entry.max_tf, td.entry.min_len, avg_len) * SLACK,
             block: 0,
             decoded: false,
+            full: false,
+            rest_at: 0,
             target: 0,
             n: 0,
             i: 0,
@@ -1864,26 +1873,46 @@ impl<'p> Cursor<'p> {
         self.block >= self.p.skips.len()
     }
 
-    /// Decodes the current block when it is not, positioned at the first row at or past
-    /// the target (the next block when none is).
+    /// The bytes of block `i` (`None`: not read, for it holds nothing that can reach the
+    /// floor — [`TermData`]).
+    fn block_bytes(&self, i: usize) -> BlobResult<Option<&'p [u8]>> {
+        if !self.p.whole {
+            return Ok(self.blocks.get(&i).map(|b| &b[..]));
+        }
+        let p: &'p Postings = self.p;
+        p.skips
+            .get(i)
+            .and_then(|s| p.bytes.get(s.start..s.end))
+            .map(Some)
+            .ok_or(crate::index::ordered::BlobError::Corrupt(
+                "postings block outside the postings",
+            ))
+    }
+
+    /// Decodes the current block's rows when they are not, positioned at the first row at or
+    /// past the target (the next block when none is).
+    #[inline]
     fn ensure(&mut self) -> BlobResult<()> {
+        match self.decoded || self.exhausted() {
+            true => Ok(()),
+            false => self.decode_rows(),
+        }
+    }
+
+    /// [`Cursor::ensure`]'s work, apart so that the check it mostly ends at is inlined.
+    #[inline(never)]
+    fn decode_rows(&mut self) -> BlobResult<()> {
         while !self.decoded && !self.exhausted() {
-            self.n = if self.p.whole {
-                self.p
-                    .decode(self.block, &mut self.rows, &mut self.tfs, &mut self.lens)?
-            } else {
-                match self.blocks.get(&self.block) {
-                    Some(b) => self.p.decode_block(
-                        self.block,
-                        b,
-                        &mut self.rows,
-                        &mut self.tfs,
-                        &mut self.lens,
-                    )?,
-                    // Not read: it holds nothing that can reach the floor ([`TermData`]).
-                    None => 0,
+            (self.n, self.rest_at) = match self.block_bytes(self.block)? {
+                Some(b) => {
+                    if !self.p.whole {
+                        self.p.check_block(self.block, b)?;
+                    }
+                    self.p.decode_rows(self.block, b, &mut self.rows)?
                 }
+                None => (0, 0),
             };
+            self.full = false;
             self.pos = None;
             self.i = self.rows[..self.n].partition_point(|r| *r < self.target);
             if self.i < self.n {
@@ -1892,6 +1921,34 @@ impl<'p> Cursor<'p> {
                 self.block += 1;
             }
         }
+        Ok(())
+    }
+
+    /// Decodes the rest of the current block (decoded: [`Cursor::ensure`]) when it is not:
+    /// its term frequencies and lengths, checking the whole block.
+    #[inline]
+    fn complete(&mut self) -> BlobResult<()> {
+        match self.decoded && !self.full {
+            true => self.decode_rest(),
+            false => Ok(()),
+        }
+    }
+
+    /// [`Cursor::complete`]'s work, apart so that the check it mostly ends at is inlined.
+    #[inline(never)]
+    fn decode_rest(&mut self) -> BlobResult<()> {
+        let b = self
+            .block_bytes(self.block)?
+            .ok_or(crate::index::ordered::BlobError::Corrupt("block not read"))?;
+        self.p.decode_rest(
+            self.block,
+            b,
+            self.rest_at,
+            self.n,
+            &mut self.tfs,
+            &mut self.lens,
+        )?;
+        self.full = true;
         Ok(())
     }
 
@@ -1961,11 +2018,13 @@ impl<'p> Cursor<'p> {
         }
     }
 
-    fn score(&self) -> f64 {
-        self.score_at(self.i)
+    /// The current document's score (decoding the rest of its block when it is not).
+    fn score(&mut self) -> BlobResult<f64> {
+        self.complete()?;
+        Ok(self.score_at(self.i))
     }
 
-    /// The score of the `k`-th posting of the decoded block.
+    /// The score of the `k`-th posting of the block, decoded whole ([`Cursor::complete`]).
     #[inline]
     fn score_at(&self, k: usize) -> f64 {
         let len = self.lens[k];
@@ -1977,6 +2036,7 @@ impl<'p> Cursor<'p> {
     }
 
     fn positions(&mut self) -> BlobResult<&[u32]> {
+        self.complete()?;
         if self.pos.is_none() {
             let bytes = self
                 .positions
@@ -2017,7 +2077,7 @@ fn probe_rest(
         }
         c.seek(d);
         if c.doc()? == d {
-            let x = c.score();
+            let x = c.score()?;
             score += x;
             parts.push((c.term, x));
         }
@@ -2455,7 +2515,7 @@ impl Scorer<'_> {
                 if d == DONE {
                     break;
                 }
-                if keep(d) && cursors[0].score() + rest >= theta {
+                if keep(d) && cursors[0].score()? + rest >= theta {
                     let mut all = true;
                     for c in cursors[1..].iter_mut() {
                         c.seek(d);
@@ -2474,7 +2534,9 @@ impl Scorer<'_> {
                     }
                     if all {
                         parts.clear();
-                        parts.extend(cursors.iter().map(|c| (c.term, c.score())));
+                        for c in cursors.iter_mut() {
+                            parts.push((c.term, c.score()?));
+                        }
                         let score = canonical_score(&mut parts);
                         if score >= theta {
                             local.offer((self.hit)(score, d));
@@ -2533,6 +2595,7 @@ impl Scorer<'_> {
                     if c.exhausted() {
                         break;
                     }
+                    c.complete()?;
                     let rest_all = prefix[first_essential];
                     let mut theta = theta;
                     for k in c.i..c.n {
@@ -2568,7 +2631,7 @@ impl Scorer<'_> {
                 for c in cursors[first_essential..].iter_mut() {
                     if c.doc()? == d {
                         if live {
-                            let x = c.score();
+                            let x = c.score()?;
                             score += x;
                             parts.push((c.term, x));
                         }

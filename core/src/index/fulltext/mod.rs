@@ -2100,6 +2100,45 @@ pub struct Postings {
     pub compact: bool,
     /// Lean blocks and skips ([`TermEntry::lean`]).
     pub lean: bool,
+    /// The blocks whose impact [`Postings::decode_rest`] has checked against their postings.
+    impacts_checked: CheckedBlocks,
+}
+
+/// A set of block indexes, shared by the searches that share a [`Postings`] (the read cache
+/// keeps them): a block's impact is recomputed from its postings the first time it is
+/// decoded, not each time. The blocks are the same bytes each time — a [`Postings`] holds the
+/// whole postings, or its skips with each block's CRC-32, checked whenever the block is read
+/// ([`Postings::check_block`]).
+#[derive(Debug, Default)]
+struct CheckedBlocks(Box<[std::sync::atomic::AtomicU64]>);
+
+impl CheckedBlocks {
+    fn new(blocks: usize) -> CheckedBlocks {
+        CheckedBlocks(
+            (0..blocks.div_ceil(64))
+                .map(|_| Default::default())
+                .collect(),
+        )
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.0
+            .get(i / 64)
+            .is_some_and(|w| w.load(std::sync::atomic::Ordering::Relaxed) & (1 << (i % 64)) != 0)
+    }
+
+    fn insert(&self, i: usize) {
+        if let Some(w) = self.0.get(i / 64) {
+            w.fetch_or(1 << (i % 64), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// A copy checks its blocks afresh: its skips may be changed (they are public).
+impl Clone for CheckedBlocks {
+    fn clone(&self) -> CheckedBlocks {
+        CheckedBlocks::new(self.0.len() * 64)
+    }
 }
 
 /// A skip list parsed from the start of a term's postings: the skips, and where the blocks
@@ -2232,6 +2271,7 @@ impl Postings {
         let (skips, _) = parse_skip_list(&bytes, e, rows, e.skips.is_some())?;
         Ok(Postings {
             bytes,
+            impacts_checked: CheckedBlocks::new(skips.len()),
             skips,
             df: e.df,
             whole: true,
@@ -2264,6 +2304,7 @@ impl Postings {
         }
         Ok(Postings {
             bytes: bytes::Bytes::new(),
+            impacts_checked: CheckedBlocks::new(skips.len()),
             skips,
             df: e.df,
             whole: false,
@@ -2330,7 +2371,26 @@ impl Postings {
         tfs: &mut [u32],
         lens: &mut [u32],
     ) -> Result<usize, BlobError> {
-        let s = &self.skips[i];
+        let (n, at) = self.decode_rows(i, b, rows)?;
+        self.decode_rest(i, b, at, n, tfs, lens)?;
+        Ok(n)
+    }
+
+    /// Decodes the rows of block `i` alone into `rows` (at least [`BLOCK_DOCS`] long; `b`:
+    /// the block's bytes, whole postings' or checked by [`Postings::check_block`]), checking
+    /// that they end at the skip's last row: the number of postings, and where the block's
+    /// term frequencies start. A search that only asks whether a document is in a block
+    /// (most probes are not) decodes no more; [`Postings::decode_rest`] completes it.
+    pub fn decode_rows(
+        &self,
+        i: usize,
+        b: &[u8],
+        rows: &mut [u32],
+    ) -> Result<(usize, usize), BlobError> {
+        let s = self
+            .skips
+            .get(i)
+            .ok_or(BlobError::Corrupt("no such block"))?;
         let n = s.count as usize;
         let mut pos = 0usize;
         if self.compact {
@@ -2338,6 +2398,44 @@ impl Postings {
         } else {
             unpack(b, &mut pos, n, rows)?;
         }
+        // Gaps are never negative, so rows only grow: the last one at the skip's last row
+        // bounds them all (in i64, 128 gaps below 2^32 cannot overflow).
+        let mut row: i64 = match i {
+            0 => -1,
+            _ => i64::from(self.skips[i - 1].last_row),
+        };
+        for r in rows[..n].iter_mut() {
+            row += 1 + i64::from(*r);
+            *r = row as u32;
+        }
+        if row != i64::from(s.last_row) {
+            return Err(BlobError::Corrupt("block rows disagree with its last row"));
+        }
+        Ok((n, pos))
+    }
+
+    /// Decodes the rest of block `i` — its `n` term frequencies and lengths, from `at` in
+    /// `b`, as [`Postings::decode_rows`] returned them — and checks the whole block: no
+    /// trailing bytes, every posting within the skip's bounds, and the skip's impact that
+    /// of its postings (the first time block `i` is decoded: `b` must be its bytes, the whole
+    /// postings' or checked by [`Postings::check_block`], as for [`Postings::decode_rows`]).
+    pub fn decode_rest(
+        &self,
+        i: usize,
+        b: &[u8],
+        at: usize,
+        n: usize,
+        tfs: &mut [u32],
+        lens: &mut [u32],
+    ) -> Result<(), BlobError> {
+        let s = self
+            .skips
+            .get(i)
+            .ok_or(BlobError::Corrupt("no such block"))?;
+        if n != s.count as usize {
+            return Err(BlobError::Corrupt("block of another length"));
+        }
+        let mut pos = at;
         if self.lean && s.max_tf == 1 {
             // A lean block whose `max_tf` is 1 has no `tf − 1` section.
             tfs.get_mut(..n)
@@ -2371,19 +2469,6 @@ impl Postings {
                 return Err(BlobError::Corrupt("length out of range"));
             }
         }
-        // Gaps are never negative, so rows only grow: the last one at the skip's last row
-        // bounds them all (in i64, 128 gaps below 2^32 cannot overflow).
-        let mut row: i64 = match i {
-            0 => -1,
-            _ => i64::from(self.skips[i - 1].last_row),
-        };
-        for r in rows[..n].iter_mut() {
-            row += 1 + i64::from(*r);
-            *r = row as u32;
-        }
-        if row != i64::from(s.last_row) {
-            return Err(BlobError::Corrupt("block rows disagree with its last row"));
-        }
         let mut bad = false;
         for (t, l) in tfs[..n].iter_mut().zip(&lens[..n]) {
             let v = t.wrapping_add(1);
@@ -2394,13 +2479,17 @@ impl Postings {
             return Err(BlobError::Corrupt("posting beyond its block's bound"));
         }
         if let Some(avg) = self.impact_avg {
-            if block_impact(&tfs[..n], &lens[..n], avg, self.impact_scale()) != s.impact {
-                return Err(BlobError::Corrupt(
-                    "block impact disagrees with its postings",
-                ));
+            // Checked once per block: the same bytes decode to the same postings.
+            if !self.impacts_checked.contains(i) {
+                if block_impact(&tfs[..n], &lens[..n], avg, self.impact_scale()) != s.impact {
+                    return Err(BlobError::Corrupt(
+                        "block impact disagrees with its postings",
+                    ));
+                }
+                self.impacts_checked.insert(i);
             }
         }
-        Ok(n)
+        Ok(())
     }
 
     /// Block `i`'s saturations ([`saturation`]) under a table whose mean document length is
@@ -3405,6 +3494,43 @@ pub(crate) mod tests {
         [rows, tfs, lens, ps]
     }
 
+    /// A table's statistics for the terms of [`random_term`].
+    const TEST_STATS: ImpactRef = ImpactRef {
+        docs: 10_000,
+        tokens: 470_000,
+    };
+
+    /// [`random_term`]'s columns as postings.
+    fn postings_ref(term: &[Vec<u32>; 4]) -> TermPostingsRef<'_> {
+        let [rows, tfs, lens, positions] = term;
+        TermPostingsRef {
+            rows,
+            tfs,
+            lens,
+            positions,
+        }
+    }
+
+    /// `t` encoded in `layout` (postings, positions) and its entry, both at offset 0.
+    fn encode_entry(t: TermPostingsRef<'_>, layout: Layout) -> (Vec<u8>, Vec<u8>, TermEntry) {
+        let (mut out, mut pb) = (Vec::new(), Vec::new());
+        let code = encode_term(t, layout, &mut out, &mut pb);
+        let e = TermEntry {
+            term: b"t".to_vec(),
+            df: t.rows.len() as u64,
+            max_tf: code.max_tf,
+            min_len: code.min_len,
+            postings: 0..out.len() as u64,
+            postings_crc32: crc32fast::hash(&out),
+            positions: Some((0..pb.len() as u64, crc32fast::hash(&pb))),
+            skips: code.skips,
+            impacts: layout.impacts,
+            compact: layout.compact,
+            lean: layout.lean,
+        };
+        (out, pb, e)
+    }
+
     #[test]
     fn every_layout_decodes_to_what_it_encoded() {
         let layouts = [
@@ -3420,17 +3546,9 @@ pub(crate) mod tests {
             (4, 3000, true, false),
             (5, 777, false, true),
         ] {
-            let [rows, tfs, lens, ps] = random_term(seed, df, loose, ones);
-            let t = TermPostingsRef {
-                rows: &rows,
-                tfs: &tfs,
-                lens: &lens,
-                positions: &ps,
-            };
-            let stats = ImpactRef {
-                docs: 10_000,
-                tokens: 470_000,
-            };
+            let term = random_term(seed, df, loose, ones);
+            let [rows, tfs, lens, ps] = &term;
+            let (t, stats) = (postings_ref(&term), TEST_STATS);
             let mut sizes = Vec::new();
             for (checked, compact, lean) in layouts {
                 let layout = Layout {
@@ -3440,25 +3558,11 @@ pub(crate) mod tests {
                     compact,
                     lean,
                 };
-                let (mut out, mut pb) = (Vec::new(), Vec::new());
-                let code = encode_term(t, layout, &mut out, &mut pb);
+                let (out, pb, e) = encode_entry(t, layout);
                 sizes.push(out.len() + pb.len());
-                let e = TermEntry {
-                    term: b"t".to_vec(),
-                    df: df as u64,
-                    max_tf: code.max_tf,
-                    min_len: code.min_len,
-                    postings: 0..out.len() as u64,
-                    postings_crc32: crc32fast::hash(&out),
-                    positions: Some((0..pb.len() as u64, crc32fast::hash(&pb))),
-                    skips: code.skips,
-                    impacts: checked.then_some(stats),
-                    compact,
-                    lean,
-                };
                 let whole = Postings::parse(bytes::Bytes::from(out.clone()), &e, 1 << 31).unwrap();
                 let alone = checked.then(|| {
-                    let len = code.skips.unwrap().0 as usize;
+                    let len = e.skips.unwrap().0 as usize;
                     Postings::parse_skips(bytes::Bytes::copy_from_slice(&out[..len]), &e, 1 << 31)
                         .unwrap()
                 });
@@ -3467,6 +3571,17 @@ pub(crate) mod tests {
                 let mut x = ([0u32; 128], [0u32; 128], [0u32; 128]);
                 for i in 0..whole.skips.len() {
                     let n = whole.decode(i, &mut x.0, &mut x.1, &mut x.2).unwrap();
+                    // The rows alone, then the rest from where they end: the same block.
+                    let s = &whole.skips[i];
+                    let b = &out[s.start..s.end];
+                    let mut z = ([0u32; 128], [0u32; 128], [0u32; 128]);
+                    let (m, at) = whole.decode_rows(i, b, &mut z.0).unwrap();
+                    assert_eq!((m, &z.0[..m]), (n, &x.0[..n]));
+                    whole.decode_rest(i, b, at, m, &mut z.1, &mut z.2).unwrap();
+                    assert_eq!((&z.1[..n], &z.2[..n]), (&x.1[..n], &x.2[..n]));
+                    assert!(whole
+                        .decode_rest(i, b, at, m + 1, &mut z.1, &mut z.2)
+                        .is_err());
                     if let Some(a) = &alone {
                         let s = &a.skips[i];
                         let mut y = ([0u32; 128], [0u32; 128], [0u32; 128]);
@@ -3488,10 +3603,10 @@ pub(crate) mod tests {
                     .unwrap();
                 }
                 let layout = (checked, compact, lean);
-                assert_eq!(got_rows, rows, "{layout:?}");
-                assert_eq!(got_tfs, tfs, "{layout:?}");
-                assert_eq!(got_lens, lens, "{layout:?}");
-                assert_eq!(got_ps, ps, "{layout:?}");
+                assert_eq!(&got_rows, rows, "{layout:?}");
+                assert_eq!(&got_tfs, tfs, "{layout:?}");
+                assert_eq!(&got_lens, lens, "{layout:?}");
+                assert_eq!(&got_ps, ps, "{layout:?}");
                 // Every flipped byte of the postings is an error or other postings, never a
                 // panic (the CRC-32s stand aside: the blocks decode unchecked).
                 for i in (0..out.len()).step_by(7) {
@@ -3505,6 +3620,19 @@ pub(crate) mod tests {
                     if let Ok(p) = Postings::parse(bytes::Bytes::from(bad), &e, 1 << 31) {
                         for k in 0..p.skips.len() {
                             let _ = p.decode(k, &mut x.0, &mut x.1, &mut x.2);
+                            let s = &p.skips[k];
+                            if let Ok((n, at)) =
+                                p.decode_rows(k, &p.bytes[s.start..s.end], &mut x.0)
+                            {
+                                let _ = p.decode_rest(
+                                    k,
+                                    &p.bytes[s.start..s.end],
+                                    at,
+                                    n,
+                                    &mut x.1,
+                                    &mut x.2,
+                                );
+                            }
                         }
                     }
                 }
@@ -3513,6 +3641,47 @@ pub(crate) mod tests {
                 assert!(sizes[3] < sizes[2], "lean is smaller: {sizes:?}");
             }
         }
+    }
+
+    /// A skip's impact that disagrees with its block's postings is an error each time the
+    /// block is decoded; one that agrees is recomputed only the first time.
+    #[test]
+    fn block_impacts_are_checked_against_their_postings_once_per_block() {
+        let term = random_term(3, 1000, false, false);
+        let layout = Layout {
+            positions: true,
+            checked: true,
+            impacts: Some(TEST_STATS),
+            compact: true,
+            lean: true,
+        };
+        let (out, _, e) = encode_entry(postings_ref(&term), layout);
+        let parse = || Postings::parse(bytes::Bytes::from(out.clone()), &e, 1 << 31).unwrap();
+        let mut x = ([0u32; 128], [0u32; 128], [0u32; 128]);
+        let mut p = parse();
+        assert!(p.skips.len() > 2);
+        for i in 0..p.skips.len() {
+            p.skips[i].impact = p.skips[i].impact % 4000 + 1;
+        }
+        for _ in 0..2 {
+            for i in 0..p.skips.len() {
+                let err = p.decode(i, &mut x.0, &mut x.1, &mut x.2).unwrap_err();
+                assert!(
+                    matches!(err, BlobError::Corrupt(m) if m.contains("impact")),
+                    "{err:?}"
+                );
+            }
+        }
+        let mut p = parse();
+        for i in 0..p.skips.len() {
+            assert!(!p.impacts_checked.contains(i));
+            p.decode(i, &mut x.0, &mut x.1, &mut x.2).unwrap();
+            assert!(p.impacts_checked.contains(i));
+        }
+        // Checked, a block's impact is not recomputed; a copy's is.
+        p.skips[1].impact = p.skips[1].impact % 4000 + 1;
+        p.decode(1, &mut x.0, &mut x.1, &mut x.2).unwrap();
+        assert!(p.clone().decode(1, &mut x.0, &mut x.1, &mut x.2).is_err());
     }
 
     #[test]
