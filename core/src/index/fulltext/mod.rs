@@ -3477,6 +3477,8 @@ pub(crate) mod tests {
             row += 1 + next(if far { 5000 } else { 30 });
             let len = 3 + next(90);
             let tf = if ones || next(6) > 0 { 1 } else { 2 + next(3) };
+            // As many distinct positions as `tf` (a document holds a position once).
+            let len = len.max(tf);
             let mut p: Vec<u32> = Vec::new();
             while p.len() < tf as usize {
                 let past = loose && next(50) == 0;
