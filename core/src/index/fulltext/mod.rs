@@ -2109,7 +2109,7 @@ pub struct Postings {
 /// decoded, not each time. The blocks are the same bytes each time — a [`Postings`] holds the
 /// whole postings, or its skips with each block's CRC-32, checked whenever the block is read
 /// ([`Postings::check_block`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CheckedBlocks(Box<[std::sync::atomic::AtomicU64]>);
 
 impl CheckedBlocks {
