@@ -649,7 +649,7 @@ async fn frequent_terms_by_impacts_match_brute_force() {
 
 #[tokio::test]
 async fn frequent_terms_read_by_block_match_brute_force() {
-    let (mut t, o, mut r) = setup(0x3C6E_F372_FE94_F82B, 4, 24000, Tokenizer::Simple).await;
+    let (mut t, o, mut r) = setup(0x3C6E_F372_FE94_F82B, 4, 36000, Tokenizer::Simple).await;
     o.publish().await.unwrap();
     let overlay_dir = t.dir.path().join("overlay");
     let open = || support::open_reader(&overlay_dir);
@@ -913,32 +913,43 @@ async fn frequent_terms_read_by_block_match_brute_force() {
     .unwrap();
     let blocks =
         run.blob_offset + e.postings.start + e.skips.unwrap().0..run.blob_offset + e.postings.end;
-    let mut damaged = original.clone();
-    for x in &mut damaged[blocks.start as usize..blocks.end as usize] {
-        *x ^= 0x55;
-    }
-    std::fs::write(&path, &damaged).unwrap();
-    let reader = open().await;
-    let got = reader.snapshot().search("t", &q("the w150")).await.unwrap();
+    // And damaged groups of the run's length table, where "the" (in most documents) finds
+    // its lengths: refused when read beside its blocks, the answer as exact.
     assert!(
-        got.stats.rejections.iter().any(|r| r.data_file == "*"),
-        "{:?}",
-        got.stats
+        e.shared_lengths,
+        "\"the\" takes its lengths from the length table"
     );
-    let want = o.search("t", &q("the w150")).await.unwrap();
-    assert_eq!(got.rows.len(), 10);
-    assert_eq!(
-        got.rows
-            .iter()
-            .map(|r| (&r.file, r.position))
-            .collect::<Vec<_>>(),
-        want.rows
-            .iter()
-            .map(|r| (&r.file, r.position))
-            .collect::<Vec<_>>()
-    );
-    check(&t, &o, Tokenizer::Simple, &q("the w150"), "damaged").await;
-    std::fs::write(&path, &original).unwrap();
+    let lt = dir.lengths.as_ref().expect("a length table");
+    let table = run.blob_offset + lt.offset..run.blob_offset + lt.offset + lt.length;
+    for (what, range) in [("blocks", blocks), ("length table", table)] {
+        let mut damaged = original.clone();
+        for x in &mut damaged[range.start as usize..range.end as usize] {
+            *x ^= 0x55;
+        }
+        std::fs::write(&path, &damaged).unwrap();
+        let reader = open().await;
+        let got = reader.snapshot().search("t", &q("the w150")).await.unwrap();
+        assert!(
+            got.stats.rejections.iter().any(|r| r.data_file == "*"),
+            "{what}: {:?}",
+            got.stats
+        );
+        let want = o.search("t", &q("the w150")).await.unwrap();
+        assert_eq!(got.rows.len(), 10);
+        assert_eq!(
+            got.rows
+                .iter()
+                .map(|r| (&r.file, r.position))
+                .collect::<Vec<_>>(),
+            want.rows
+                .iter()
+                .map(|r| (&r.file, r.position))
+                .collect::<Vec<_>>(),
+            "{what}"
+        );
+        check(&t, &o, Tokenizer::Simple, &q("the w150"), "damaged").await;
+        std::fs::write(&path, &original).unwrap();
+    }
     o.close().await.unwrap();
 }
 

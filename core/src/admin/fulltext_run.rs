@@ -12,7 +12,8 @@
 //! order — while a heap takes the terms in order across files. A term's postings are checked
 //! (CRC-32) and decoded file by file, shifted by the file's base row, re-encoded and handed to
 //! the multipart upload. Memory is three windows per file, one term's postings and the term
-//! blocks written so far (a few bytes per term), whatever the table's size.
+//! blocks written so far (a few bytes per term), and a length per row: the run's being written
+//! (two bytes) and the earlier runs' length tables, read whole (four).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -96,6 +97,8 @@ struct Source<'a> {
     blocks: Window,
     postings: Window,
     positions: Window,
+    /// Its length table read whole, each row's length (an earlier run's; empty without one).
+    table: Vec<u32>,
 }
 
 /// How an input's rows become the run's.
@@ -248,6 +251,20 @@ pub(crate) async fn write(
             }
         };
         let first_block = dir.blocks.first().map_or(0, |b| b.offset);
+        // An earlier run's length table, read whole and checked group by group.
+        let table = match &dir.lengths {
+            Some(t) => {
+                let at = i.blob_offset + t.offset;
+                let bytes = reader
+                    .read_range(&Location::new(&i.bundle_path), at..at + t.length)
+                    .await?;
+                match t.decode_all(&bytes) {
+                    Ok(v) => v,
+                    Err(_) => return Ok(None),
+                }
+            }
+            None => Vec::new(),
+        };
         // A run's positions follow each term's postings: one window serves both.
         let postings_end = if dir.interleaved {
             first_block
@@ -278,6 +295,7 @@ pub(crate) async fn write(
                 limit: first_block.max(dir.positions_start),
             },
             dir,
+            table,
         });
     }
     // The heap of each input's current term.
@@ -337,8 +355,8 @@ pub(crate) async fn write(
                 _ => None,
             };
             let appended = match &src.rows {
-                Rows::Shift(base) => g.append(&p, pos.as_deref(), *base),
-                rows => g.append_mapped(&p, pos.as_deref(), |r| rows.map(r)),
+                Rows::Shift(base) => g.append(&p, pos.as_deref(), &src.table, *base),
+                rows => g.append_mapped(&p, pos.as_deref(), &src.table, |r| rows.map(r)),
             };
             if appended.is_err() {
                 return Ok(None);

@@ -121,6 +121,10 @@ enum Entry {
     TextDirectory(Arc<crate::index::fulltext::FulltextDirectory>),
     TermBlock(Arc<Vec<crate::index::fulltext::TermEntry>>),
     Postings(Arc<crate::index::fulltext::Postings>),
+    /// Document lengths of a group of a run's length table, decoded and checked.
+    Lengths(Arc<[u32]>),
+    /// A run's whole length table, decoded and checked.
+    RowTable(Arc<crate::index::fulltext::lengths::RowTable>),
     Dictionary(Arc<DictionaryPage>),
 }
 
@@ -509,6 +513,43 @@ impl ReadCache {
     ) {
         let bytes = (end - start) + 48 * p.skips.len() as u64;
         self.put(block_key(bundle, start, end), Entry::Postings(p), bytes);
+    }
+
+    /// Decoded lengths of a group of a run's length table at `start..end` of `bundle`.
+    pub fn lengths(&self, bundle: &str, start: u64, end: u64) -> Option<Arc<[u32]>> {
+        match self.get(&block_key(bundle, start, end)) {
+            Some(Entry::Lengths(l)) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub fn put_lengths(&self, bundle: &str, start: u64, end: u64, l: Arc<[u32]>) {
+        let bytes = 32 + 4 * l.len() as u64;
+        self.put(block_key(bundle, start, end), Entry::Lengths(l), bytes);
+    }
+
+    /// A run's whole length table at `start..end` of `bundle`, decoded.
+    pub fn row_table(
+        &self,
+        bundle: &str,
+        start: u64,
+        end: u64,
+    ) -> Option<Arc<crate::index::fulltext::lengths::RowTable>> {
+        match self.get(&block_key(bundle, start, end)) {
+            Some(Entry::RowTable(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn put_row_table(
+        &self,
+        bundle: &str,
+        start: u64,
+        end: u64,
+        t: Arc<crate::index::fulltext::lengths::RowTable>,
+    ) {
+        let bytes = t.bytes();
+        self.put(block_key(bundle, start, end), Entry::RowTable(t), bytes);
     }
 
     /// Drops what is cached at `start..end` of `bundle` (bytes or parsed postings), if

@@ -34,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::formats::lineage::{RejectReason, Rejection};
 use crate::formats::manifest::{FileEntry, IndexState, TableManifest, TableRun};
 use crate::index::analyzer::Analyzer;
+use crate::index::fulltext::lengths::{LengthSource, LengthTable, RowTable, GROUP_ROWS};
 use crate::index::fulltext::{
     block_positions, check_positions, parse_term_block, FulltextDirectory, FulltextSpec, Postings,
     TermEntry, BLOCK_DOCS,
@@ -401,6 +402,46 @@ struct TermData {
     /// Read by block, the skip section's bytes as this search read them (checked): a term
     /// then read whole reads only what follows them ([`Pinned::run_blocks`]).
     skip_bytes: Option<bytes::Bytes>,
+    /// A term whose blocks carry no lengths ([`TermEntry::shared_lengths`]): the run's length
+    /// table — where it is, and what of it this search holds: the whole table for postings
+    /// read whole, the groups of the blocks read for postings read by block.
+    table: Option<Arc<LengthTable>>,
+    lengths: LengthsView,
+}
+
+/// The lengths of a run's length table a search holds, decoded and checked.
+#[derive(Default)]
+struct LengthsView {
+    whole: Option<Arc<RowTable>>,
+    groups: HashMap<usize, Arc<[u32]>>,
+}
+
+impl LengthSource for LengthsView {
+    fn lengths_of(&self, rows: &[u32], out: &mut [u32]) -> BlobResult<()> {
+        use crate::index::ordered::BlobError;
+        if let Some(w) = &self.whole {
+            return w.lengths_of(rows, out);
+        }
+        let mut at: Option<(usize, &[u32])> = None;
+        for (o, &r) in out.iter_mut().zip(rows) {
+            let g = r as usize / GROUP_ROWS;
+            let group = match at {
+                Some((k, v)) if k == g => v,
+                _ => {
+                    let v = &self
+                        .groups
+                        .get(&g)
+                        .ok_or(BlobError::Corrupt("a length group not read"))?[..];
+                    at = Some((g, v));
+                    v
+                }
+            };
+            *o = *group
+                .get(r as usize % GROUP_ROWS)
+                .ok_or(BlobError::Corrupt("row past the run's length table"))?;
+        }
+        Ok(())
+    }
 }
 
 struct ScanDoc {
@@ -1449,10 +1490,28 @@ impl Pinned<'_> {
         // postings — read from the end of its skip section when this search holds the
         // section's bytes, which then lead the postings parsed and checked whole).
         let mut reads: Vec<(std::ops::Range<u64>, usize, Option<Vec<usize>>)> = Vec::new();
+        // Terms whose lengths are the run's length table's: the groups their blocks' rows
+        // fall in, or the whole table for a term read whole — read in the same round.
+        let mut table: Option<Arc<LengthTable>> = None;
+        let mut groups: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+        let mut table_whole = false;
         for (t, blocks) in &plan.need {
             let Some(td) = terms[*t].as_mut() else {
                 continue;
             };
+            if let Some(lt) = &td.table {
+                table = Some(lt.clone());
+                for &i in blocks {
+                    if i < td.postings.skips.len() {
+                        let r = td.postings.block_rows(i);
+                        let (g0, g1) = (
+                            *r.start() as usize / GROUP_ROWS,
+                            *r.end() as usize / GROUP_ROWS,
+                        );
+                        groups.extend(g0..=g1);
+                    }
+                }
+            }
             let e = &td.entry;
             let (p0, p1) = abs(
                 b.offset,
@@ -1486,6 +1545,7 @@ impl Pinned<'_> {
             // each other and every warm search would read megabytes again.
             let holdable = p1 - p0 <= self.cache.budget() / WHOLE_SHARE;
             if bytes * 2 > p1 - p0 || td.seen && holdable {
+                table_whole |= td.table.is_some();
                 match self.cache.postings(bundle, p0, p1) {
                     Some(p) => {
                         td.postings = p;
@@ -1510,15 +1570,101 @@ impl Pinned<'_> {
                 reads.push((m, *t, Some(inside)));
             }
         }
-        if reads.is_empty() {
+        // The length table's part: cached, or read beside the blocks.
+        let mut whole_lengths: Option<Arc<RowTable>> = None;
+        let mut loaded: HashMap<usize, Arc<[u32]>> = HashMap::new();
+        let mut table_reads: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut whole_at = None;
+        if let Some(lt) = &table {
+            if table_whole {
+                let (a, z) = abs(b.offset, lt.offset, lt.length)?;
+                whole_lengths = self.cache.row_table(bundle, a, z);
+                if whole_lengths.is_none() {
+                    whole_at = Some(a..z);
+                }
+            }
+            if !table_whole {
+                for &g in &groups {
+                    let r = lt.group_range(g).ok_or_else(|| {
+                        b.corrupt(BlobError::Corrupt("block past the length table"))
+                    })?;
+                    let (a, z) = abs(b.offset, r.start, r.end - r.start)?;
+                    match self.cache.lengths(bundle, a, z) {
+                        Some(l) => {
+                            loaded.insert(g, l);
+                        }
+                        // Groups up to BLOCK_GAP apart are read as one range, as blocks
+                        // are: fewer requests in the round for a few bytes more.
+                        None => match table_reads.last_mut() {
+                            Some(last)
+                                if lt
+                                    .group_range(last.end)
+                                    .is_some_and(|gap| r.start - gap.start <= BLOCK_GAP) =>
+                            {
+                                last.end = g + 1
+                            }
+                            _ => table_reads.push(g..g + 1),
+                        },
+                    }
+                }
+            }
+        }
+        let mut ranges: Vec<std::ops::Range<u64>> = reads.iter().map(|r| r.0.clone()).collect();
+        let n_reads = ranges.len();
+        if let Some(w) = &whole_at {
+            ranges.push(w.clone());
+        }
+        if let Some(lt) = &table {
+            for gs in &table_reads {
+                let r = lt.groups_range(gs.clone()).expect("groups of the table");
+                let (a, z) = abs(b.offset, r.start, r.end - r.start)?;
+                ranges.push(a..z);
+            }
+        }
+        if ranges.is_empty() {
+            self.give_lengths(terms, plan, whole_lengths, &loaded);
             return Ok(false);
         }
-        let ranges: Vec<std::ops::Range<u64>> = reads.iter().map(|r| r.0.clone()).collect();
-        let got = self
+        let mut got = self
             .overlay
             .read_ranges_gap(&Location::new(bundle), &ranges, 0)
             .await
             .map_err(index_io)?;
+        let table_got = got.split_off(n_reads.min(got.len()));
+        if let Some(lt) = &table {
+            let mut it = table_got.into_iter();
+            if let Some(w) = &whole_at {
+                let by = it.next().unwrap_or_default();
+                let l = Arc::new(lt.decode_rows(&by).map_err(|err| b.corrupt(err))?);
+                self.cache.put_row_table(bundle, w.start, w.end, l.clone());
+                whole_lengths = Some(l);
+            }
+            for (gs, by) in table_reads.iter().zip(it) {
+                let r0 = lt
+                    .group_range(gs.start)
+                    .expect("a group of the table")
+                    .start;
+                for g in gs.clone() {
+                    let r = lt.group_range(g).expect("a group of the table");
+                    let (a, z) = ((r.start - r0) as usize, (r.end - r0) as usize);
+                    let part = by
+                        .get(a..z)
+                        .ok_or_else(|| b.corrupt(BlobError::Corrupt("length groups cut short")))?;
+                    let l: Arc<[u32]> = lt
+                        .decode_group(g, part)
+                        .map_err(|err| b.corrupt(err))?
+                        .0
+                        .into();
+                    let (ga, gz) = abs(b.offset, r.start, r.end - r.start)?;
+                    self.cache.put_lengths(bundle, ga, gz, l.clone());
+                    loaded.insert(g, l);
+                }
+            }
+        }
+        self.give_lengths(terms, plan, whole_lengths, &loaded);
+        if n_reads == 0 {
+            return Ok(true);
+        }
         for ((r, t, blocks), by) in reads.into_iter().zip(got) {
             let td = terms[t].as_mut().expect("planned");
             let Some(blocks) = blocks else {
@@ -1570,6 +1716,31 @@ impl Pinned<'_> {
             }
         }
         Ok(true)
+    }
+
+    /// Hands the length table's lengths a search read or found cached ([`Pinned::run_blocks`])
+    /// to the planned terms that take theirs from it.
+    fn give_lengths(
+        &self,
+        terms: &mut [Option<TermData>],
+        plan: &RunPlan,
+        whole: Option<Arc<RowTable>>,
+        groups: &HashMap<usize, Arc<[u32]>>,
+    ) {
+        for (t, _) in &plan.need {
+            let Some(td) = terms[*t].as_mut() else {
+                continue;
+            };
+            if td.table.is_none() {
+                continue;
+            }
+            if whole.is_some() {
+                td.lengths.whole.clone_from(&whole);
+            }
+            for (g, l) in groups {
+                td.lengths.groups.insert(*g, l.clone());
+            }
+        }
     }
 
     /// Which of a run's query terms `found` to read by block: those whose postings pass
@@ -1666,6 +1837,20 @@ impl Pinned<'_> {
                 }
             }
         }
+        // Shared lengths of postings read whole: the run's whole length table, in this round.
+        let shared_whole = found.iter().zip(&span).any(|(te, sp)| {
+            te.as_ref().is_some_and(|e| e.shared_lengths) && sp.is_some_and(|s| s.2)
+        });
+        let mut whole_lengths: Option<Arc<RowTable>> = None;
+        let mut table_at = None;
+        if let (true, Some(t)) = (shared_whole, &dir.lengths) {
+            let (a, z) = abs(b.offset, t.offset, t.length)?;
+            whole_lengths = self.cache.row_table(bundle, a, z);
+            if whole_lengths.is_none() {
+                fetch.push(a..z);
+                table_at = Some((a, z));
+            }
+        }
         let mut got: HashMap<(u64, u64), bytes::Bytes> = HashMap::new();
         let read = !fetch.is_empty();
         if read {
@@ -1679,6 +1864,12 @@ impl Pinned<'_> {
             for (r, by) in fetch.iter().zip(bytes) {
                 got.insert((r.start, r.end), by);
             }
+        }
+        if let (Some((a, z)), Some(t)) = (table_at, &dir.lengths) {
+            let by = got.get(&(a, z)).cloned().unwrap_or_default();
+            let l = Arc::new(t.decode_rows(&by).map_err(|err| b.corrupt(err))?);
+            self.cache.put_row_table(bundle, a, z, l.clone());
+            whole_lengths = Some(l);
         }
         let mut terms = Vec::with_capacity(found.len());
         for (te, span) in found.into_iter().zip(span) {
@@ -1720,6 +1911,7 @@ impl Pinned<'_> {
                 }
                 _ => None,
             };
+            let shared = te.shared_lengths;
             terms.push(Some(TermData {
                 entry: te,
                 postings,
@@ -1727,6 +1919,11 @@ impl Pinned<'_> {
                 blocks: HashMap::new(),
                 seen,
                 skip_bytes,
+                table: dir.lengths.clone().filter(|_| shared),
+                lengths: LengthsView {
+                    whole: whole_lengths.clone().filter(|_| shared),
+                    groups: HashMap::new(),
+                },
             }));
         }
         Ok((terms, read))
@@ -1796,6 +1993,8 @@ struct Cursor<'p> {
     p: &'p Postings,
     /// The blocks read, when the postings were read by block ([`TermData::blocks`]).
     blocks: &'p HashMap<usize, bytes::Bytes>,
+    /// The run's lengths, for postings whose blocks carry none ([`TermData::lengths`]).
+    lengths: &'p LengthsView,
     norms: &'p [f64],
     positions: Option<&'p [u8]>,
     idf: f64,
@@ -1836,6 +2035,7 @@ impl<'p> Cursor<'p> {
             term,
             p: &td.postings,
             blocks: &td.blocks,
+            lengths: &td.lengths,
             norms,
             positions: td.positions.as_deref(),
             idf,
@@ -1940,6 +2140,10 @@ impl<'p> Cursor<'p> {
         let b = self
             .block_bytes(self.block)?
             .ok_or(crate::index::ordered::BlobError::Corrupt("block not read"))?;
+        if self.p.shared_lengths {
+            self.lengths
+                .lengths_of(&self.rows[..self.n], &mut self.lens[..self.n])?;
+        }
         self.p.decode_rest(
             self.block,
             b,
@@ -2212,7 +2416,7 @@ impl Scorer<'_> {
             let td = terms[t].as_ref().expect("whole");
             let p = &td.postings;
             for i in 0..p.skips.len() {
-                let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+                let n = p.decode_with(i, &mut rows, &mut tfs, &mut lens, &td.lengths)?;
                 for j in 0..n {
                     let norm = match self.norms.get(lens[j] as usize) {
                         Some(x) => *x,

@@ -148,7 +148,7 @@ impl Gather {
             self.rows,
         );
         let n_parts = ranges.len();
-        for_each_term(blob, &dir, |term, p, pos_bytes| {
+        for_each_term(blob, &dir, |term, p, pos_bytes, table| {
             list.clear();
             // Block `i` holds rows after block `i - 1`'s last up to its own last: a block
             // outside every part's rows is not decoded.
@@ -166,7 +166,7 @@ impl Gather {
                 if ranges[j].start >= end {
                     continue;
                 }
-                let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+                let n = p.decode_with(i, &mut rows, &mut tfs, &mut lens, table)?;
                 // Rows ascend within a block: the part holding one is at or after the last.
                 let mut q = j;
                 for k in 0..n {

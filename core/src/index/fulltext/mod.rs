@@ -7,9 +7,10 @@
 //! Blob       = "SKF1" Postings* Positions* TermBlock* Directory
 //! Directory  = "SKFD" u8 version(1) u8 tokenizer
 //!              u8 flags(bit 0: positions, bit 1: interleaved, bit 2: checked blocks,
-//!                       bit 3: block impacts, bit 4: compact blocks, bit 5: lean) u8 0
+//!                       bit 3: block impacts, bit 4: compact blocks, bit 5: lean,
+//!                       bit 6: length table) u8 0
 //!              u64 rows u64 docs u64 tokens u64 terms u64 positions_start
-//!              u32 block_docs(128) u32 n  BlockRef*ⁿ
+//!              u32 block_docs(128) u32 n  BlockRef*ⁿ  [LengthTable facts]   (bit 6: [`lengths`])
 //! BlockRef   = varint first_len first_term varint offset varint length varint terms u32 crc32
 //! TermBlock  = varint n  TermEntry*ⁿ          (terms ascending, bytewise)
 //! TermEntry  = varint shared varint suffix_len suffix varint df varint max_tf varint min_len
@@ -47,6 +48,7 @@
 //! least so much ([`Postings::block_floor`]).
 
 pub mod carry;
+pub mod lengths;
 pub mod run;
 
 use std::collections::HashMap;
@@ -56,6 +58,7 @@ use sha2::{Digest, Sha256};
 
 use crate::index::analyzer::{Analyzer, Tokenizer};
 use crate::index::ordered::{get_bytes, get_varint, put_varint, BlobError};
+use lengths::{LengthSource, LengthTable};
 
 pub const BLOB_TYPE: &str = "skerry-fulltext-v1";
 pub const MAGIC: &[u8; 4] = b"SKF1";
@@ -350,6 +353,7 @@ impl FulltextWriter {
             impacts: false,
             compact: false,
             lean: false,
+            lengths: None,
             rows,
             docs: self.docs,
             tokens: self.tokens,
@@ -409,6 +413,9 @@ pub struct DirectoryFacts {
     pub compact: bool,
     /// Lean blocks and skips ([`Layout::lean`]; table runs; needs `compact` and `impacts`).
     pub lean: bool,
+    /// A length table ([`lengths`]; table runs; needs `lean`): the terms it names take their
+    /// documents' lengths from it ([`Layout::shared_lengths`]).
+    pub lengths: Option<LengthTable>,
     pub rows: u64,
     pub docs: u64,
     pub tokens: u64,
@@ -428,6 +435,9 @@ const FLAG_IMPACTS: u8 = 8;
 const FLAG_COMPACT: u8 = 16;
 /// Directory flag: lean blocks and skips ([`Layout::lean`]; with bits 2, 3 and 4).
 const FLAG_LEAN: u8 = 32;
+/// Directory flag: a length table ([`lengths`]; with bit 5), its facts after the block
+/// references.
+const FLAG_TABLE: u8 = 64;
 
 /// The term blocks and directory of a blob, built term by term (terms ascending): finished
 /// term blocks are kept as bytes (a few bytes per term), so a table run's dictionary of
@@ -558,7 +568,12 @@ impl DictWriter {
                 | if facts.checked { FLAG_CHECKED } else { 0 }
                 | if facts.impacts { FLAG_IMPACTS } else { 0 }
                 | if facts.compact { FLAG_COMPACT } else { 0 }
-                | if facts.lean { FLAG_LEAN } else { 0 },
+                | if facts.lean { FLAG_LEAN } else { 0 }
+                | if facts.lengths.is_some() {
+                    FLAG_TABLE
+                } else {
+                    0
+                },
         );
         out.push(0);
         for v in [
@@ -579,6 +594,9 @@ impl DictWriter {
             put_varint(out, *len);
             put_varint(out, *n);
             out.extend_from_slice(&crc.to_le_bytes());
+        }
+        if let Some(t) = &facts.lengths {
+            t.write_facts(out);
         }
         base + d0 as u64..base + out.len() as u64
     }
@@ -622,6 +640,9 @@ pub struct Layout {
     /// `tf − 1` values with Rice-coded index gaps where shorter, and no positions mode byte
     /// in a block whose positions are in mode 0 (its skip says which).
     pub lean: bool,
+    /// The term's blocks carry no document lengths: they are the run's length table's
+    /// ([`lengths`]; lean blocks, terms in at least `1/α` of a run's documents).
+    pub shared_lengths: bool,
 }
 
 /// The statistics a blob's block impacts are computed against: its directory's documents
@@ -760,7 +781,9 @@ pub fn encode_term(
         let lens = &t.lens[lo..hi];
         let min_len = lens.iter().copied().min().unwrap_or(0);
         let mut len_width = 0;
-        if layout.compact {
+        if layout.shared_lengths {
+            // The run's length table holds them (`len_width` 0 in the skip).
+        } else if layout.compact {
             vals.clear();
             vals.extend(lens.iter().map(|l| l - min_len));
             if lean {
@@ -1783,6 +1806,8 @@ pub struct FulltextDirectory {
     pub compact: bool,
     /// Lean blocks and skips ([`DirectoryFacts::lean`]).
     pub lean: bool,
+    /// The run's length table ([`DirectoryFacts::lengths`]).
+    pub lengths: Option<std::sync::Arc<LengthTable>>,
     pub rows: u64,
     /// Rows with a non-NULL value.
     pub docs: u64,
@@ -1829,7 +1854,8 @@ impl FulltextDirectory {
                 | FLAG_CHECKED
                 | FLAG_IMPACTS
                 | FLAG_COMPACT
-                | FLAG_LEAN)
+                | FLAG_LEAN
+                | FLAG_TABLE)
             != 0
         {
             return Err(BlobError::Corrupt("unknown flags"));
@@ -1839,6 +1865,9 @@ impl FulltextDirectory {
             return Err(BlobError::Corrupt(
                 "lean blocks without compact blocks and impacts",
             ));
+        }
+        if bytes[6] & FLAG_TABLE != 0 && bytes[6] & FLAG_LEAN == 0 {
+            return Err(BlobError::Corrupt("a length table without lean blocks"));
         }
         let impacts = bytes[6] & FLAG_IMPACTS != 0;
         if impacts && bytes[6] & FLAG_CHECKED == 0 {
@@ -1897,6 +1926,15 @@ impl FulltextDirectory {
                 crc32,
             });
         }
+        let lengths = match bytes[6] & FLAG_TABLE != 0 {
+            true => Some(std::sync::Arc::new(LengthTable::read_facts(
+                bytes,
+                &mut pos,
+                rows,
+                blob_length,
+            )?)),
+            false => None,
+        };
         if pos != bytes.len() || total != terms {
             return Err(BlobError::Corrupt(
                 "directory length disagrees with its blocks",
@@ -1910,6 +1948,7 @@ impl FulltextDirectory {
             impacts,
             compact,
             lean,
+            lengths,
             rows,
             docs,
             tokens,
@@ -1948,6 +1987,9 @@ pub struct TermEntry {
     pub compact: bool,
     /// Lean blocks and skips ([`FulltextDirectory::lean`]).
     pub lean: bool,
+    /// The term's blocks carry no lengths: they are the run's length table's
+    /// ([`lengths::shared`] of the directory's `alpha`, the term's `df` and the documents).
+    pub shared_lengths: bool,
 }
 
 /// Parses a term block (checking its CRC-32 against the directory's).
@@ -2048,6 +2090,10 @@ pub fn parse_term_block(
             }),
             compact: dir.compact,
             lean: dir.lean,
+            shared_lengths: dir
+                .lengths
+                .as_ref()
+                .is_some_and(|t| lengths::shared(t.alpha, df, dir.docs)),
         });
     }
     if pos != bytes.len() {
@@ -2100,6 +2146,8 @@ pub struct Postings {
     pub compact: bool,
     /// Lean blocks and skips ([`TermEntry::lean`]).
     pub lean: bool,
+    /// The blocks carry no lengths ([`TermEntry::shared_lengths`]): a decoder is given them.
+    pub shared_lengths: bool,
     /// The blocks whose impact [`Postings::decode_rest`] has checked against their postings.
     impacts_checked: CheckedBlocks,
 }
@@ -2278,6 +2326,7 @@ impl Postings {
             impact_avg: e.impacts.map(|r| r.avg_len()),
             compact: e.compact,
             lean: e.lean,
+            shared_lengths: e.shared_lengths,
         })
     }
 
@@ -2311,6 +2360,7 @@ impl Postings {
             impact_avg: e.impacts.map(|r| r.avg_len()),
             compact: e.compact,
             lean: e.lean,
+            shared_lengths: e.shared_lengths,
         })
     }
 
@@ -2323,6 +2373,26 @@ impl Postings {
         tfs: &mut [u32],
         lens: &mut [u32],
     ) -> Result<usize, BlobError> {
+        let b = self.whole_block(i)?;
+        self.decode_checked(i, b, rows, tfs, lens, None::<&[u32]>)
+    }
+
+    /// [`Postings::decode`] of a term whose lengths may be the run's length table's
+    /// (`table`: its lengths, all or those of the block's rows).
+    pub fn decode_with(
+        &self,
+        i: usize,
+        rows: &mut [u32],
+        tfs: &mut [u32],
+        lens: &mut [u32],
+        table: &(impl LengthSource + ?Sized),
+    ) -> Result<usize, BlobError> {
+        let b = self.whole_block(i)?;
+        self.decode_checked(i, b, rows, tfs, lens, Some(table))
+    }
+
+    /// Block `i`'s bytes in whole postings.
+    fn whole_block(&self, i: usize) -> Result<&[u8], BlobError> {
         let s = self
             .skips
             .get(i)
@@ -2330,7 +2400,7 @@ impl Postings {
         if !self.whole {
             return Err(BlobError::Corrupt("postings block not read"));
         }
-        self.decode_checked(i, &self.bytes[s.start..s.end], rows, tfs, lens)
+        Ok(&self.bytes[s.start..s.end])
     }
 
     /// Decodes block `i` from its bytes read alone (`block`: `skips[i].start..end` of the
@@ -2344,7 +2414,22 @@ impl Postings {
         lens: &mut [u32],
     ) -> Result<usize, BlobError> {
         self.check_block(i, block)?;
-        self.decode_checked(i, block, rows, tfs, lens)
+        self.decode_checked(i, block, rows, tfs, lens, None::<&[u32]>)
+    }
+
+    /// [`Postings::decode_block`] of a term whose lengths may be the run's length table's
+    /// (`table`: its lengths, all or those of the block's rows).
+    pub fn decode_block_with(
+        &self,
+        i: usize,
+        block: &[u8],
+        rows: &mut [u32],
+        tfs: &mut [u32],
+        lens: &mut [u32],
+        table: &(impl LengthSource + ?Sized),
+    ) -> Result<usize, BlobError> {
+        self.check_block(i, block)?;
+        self.decode_checked(i, block, rows, tfs, lens, Some(table))
     }
 
     /// Checks block `i`'s bytes read alone against its skip's length and CRC-32.
@@ -2370,8 +2455,18 @@ impl Postings {
         rows: &mut [u32],
         tfs: &mut [u32],
         lens: &mut [u32],
+        table: Option<&(impl LengthSource + ?Sized)>,
     ) -> Result<usize, BlobError> {
         let (n, at) = self.decode_rows(i, b, rows)?;
+        if self.shared_lengths {
+            let table = table.ok_or(BlobError::Corrupt(
+                "postings whose lengths are the run's length table's, read without it",
+            ))?;
+            let lens = lens
+                .get_mut(..n)
+                .ok_or(BlobError::Corrupt("block too long"))?;
+            table.lengths_of(&rows[..n], lens)?;
+        }
         self.decode_rest(i, b, at, n, tfs, lens)?;
         Ok(n)
     }
@@ -2419,6 +2514,9 @@ impl Postings {
     /// trailing bytes, every posting within the skip's bounds, and the skip's impact that
     /// of its postings (the first time block `i` is decoded: `b` must be its bytes, the whole
     /// postings' or checked by [`Postings::check_block`], as for [`Postings::decode_rows`]).
+    /// With [`Postings::shared_lengths`], `lens[..n]` holds the block's lengths on entry
+    /// (the run's length table's, for the rows [`Postings::decode_rows`] gave), checked here
+    /// as a block's own are.
     pub fn decode_rest(
         &self,
         i: usize,
@@ -2446,7 +2544,11 @@ impl Postings {
         } else {
             unpack(b, &mut pos, n, tfs)?;
         }
-        if self.lean {
+        if self.shared_lengths {
+            if lens.len() < n {
+                return Err(BlobError::Corrupt("block too long"));
+            }
+        } else if self.lean {
             let lens = lens
                 .get_mut(..n)
                 .ok_or(BlobError::Corrupt("block too long"))?;
@@ -2458,7 +2560,7 @@ impl Postings {
             return Err(BlobError::Corrupt("trailing bytes in a postings block"));
         }
         // The checks folded into flags, not branches, so the loops vectorize.
-        if self.compact {
+        if self.compact && !self.shared_lengths {
             let mut over = false;
             for l in lens[..n].iter_mut() {
                 let (v, o) = l.overflowing_add(s.min_len);
@@ -2551,9 +2653,8 @@ impl Postings {
         if i == self.skips.len() {
             return Ok(before);
         }
-        let (mut rows, mut tfs, mut lens) =
-            ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
-        let n = self.decode(i, &mut rows, &mut tfs, &mut lens)?;
+        let mut rows = [0u32; BLOCK_DOCS];
+        let (n, _) = self.decode_rows(i, self.whole_block(i)?, &mut rows)?;
         Ok(before + rows[..n].iter().filter(|r| u64::from(**r) < x).count() as u64)
     }
 }
@@ -2631,9 +2732,14 @@ pub type TermPostings = Vec<(Vec<u8>, Vec<Posting>)>;
 pub fn for_each_term(
     blob: &[u8],
     dir: &FulltextDirectory,
-    mut f: impl FnMut(Vec<u8>, Postings, Option<&[u8]>) -> Result<(), BlobError>,
+    mut f: impl FnMut(Vec<u8>, Postings, Option<&[u8]>, &[u32]) -> Result<(), BlobError>,
 ) -> Result<(), BlobError> {
     let len = blob.len() as u64;
+    // The run's length table, every group checked (empty without one).
+    let table = match &dir.lengths {
+        Some(t) => t.read_all(blob)?,
+        None => Vec::new(),
+    };
     let slice = |r: Range<u64>| {
         blob.get(r.start as usize..r.end as usize)
             .ok_or(BlobError::Corrupt("range outside the blob"))
@@ -2654,7 +2760,7 @@ pub fn for_each_term(
                 }
                 None => None,
             };
-            f(e.term, p, pos_bytes)?;
+            f(e.term, p, pos_bytes, &table)?;
         }
     }
     Ok(())
@@ -2669,10 +2775,10 @@ pub fn read_all(blob: &[u8], directory: Range<u64>) -> Result<TermPostings, Blob
     let mut out = Vec::new();
     let (mut rows, mut tfs, mut lens) =
         ([0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS], [0u32; BLOCK_DOCS]);
-    for_each_term(blob, &dir, |term, p, pos_bytes| {
+    for_each_term(blob, &dir, |term, p, pos_bytes, table| {
         let mut list = Vec::new();
         for i in 0..p.skips.len() {
-            let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+            let n = p.decode_with(i, &mut rows, &mut tfs, &mut lens, table)?;
             let first = list.len();
             for k in 0..n {
                 list.push(Posting {
@@ -2851,6 +2957,21 @@ pub fn fuzz_compact_codecs(data: &[u8]) {
         std::hint::black_box(ps);
     });
     let _ = SkipTable::read(rest, &mut 0, n, (3, 20), 1 << 24);
+    // A run's length table (decision 88): its directory facts, then its groups, read from
+    // the bytes after them.
+    let mut at = 0;
+    if let Ok(t) = LengthTable::read_facts(rest, &mut at, n as u64 * 200, u64::MAX >> 1) {
+        let tail = &rest[at..];
+        let _ = t.decode_all(tail);
+        for g in 0..t.groups().min(8) {
+            if let Some(r) = t.group_range(g) {
+                let len = (r.end - r.start) as usize;
+                if let Some(b) = tail.get(..len) {
+                    let _ = std::hint::black_box(t.decode_group(g, b));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -3529,6 +3650,7 @@ pub(crate) mod tests {
             impacts: layout.impacts,
             compact: layout.compact,
             lean: layout.lean,
+            shared_lengths: layout.shared_lengths,
         };
         (out, pb, e)
     }
@@ -3536,10 +3658,11 @@ pub(crate) mod tests {
     #[test]
     fn every_layout_decodes_to_what_it_encoded() {
         let layouts = [
-            (false, false, false),
-            (true, false, false),
-            (true, true, false),
-            (true, true, true),
+            (false, false, false, false),
+            (true, false, false, false),
+            (true, true, false, false),
+            (true, true, true, false),
+            (true, true, true, true),
         ];
         for (seed, df, loose, ones) in [
             (1u64, 1usize, false, false),
@@ -3552,13 +3675,19 @@ pub(crate) mod tests {
             let [rows, tfs, lens, ps] = &term;
             let (t, stats) = (postings_ref(&term), TEST_STATS);
             let mut sizes = Vec::new();
-            for (checked, compact, lean) in layouts {
+            // Every row's length, by row: the run's length table for a shared layout.
+            let mut table = vec![0u32; rows.last().map_or(0, |r| *r as usize + 1)];
+            for (r, l) in rows.iter().zip(lens) {
+                table[*r as usize] = *l;
+            }
+            for (checked, compact, lean, shared_lengths) in layouts {
                 let layout = Layout {
                     positions: true,
                     checked,
                     impacts: checked.then_some(stats),
                     compact,
                     lean,
+                    shared_lengths,
                 };
                 let (out, pb, e) = encode_entry(t, layout);
                 sizes.push(out.len() + pb.len());
@@ -3572,13 +3701,26 @@ pub(crate) mod tests {
                     (vec![], vec![], vec![], vec![]);
                 let mut x = ([0u32; 128], [0u32; 128], [0u32; 128]);
                 for i in 0..whole.skips.len() {
-                    let n = whole.decode(i, &mut x.0, &mut x.1, &mut x.2).unwrap();
+                    let n = whole
+                        .decode_with(i, &mut x.0, &mut x.1, &mut x.2, &table[..])
+                        .unwrap();
+                    // Without the table, shared lengths are an error, not zeros.
+                    assert_eq!(
+                        whole.decode(i, &mut x.0, &mut x.1, &mut x.2).is_err(),
+                        shared_lengths
+                    );
+                    whole
+                        .decode_with(i, &mut x.0, &mut x.1, &mut x.2, &table[..])
+                        .unwrap();
                     // The rows alone, then the rest from where they end: the same block.
                     let s = &whole.skips[i];
                     let b = &out[s.start..s.end];
                     let mut z = ([0u32; 128], [0u32; 128], [0u32; 128]);
                     let (m, at) = whole.decode_rows(i, b, &mut z.0).unwrap();
                     assert_eq!((m, &z.0[..m]), (n, &x.0[..n]));
+                    if shared_lengths {
+                        table[..].lengths_of(&z.0[..m], &mut z.2[..m]).unwrap();
+                    }
                     whole.decode_rest(i, b, at, m, &mut z.1, &mut z.2).unwrap();
                     assert_eq!((&z.1[..n], &z.2[..n]), (&x.1[..n], &x.2[..n]));
                     assert!(whole
@@ -3587,9 +3729,17 @@ pub(crate) mod tests {
                     if let Some(a) = &alone {
                         let s = &a.skips[i];
                         let mut y = ([0u32; 128], [0u32; 128], [0u32; 128]);
-                        let m = a
-                            .decode_block(i, &out[s.start..s.end], &mut y.0, &mut y.1, &mut y.2)
-                            .unwrap();
+                        let b = &out[s.start..s.end];
+                        let m = if shared_lengths {
+                            assert!(a.decode_block(i, b, &mut y.0, &mut y.1, &mut y.2).is_err());
+                            a.check_block(i, b).unwrap();
+                            let (m, at) = a.decode_rows(i, b, &mut y.0).unwrap();
+                            table[..].lengths_of(&y.0[..m], &mut y.2[..m]).unwrap();
+                            a.decode_rest(i, b, at, m, &mut y.1, &mut y.2).unwrap();
+                            m
+                        } else {
+                            a.decode_block(i, b, &mut y.0, &mut y.1, &mut y.2).unwrap()
+                        };
                         assert_eq!(m, n);
                         assert_eq!(
                             (&y.0[..n], &y.1[..n], &y.2[..n]),
@@ -3604,7 +3754,7 @@ pub(crate) mod tests {
                     })
                     .unwrap();
                 }
-                let layout = (checked, compact, lean);
+                let layout = (checked, compact, lean, shared_lengths);
                 assert_eq!(&got_rows, rows, "{layout:?}");
                 assert_eq!(&got_tfs, tfs, "{layout:?}");
                 assert_eq!(&got_lens, lens, "{layout:?}");
@@ -3621,7 +3771,7 @@ pub(crate) mod tests {
                     };
                     if let Ok(p) = Postings::parse(bytes::Bytes::from(bad), &e, 1 << 31) {
                         for k in 0..p.skips.len() {
-                            let _ = p.decode(k, &mut x.0, &mut x.1, &mut x.2);
+                            let _ = p.decode_with(k, &mut x.0, &mut x.1, &mut x.2, &table[..]);
                             let s = &p.skips[k];
                             if let Ok((n, at)) =
                                 p.decode_rows(k, &p.bytes[s.start..s.end], &mut x.0)
@@ -3641,6 +3791,7 @@ pub(crate) mod tests {
             }
             if df >= 128 {
                 assert!(sizes[3] < sizes[2], "lean is smaller: {sizes:?}");
+                assert!(sizes[4] < sizes[3], "shared lengths are smaller: {sizes:?}");
             }
         }
     }
@@ -3656,6 +3807,7 @@ pub(crate) mod tests {
             impacts: Some(TEST_STATS),
             compact: true,
             lean: true,
+            shared_lengths: false,
         };
         let (out, _, e) = encode_entry(postings_ref(&term), layout);
         let parse = || Postings::parse(bytes::Bytes::from(out.clone()), &e, 1 << 31).unwrap();

@@ -23,6 +23,7 @@ use std::ops::Range;
 
 use sha2::{Digest, Sha256};
 
+use super::lengths::{self, RowLengths};
 use super::{
     encode_term, DictWriter, DirectoryFacts, EntryFacts, ImpactRef, Layout, TermPostingsRef, MAGIC,
 };
@@ -48,6 +49,13 @@ pub struct RunWriter {
     taken: u64,
     postings: u64,
     scratch: Vec<u8>,
+    /// Terms in at least `1/alpha` of the documents take their lengths from the run's length
+    /// table (0: no table).
+    alpha: u8,
+    /// Every row's length, from the terms holding it.
+    lengths: RowLengths,
+    /// Whether a term took its lengths from the table (else none is written).
+    shared: bool,
 }
 
 /// The end of a run: its term blocks and directory (to be written after every term), and the
@@ -69,7 +77,16 @@ impl RunWriter {
     /// A run over rows holding `docs` documents of `tokens` terms (the covered files' sums,
     /// known before any term: every skip's impact is computed against their mean).
     pub fn new(positions: bool, docs: u64, tokens: u64) -> RunWriter {
+        RunWriter::with_alpha(positions, docs, tokens, lengths::DEFAULT_ALPHA)
+    }
+
+    /// [`RunWriter::new`] whose terms in at least `1/alpha` of the documents take their
+    /// lengths from a length table (`0`: every term keeps its own, no table).
+    pub fn with_alpha(positions: bool, docs: u64, tokens: u64, alpha: u8) -> RunWriter {
         RunWriter {
+            alpha,
+            lengths: RowLengths::default(),
+            shared: false,
             positions,
             stats: ImpactRef { docs, tokens },
             dict: DictWriter::new(positions, true),
@@ -86,6 +103,14 @@ impl RunWriter {
         debug_assert!(!t.rows.is_empty());
         let at = self.taken + self.pending.len() as u64;
         self.scratch.clear();
+        let df = t.rows.len() as u64;
+        let shared_lengths = lengths::shared(self.alpha, df, self.stats.docs);
+        self.shared |= shared_lengths;
+        if self.alpha > 0 {
+            for (r, l) in t.rows.iter().zip(t.lens) {
+                self.lengths.set(*r, *l);
+            }
+        }
         let code = encode_term(
             t,
             Layout {
@@ -94,6 +119,7 @@ impl RunWriter {
                 impacts: Some(self.stats),
                 compact: true,
                 lean: true,
+                shared_lengths,
             },
             &mut self.pending,
             &mut self.scratch,
@@ -134,6 +160,12 @@ impl RunWriter {
         let ImpactRef { docs, tokens } = self.stats;
         let bounds = self.dict.bounds();
         let terms = self.dict.terms();
+        let mut bytes = std::mem::take(&mut self.pending);
+        // The length table, after the postings, when a term's lengths are in it.
+        let table = self
+            .shared
+            .then(|| self.lengths.write(self.alpha, rows, self.taken, &mut bytes));
+        drop(std::mem::take(&mut self.lengths));
         let facts = DirectoryFacts {
             tokenizer,
             positions: self.positions,
@@ -142,12 +174,12 @@ impl RunWriter {
             impacts: true,
             compact: true,
             lean: true,
+            lengths: table,
             rows,
             docs,
             tokens,
             positions_start: 0,
         };
-        let mut bytes = std::mem::take(&mut self.pending);
         let directory = self.dict.finish(&facts, self.taken, &mut bytes);
         let d = (directory.start - self.taken) as usize..(directory.end - self.taken) as usize;
         let directory_sha256 = hex::encode(Sha256::digest(&bytes[d]));
@@ -197,19 +229,21 @@ impl TermGather {
     }
 
     /// Appends every posting of a file's term (`p`, its positions bytes `positions` when
-    /// kept), its rows shifted by `base`. Errors when a block does not decode, positions
-    /// disagree, or a row passes the run's rows.
+    /// kept; `table`: its blob's length table read whole, empty without one), its rows
+    /// shifted by `base`. Errors when a block does not decode, positions disagree, or a row
+    /// passes the run's rows.
     pub fn append(
         &mut self,
         p: &super::Postings,
         positions: Option<&[u8]>,
+        table: &[u32],
         base: u32,
     ) -> Result<(), super::BlobError> {
         let mut rows = [0u32; super::BLOCK_DOCS];
         let mut tfs = [0u32; super::BLOCK_DOCS];
         let mut lens = [0u32; super::BLOCK_DOCS];
         for i in 0..p.skips.len() {
-            let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+            let n = p.decode_with(i, &mut rows, &mut tfs, &mut lens, table)?;
             for r in &rows[..n] {
                 let r = r
                     .checked_add(base)
@@ -236,6 +270,7 @@ impl TermGather {
         &mut self,
         p: &super::Postings,
         positions: Option<&[u8]>,
+        table: &[u32],
         row: impl Fn(u32) -> Option<u32>,
     ) -> Result<(), super::BlobError> {
         let mut rows = [0u32; super::BLOCK_DOCS];
@@ -243,7 +278,7 @@ impl TermGather {
         let mut lens = [0u32; super::BLOCK_DOCS];
         let mut kept = [None; super::BLOCK_DOCS];
         for i in 0..p.skips.len() {
-            let n = p.decode(i, &mut rows, &mut tfs, &mut lens)?;
+            let n = p.decode_with(i, &mut rows, &mut tfs, &mut lens, table)?;
             for k in 0..n {
                 kept[k] = row(rows[k]);
                 if let Some(r) = kept[k] {
@@ -370,13 +405,18 @@ mod tests {
                 .positions
                 .as_ref()
                 .map(|(r, _)| &out[r.start as usize..r.end as usize]);
+            let table = dir
+                .lengths
+                .as_ref()
+                .map(|t| t.read_all(&out).unwrap())
+                .unwrap_or_default();
             let mut g = TermGather::default();
-            g.append(&p, pos, 7).unwrap();
+            g.append(&p, pos, &table, 7).unwrap();
             let want = &run[0].1;
             assert_eq!(g.rows, want.iter().map(|p| p.row + 7).collect::<Vec<_>>());
             assert_eq!(g.tfs, want.iter().map(|p| p.tf).collect::<Vec<_>>());
             assert!(
-                g.append(&p, pos, u32::MAX).is_err(),
+                g.append(&p, pos, &table, u32::MAX).is_err(),
                 "rows past 2^32 are refused"
             );
         }
@@ -391,12 +431,37 @@ mod tests {
         Vec<u8>,
         super::super::FulltextDirectory,
     ) {
+        let (blob, out, dir, _) = one_file_run_at(d);
+        (blob, out, dir)
+    }
+
+    /// [`one_file_run`], with the directory's range in the run.
+    fn one_file_run_at(
+        d: &[Option<String>],
+    ) -> (
+        super::super::FulltextBlob,
+        Vec<u8>,
+        super::super::FulltextDirectory,
+        Range<u64>,
+    ) {
         let mut one = FulltextWriter::new(Tokenizer::Simple, false);
         for (i, t) in d.iter().enumerate() {
             one.add(i as u64, t.as_deref()).unwrap();
         }
         let blob = one.finish(d.len() as u64);
-        let mut w = RunWriter::new(false, blob.docs, blob.tokens);
+        let (out, directory) = run_of(&blob, lengths::DEFAULT_ALPHA);
+        let dir = super::super::FulltextDirectory::parse(
+            &out[directory.start as usize..],
+            None,
+            out.len() as u64,
+        )
+        .unwrap();
+        (blob, out, dir, directory)
+    }
+
+    /// The run written from one file's blob alone with `alpha`: its bytes and directory range.
+    fn run_of(blob: &super::super::FulltextBlob, alpha: u8) -> (Vec<u8>, Range<u64>) {
+        let mut w = RunWriter::with_alpha(false, blob.docs, blob.tokens, alpha);
         let mut g = TermGather::default();
         for (term, list) in &read_all(&blob.bytes, blob.directory.clone()).unwrap() {
             g.clear();
@@ -410,13 +475,9 @@ mod tests {
         let mut out = w.take();
         let tail = w.finish(Tokenizer::Simple, blob.rows);
         out.extend_from_slice(&tail.bytes);
-        let dir = super::super::FulltextDirectory::parse(
-            &out[tail.directory.start as usize..],
-            Some(&tail.directory_sha256),
-            out.len() as u64,
-        )
-        .unwrap();
-        (blob, out, dir)
+        let d = &out[tail.directory.start as usize..];
+        assert_eq!(hex::encode(Sha256::digest(d)), tail.directory_sha256);
+        (out, tail.directory)
     }
 
     /// Checked blocks: a term's skip section parses alone, each block read alone decodes to
@@ -427,6 +488,7 @@ mod tests {
         let d = docs(7, 3000);
         let (_, out, dir) = one_file_run(&d);
         assert!(dir.checked);
+        let table = dir.lengths.as_ref().unwrap().read_all(&out).unwrap();
         let mut seen_many = false;
         for r in &dir.blocks {
             let tb = &out[r.offset as usize..(r.offset + r.length) as usize];
@@ -448,9 +510,11 @@ mod tests {
                 let mut b = ([0u32; 128], [0u32; 128], [0u32; 128]);
                 for (i, sk) in skips.skips.iter().enumerate() {
                     let block = &all[sk.start..sk.end];
-                    let n = whole.decode(i, &mut a.0, &mut a.1, &mut a.2).unwrap();
+                    let n = whole
+                        .decode_with(i, &mut a.0, &mut a.1, &mut a.2, &table[..])
+                        .unwrap();
                     let m = skips
-                        .decode_block(i, block, &mut b.0, &mut b.1, &mut b.2)
+                        .decode_block_with(i, block, &mut b.0, &mut b.1, &mut b.2, &table[..])
                         .unwrap();
                     assert_eq!(
                         (n, &a.0[..n], &a.1[..n], &a.2[..n]),
@@ -461,11 +525,11 @@ mod tests {
                         let mut bad = block.to_vec();
                         bad[k] ^= 0x21;
                         assert!(skips
-                            .decode_block(i, &bad, &mut b.0, &mut b.1, &mut b.2)
+                            .decode_block_with(i, &bad, &mut b.0, &mut b.1, &mut b.2, &table[..])
                             .is_err());
                     }
                     assert!(skips
-                        .decode_block(i, &block[1..], &mut b.0, &mut b.1, &mut b.2)
+                        .decode_block_with(i, &block[1..], &mut b.0, &mut b.1, &mut b.2, &table[..])
                         .is_err());
                 }
                 for k in 0..len as usize {
@@ -492,6 +556,7 @@ mod tests {
         let d = docs(11, 2500);
         let (blob, out, dir) = one_file_run(&d);
         assert!(dir.checked && dir.impacts);
+        let table = dir.lengths.as_ref().unwrap().read_all(&out).unwrap();
         let avg = blob.tokens as f64 / blob.docs as f64;
         let (mut blocks, mut tight) = (0, 0);
         for r in &dir.blocks {
@@ -501,7 +566,9 @@ mod tests {
                 let p = Postings::parse(bytes::Bytes::copy_from_slice(all), &e, dir.rows).unwrap();
                 let mut x = ([0u32; 128], [0u32; 128], [0u32; 128]);
                 for i in 0..p.skips.len() {
-                    let n = p.decode(i, &mut x.0, &mut x.1, &mut x.2).unwrap();
+                    let n = p
+                        .decode_with(i, &mut x.0, &mut x.1, &mut x.2, &table[..])
+                        .unwrap();
                     for a in [avg, avg * 0.5, avg * 2.0, avg * 1.01] {
                         let (lo, hi) = p.impact_range(i, a).unwrap();
                         let best = (0..n)
@@ -519,11 +586,63 @@ mod tests {
                     } else {
                         2
                     };
-                    assert!(lying.decode(i, &mut x.0, &mut x.1, &mut x.2).is_err());
+                    assert!(lying
+                        .decode_with(i, &mut x.0, &mut x.1, &mut x.2, &table[..])
+                        .is_err());
                 }
             }
         }
         assert!(blocks > 50 && tight == blocks, "{tight} of {blocks}");
+    }
+
+    /// A run whose terms in an eighth of the documents or more take their lengths from its
+    /// length table: the directory says so (bit 6, its facts after the block references),
+    /// those terms' blocks are smaller, and a directory whose flag disagrees with its bytes
+    /// is refused. A writer with `alpha` 0 writes no table and the same postings otherwise.
+    #[test]
+    fn dense_terms_take_their_lengths_from_the_table() {
+        let d = docs(5, 3000);
+        let (blob, out, dir, dir_at) = one_file_run_at(&d);
+        let t = dir.lengths.as_ref().expect("a length table");
+        assert_eq!(t.alpha, lengths::DEFAULT_ALPHA);
+        assert_eq!(t.rows(), blob.rows);
+        let table = t.read_all(&out).unwrap();
+        // The table holds each row's length as the blob's postings do.
+        for (_, list) in &read_all(&blob.bytes, blob.directory.clone()).unwrap() {
+            for p in list {
+                assert_eq!(table[p.row as usize], p.len);
+            }
+        }
+        let mut shared = 0;
+        for r in &dir.blocks {
+            let tb = &out[r.offset as usize..(r.offset + r.length) as usize];
+            for e in super::super::parse_term_block(tb, r, &dir, out.len() as u64).unwrap() {
+                assert_eq!(e.shared_lengths, e.df * 8 >= dir.docs, "{:?}", e.term);
+                shared += usize::from(e.shared_lengths);
+            }
+        }
+        assert!(shared > 0);
+        // Without the table: the same terms and postings, more bytes.
+        let (plain, plain_at) = run_of(&blob, 0);
+        let pd = &plain[plain_at.start as usize..];
+        let pdir = super::super::FulltextDirectory::parse(pd, None, plain.len() as u64).unwrap();
+        assert!(pdir.lengths.is_none());
+        assert_eq!(
+            read_all(&plain, plain_at.clone()).unwrap(),
+            read_all(&out, dir_at.clone()).unwrap()
+        );
+        assert!(out.len() < plain.len(), "{} vs {}", out.len(), plain.len());
+        // A flag that disagrees with the directory's bytes is refused.
+        let d0 = dir_at.start as usize;
+        let mut bad = out[d0..].to_vec();
+        bad[6] &= !64;
+        assert!(super::super::FulltextDirectory::parse(&bad, None, out.len() as u64).is_err());
+        let mut bad = pd.to_vec();
+        bad[6] |= 64;
+        assert!(super::super::FulltextDirectory::parse(&bad, None, plain.len() as u64).is_err());
+        let mut bad = out[d0..].to_vec();
+        bad[6] &= !32;
+        assert!(super::super::FulltextDirectory::parse(&bad, None, out.len() as u64).is_err());
     }
 
     #[test]
